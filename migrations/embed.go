@@ -1,0 +1,53 @@
+// Package migrations holds hookd's schema as numbered goose migrations,
+// embedded in the binary so it needs nothing beside PostgreSQL.
+package migrations
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// FS is the set of migration files, for callers that need to fingerprint the
+// schema (the test helper names its template database by their hash).
+var FS fs.FS = files
+
+// Up applies every pending migration. It is safe to call from several
+// processes at once: goose holds a PostgreSQL session advisory lock while it
+// migrates, so replicas starting together apply each migration exactly once.
+func Up(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	return up(ctx, db)
+}
+
+func up(ctx context.Context, db *sql.DB) ([]string, error) {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, files,
+		goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	results, err := provider.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	applied := make([]string, 0, len(results))
+	for _, r := range results {
+		applied = append(applied, r.Source.Path)
+	}
+	return applied, nil
+}

@@ -1,0 +1,83 @@
+package queuetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// EventOpts describes a queue row for InsertEvent; zero fields get defaults.
+type EventOpts struct {
+	EventID   string // default: a fresh evt_... id
+	EventType string // default: "invoice.paid"
+	Payload   string // default: a minimal Stripe event with EventID and EventType
+	Status    queue.Status
+	Attempts  int
+	LastError string // default: "downstream returned 500"
+	// DueIn places next_retry_at relative to the database's now(): negative
+	// is overdue. Default: -1 minute, i.e. due.
+	DueIn time.Duration
+	// Age places created_at this long before now(). Default: 0.
+	Age time.Duration
+}
+
+// InsertEvent puts a row on the retry queue in the state opts describes and
+// returns it.
+func InsertEvent(t testing.TB, pool *pgxpool.Pool, opts EventOpts) queue.Event {
+	t.Helper()
+	if opts.EventID == "" {
+		opts.EventID = "evt_test_" + randomHex(8)
+	}
+	if opts.EventType == "" {
+		opts.EventType = "invoice.paid"
+	}
+	if opts.Payload == "" {
+		opts.Payload = `{"id":"` + opts.EventID + `","object":"event","type":"` + opts.EventType + `"}`
+	}
+	if opts.Status == "" {
+		opts.Status = queue.StatusFailed
+	}
+	if opts.LastError == "" {
+		opts.LastError = "downstream returned 500"
+	}
+	if opts.DueIn == 0 {
+		opts.DueIn = -time.Minute
+	}
+	var id uuid.UUID
+	err := pool.QueryRow(context.Background(), `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts,
+		                            last_error, next_retry_at, created_at, last_attempt_at)
+		VALUES ('stripe', $1, $2, $3, $4, $5, $6,
+		        now() + make_interval(secs => $7),
+		        now() - make_interval(secs => $8),
+		        now() - make_interval(secs => $8))
+		RETURNING id`,
+		opts.EventID, opts.EventType, opts.Payload, opts.Status, opts.Attempts, opts.LastError,
+		opts.DueIn.Seconds(), opts.Age.Seconds()).Scan(&id)
+	if err != nil {
+		t.Fatalf("queuetest: insert event: %v", err)
+	}
+	e, err := queue.New(pool).Event(context.Background(), id)
+	if err != nil {
+		t.Fatalf("queuetest: read inserted event: %v", err)
+	}
+	return e
+}
+
+// WaitFor polls cond until it holds, failing t after timeout. Tests use it
+// instead of sleeping.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,128 @@
+// Package queue is hookd's durable state in PostgreSQL: the dedup markers that
+// make a redelivered Stripe event a no-op, the per-event advisory lock that
+// serializes concurrent deliveries of one event, and the retry queue that keeps
+// every event whose processing failed until it succeeds or a person gives up
+// on it. All of hookd's SQL lives here.
+//
+// Every timestamp is taken from the database's now(), so replicas on different
+// machines share one clock.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// SourceStripe is the source recorded for events received from Stripe.
+const SourceStripe = "stripe"
+
+var (
+	// ErrNotFound is returned when the row asked for does not exist.
+	ErrNotFound = errors.New("not found")
+
+	// ErrEventLocked is returned by TryLockEvent when another delivery of the
+	// same event holds its lock.
+	ErrEventLocked = errors.New("event is locked by another delivery")
+)
+
+// DBTX is what both *pgxpool.Pool and pgx.Tx provide, so every Store method
+// runs the same way on the pool or inside a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store runs hookd's queries against a pool or, as the Store inside a Tx,
+// against one transaction.
+type Store struct {
+	db DBTX
+}
+
+// New returns a Store over pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{db: pool}
+}
+
+// Tx is a Store bound to one open transaction, as returned by TryLockEvent.
+// Its methods run inside that transaction, so the writes they make commit or
+// roll back together, and any lock the transaction holds lasts until then.
+type Tx struct {
+	Store
+	tx pgx.Tx
+}
+
+// Commit commits the transaction and releases its locks.
+func (t *Tx) Commit(ctx context.Context) error {
+	if err := t.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back and releases its locks. After Commit
+// it does nothing, so it is safe to defer.
+func (t *Tx) Rollback(ctx context.Context) error {
+	err := t.tx.Rollback(ctx)
+	if err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// InTx runs fn in a transaction: committed when fn returns nil, rolled back
+// when it returns an error.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		return fn(&Tx{Store: Store{db: tx}, tx: tx})
+	})
+}
+
+// TryLockEvent takes the per-event lock for eventID without waiting and
+// returns the transaction that holds it, or ErrEventLocked when another
+// delivery of the same event holds it already.
+//
+// Hold the returned Tx across the whole dedup read, processing and the write
+// of the outcome: while it is held, a second delivery of the same event gets
+// ErrEventLocked and the receiver answers 503, so Stripe redelivers after the
+// first delivery has committed its marker, and that redelivery's dedup read
+// short-circuits. Without the lock the dedup read is check-then-act: two
+// concurrent deliveries both see "not processed" and both run the processor.
+//
+// It tries rather than blocks (pg_try_advisory_xact_lock, not
+// pg_advisory_xact_lock) because a blocking acquire would park a pooled
+// connection for as long as the holder processes, including its outbound
+// call, so a redelivery storm on one hot event could pin the pool just
+// waiting. The loser gives its connection back at once and lets Stripe's own
+// backoff redeliver; the marker settles the race anyway. Distinct events hash
+// to distinct keys and never contend.
+//
+// The lock is transaction-scoped, so Commit or Rollback releases it on every
+// path, including a panic or a lost connection; it cannot leak the way a
+// session lock on a pooled connection would. The key is namespaced with the
+// "stripe_webhook:" prefix so it shares no space with other advisory locks.
+func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin event lock: %w", err)
+	}
+	var acquired bool
+	err = tx.QueryRow(ctx,
+		`SELECT pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || $1::text, 0))`,
+		eventID).Scan(&acquired)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("lock event: %w", err)
+	}
+	if !acquired {
+		_ = tx.Rollback(ctx)
+		return nil, ErrEventLocked
+	}
+	return &Tx{Store: Store{db: tx}, tx: tx}, nil
+}
