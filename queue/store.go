@@ -126,3 +126,11 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 	}
 	return &Tx{Store: Store{db: tx}, tx: tx}, nil
 }
+
+// Ping checks that the database answers a query.
+func (s *Store) Ping(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, `SELECT 1`); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,385 @@
+// Command hookd receives Stripe webhooks, makes sure each is processed once,
+// keeps the ones that fail on a durable retry queue in PostgreSQL, and shows
+// support staff what failed.
+//
+// Usage:
+//
+//	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
+//	hookd migrate   apply the database migrations and exit
+//	hookd version   print the version
+//
+// Every setting comes from an environment variable, overridable by a flag;
+// `hookd serve -h` lists them.
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/web"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "hookd:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// run is the whole program; main only gives it the process's environment, so
+// tests can run it with their own.
+func run(ctx context.Context, args []string, getenv func(string) string,
+	stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !isFlag(args[0]) {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		cfg, err := parseConfig("serve", args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, stderr)
+	case "migrate":
+		cfg, err := parseConfig("migrate", args, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return migrate(ctx, cfg, stdout)
+	case "version":
+		fmt.Fprintln(stdout, "hookd", buildVersion())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	}
+}
+
+const usage = `Usage: hookd <command> [flags]
+
+Commands:
+  serve     run the webhook receiver, retry loop, pruner and dashboard (default)
+  migrate   apply the database migrations and exit
+  version   print the version
+
+Run "hookd <command> -h" for a command's flags.
+`
+
+func isFlag(arg string) bool { return len(arg) > 0 && arg[0] == '-' }
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+		if info.Main.Version != "" && info.Main.Version != "(devel)" {
+			return info.Main.Version
+		}
+	}
+	return "dev"
+}
+
+// openPool connects to the database and checks it answers: pgxpool.New does
+// not connect, and a wrong DATABASE_URL should stop the program at start.
+func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %v", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database at %s: %v", describeDB(pcfg), err)
+	}
+	return pool, nil
+}
+
+func describeDB(c *pgxpool.Config) string {
+	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
+}
+
+func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := migrations.Up(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "migrate: schema is up to date")
+	}
+	for _, name := range applied {
+		fmt.Fprintln(stdout, "migrate: applied", name)
+	}
+	return nil
+}
+
+func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	applied, err := migrations.Up(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, name := range applied {
+		logger.Info("migration applied", "file", name)
+	}
+	store := queue.New(pool)
+
+	handler := web.NewServer(logger, store)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("HOOKD_ADDR: %v", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("hookd listening", "addr", ln.Addr().String(), "version", buildVersion())
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		logger.Info("shutting down: no new requests, finishing the ones in flight")
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			return fmt.Errorf("http shutdown: %w", err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// Config is every setting of hookd, parsed once, here, from the environment
+// and the command line; the packages get what they need as parameters.
+type Config struct {
+	DatabaseURL     string
+	Addr            string
+	StripeSecrets   []Secret
+	ForwardURL      string
+	ForwardSecret   Secret
+	ForwardTimeout  time.Duration
+	RetryInterval   time.Duration
+	MarkerRetention time.Duration
+	AdminEmail      string
+	AdminPassword   Secret
+	MaxBody         int64
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+}
+
+// Secret is a configuration value that must never reach a log or an error.
+type Secret string
+
+// LogValue redacts the secret in slog output.
+func (Secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// String redacts the secret when formatted with %v or %s.
+func (Secret) String() string { return "REDACTED" }
+
+// Reveal returns the secret's value, for the one place that uses it.
+func (s Secret) Reveal() string { return string(s) }
+
+// setting is one configuration value: its flag, its environment variable, its
+// built-in default and how to store it in the Config.
+type setting struct {
+	flag, env, def, usage string
+	// secret settings show no value in -h and never echo the value in errors.
+	secret bool
+	set    func(c *Config, v string) error
+}
+
+var settings = []setting{
+	{flag: "database-url", env: "DATABASE_URL", usage: "PostgreSQL connection string (default: libpq's PG* variables)", secret: true,
+		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
+		set: func(c *Config, v string) error { c.Addr = v; return nil }},
+	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
+		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
+	{flag: "forward-url", env: "HOOKD_FORWARD_URL", usage: "where the default processor POSTs each event (none: events are accepted and marked processed)",
+		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
+	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
+		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
+	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: "10s", usage: "how long the processor waits for the forward URL",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardTimeout, v) }},
+	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: "5s", usage: "how often the retry loop looks for due events when idle",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
+	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: "720h", usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.MarkerRetention, v) }},
+	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account ensured at start",
+		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
+	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
+		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
+	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
+	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
+	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
+		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+}
+
+// parseConfig builds the Config for a command: a flag overrides its
+// environment variable, which overrides the built-in default. A bad value is
+// an error naming the variable and the value (unless it is a secret).
+func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("hookd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	values := make([]*string, len(settings))
+	for i, s := range settings {
+		values[i] = fs.String(s.flag, s.def, s.usage+" [$"+s.env+"]")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: hookd %s [flags]\n\nEach flag overrides the environment variable in brackets.\n\n", cmd)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	var cfg Config
+	for i, s := range settings {
+		v, from := *values[i], "-"+s.flag
+		if !explicit[s.flag] {
+			from = s.env
+			if env := getenv(s.env); env != "" {
+				v = env
+			}
+		}
+		if err := s.set(&cfg, v); err != nil {
+			if s.secret {
+				return Config{}, fmt.Errorf("%s: %v", from, err)
+			}
+			return Config{}, fmt.Errorf("%s: %v (got %q)", from, err, v)
+		}
+	}
+	return cfg, nil
+}
+
+func parsePositiveDuration(dst *time.Duration, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration like 10s, 5m or 720h")
+	}
+	if d <= 0 {
+		return errors.New("must be greater than zero")
+	}
+	*dst = d
+	return nil
+}
+
+func parsePositiveInt(dst *int64, v string) error {
+	var n int64
+	if _, err := fmt.Sscan(v, &n); err != nil || fmt.Sprint(n) != v {
+		return errors.New("not a whole number")
+	}
+	if n <= 0 {
+		return errors.New("must be greater than zero")
+	}
+	*dst = n
+	return nil
+}
+
+func checkURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("not an absolute http(s) URL")
+	}
+	return nil
+}
+
+func parseSecrets(dst *[]Secret, v string) error {
+	*dst = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.HasPrefix(part, "whsec_") {
+			return errors.New("each secret must start with whsec_ (Stripe's signing secret, from the webhook endpoint's page)")
+		}
+		*dst = append(*dst, Secret(part))
+	}
+	return nil
+}
+
+func checkForwardSecret(v string) error {
+	if v == "" {
+		return nil
+	}
+	rest, ok := strings.CutPrefix(v, "whsec_")
+	if !ok {
+		return errors.New("must look like whsec_<base64>")
+	}
+	if _, err := base64.StdEncoding.DecodeString(rest); err != nil || rest == "" {
+		return errors.New("the part after whsec_ is not valid base64")
+	}
+	return nil
+}
