@@ -69,10 +69,12 @@ type Event struct {
 	NextRetryAt   time.Time  `db:"next_retry_at"`
 	CreatedAt     time.Time  `db:"created_at"`
 	LastAttemptAt *time.Time `db:"last_attempt_at"`
+	// ManualRetry is set when a person sent the event back to the queue.
+	ManualRetry bool `db:"manual_retry"`
 }
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
-	attempts, last_error, next_retry_at, created_at, last_attempt_at`
+	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry`
 
 // FailedEvent is an event whose inline processing failed, as Enqueue takes it.
 type FailedEvent struct {
@@ -189,7 +191,7 @@ func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, l
 	}
 	tag, err := s.db.Exec(ctx, `
 		UPDATE webhook_events
-		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(),
+		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false,
 		    next_retry_at = CASE WHEN $2 = 'dead' THEN next_retry_at
 		                         ELSE now() + make_interval(secs => $5) END
 		WHERE id = $1`,
@@ -305,7 +307,7 @@ func (s *Store) DeadEvents(ctx context.Context, limit, offset int) (EventPage, e
 func (s *Store) RetryDead(ctx context.Context, id uuid.UUID) (bool, error) {
 	tag, err := s.db.Exec(ctx, `
 		UPDATE webhook_events
-		SET status = 'failed', attempts = 0, next_retry_at = now()
+		SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
 		WHERE id = $1 AND status = 'dead'`, id)
 	if err != nil {
 		return false, fmt.Errorf("retry dead event %s: %w", id, err)
