@@ -22,6 +22,14 @@ if ! command -v node >/dev/null 2>&1; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
 fi
 
+# playwright-core 1.64 requires Node.js 20 or later (its package.json engines),
+# and Debian 12's own nodejs is 18: say so here rather than fail in the tests.
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  echo "browser: Node.js $(node --version) is too old for playwright-core $driver_version; install Node.js 20 or later (e.g. from NodeSource)" >&2
+  exit 1
+fi
+
 if [ ! -f "$driver_dir/package/cli.js" ] ||
    ! grep -q "\"version\": \"$driver_version\"" "$driver_dir/package/package.json"; then
   echo "browser: fetching playwright-core $driver_version from the npm registry"
