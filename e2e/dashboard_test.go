@@ -121,7 +121,7 @@ func TestRetryDeadEvent(t *testing.T) {
 
 	h.downstream.setFailing(false)
 	retried := dead[0]
-	click(t, button(eventRow(page, retried), "Retry"), "Retry on "+retried)
+	click(t, rowButton(eventRow(page, retried), "Retry"), "Retry on "+retried)
 	must(t, expect.Locator(page.GetByTestId("flash")).ToContainText(retried+" queued for retry"), "flash after Retry")
 	must(t, expect.Locator(eventRow(page, retried)).ToHaveCount(0), "retried event left the dead list")
 	must(t, expect.Locator(page.Locator(`tr[data-testid="event-row"]`)).ToHaveCount(2), "two dead events left")
@@ -263,10 +263,26 @@ func TestPruneMarkers(t *testing.T) {
 		}
 	})
 
-	step(t, "ZeroDaysIsRefused", func(t *testing.T) {
-		must(t, page.GetByLabel("Days").Fill("0"), "fill Days")
+	step(t, "ZeroDaysIsRefusedByTheBrowser", func(t *testing.T) {
+		days := page.GetByLabel("Days")
+		must(t, days.Fill("0"), "fill Days")
 		click(t, pageButton(page, "Prune…"), "Prune…")
-		must(t, expect.Locator(page.GetByRole("alert")).ToContainText("at least 1"), "0 days refused")
+		msg, err := days.Evaluate(`input => input.validationMessage`, nil)
+		must(t, err, "read the Days field's validation message")
+		if msg == "" {
+			t.Errorf("the browser accepted 0 days; want the Days field to refuse it")
+		}
+		must(t, expect.Locator(pageButton(page, "Confirm prune")).ToHaveCount(0), "no confirmation for 0 days")
+	})
+
+	// The form's own check is a convenience; the server must refuse too.
+	step(t, "ZeroDaysIsRefusedByTheServer", func(t *testing.T) {
+		days := page.GetByLabel("Days")
+		_, err := days.Evaluate(`input => { input.form.noValidate = true }`, nil)
+		must(t, err, "turn off the browser's form validation")
+		must(t, days.Fill("0"), "fill Days")
+		click(t, pageButton(page, "Prune…"), "Prune…")
+		must(t, expect.Locator(page.GetByRole("alert")).ToContainText("at least 1"), "0 days refused with a message")
 		must(t, expect.Locator(pageButton(page, "Confirm prune")).ToHaveCount(0), "no confirmation for 0 days")
 		must(t, expect.Locator(markers).ToHaveText("2"), "marker count unchanged")
 		if n := h.count(t, `SELECT count(*) FROM processed_webhook_events`); n != 2 {
@@ -291,7 +307,7 @@ func TestFormWithoutCSRFTokenIsRefused(t *testing.T) {
 
 	resp, err := page.ExpectResponse(func(r playwright.Response) bool {
 		return r.Request().Method() == http.MethodPost
-	}, func() error { return button(row, "Retry").Click() })
+	}, func() error { return rowButton(row, "Retry").Click() })
 	must(t, err, "submit the Retry form without its token")
 	if resp.Status() != http.StatusForbidden {
 		t.Errorf("POST %s without _csrf: got %d, want 403", resp.URL(), resp.Status())
@@ -317,8 +333,9 @@ func TestOverviewFitsAPhone(t *testing.T) {
 	h := startHookd(t)
 	// Some of everything, so the overview renders its fullest.
 	longError := "downstream returned 502: " + strings.Repeat("upstream_connect_error_or_disconnect_reset_before_headers ", 4)
-	queuetest.InsertEvent(t, h.db, queuetest.EventOpts{Status: queue.StatusFailed, LastError: longError, Age: 3 * time.Hour})
-	queuetest.InsertEvent(t, h.db, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, LastError: longError})
+	// Not due for an hour, so the retry loop leaves them be.
+	queuetest.InsertEvent(t, h.db, queuetest.EventOpts{Status: queue.StatusFailed, LastError: longError, Age: 3 * time.Hour, DueIn: time.Hour})
+	queuetest.InsertEvent(t, h.db, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, LastError: longError, DueIn: time.Hour})
 	queuetest.InsertEvent(t, h.db, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, LastError: longError})
 	h.sendEvents(t, 2, "invoice.paid")
 

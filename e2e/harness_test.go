@@ -392,10 +392,14 @@ func click(t *testing.T, l playwright.Locator, what string) {
 	must(t, l.Click(), "click "+what)
 }
 
-// button finds a button inside l by its exact accessible name, so "Retry"
-// never matches "Retry all".
-func button(l playwright.Locator, name string) playwright.Locator {
-	return l.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: name, Exact: playwright.Bool(true)})
+// rowButton finds the button inside row whose visible text is exactly label,
+// so "Retry" never matches "Retry now". Row buttons are named after their
+// event for screen readers ("Retry evt_…"), so the accessible name is no
+// handle here.
+func rowButton(row playwright.Locator, label string) playwright.Locator {
+	return row.GetByRole("button").Filter(playwright.LocatorFilterOptions{
+		HasText: regexp.MustCompile(`^\s*` + regexp.QuoteMeta(label) + `\s*$`),
+	})
 }
 
 // pageButton finds a button on the page by its exact accessible name.
