@@ -144,7 +144,7 @@ func TestRetryDeadEvent(t *testing.T) {
 	entry := page.Locator(`tr[data-testid="audit-row"]`).Filter(playwright.LocatorFilterOptions{HasText: retried})
 	must(t, expect.Locator(entry).ToHaveCount(1), "one audit row for the retry")
 	must(t, expect.Locator(entry).ToContainText(adminEmail), "audit row says who retried")
-	must(t, expect.Locator(entry).ToContainText("retry"), "audit row says what was done")
+	must(t, expect.Locator(entry.GetByText("retry", playwright.LocatorGetByTextOptions{Exact: playwright.Bool(true)})).ToBeVisible(), "audit row says what was done")
 }
 
 func TestRetryAllWithTypeFilter(t *testing.T) {
@@ -288,6 +288,15 @@ func TestPruneMarkers(t *testing.T) {
 		if n := h.count(t, `SELECT count(*) FROM processed_webhook_events`); n != 2 {
 			t.Errorf("got %d markers after a refused prune, want 2", n)
 		}
+	})
+
+	step(t, "AuditLogRecordsTheOnePrune", func(t *testing.T) {
+		visit(t, page, "/audit")
+		prunes := page.Locator(`tr[data-testid="audit-row"]`).Filter(playwright.LocatorFilterOptions{
+			Has: page.GetByText("prune", playwright.PageGetByTextOptions{Exact: playwright.Bool(true)}),
+		})
+		must(t, expect.Locator(prunes).ToHaveCount(1), "one prune in the audit log, none for the refused ones")
+		must(t, expect.Locator(prunes).ToContainText(adminEmail), "audit row says who pruned")
 	})
 }
 
