@@ -63,7 +63,10 @@ func TestOverviewFollowsTheQueueWithoutReload(t *testing.T) {
 
 	page := h.newPage(t)
 	h.signIn(t, page)
+	// A new queue row waits a minute for its first retry.
 	must(t, expect.Locator(page.GetByTestId("count-failed")).ToHaveText("5"), "five events in their first-attempt state")
+	must(t, expect.Locator(page.GetByTestId("count-retrying")).ToHaveText("0"), "none retried yet")
+	must(t, expect.Locator(page.GetByTestId("count-due")).ToHaveText("0"), "none due yet")
 	must(t, expect.Locator(page.GetByTestId("marker-count")).ToHaveText("0"), "no markers while the downstream fails")
 
 	// Survives only as long as the document does: a reload would drop it.
