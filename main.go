@@ -6,6 +6,7 @@
 //
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
+//	hookd send-test-event [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -76,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 			return err
 		}
 		return migrate(ctx, cfg, stdout)
+	case "send-test-event":
+		return sendTestEvent(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -92,6 +95,7 @@ const usage = `Usage: hookd <command> [flags]
 Commands:
   serve     run the webhook receiver, retry loop, pruner and dashboard (default)
   migrate   apply the database migrations and exit
+  send-test-event  post a signed sample Stripe event to a receiver
   version   print the version
 
 Run "hookd <command> -h" for a command's flags.
