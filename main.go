@@ -127,6 +127,12 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
 	}
+	// Each webhook being processed holds a connection, since its transaction
+	// holds the event's lock; pgxpool's default of max(4, CPUs) would cap
+	// concurrent deliveries at 4. pool_max_conns in DATABASE_URL still wins.
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
@@ -139,6 +145,10 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// defaultMaxConns leaves room for three replicas under PostgreSQL's default
+// max_connections of 100.
+const defaultMaxConns = 30
 
 func describeDB(c *pgxpool.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)

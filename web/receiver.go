@@ -50,7 +50,12 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 			return c.String(http.StatusServiceUnavailable, "no signing secret configured\n")
 		default:
 			metrics.Received("unavailable")
-			logger.ErrorContext(req.Context(), "webhook not stored, asking for redelivery", "err", err)
+			var eventID string
+			if ee, ok := errors.AsType[*worker.EventError](err); ok {
+				eventID = ee.EventID
+			}
+			logger.ErrorContext(req.Context(), "webhook not stored, asking Stripe to redeliver",
+				"event_id", eventID, "err", err)
 			return c.String(http.StatusServiceUnavailable, "temporarily unavailable\n")
 		}
 	}

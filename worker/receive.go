@@ -130,7 +130,27 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err != nil {
 		return 0, err
 	}
+	outcome, err := r.receive(ctx, ev, payload, sigHeader)
+	if err != nil {
+		return 0, &EventError{EventID: ev.ID, Err: err}
+	}
+	return outcome, nil
+}
 
+// EventError is an error Receive met once it knew the event's id, so that
+// whoever logs it can say which event it was.
+type EventError struct {
+	EventID string
+	Err     error
+}
+
+func (e *EventError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error, e.g. queue.ErrEventLocked.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// receive runs the locked part of the pipeline for a verified event.
+func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string) (Outcome, error) {
 	tx, err := r.store.TryLockEvent(ctx, ev.ID)
 	if err != nil {
 		return 0, err
