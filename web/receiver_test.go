@@ -46,7 +46,7 @@ func sign(payload []byte, secret string, at time.Time) string {
 }
 
 // newServer starts hookd's handler over store with processor p.
-func newServer(t *testing.T, store *queue.Store, p worker.Processor, maxBody int64) *httptest.Server {
+func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int64) *httptest.Server {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(web.NewQueueCollector(discardLogger, store))
