@@ -6,6 +6,7 @@
 //
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
+//	hookd send-test-event [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -31,11 +32,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/worker"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -73,6 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 			return err
 		}
 		return migrate(ctx, cfg, stdout)
+	case "send-test-event":
+		return sendTestEvent(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -89,6 +95,7 @@ const usage = `Usage: hookd <command> [flags]
 Commands:
   serve     run the webhook receiver, retry loop, pruner and dashboard (default)
   migrate   apply the database migrations and exit
+  send-test-event  post a signed sample Stripe event to a receiver
   version   print the version
 
 Run "hookd <command> -h" for a command's flags.
@@ -120,6 +127,12 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
 	}
+	// Each webhook being processed holds a connection, since its transaction
+	// holds the event's lock; pgxpool's default of max(4, CPUs) would cap
+	// concurrent deliveries at 4. pool_max_conns in DATABASE_URL still wins.
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = defaultMaxConns
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
@@ -132,6 +145,10 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// defaultMaxConns leaves room for three replicas under PostgreSQL's default
+// max_connections of 100.
+const defaultMaxConns = 30
 
 func describeDB(c *pgxpool.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
@@ -173,7 +190,22 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	store := queue.New(pool)
 
-	handler := web.NewServer(logger, store)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		web.NewQueueCollector(logger, store))
+	metrics := worker.NewMetrics(reg)
+	proc, err := newProcessor(cfg, logger)
+	if err != nil {
+		return err
+	}
+	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
+		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics})
+	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
+		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
+		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
+	pruner := worker.NewPruner(store, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
+
+	handler := web.NewServer(logger, store, receiver, metrics, reg, cfg.MaxBody)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -193,6 +225,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		return nil
 	})
+	g.Go(func() error { return retrier.Run(gctx) })
+	g.Go(func() error { return pruner.Run(gctx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		logger.Info("shutting down: no new requests, finishing the ones in flight")
@@ -213,19 +247,21 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // Config is every setting of hookd, parsed once, here, from the environment
 // and the command line; the packages get what they need as parameters.
 type Config struct {
-	DatabaseURL     string
-	Addr            string
-	StripeSecrets   []Secret
-	ForwardURL      string
-	ForwardSecret   Secret
-	ForwardTimeout  time.Duration
-	RetryInterval   time.Duration
-	MarkerRetention time.Duration
-	AdminEmail      string
-	AdminPassword   Secret
-	MaxBody         int64
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
+	DatabaseURL      string
+	Addr             string
+	StripeSecrets    []Secret
+	ForwardURL       string
+	ForwardSecret    Secret
+	ForwardTimeout   time.Duration
+	RetryInterval    time.Duration
+	MarkerRetention  time.Duration
+	AdminEmail       string
+	AdminPassword    Secret
+	MaxBody          int64
+	RetryBatch       int64
+	RetryConcurrency int64
+	ShutdownTimeout  time.Duration
+	LogLevel         slog.Level
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -272,6 +308,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
+	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryBatch, v) }},
+	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: "32", usage: "processors the retry loop runs at once",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
@@ -382,4 +422,26 @@ func checkForwardSecret(v string) error {
 		return errors.New("the part after whsec_ is not valid base64")
 	}
 	return nil
+}
+
+// newProcessor returns the forwarder to HOOKD_FORWARD_URL or, without one,
+// the processor that accepts every event, saying so once.
+func newProcessor(cfg Config, logger *slog.Logger) (worker.Processor, error) {
+	if cfg.ForwardURL == "" {
+		logger.Warn("no HOOKD_FORWARD_URL configured: events are accepted and marked processed without being forwarded")
+		return worker.Discard, nil
+	}
+	f, err := worker.NewForwarder(cfg.ForwardURL, cfg.ForwardSecret.Reveal())
+	if err != nil {
+		return nil, fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
+	}
+	return f, nil
+}
+
+func reveal(secrets []Secret) []string {
+	out := make([]string, len(secrets))
+	for i, s := range secrets {
+		out[i] = s.Reveal()
+	}
+	return out
 }

@@ -12,15 +12,20 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
 )
 
-// NewServer returns the handler serving every route of hookd.
-func NewServer(logger *slog.Logger, store *queue.Store) http.Handler {
+// NewServer returns the handler serving every route of hookd: receiver
+// hands webhooks to the pipeline, metrics counts them, gatherer is what
+// /metrics serves, and maxBody is the largest webhook body accepted.
+func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
+	metrics *worker.Metrics, gatherer prometheus.Gatherer, maxBody int64) http.Handler {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	addRoutes(e, logger, store)
+	addRoutes(e, logger, store, receiver, metrics, gatherer, maxBody)
 	return e
 }

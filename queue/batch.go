@@ -1,0 +1,262 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// TryLockEvents takes, without waiting, the per-event lock of each of
+// eventIDs in one statement and one transaction, and returns that transaction
+// with the ids it locked, in their order. The ids another delivery holds are
+// left out; the caller leaves them for a later batch. The locks are the same
+// as TryLockEvent's, so a batch and a single delivery of one event exclude
+// each other. The Tx is returned even when it locked nothing; roll it back.
+//
+// Every lock held takes a slot in the server's shared lock table, sized
+// max_locks_per_transaction × max_connections (6,400 with PostgreSQL's
+// defaults), so batches stay well below that.
+func (s *Store) TryLockEvents(ctx context.Context, eventIDs []string) (*Tx, []string, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("begin batch lock: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT e.id
+		FROM unnest($1::text[]) WITH ORDINALITY AS e(id, ord)
+		WHERE pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || e.id, 0))
+		ORDER BY e.ord`, eventIDs)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, nil, fmt.Errorf("lock events: %w", err)
+	}
+	locked := make([]string, 0, len(eventIDs))
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			_ = tx.Rollback(ctx)
+			return nil, nil, fmt.Errorf("lock events: %w", err)
+		}
+		locked = append(locked, id)
+	}
+	if err := rows.Err(); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, nil, fmt.Errorf("lock events: %w", err)
+	}
+	return &Tx{Store: Store{db: tx}, tx: tx}, locked, nil
+}
+
+// ClaimState is where a claimed event stands once its lock is held.
+type ClaimState int
+
+const (
+	// ClaimHeld: the row is still as the claim left it; process the event.
+	ClaimHeld ClaimState = iota
+	// ClaimProcessed: the event has a dedup marker, so it was processed
+	// since it was queued; only its queue row is left to delete.
+	ClaimProcessed
+	// ClaimLost: the row is gone, or was claimed again after this claim's
+	// window passed; whoever holds it now finishes it.
+	ClaimLost
+)
+
+// ClaimStates returns the state of each claimed event, in order. Call it
+// with the events' locks held, in a statement after the one that took them:
+// a statement sees only what was committed when it started, so a marker
+// committed by the delivery that held the lock just before would be missed
+// by a check in the locking statement itself.
+//
+// A row counts as still claimed when its next_retry_at is the one ClaimDue
+// returned: every claim and every outcome moves it.
+func (s *Store) ClaimStates(ctx context.Context, claimed []Event) ([]ClaimState, error) {
+	ids := make([]string, len(claimed))
+	eventIDs := make([]string, len(claimed))
+	until := make([]time.Time, len(claimed))
+	for i, e := range claimed {
+		ids[i], eventIDs[i], until[i] = e.ID.String(), e.EventID, e.NextRetryAt
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT CASE
+		         WHEN EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = c.event_id) THEN $4::int
+		         WHEN EXISTS (SELECT 1 FROM webhook_events e
+		                      WHERE e.id = c.id AND e.next_retry_at = c.claimed_until
+		                        AND e.status IN ('failed', 'retrying')) THEN $5::int
+		         ELSE $6::int
+		       END
+		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c(id, event_id, claimed_until, ord)
+		ORDER BY c.ord`,
+		ids, eventIDs, until, int(ClaimProcessed), int(ClaimHeld), int(ClaimLost))
+	if err != nil {
+		return nil, fmt.Errorf("check claims: %w", err)
+	}
+	defer rows.Close()
+	states := make([]ClaimState, 0, len(claimed))
+	for rows.Next() {
+		var st int
+		if err := rows.Scan(&st); err != nil {
+			return nil, fmt.Errorf("check claims: %w", err)
+		}
+		states = append(states, ClaimState(st))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("check claims: %w", err)
+	}
+	return states, nil
+}
+
+// Settled is a claimed event after its attempt, as ResolveBatch and
+// RescheduleBatch take it.
+type Settled struct {
+	Event Event
+	// Attempt is the attempt to record; nil for an event resolved without
+	// one (it had a marker already).
+	Attempt *NewAttempt
+}
+
+// ResolveBatch finishes claimed events in one statement: it deletes their
+// queue rows, writes their dedup markers and records their successful
+// attempts. As with Resolve, there is never a moment with neither a row nor
+// a marker, nor with both. It returns how many rows it deleted.
+func (s *Store) ResolveBatch(ctx context.Context, done []Settled) (int64, error) {
+	if len(done) == 0 {
+		return 0, nil
+	}
+	var c attemptColumns
+	ids := make([]string, len(done))
+	eventIDs := make([]string, len(done))
+	for i, d := range done {
+		ids[i], eventIDs[i] = d.Event.ID.String(), d.Event.EventID
+		if d.Attempt != nil {
+			c.add(*d.Attempt)
+		}
+	}
+	var deleted int64
+	err := s.db.QueryRow(ctx, `
+		WITH resolved AS (
+			DELETE FROM webhook_events WHERE id = ANY ($1::uuid[]) RETURNING id
+		), marked AS (
+			INSERT INTO processed_webhook_events (event_id)
+			SELECT unnest($2::text[])
+			ON CONFLICT DO NOTHING
+		), recorded AS (
+			INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+			SELECT a.source, a.event_id, a.duration_ms, 'succeeded', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+			FROM unnest($3::text[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[], $9::int[])
+			     AS a(source, event_id, duration_ms, http_status, error, path, attempt)
+		)
+		SELECT count(*) FROM resolved`,
+		append([]any{ids, eventIDs}, c.args()...)...).Scan(&deleted)
+	if err != nil {
+		return 0, fmt.Errorf("resolve batch: %w", err)
+	}
+	return deleted, nil
+}
+
+// RescheduleBatch records failed attempts of claimed events in one
+// statement, as ScheduleRetry does for one: each event's attempts become its
+// Attempt's Number, and it becomes retrying, due after RetryDelay, or dead at
+// MaxAttempts. It returns the new status of each event, in order.
+func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status, error) {
+	if len(failed) == 0 {
+		return nil, nil
+	}
+	var c attemptColumns
+	ids := make([]string, len(failed))
+	statuses := make([]Status, len(failed))
+	statusText := make([]string, len(failed))
+	delays := make([]float64, len(failed))
+	for i, f := range failed {
+		a := *f.Attempt
+		c.add(a)
+		ids[i] = f.Event.ID.String()
+		statuses[i] = StatusRetrying
+		if a.Number >= MaxAttempts {
+			statuses[i] = StatusDead
+		}
+		statusText[i] = string(statuses[i])
+		delays[i] = RetryDelay(a.Number).Seconds()
+	}
+	_, err := s.db.Exec(ctx, `
+		WITH f AS (
+			SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[], $4::int[], $5::text[])
+			       AS f(id, status, delay, attempts, error)
+		), rescheduled AS (
+			UPDATE webhook_events e
+			SET status = f.status, attempts = f.attempts, last_error = f.error,
+			    last_attempt_at = now(), manual_retry = false,
+			    next_retry_at = CASE WHEN f.status = 'dead' THEN e.next_retry_at
+			                         ELSE now() + make_interval(secs => f.delay) END
+			FROM f
+			WHERE e.id = f.id
+		)
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		SELECT a.source, a.event_id, a.duration_ms, 'failed', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+		FROM unnest($6::text[], $7::text[], $8::float8[], $9::int[], $10::text[], $11::text[], $12::int[])
+		     AS a(source, event_id, duration_ms, http_status, error, path, attempt)`,
+		append([]any{ids, statusText, delays, c.number, c.errors}, c.args()...)...)
+	if err != nil {
+		return nil, fmt.Errorf("reschedule batch: %w", err)
+	}
+	return statuses, nil
+}
+
+// attemptColumns holds attempts column by column, for an INSERT from unnest.
+type attemptColumns struct {
+	source, eventID, errors, path []string
+	durationMS                    []float64
+	httpStatus, number            []int
+}
+
+func (c *attemptColumns) add(a NewAttempt) {
+	c.source = append(c.source, a.Source)
+	c.eventID = append(c.eventID, a.EventID)
+	c.durationMS = append(c.durationMS, float64(a.Duration)/float64(time.Millisecond))
+	c.httpStatus = append(c.httpStatus, a.HTTPStatus)
+	c.errors = append(c.errors, a.Error)
+	c.path = append(c.path, string(a.Path))
+	c.number = append(c.number, a.Number)
+}
+
+// args returns the columns in the order source, event_id, duration_ms,
+// http_status, error, path, attempt, with empty arrays rather than NULLs.
+func (c *attemptColumns) args() []any {
+	return []any{
+		nonNil(c.source), nonNil(c.eventID), nonNil(c.durationMS), nonNil(c.httpStatus),
+		nonNil(c.errors), nonNil(c.path), nonNil(c.number),
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// PruneAttempts deletes the attempt history older than olderThan of events
+// that are no longer on the queue, i.e. resolved ones, and returns how many
+// attempts it deleted. The history of an event still queued, dead ones
+// included, is kept whatever its age: a person may still need it. It deletes
+// in batches, as PruneProcessed does.
+func (s *Store) PruneAttempts(ctx context.Context, olderThan time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.db.Exec(ctx, `
+			DELETE FROM webhook_attempts
+			WHERE id = ANY (ARRAY(
+				SELECT a.id FROM webhook_attempts a
+				WHERE a.attempted_at < now() - make_interval(secs => $1)
+				  AND NOT EXISTS (SELECT 1 FROM webhook_events e
+				                  WHERE e.source = a.source AND e.event_id = a.event_id)
+				LIMIT $2))`,
+			olderThan.Seconds(), pruneBatchSize)
+		if err != nil {
+			return total, fmt.Errorf("prune attempts: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatchSize {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package web_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+// BenchmarkReceiverHTTP posts real signed Stripe events, each new, over HTTP
+// to a real server with no forward URL, from 16 concurrent clients. Each
+// delivery takes the event lock, reads the dedup state, writes the marker and
+// the attempt, and commits before its 200. It reports requests/s, the 50th
+// and 99th percentile latency, and the process's peak RSS.
+func BenchmarkReceiverHTTP(b *testing.B) {
+	store, _ := queuetest.NewStore(b)
+	srv := newServer(b, store, worker.Discard, 1<<20)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	url := srv.URL + "/webhooks/stripe"
+
+	const clients = 16
+	var seq atomic.Int64
+	var mu sync.Mutex
+	var latencies []time.Duration
+	prefix := fmt.Sprintf("evt_bench_%d_", time.Now().UnixNano())
+
+	// RunParallel starts parallelism × GOMAXPROCS goroutines.
+	b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			body := fmt.Appendf(nil, `{"id":"%s%d","object":"event","api_version":"2025-03-31.basil","created":%d,`+
+				`"data":{"object":{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd"}},`+
+				`"livemode":false,"pending_webhooks":1,"type":"invoice.paid"}`,
+				prefix, seq.Add(1), time.Now().Unix())
+			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+			req.Header.Set("Stripe-Signature", sign(body, testSecret, time.Now()))
+			t0 := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mine = append(mine, time.Since(t0))
+			if resp.StatusCode != http.StatusOK {
+				b.Errorf("got %d, want 200", resp.StatusCode)
+				return
+			}
+		}
+		mu.Lock()
+		latencies = append(latencies, mine...)
+		mu.Unlock()
+	})
+	elapsed := time.Since(start)
+	slices.Sort(latencies)
+	if len(latencies) > 0 {
+		b.ReportMetric(float64(len(latencies))/elapsed.Seconds(), "req/s")
+		b.ReportMetric(float64(latencies[len(latencies)*50/100].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+	}
+	b.ReportMetric(peakRSSMB(b), "peak-RSS-MB")
+}
+
+// peakRSSMB is the process's peak resident set size so far (VmHWM), in MB.
+func peakRSSMB(b *testing.B) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skipf("no /proc/self/status: %v", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			if err != nil {
+				b.Fatalf("parse VmHWM %q: %v", rest, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}

@@ -1,0 +1,69 @@
+package web
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
+)
+
+// lockedRetryAfter is the Retry-After, in seconds, of a delivery that found
+// its event locked by another. Stripe uses its own schedule; other senders
+// get a hint that the first delivery will be done by then.
+const lockedRetryAfter = "5"
+
+// handleStripeWebhook answers a delivery from Stripe: 200 only once the
+// event is processed or durably queued, 400 with the reason for a delivery
+// that can never succeed, 413 for a body over maxBody, 503 for anything
+// Stripe should deliver again.
+func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, maxBody int64) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		payload, err := io.ReadAll(io.LimitReader(req.Body, maxBody+1))
+		if int64(len(payload)) > maxBody {
+			metrics.Received("too_large")
+			return c.String(http.StatusRequestEntityTooLarge, "body larger than the limit\n")
+		}
+		if err != nil {
+			metrics.Received("bad_payload")
+			return c.String(http.StatusBadRequest, "cannot read body\n")
+		}
+		outcome, err := receiver.Receive(req.Context(), payload, req.Header.Get("Stripe-Signature"))
+		switch {
+		case err == nil:
+			metrics.Received(outcome.String())
+			return c.String(http.StatusOK, outcome.String()+"\n")
+		case errors.Is(err, worker.ErrBadSignature), errors.Is(err, worker.ErrBadPayload):
+			metrics.Received(label(err))
+			return c.String(http.StatusBadRequest, err.Error()+"\n")
+		case errors.Is(err, queue.ErrEventLocked):
+			metrics.Received("locked")
+			c.Response().Header().Set("Retry-After", lockedRetryAfter)
+			return c.String(http.StatusServiceUnavailable, "event is being handled by another delivery\n")
+		case errors.Is(err, worker.ErrNoSecret):
+			metrics.Received("no_secret")
+			return c.String(http.StatusServiceUnavailable, "no signing secret configured\n")
+		default:
+			metrics.Received("unavailable")
+			var eventID string
+			if ee, ok := errors.AsType[*worker.EventError](err); ok {
+				eventID = ee.EventID
+			}
+			logger.ErrorContext(req.Context(), "webhook not stored, asking Stripe to redeliver",
+				"event_id", eventID, "err", err)
+			return c.String(http.StatusServiceUnavailable, "temporarily unavailable\n")
+		}
+	}
+}
+
+func label(err error) string {
+	if errors.Is(err, worker.ErrBadSignature) {
+		return "bad_signature"
+	}
+	return "bad_payload"
+}

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Forwarder is the default Processor: it POSTs each event's exact payload to
+// the user's app. A 2xx answer is success; anything else, or no answer, is a
+// failure whose text says what the downstream answered.
+type Forwarder struct {
+	url    string
+	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
+	client *http.Client
+	now    func() time.Time
+}
+
+// NewForwarder returns a Forwarder posting to url. When secret is set
+// (whsec_<base64>, the Standard Webhooks format), each request carries the
+// Standard Webhooks signature headers so the app can verify it came from
+// hookd. The time limit is the caller's context.
+func NewForwarder(url, secret string) (*Forwarder, error) {
+	f := &Forwarder{
+		url: url,
+		client: &http.Client{Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment,
+			// Retries and inline deliveries run many at once against one
+			// host; the default of 2 idle connections per host would open
+			// and close a connection for most of them.
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
+			ForceAttemptHTTP2:   true,
+		}},
+		now: time.Now,
+	}
+	if secret != "" {
+		rest, ok := strings.CutPrefix(secret, "whsec_")
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if !ok || err != nil || len(key) == 0 {
+			return nil, errors.New("forward secret must look like whsec_<base64>")
+		}
+		f.key = key
+	}
+	return f, nil
+}
+
+// errorBodyLen is how much of a failed answer's body goes into last_error:
+// enough for a framework's error message, not a whole HTML page.
+const errorBodyLen = 200
+
+// Process forwards d.
+func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(d.Payload))
+	if err != nil {
+		return Result{Err: fmt.Errorf("build forward request: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "hookd")
+	req.Header.Set("Hookd-Event-Id", d.EventID)
+	req.Header.Set("Hookd-Event-Type", d.EventType)
+	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
+	if f.key != nil {
+		ts := strconv.FormatInt(f.now().Unix(), 10)
+		req.Header.Set("webhook-id", d.EventID)
+		req.Header.Set("webhook-timestamp", ts)
+		req.Header.Set("webhook-signature", "v1,"+sign(f.key, d.EventID, ts, d.Payload))
+	}
+
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return Result{Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// Drain a little so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return Result{HTTPStatus: resp.StatusCode}
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
+	if body := strings.TrimSpace(string(head)); body != "" {
+		msg += ": " + body
+	}
+	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}
+}
+
+// sign is the Standard Webhooks signature: base64 of HMAC-SHA256 over
+// "id.timestamp.body" with the decoded secret.
+func sign(key []byte, id, ts string, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id))
+	mac.Write([]byte{'.'})
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}

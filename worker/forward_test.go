@@ -1,0 +1,107 @@
+package worker_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/worker"
+)
+
+func TestForwarder(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PostsExactBytesWithHeadersAndStandardWebhooksSignature", func(t *testing.T) {
+		t.Parallel()
+		key := []byte("forward-key-0123456789")
+		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
+		body := []byte(`{"id":"evt_1","type":"invoice.paid",  "odd spacing": true}`)
+		var got *http.Request
+		var gotBody []byte
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got = r
+			gotBody, _ = io.ReadAll(r.Body)
+			w.WriteHeader(http.StatusAccepted)
+		}))
+		t.Cleanup(srv.Close)
+		f, err := worker.NewForwarder(srv.URL, secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", EventType: "invoice.paid", Payload: body, Attempt: 3})
+		if res.Err != nil || res.HTTPStatus != http.StatusAccepted {
+			t.Fatalf("result: got %+v, want success with 202", res)
+		}
+		if string(gotBody) != string(body) {
+			t.Errorf("body: got %q, want %q", gotBody, body)
+		}
+		for h, want := range map[string]string{
+			"Hookd-Event-Id": "evt_1", "Hookd-Event-Type": "invoice.paid", "Hookd-Attempt": "3", "webhook-id": "evt_1",
+		} {
+			if v := got.Header.Get(h); v != want {
+				t.Errorf("%s: got %q, want %q", h, v, want)
+			}
+		}
+		mac := hmac.New(sha256.New, key)
+		mac.Write([]byte("evt_1." + got.Header.Get("webhook-timestamp") + "."))
+		mac.Write(body)
+		if want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)); got.Header.Get("webhook-signature") != want {
+			t.Errorf("webhook-signature: got %q, want %q", got.Header.Get("webhook-signature"), want)
+		}
+	})
+
+	t.Run("UnsignedWithoutSecret", func(t *testing.T) {
+		t.Parallel()
+		var sig string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sig = r.Header.Get("webhook-signature")
+		}))
+		t.Cleanup(srv.Close)
+		f, err := worker.NewForwarder(srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")}); res.Err != nil || sig != "" {
+			t.Errorf("got %+v, signature %q; want success, unsigned", res, sig)
+		}
+	})
+
+	t.Run("Non2xxIsAReadableFailure", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, strings.Repeat("x", 300))
+		}))
+		t.Cleanup(srv.Close)
+		f, _ := worker.NewForwarder(srv.URL, "")
+		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+		want := "downstream answered 500: " + strings.Repeat("x", 200)
+		if res.Err == nil || res.Err.Error() != want || res.HTTPStatus != 500 {
+			t.Errorf("got %+v, want error %q and status 500", res, want)
+		}
+	})
+
+	t.Run("NetworkErrorIsAFailure", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		f, _ := worker.NewForwarder(url, "")
+		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+		if res.Err == nil || res.HTTPStatus != 0 || !strings.Contains(res.Err.Error(), "connect") {
+			t.Errorf("got %+v, want a connection error without status", res)
+		}
+	})
+
+	t.Run("RejectsMalformedSecret", func(t *testing.T) {
+		t.Parallel()
+		if _, err := worker.NewForwarder("http://localhost", "whsec_%%%"); err == nil {
+			t.Error("got nil error for a secret that is not base64")
+		}
+	})
+}

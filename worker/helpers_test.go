@@ -1,0 +1,78 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
+)
+
+const testSecret = "whsec_test_secret"
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var eventSeq atomic.Int64
+
+// newEventID returns an event id unique within the test binary.
+func newEventID() string {
+	return fmt.Sprintf("evt_test_%d_%d", time.Now().UnixNano(), eventSeq.Add(1))
+}
+
+// stripeEvent is a minimal but realistic Stripe event body.
+func stripeEvent(id, typ string) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,`+
+		`"data":{"object":{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd"}},`+
+		`"livemode":false,"pending_webhooks":1,"type":%q}`, id, time.Now().Unix(), typ)
+}
+
+// sign returns the Stripe-Signature header for payload, signed now with secret.
+func sign(payload []byte, secret string) string {
+	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret}).Header
+}
+
+// countingProcessor counts its runs per event and answers with fail's
+// result (nil: success).
+type countingProcessor struct {
+	runs atomic.Int64
+	fail atomic.Bool
+}
+
+func (p *countingProcessor) Process(_ context.Context, _ worker.Delivery) worker.Result {
+	p.runs.Add(1)
+	if p.fail.Load() {
+		return worker.Result{Err: fmt.Errorf("downstream answered 500: boom"), HTTPStatus: 500}
+	}
+	return worker.Result{HTTPStatus: 200}
+}
+
+func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func markers(t testing.TB, pool *pgxpool.Pool) int64 {
+	return count(t, pool, `SELECT count(*) FROM processed_webhook_events`)
+}
+
+func queued(t testing.TB, pool *pgxpool.Pool) int64 {
+	return count(t, pool, `SELECT count(*) FROM webhook_events`)
+}
+
+func newReceiver(store *queue.Store, p worker.Processor) *worker.Receiver {
+	return worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+		Secrets: []string{testSecret}, Processor: p,
+	})
+}

@@ -1,0 +1,95 @@
+// Package worker runs hookd's webhook pipeline over the queue package: the
+// Receiver that verifies, deduplicates and processes a delivery from Stripe,
+// the Retrier that retries the events whose processing failed, and the Pruner
+// that drops old dedup markers.
+//
+// Its guarantee: at most one processor runs per event id at any time, across
+// the receiver, the retry loop and any number of replicas, because every run
+// happens inside the transaction holding that event's advisory lock, and the
+// outcome (dedup marker or queue row) commits in that same transaction.
+package worker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Delivery is one event handed to a Processor.
+type Delivery struct {
+	EventID   string
+	EventType string
+	// Payload is the exact body Stripe sent, byte for byte.
+	Payload []byte
+	// Attempt is 0 for the inline attempt while Stripe waits, then the
+	// number of the retry.
+	Attempt int
+}
+
+// Result is what a Processor made of a Delivery.
+type Result struct {
+	// Err is nil when the event was processed; otherwise it is why not, and
+	// its text becomes the queue row's last_error.
+	Err error
+	// HTTPStatus is the status the processor's downstream answered, for the
+	// attempt history; 0 when it made no HTTP call or got no answer.
+	HTTPStatus int
+}
+
+// Processor handles an event. hookd guarantees that Process never runs
+// twice at the same time for one event id, and that a successful run is
+// followed by no other unless the outcome failed to commit; it may still run
+// again after a failure or a crash, so it should be idempotent.
+type Processor interface {
+	Process(ctx context.Context, d Delivery) Result
+}
+
+// ProcessorFunc adapts a function to a Processor, for in-process handlers
+// and tests.
+type ProcessorFunc func(ctx context.Context, d Delivery) Result
+
+// Process calls f.
+func (f ProcessorFunc) Process(ctx context.Context, d Delivery) Result { return f(ctx, d) }
+
+// Discard is the Processor used without a forward URL: it accepts every
+// event, so each is marked processed and its redeliveries are dropped.
+var Discard Processor = ProcessorFunc(func(context.Context, Delivery) Result { return Result{} })
+
+// process runs p with a timeout and turns a panic into a failed Result, so a
+// faulty in-process handler fails its event instead of the whole process.
+func process(ctx context.Context, p Processor, timeout time.Duration, d Delivery) (res Result, took time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	defer func() {
+		took = time.Since(start)
+		if r := recover(); r != nil {
+			res = Result{Err: fmt.Errorf("processor panicked: %v", r)}
+		}
+	}()
+	return p.Process(ctx, d), 0
+}
+
+// maxErrorText bounds the error text stored per attempt and queue row.
+const maxErrorText = 2000
+
+// errorText is err's text as PostgreSQL can store it in a text column:
+// valid UTF-8, without NUL bytes (which text rejects, and which a failing
+// downstream may well send), and bounded.
+func errorText(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) > maxErrorText {
+		cut := maxErrorText
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	if s == "" {
+		s = "processing failed"
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// PrunerConfig configures a Pruner. Zero fields get the defaults below.
+type PrunerConfig struct {
+	// Interval is how often the pruner runs; it also runs once at start.
+	// Default: 1 hour, a small fraction of any sensible retention.
+	Interval time.Duration
+	// Retention is the age after which dedup markers, and the attempt
+	// history of events no longer queued, are deleted. Stripe redelivers
+	// for up to three days. Default: 30 days.
+	Retention time.Duration
+	// Timeout bounds one run. Default: 1 minute.
+	Timeout time.Duration
+	// Metrics, when set, counts the markers deleted.
+	Metrics *Metrics
+}
+
+// Pruner deletes old dedup markers on a schedule, and with them the attempt
+// history of resolved events. Dead and pending events keep their history.
+type Pruner struct {
+	store   *queue.Store
+	logger  *slog.Logger
+	cfg     PrunerConfig
+	metrics *Metrics
+}
+
+// NewPruner returns a Pruner over store.
+func NewPruner(store *queue.Store, logger *slog.Logger, cfg PrunerConfig) *Pruner {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
+	cfg.Retention = cmp.Or(cfg.Retention, 30*24*time.Hour)
+	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
+	return &Pruner{
+		store:   store,
+		logger:  logger.With("component", "pruner"),
+		cfg:     cfg,
+		metrics: cfg.Metrics,
+	}
+}
+
+// Run prunes at once and then every Interval until ctx is cancelled, and
+// returns nil. A failed run is logged and tried again at the next tick.
+func (p *Pruner) Run(ctx context.Context) error {
+	ticker := time.NewTicker(p.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if _, err := p.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			p.logger.ErrorContext(ctx, "prune failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// RunOnce deletes the markers and attempt history older than the
+// retention, records the run for the dashboard, and returns how many markers
+// it deleted.
+func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	markers, err := p.store.PruneProcessed(ctx, p.cfg.Retention)
+	p.metrics.countPruned(markers)
+	if err != nil {
+		return markers, err
+	}
+	attempts, err := p.store.PruneAttempts(ctx, p.cfg.Retention)
+	if err != nil {
+		return markers, err
+	}
+	if err := p.store.RecordPrune(ctx, markers); err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 {
+		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
+			"older_than", p.cfg.Retention)
+	}
+	return markers, nil
+}

@@ -1,0 +1,69 @@
+package worker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+func TestPruner(t *testing.T) {
+	t.Parallel()
+
+	t.Run("DeletesOldMarkersAndResolvedHistoryOnly", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts, Age: 60 * 24 * time.Hour})
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO processed_webhook_events (event_id, processed_at) VALUES
+			  ('evt_old', now() - interval '31 days'), ('evt_new', now() - interval '29 days');
+			INSERT INTO webhook_attempts (source, event_id, attempted_at, duration_ms, outcome, path, attempt) VALUES
+			  ('stripe', 'evt_old', now() - interval '31 days', 1, 'succeeded', 'inline', 0),
+			  ('stripe', 'evt_new', now() - interval '29 days', 1, 'succeeded', 'inline', 0),
+			  ('stripe', '`+dead.EventID+`', now() - interval '60 days', 1, 'failed', 'inline', 0)`); err != nil {
+			t.Fatal(err)
+		}
+		p := worker.NewPruner(store, discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour})
+		removed, err := p.RunOnce(t.Context())
+		if err != nil || removed != 1 {
+			t.Fatalf("run: removed %d, %v; want 1", removed, err)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_new'`); got != 1 || markers(t, pool) != 1 {
+			t.Errorf("markers left: want only evt_new")
+		}
+		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = 'evt_old'`); got != 0 {
+			t.Errorf("old resolved attempts left: got %d, want 0", got)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1`, dead.EventID); got != 1 {
+			t.Errorf("dead event's attempts: got %d, want 1 (never pruned)", got)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`); got != 1 {
+			t.Errorf("dead rows: got %d, want 1", got)
+		}
+		ws, err := store.WorkerStatus(t.Context())
+		if err != nil || ws.PrunerRun == nil || ws.PrunerRemoved != 1 {
+			t.Errorf("worker status: got %+v, %v; want a prune that removed 1", ws, err)
+		}
+	})
+
+	t.Run("RunPrunesAtStartAndStopsOnCancel", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		if _, err := pool.Exec(t.Context(),
+			`INSERT INTO processed_webhook_events (event_id, processed_at) VALUES ('evt_old', now() - interval '31 days')`); err != nil {
+			t.Fatal(err)
+		}
+		p := worker.NewPruner(store, discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		queuetest.WaitFor(t, 5*time.Second, "the first prune", func() bool { return markers(t, pool) == 0 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: got %v, want nil", err)
+		}
+	})
+}

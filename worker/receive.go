@@ -1,0 +1,293 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookd/hookd/queue"
+)
+
+var (
+	// ErrBadSignature means the Stripe-Signature header is missing,
+	// malformed, stale, or matches no configured secret. It is wrapped with
+	// the reason.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrBadPayload means the body is not a Stripe event: not JSON, or
+	// without a string id and type. It is wrapped with the reason.
+	ErrBadPayload = errors.New("bad payload")
+	// ErrNoSecret means no signing secret is configured, so no delivery can
+	// be verified; Stripe keeps redelivering until one is.
+	ErrNoSecret = errors.New("no Stripe signing secret configured")
+)
+
+// SignatureTolerance is how old a signature's timestamp may be: Stripe's
+// own libraries' default, which bounds how long a captured delivery can be
+// replayed.
+const SignatureTolerance = 300 * time.Second
+
+// DefaultProcessTimeout bounds one processor run unless configured.
+const DefaultProcessTimeout = 10 * time.Second
+
+// writeTimeout bounds the writes of an outcome once the processor has run.
+// They do not stop when the request is cancelled: the processor's side
+// effects happened, and recording them spares a second run on redelivery.
+const writeTimeout = 5 * time.Second
+
+// Outcome is what Receive did with a valid delivery. Each is answered 200.
+type Outcome int
+
+const (
+	// Processed: the processor succeeded and the dedup marker is committed.
+	Processed Outcome = iota + 1
+	// Duplicate: the event had been processed before; nothing ran.
+	Duplicate
+	// AlreadyQueued: the event is on the retry queue (dead included), which
+	// owns it; nothing ran.
+	AlreadyQueued
+	// Queued: the processor failed and the event is committed to the retry
+	// queue.
+	Queued
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Processed:
+		return "processed"
+	case Duplicate:
+		return "duplicate"
+	case AlreadyQueued:
+		return "already_queued"
+	case Queued:
+		return "queued"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// ReceiverConfig configures a Receiver.
+type ReceiverConfig struct {
+	// Secrets are the Stripe signing secrets (whsec_...) a delivery may be
+	// signed with: more than one while a secret is being rolled. With none,
+	// Receive fails every delivery with ErrNoSecret.
+	Secrets []string
+	// Processor handles each new event. Default: Discard.
+	Processor Processor
+	// ProcessTimeout bounds the inline processor run. Default:
+	// DefaultProcessTimeout.
+	ProcessTimeout time.Duration
+	// Metrics, when set, records processing durations.
+	Metrics *Metrics
+}
+
+// Receiver runs the pipeline for one delivery from Stripe.
+type Receiver struct {
+	store   *queue.Store
+	logger  *slog.Logger
+	secrets []string
+	proc    Processor
+	timeout time.Duration
+	metrics *Metrics
+}
+
+// NewReceiver returns a Receiver over store. It logs at once when no secret
+// is configured, since every delivery will then be refused.
+func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *Receiver {
+	logger = logger.With("component", "receiver")
+	if len(cfg.Secrets) == 0 {
+		logger.Warn("no STRIPE_WEBHOOK_SECRET configured: every webhook is answered 503 until one is")
+	}
+	return &Receiver{
+		store:   store,
+		logger:  logger,
+		secrets: cfg.Secrets,
+		proc:    cmp.Or[Processor](cfg.Processor, Discard),
+		timeout: cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout),
+		metrics: cfg.Metrics,
+	}
+}
+
+// Receive verifies, deduplicates and processes one delivery: payload is the
+// exact request body, sigHeader the Stripe-Signature header.
+//
+// A nil error means the outcome is committed: the marker, or the queue row.
+// ErrBadSignature and ErrBadPayload (wrapped with a reason) mean the
+// delivery was refused and nothing was stored. queue.ErrEventLocked means
+// another delivery of the event is being handled; any other error means the
+// outcome could not be made durable, and Stripe should deliver again.
+func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string) (Outcome, error) {
+	if err := r.verify(payload, sigHeader); err != nil {
+		return 0, err
+	}
+	ev, err := parseEvent(payload)
+	if err != nil {
+		return 0, err
+	}
+	outcome, err := r.receive(ctx, ev, payload, sigHeader)
+	if err != nil {
+		return 0, &EventError{EventID: ev.ID, Err: err}
+	}
+	return outcome, nil
+}
+
+// EventError is an error Receive met once it knew the event's id, so that
+// whoever logs it can say which event it was.
+type EventError struct {
+	EventID string
+	Err     error
+}
+
+func (e *EventError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error, e.g. queue.ErrEventLocked.
+func (e *EventError) Unwrap() error { return e.Err }
+
+// receive runs the locked part of the pipeline for a verified event.
+func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string) (Outcome, error) {
+	tx, err := r.store.TryLockEvent(ctx, ev.ID)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	processed, queued, err := tx.EventState(ctx, queue.SourceStripe, ev.ID)
+	if err != nil {
+		return 0, err
+	}
+	if processed {
+		return Duplicate, nil
+	}
+	if queued {
+		return AlreadyQueued, nil
+	}
+
+	res, took := process(ctx, r.proc, r.timeout, Delivery{
+		EventID: ev.ID, EventType: ev.Type, Payload: payload, Attempt: 0,
+	})
+	r.metrics.observeProcess(queue.PathInline, res.Err == nil, took)
+
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	attempt := queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: res.Err == nil,
+		HTTPStatus: res.HTTPStatus, Path: queue.PathInline, Number: 0,
+	}
+	outcome := Processed
+	if res.Err == nil {
+		err = tx.RecordProcessed(ctx, attempt)
+	} else {
+		outcome = Queued
+		attempt.Error = errorText(res.Err)
+		err = r.enqueue(ctx, tx, ev, payload, sigHeader, attempt)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	if outcome == Queued {
+		r.logger.WarnContext(ctx, "event queued for retry", "event_id", ev.ID,
+			"event_type", ev.Type, "err", attempt.Error)
+	}
+	return outcome, nil
+}
+
+func (r *Receiver) enqueue(ctx context.Context, tx *queue.Tx, ev event, payload []byte,
+	sigHeader string, attempt queue.NewAttempt) error {
+	if _, err := tx.Enqueue(ctx, queue.FailedEvent{
+		Source: queue.SourceStripe, EventID: ev.ID, EventType: ev.Type,
+		Payload: payload, Signature: sigHeader, Error: attempt.Error,
+	}); err != nil {
+		return err
+	}
+	return tx.RecordAttempt(ctx, attempt)
+}
+
+// verify checks sigHeader against every configured secret with stripe-go.
+// The header's shape and age do not depend on the secret, so those reasons
+// are final at the first secret; only "no signature matches" moves on to
+// the next one.
+func (r *Receiver) verify(payload []byte, sigHeader string) error {
+	if len(r.secrets) == 0 {
+		return ErrNoSecret
+	}
+	for _, secret := range r.secrets {
+		err := webhook.ValidatePayloadWithTolerance(payload, sigHeader, secret, SignatureTolerance)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, webhook.ErrNotSigned):
+			return fmt.Errorf("%w: no Stripe-Signature header", ErrBadSignature)
+		case errors.Is(err, webhook.ErrInvalidHeader):
+			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrBadSignature)
+		case errors.Is(err, webhook.ErrTooOld):
+			return fmt.Errorf("%w: timestamp older than the 300 s tolerance, or missing", ErrBadSignature)
+		case errors.Is(err, webhook.ErrNoValidSignature):
+			continue
+		default:
+			return fmt.Errorf("%w: %v", ErrBadSignature, err)
+		}
+	}
+	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrBadSignature)
+}
+
+// event is the part of a Stripe event the pipeline reads.
+type event struct {
+	ID   string
+	Type string
+}
+
+// maxIDLen bounds an event id and type. Stripe's are a few dozen
+// characters; the bound keeps an absurd one from failing the index insert
+// (a b-tree entry must fit a third of a page), which would answer 503 and
+// have Stripe redeliver it forever.
+const maxIDLen = 255
+
+// parseEvent reads the id and type of a Stripe event. The payload itself is
+// never re-encoded: processors and the queue get the exact bytes.
+func parseEvent(payload []byte) (event, error) {
+	var raw struct {
+		ID   json.RawMessage `json:"id"`
+		Type json.RawMessage `json:"type"`
+	}
+	if !utf8.Valid(payload) {
+		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrBadPayload)
+	}
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrBadPayload)
+	}
+	var ev event
+	if err := stringField(raw.ID, "id", &ev.ID); err != nil {
+		return event{}, err
+	}
+	if err := stringField(raw.Type, "type", &ev.Type); err != nil {
+		return event{}, err
+	}
+	return ev, nil
+}
+
+func stringField(raw json.RawMessage, name string, dst *string) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("%w: no %q field", ErrBadPayload, name)
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("%w: %q is not a string", ErrBadPayload, name)
+	}
+	if *dst == "" || len(*dst) > maxIDLen {
+		return fmt.Errorf("%w: %q must have 1 to %d characters", ErrBadPayload, name, maxIDLen)
+	}
+	for _, c := range *dst {
+		if !unicode.IsPrint(c) {
+			return fmt.Errorf("%w: %q has unprintable characters", ErrBadPayload, name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package worker_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+func TestReceive(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ProcessesOnceThenDuplicate", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		p := &countingProcessor{}
+		r := newReceiver(store, p)
+		body := stripeEvent(newEventID(), "invoice.paid")
+
+		for i, want := range []worker.Outcome{worker.Processed, worker.Duplicate} {
+			got, err := r.Receive(t.Context(), body, sign(body, testSecret))
+			if err != nil || got != want {
+				t.Fatalf("delivery %d: got %v, %v; want %v", i, got, err, want)
+			}
+		}
+		if got := p.runs.Load(); got != 1 {
+			t.Errorf("processor runs: got %d, want 1", got)
+		}
+		if got := markers(t, pool); got != 1 {
+			t.Errorf("markers: got %d, want 1", got)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE path = 'inline' AND outcome = 'succeeded'`); got != 1 {
+			t.Errorf("inline attempts: got %d, want 1", got)
+		}
+	})
+
+	t.Run("FailureQueuesOnceThenAlreadyQueued", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		p := &countingProcessor{}
+		p.fail.Store(true)
+		r := newReceiver(store, p)
+		id := newEventID()
+		body := stripeEvent(id, "invoice.paid")
+
+		for i, want := range []worker.Outcome{worker.Queued, worker.AlreadyQueued} {
+			got, err := r.Receive(t.Context(), body, sign(body, testSecret))
+			if err != nil || got != want {
+				t.Fatalf("delivery %d: got %v, %v; want %v", i, got, err, want)
+			}
+		}
+		if got := p.runs.Load(); got != 1 {
+			t.Errorf("processor runs: got %d, want 1", got)
+		}
+		var payload, lastErr string
+		var status queue.Status
+		if err := pool.QueryRow(t.Context(),
+			`SELECT payload, last_error, status FROM webhook_events WHERE event_id = $1`, id).
+			Scan(&payload, &lastErr, &status); err != nil {
+			t.Fatalf("read queue row: %v", err)
+		}
+		if payload != string(body) || status != queue.StatusFailed || lastErr != "downstream answered 500: boom" {
+			t.Errorf("queue row: got payload equal %v, status %s, last_error %q", payload == string(body), status, lastErr)
+		}
+		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, id)
+		if err != nil || len(attempts) != 1 || attempts[0].Succeeded || *attempts[0].HTTPStatus != 500 {
+			t.Errorf("attempts: got %+v, %v; want one failed inline attempt with status 500", attempts, err)
+		}
+		if got := markers(t, pool); got != 0 {
+			t.Errorf("markers: got %d, want 0", got)
+		}
+	})
+
+	t.Run("DeadEventRedeliveredStaysDead", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		id := newEventID()
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id, Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		p := &countingProcessor{}
+		body := stripeEvent(id, "invoice.paid")
+		got, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret))
+		if err != nil || got != worker.AlreadyQueued {
+			t.Fatalf("got %v, %v; want AlreadyQueued", got, err)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, id); n != 1 || p.runs.Load() != 0 {
+			t.Errorf("dead rows: got %d, processor runs %d; want 1, 0", n, p.runs.Load())
+		}
+	})
+
+	t.Run("AnyConfiguredSecretVerifies", func(t *testing.T) {
+		t.Parallel()
+		store, _ := queuetest.NewStore(t)
+		r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+			Secrets: []string{"whsec_old", "whsec_new"},
+		})
+		for _, secret := range []string{"whsec_old", "whsec_new"} {
+			body := stripeEvent(newEventID(), "invoice.paid")
+			if got, err := r.Receive(t.Context(), body, sign(body, secret)); err != nil || got != worker.Processed {
+				t.Errorf("signed with %s: got %v, %v; want Processed", secret, got, err)
+			}
+		}
+	})
+
+	t.Run("NoSecretConfigured", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{})
+		body := stripeEvent(newEventID(), "invoice.paid")
+		if _, err := r.Receive(t.Context(), body, sign(body, testSecret)); !errors.Is(err, worker.ErrNoSecret) {
+			t.Errorf("got %v, want ErrNoSecret", err)
+		}
+		if got := markers(t, pool) + queued(t, pool); got != 0 {
+			t.Errorf("rows stored: got %d, want 0", got)
+		}
+	})
+}

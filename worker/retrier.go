@@ -1,0 +1,275 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// RetrierConfig configures a Retrier. Zero fields get the defaults below.
+type RetrierConfig struct {
+	// Interval is how long the loop waits after a batch that was not full
+	// before it looks for due events again. Default: 5 s.
+	Interval time.Duration
+	// BatchSize is how many due events one batch claims, locks and settles
+	// together. Each held lock takes a slot in PostgreSQL's shared lock
+	// table, so it is capped at MaxRetryBatch. Default: DefaultRetryBatch.
+	BatchSize int
+	// ClaimWindow is how far a claim defers its events: a replica that dies
+	// mid-batch leaves them due again after this long. It must exceed
+	// ProcessTimeout, or a slow event could be claimed a second time while it
+	// runs (the lock would still keep the two runs apart). Default:
+	// queue.DefaultClaimWindow (2 minutes).
+	ClaimWindow time.Duration
+	// Concurrency is how many processors of one batch run at once. Default:
+	// DefaultRetryConcurrency.
+	Concurrency int
+	// ProcessTimeout bounds one processor run. Default:
+	// DefaultProcessTimeout.
+	ProcessTimeout time.Duration
+	// StopTimeout is how long, once Run's context is cancelled, the events
+	// in flight may keep running before their processors are cancelled too.
+	// Default: 10 s.
+	StopTimeout time.Duration
+	// Processor handles each event. Default: Discard.
+	Processor Processor
+	// Metrics, when set, counts retries and dead letters.
+	Metrics *Metrics
+}
+
+const (
+	// DefaultRetryBatch is the batch size that drained a backlog fastest in
+	// BenchmarkRetrierDrain (see the package's benchmarks).
+	DefaultRetryBatch = 500
+	// MaxRetryBatch keeps one batch's advisory locks far below the 6,400
+	// slots of PostgreSQL's default shared lock table, with room for a second
+	// replica and the receivers.
+	MaxRetryBatch = 1000
+	// DefaultRetryConcurrency is enough parallel processors to keep a batch
+	// of forwards to a slow downstream from running one at a time.
+	DefaultRetryConcurrency = 32
+)
+
+// tickRecordEvery bounds how often the loop reports that it is alive, so a
+// loop draining back-to-back batches does not write a status row per batch.
+const tickRecordEvery = time.Second
+
+// Retrier is the retry loop: it claims due events from the queue, processes
+// each under its per-event lock, and resolves or reschedules them.
+type Retrier struct {
+	store   *queue.Store
+	logger  *slog.Logger
+	cfg     RetrierConfig
+	proc    Processor
+	metrics *Metrics
+
+	lastTick time.Time // only touched by the goroutine running Run
+}
+
+// NewRetrier returns a Retrier over store.
+func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Retrier {
+	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
+	cfg.BatchSize = min(cmp.Or(cfg.BatchSize, DefaultRetryBatch), MaxRetryBatch)
+	cfg.ClaimWindow = cmp.Or(cfg.ClaimWindow, queue.DefaultClaimWindow)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultRetryConcurrency)
+	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
+	return &Retrier{
+		store:   store,
+		logger:  logger.With("component", "retrier"),
+		cfg:     cfg,
+		proc:    cmp.Or[Processor](cfg.Processor, Discard),
+		metrics: cfg.Metrics,
+	}
+}
+
+// Run retries due events until ctx is cancelled, then stops claiming, lets
+// the batch in flight finish for up to StopTimeout, and returns nil. Batches
+// follow each other at once while they come back full; after a short one it
+// waits Interval. A database error is logged and retried after Interval.
+func (r *Retrier) Run(ctx context.Context) error {
+	// Processing and the writes of outcomes run on workCtx, which outlives
+	// ctx by StopTimeout: cancelling ctx only stops new claims.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(r.cfg.StopTimeout, cancelWork)
+		context.AfterFunc(workCtx, func() { t.Stop() })
+	})
+	defer stop()
+
+	r.logger.InfoContext(ctx, "retry loop started", "interval", r.cfg.Interval,
+		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.logger.Info("retry loop stopped")
+			return nil
+		case <-timer.C:
+		}
+		if ctx.Err() != nil {
+			continue
+		}
+		n, err := r.runBatch(ctx, workCtx)
+		wait := r.cfg.Interval
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
+		case n == r.cfg.BatchSize:
+			wait = 0
+		}
+		timer.Reset(wait)
+	}
+}
+
+// RunBatch claims one batch of due events and processes it, as one turn of
+// Run does, and returns how many events it claimed.
+func (r *Retrier) RunBatch(ctx context.Context) (int, error) {
+	return r.runBatch(ctx, ctx)
+}
+
+// runBatch claims with claimCtx and does everything after the claim with
+// workCtx, so that a stop between the two never strands claimed work.
+func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, error) {
+	r.recordTick(claimCtx)
+	claimed, err := r.store.ClaimDue(claimCtx, r.cfg.BatchSize, r.cfg.ClaimWindow)
+	if err != nil {
+		if claimCtx.Err() != nil {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+	return len(claimed), r.settle(workCtx, claimed)
+}
+
+func (r *Retrier) recordTick(ctx context.Context) {
+	if time.Since(r.lastTick) < tickRecordEvery {
+		return
+	}
+	r.lastTick = time.Now()
+	if err := r.store.RecordRetrierTick(ctx); err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "cannot record retrier tick", "err", err)
+	}
+}
+
+// settle locks the claimed events in one statement, processes the ones
+// still to do concurrently, and writes all outcomes in the locking
+// transaction: one statement for the successes, one for the failures. An
+// event whose lock is held elsewhere is left claimed; it is due again after
+// the claim window.
+func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
+	ids := make([]string, len(claimed))
+	byID := make(map[string]queue.Event, len(claimed))
+	for i, e := range claimed {
+		ids[i] = e.EventID
+		byID[e.EventID] = e
+	}
+	tx, locked, err := r.store.TryLockEvents(ctx, ids)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+
+	held := make([]queue.Event, len(locked))
+	for i, id := range locked {
+		held[i] = byID[id]
+	}
+	states, err := tx.ClaimStates(ctx, held)
+	if err != nil {
+		return err
+	}
+	var todo, done []queue.Settled
+	for i, e := range held {
+		switch states[i] {
+		case queue.ClaimHeld:
+			todo = append(todo, queue.Settled{Event: e})
+		case queue.ClaimProcessed:
+			done = append(done, queue.Settled{Event: e})
+		}
+	}
+
+	r.processAll(ctx, todo)
+
+	var failed []queue.Settled
+	for _, s := range todo {
+		if s.Attempt.Succeeded {
+			done = append(done, s)
+		} else {
+			failed = append(failed, s)
+		}
+	}
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if _, err := tx.ResolveBatch(writeCtx, done); err != nil {
+		return err
+	}
+	statuses, err := tx.RescheduleBatch(writeCtx, failed)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(writeCtx); err != nil {
+		return err
+	}
+	r.report(ctx, todo, failed, statuses)
+	return nil
+}
+
+// processAll runs the processor on every event of todo, Concurrency at a
+// time, and fills in each one's Attempt.
+func (r *Retrier) processAll(ctx context.Context, todo []queue.Settled) {
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i := range todo {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			todo[i].Attempt = r.attempt(ctx, todo[i].Event)
+		})
+	}
+	wg.Wait()
+}
+
+func (r *Retrier) attempt(ctx context.Context, e queue.Event) *queue.NewAttempt {
+	path := queue.PathRetry
+	if e.ManualRetry {
+		path = queue.PathManual
+	}
+	number := e.Attempts + 1
+	res, took := process(ctx, r.proc, r.cfg.ProcessTimeout, Delivery{
+		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: number,
+	})
+	r.metrics.observeProcess(path, res.Err == nil, took)
+	a := &queue.NewAttempt{
+		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
+		HTTPStatus: res.HTTPStatus, Path: path, Number: number,
+	}
+	if res.Err != nil {
+		a.Error = errorText(res.Err)
+	}
+	return a
+}
+
+// report logs and counts the outcomes once they are committed.
+func (r *Retrier) report(ctx context.Context, todo, failed []queue.Settled, statuses []queue.Status) {
+	r.metrics.countRetries(len(todo)-len(failed), len(failed))
+	for i, f := range failed {
+		if statuses[i] == queue.StatusDead {
+			r.metrics.countDead()
+			r.logger.ErrorContext(ctx, "event is dead: no retries left", "event_id", f.Event.EventID,
+				"event_type", f.Event.EventType, "attempt", f.Attempt.Number, "err", f.Attempt.Error)
+			continue
+		}
+		r.logger.WarnContext(ctx, "retry failed", "event_id", f.Event.EventID,
+			"event_type", f.Event.EventType, "attempt", f.Attempt.Number,
+			"next_in", queue.RetryDelay(f.Attempt.Number), "err", f.Attempt.Error)
+	}
+}

@@ -1,0 +1,390 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+func newRetrier(store *queue.Store, p worker.Processor, batch int) *worker.Retrier {
+	return worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
+		Processor: p, BatchSize: batch, Interval: 10 * time.Millisecond,
+	})
+}
+
+// makeDue moves every pending row's next retry into the past, as the
+// passing of time would.
+func makeDue(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(),
+		`UPDATE webhook_events SET next_retry_at = now() - interval '1 second' WHERE status <> 'dead'`); err != nil {
+		t.Fatalf("make due: %v", err)
+	}
+}
+
+// blockingProcessor signals each run on started and waits for release.
+type blockingProcessor struct {
+	started chan string
+	release chan struct{}
+	mu      sync.Mutex
+	runs    map[string]int
+}
+
+func newBlockingProcessor() *blockingProcessor {
+	return &blockingProcessor{started: make(chan string, 16), release: make(chan struct{}), runs: map[string]int{}}
+}
+
+func (p *blockingProcessor) Process(ctx context.Context, d worker.Delivery) worker.Result {
+	p.mu.Lock()
+	p.runs[d.EventID]++
+	p.mu.Unlock()
+	p.started <- d.EventID
+	select {
+	case <-p.release:
+		return worker.Result{}
+	case <-ctx.Done():
+		return worker.Result{Err: ctx.Err()}
+	}
+}
+
+func (p *blockingProcessor) total() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, c := range p.runs {
+		n += c
+	}
+	return n
+}
+
+func TestRetrier(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FailingEventWalksTheBackoffToDead", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		p := &countingProcessor{}
+		p.fail.Store(true)
+		id := newEventID()
+		body := stripeEvent(id, "invoice.paid")
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); err != nil || got != worker.Queued {
+			t.Fatalf("inline: got %v, %v; want Queued", got, err)
+		}
+		r := newRetrier(store, p, 10)
+
+		type row struct {
+			status   queue.Status
+			attempts int
+			delay    float64
+		}
+		read := func() row {
+			var x row
+			if err := pool.QueryRow(t.Context(), `
+				SELECT status, attempts, extract(epoch FROM next_retry_at - last_attempt_at)::float8
+				FROM webhook_events WHERE event_id = $1`, id).Scan(&x.status, &x.attempts, &x.delay); err != nil {
+				t.Fatalf("read row: %v", err)
+			}
+			return x
+		}
+		if got := read(); got.status != queue.StatusFailed || got.attempts != 0 || got.delay != queue.RetryDelay(0).Seconds() {
+			t.Fatalf("after inline failure: got %+v, want failed, 0 attempts, %v s", got, queue.RetryDelay(0).Seconds())
+		}
+		for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
+			makeDue(t, pool)
+			if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
+				t.Fatalf("retry %d: claimed %d, %v; want 1", attempt, n, err)
+			}
+			got := read()
+			if attempt < queue.MaxAttempts {
+				want := row{queue.StatusRetrying, attempt, queue.RetryDelay(attempt).Seconds()}
+				if got != want {
+					t.Fatalf("after retry %d: got %+v, want %+v", attempt, got, want)
+				}
+				continue
+			}
+			if got.status != queue.StatusDead || got.attempts != queue.MaxAttempts {
+				t.Fatalf("after retry %d: got %+v, want dead with %d attempts", attempt, got, queue.MaxAttempts)
+			}
+		}
+		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() - interval '1 day'`); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.RunBatch(t.Context()); err != nil || n != 0 {
+			t.Errorf("dead row: claimed %d, %v; want 0", n, err)
+		}
+		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, id)
+		if err != nil || len(attempts) != 1+queue.MaxAttempts {
+			t.Fatalf("attempts: got %d, %v; want %d", len(attempts), err, 1+queue.MaxAttempts)
+		}
+		for i, a := range attempts {
+			wantPath := queue.PathRetry
+			if i == 0 {
+				wantPath = queue.PathInline
+			}
+			if a.Number != i || a.Path != wantPath || a.Succeeded {
+				t.Errorf("attempt %d: got number %d, path %s, succeeded %v", i, a.Number, a.Path, a.Succeeded)
+			}
+		}
+		if got := p.runs.Load(); got != 1+queue.MaxAttempts {
+			t.Errorf("processor runs: got %d, want %d", got, 1+queue.MaxAttempts)
+		}
+	})
+
+	t.Run("SuccessResolvesAndMarks", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
+		var got worker.Delivery
+		p := worker.ProcessorFunc(func(_ context.Context, d worker.Delivery) worker.Result {
+			got = d
+			return worker.Result{HTTPStatus: 204}
+		})
+		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("claimed %d, %v; want 1", n, err)
+		}
+		if got.EventID != e.EventID || got.Attempt != 3 || string(got.Payload) != e.Payload {
+			t.Errorf("delivery: got %+v, want event %s attempt 3 with the stored payload", got, e.EventID)
+		}
+		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 1 {
+			t.Errorf("queue rows %d, markers %d; want 0, 1", q, m)
+		}
+		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
+		if err != nil || len(attempts) != 1 || !attempts[0].Succeeded || *attempts[0].HTTPStatus != 204 || attempts[0].Number != 3 {
+			t.Errorf("attempts: got %+v, %v", attempts, err)
+		}
+	})
+
+	t.Run("ManualRetryIsRecordedAsManual", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		if ok, err := store.RetryDead(t.Context(), e.ID); err != nil || !ok {
+			t.Fatalf("retry dead: %v, %v", ok, err)
+		}
+		p := &countingProcessor{}
+		p.fail.Store(true)
+		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("claimed %d, %v; want 1", n, err)
+		}
+		after, err := store.Event(t.Context(), e.ID)
+		if err != nil || after.ManualRetry || after.Status != queue.StatusRetrying || after.Attempts != 1 {
+			t.Errorf("row: got %+v, %v; want retrying, 1 attempt, manual_retry cleared", after, err)
+		}
+		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
+		if err != nil || len(attempts) != 1 || attempts[0].Path != queue.PathManual {
+			t.Errorf("attempts: got %+v, %v; want one manual attempt", attempts, err)
+		}
+	})
+
+	t.Run("EventWithMarkerIsOnlyRemoved", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		if err := store.MarkProcessed(t.Context(), e.EventID); err != nil {
+			t.Fatal(err)
+		}
+		p := &countingProcessor{}
+		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("claimed %d, %v; want 1", n, err)
+		}
+		if q, runs := queued(t, pool), p.runs.Load(); q != 0 || runs != 0 {
+			t.Errorf("queue rows %d, processor runs %d; want 0, 0", q, runs)
+		}
+	})
+
+	t.Run("CrashBetweenClaimAndResolveLosesNothing", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		// A replica claims the event and dies before resolving it.
+		if claimed, err := store.ClaimDue(t.Context(), 10, queue.DefaultClaimWindow); err != nil || len(claimed) != 1 {
+			t.Fatalf("claim: got %d, %v", len(claimed), err)
+		}
+		p := &countingProcessor{}
+		r := newRetrier(store, p, 10)
+		if n, err := r.RunBatch(t.Context()); err != nil || n != 0 {
+			t.Fatalf("within the claim window: claimed %d, %v; want 0", n, err)
+		}
+		// The claim window passes.
+		if _, err := pool.Exec(t.Context(),
+			`UPDATE webhook_events SET next_retry_at = next_retry_at - interval '2 minutes 1 second'`); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("after the claim window: claimed %d, %v; want 1", n, err)
+		}
+		if q, m, runs := queued(t, pool), markers(t, pool), p.runs.Load(); q != 0 || m != 1 || runs != 1 {
+			t.Errorf("queue rows %d, markers %d, runs %d; want 0, 1, 1", q, m, runs)
+		}
+	})
+
+	t.Run("InlineDeliveryWhileRetryRunsIsLockedOut", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		p := newBlockingProcessor()
+		done := make(chan error, 1)
+		go func() {
+			_, err := newRetrier(store, p, 10).RunBatch(t.Context())
+			done <- err
+		}()
+		<-p.started
+		body := []byte(e.Payload)
+		if _, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); !errors.Is(err, queue.ErrEventLocked) {
+			t.Errorf("inline during retry: got %v, want ErrEventLocked", err)
+		}
+		close(p.release)
+		if err := <-done; err != nil {
+			t.Fatalf("retry batch: %v", err)
+		}
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); err != nil || got != worker.Duplicate {
+			t.Errorf("redelivery after retry: got %v, %v; want Duplicate", got, err)
+		}
+		if got := p.total(); got != 1 {
+			t.Errorf("processor runs: got %d, want 1", got)
+		}
+	})
+
+	t.Run("RetryWhileInlineRunsLeavesTheEvent", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		id := newEventID()
+		body := stripeEvent(id, "invoice.paid")
+		p := newBlockingProcessor()
+		type answer struct {
+			o   worker.Outcome
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			o, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret))
+			done <- answer{o, err}
+		}()
+		<-p.started
+		// The same event shows up due on the queue while the inline run holds it.
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id, Payload: string(body)})
+		r := newRetrier(store, p, 10)
+		if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("retry during inline: claimed %d, %v; want 1", n, err)
+		}
+		close(p.release)
+		if a := <-done; a.err != nil || a.o != worker.Processed {
+			t.Fatalf("inline: got %v, %v; want Processed", a.o, a.err)
+		}
+		makeDue(t, pool)
+		if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
+			t.Fatalf("retry after inline: claimed %d, %v; want 1", n, err)
+		}
+		if q, m, runs := queued(t, pool), markers(t, pool), p.total(); q != 0 || m != 1 || runs != 1 {
+			t.Errorf("queue rows %d, markers %d, runs %d; want 0, 1, 1", q, m, runs)
+		}
+	})
+
+	t.Run("TwoRetriersProcessEachEventOnce", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		const events = 200
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
+			SELECT 'stripe', 'evt_two_' || i, 'invoice.paid', '{}', now() - interval '1 minute'
+			FROM generate_series(1, $1) i`, events); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		runs := map[string]int{}
+		p := worker.ProcessorFunc(func(_ context.Context, d worker.Delivery) worker.Result {
+			mu.Lock()
+			runs[d.EventID]++
+			mu.Unlock()
+			return worker.Result{}
+		})
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			r := newRetrier(store, p, 25)
+			wg.Go(func() {
+				<-start
+				for {
+					n, err := r.RunBatch(t.Context())
+					if err != nil {
+						t.Errorf("run batch: %v", err)
+						return
+					}
+					if n == 0 {
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(runs) != events {
+			t.Errorf("events processed: got %d, want %d", len(runs), events)
+		}
+		for id, n := range runs {
+			if n != 1 {
+				t.Errorf("%s processed %d times, want 1", id, n)
+			}
+		}
+		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != events {
+			t.Errorf("queue rows %d, markers %d; want 0, %d", q, m, events)
+		}
+	})
+
+	t.Run("RunFinishesInFlightWorkOnStop", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		p := newBlockingProcessor()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- newRetrier(store, p, 10).Run(ctx) }()
+		<-p.started
+		cancel()
+		close(p.release)
+		if err := <-done; err != nil {
+			t.Fatalf("run: got %v, want nil", err)
+		}
+		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 1 {
+			t.Errorf("queue rows %d, markers %d; want 0, 1: the in-flight event finishes", q, m)
+		}
+		ws, err := store.WorkerStatus(t.Context())
+		if err != nil || ws.RetrierTick == nil {
+			t.Errorf("worker status: got %+v, %v; want a retrier tick", ws, err)
+		}
+	})
+
+	t.Run("RunCancelsInFlightWorkAfterStopTimeout", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		p := newBlockingProcessor()
+		r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
+			Processor: p, StopTimeout: time.Millisecond,
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		<-p.started
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run: got %v, want nil", err)
+		}
+		var status queue.Status
+		var attempts int
+		if err := pool.QueryRow(t.Context(), `SELECT status, attempts FROM webhook_events`).Scan(&status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if status != queue.StatusRetrying || attempts != 1 {
+			t.Errorf("row: got %s with %d attempts, want retrying with 1: the cut-off run counts as failed", status, attempts)
+		}
+	})
+}
