@@ -80,6 +80,10 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 		return
 	}
 	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now()}
+	if p.User != nil {
+		// The layout's sign-out form needs the token.
+		p.CSRF = csrfToken(c)
+	}
 	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
 		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
 		_ = c.String(status, msg+"\n")
