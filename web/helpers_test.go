@@ -41,13 +41,13 @@ func setup(t *testing.T) *testBundle {
 // client is one browser: its own cookies, redirects not followed so tests
 // see them, and the CSRF token of the last page it loaded.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	b    *testBundle
 	http *http.Client
 	csrf string
 }
 
-func (b *testBundle) client(t *testing.T) *client {
+func (b *testBundle) client(t testing.TB) *client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
