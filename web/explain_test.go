@@ -90,10 +90,11 @@ func (n planNode) String() string {
 	return b.String()
 }
 
-// TestExplain_EventListsUseTheirIndexes renders the dead and pending lists
-// on a queue large enough for the planner to care, and EXPLAINs each
-// statement they ran: none may scan the whole queue table.
-func TestExplain_EventListsUseTheirIndexes(t *testing.T) {
+// TestExplain_DashboardUsesIndexes renders the overview and the event lists
+// on a queue shaped like production (a tenth dead, the rest pending, 1 KB
+// payloads) and large enough for the planner to care, and EXPLAINs each
+// statement they ran on the queue table: none may read all of it.
+func TestExplain_DashboardUsesIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(queuetest.NewDatabaseURL(t))
@@ -109,10 +110,10 @@ func TestExplain_EventListsUseTheirIndexes(t *testing.T) {
 	t.Cleanup(pool.Close)
 	_, err = pool.Exec(ctx, `
 		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts, last_error, next_retry_at, created_at)
-		SELECT 'stripe', 'evt_' || g, 'invoice.paid', '{}',
-		       (ARRAY['failed', 'retrying', 'retrying', 'retrying', 'dead'])[1 + g % 5], g % 5, 'HTTP 500',
+		SELECT 'stripe', 'evt_' || g, 'invoice.paid', '{"filler":"' || repeat('x', 900) || '"}',
+		       CASE WHEN g % 10 = 0 THEN 'dead' WHEN g % 2 = 0 THEN 'failed' ELSE 'retrying' END, g % 5, 'HTTP 500',
 		       now() + g * interval '1 second', now() - g * interval '1 second'
-		FROM generate_series(1, 50000) g`)
+		FROM generate_series(1, 20000) g`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,6 +131,7 @@ func TestExplain_EventListsUseTheirIndexes(t *testing.T) {
 	for _, tc := range []struct {
 		path, index string
 	}{
+		{"/", ""},
 		{"/events?status=dead", "webhook_events_dead_idx"},
 		{"/events?status=dead&page=3", "webhook_events_dead_idx"},
 		{"/events?status=failed", "webhook_events_pending_idx"},
@@ -162,7 +164,7 @@ func TestExplain_EventListsUseTheirIndexes(t *testing.T) {
 					usesIndex = true
 				}
 			})
-			if !usesIndex && strings.Contains(q.sql, "status = $1") {
+			if tc.index != "" && !usesIndex && strings.Contains(q.sql, "status = $1") {
 				t.Errorf("GET %s does not use %s:\n%s\n%s", tc.path, tc.index, q.sql, plan)
 			}
 			t.Logf("GET %s:\n%s", tc.path, plan)
