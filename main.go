@@ -7,6 +7,10 @@
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
 //	hookd send-test-event [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
+//	hookd user add EMAIL [-role viewer|operator|admin]
+//	                add a dashboard account; the password is read from the terminal or stdin
+//	hookd user passwd EMAIL
+//	                set an account's password, read the same way
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -14,6 +18,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -27,14 +32,18 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/alexedwards/scs/pgxstore"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
@@ -79,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return migrate(ctx, cfg, stdout)
 	case "send-test-event":
 		return sendTestEvent(ctx, args, getenv, stdout, stderr)
+	case "user":
+		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -96,6 +107,7 @@ Commands:
   serve     run the webhook receiver, retry loop, pruner and dashboard (default)
   migrate   apply the database migrations and exit
   send-test-event  post a signed sample Stripe event to a receiver
+  user      add a dashboard account (user add EMAIL [-role ROLE]) or set its password (user passwd EMAIL)
   version   print the version
 
 Run "hookd <command> -h" for a command's flags.
@@ -189,6 +201,18 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		logger.Info("migration applied", "file", name)
 	}
 	store := queue.New(pool)
+	if cfg.AdminEmail != "" {
+		changed, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
+		if err != nil {
+			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
+		}
+		if changed != "" {
+			logger.Info("dashboard admin "+changed, "email", cfg.AdminEmail)
+		}
+	}
+	// The pruner deletes expired sessions; pgxstore's own cleanup goroutine
+	// logs through the standard logger and races its own StopCleanup.
+	sessions := pgxstore.NewWithCleanupInterval(pool, 0)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -205,7 +229,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
 	pruner := worker.NewPruner(store, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
 
-	handler := web.NewServer(logger, store, receiver, metrics, reg, cfg.MaxBody)
+	handler := web.NewServer(logger, store, receiver, metrics, reg, web.Options{
+		MaxBody:         cfg.MaxBody,
+		Sessions:        sessions,
+		SecureCookies:   cfg.SecureCookies,
+		MarkerRetention: cfg.MarkerRetention,
+		RetryInterval:   cfg.RetryInterval,
+	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -254,12 +284,13 @@ type Config struct {
 	ForwardSecret    Secret
 	ForwardTimeout   time.Duration
 	RetryInterval    time.Duration
+	RetryBatch       int64
+	RetryConcurrency int64
 	MarkerRetention  time.Duration
 	AdminEmail       string
 	AdminPassword    Secret
+	SecureCookies    bool
 	MaxBody          int64
-	RetryBatch       int64
-	RetryConcurrency int64
 	ShutdownTimeout  time.Duration
 	LogLevel         slog.Level
 }
@@ -306,6 +337,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
+	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
+		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
 	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
@@ -384,6 +417,15 @@ func parsePositiveInt(dst *int64, v string) error {
 	return nil
 }
 
+func parseBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("not true or false")
+	}
+	*dst = b
+	return nil
+}
+
 func checkURL(v string) error {
 	if v == "" {
 		return nil
@@ -444,4 +486,98 @@ func reveal(secrets []Secret) []string {
 		out[i] = s.Reveal()
 	}
 	return out
+}
+
+// userCommand runs `hookd user add EMAIL [-role ROLE]` and `hookd user
+// passwd EMAIL`. The password never comes from the command line, where
+// other users of the machine and the shell history would see it: it is read
+// from the terminal without echo, or as the first line of stdin when that is
+// not a terminal.
+func userCommand(ctx context.Context, args []string, getenv func(string) string,
+	stdin io.Reader, stdout, stderr io.Writer) error {
+	const userUsage = "usage: hookd user add EMAIL [-role viewer|operator|admin] | hookd user passwd EMAIL"
+	if len(args) < 2 || isFlag(args[1]) {
+		return errors.New(userUsage)
+	}
+	sub, email, rest := args[0], args[1], slices.Clone(args[2:])
+	if sub != "add" && sub != "passwd" {
+		return errors.New(userUsage)
+	}
+	roleName := string(queue.RoleViewer)
+	for i := 0; sub == "add" && i < len(rest); i++ {
+		switch a := rest[i]; {
+		case a == "-role" || a == "--role":
+			if i+1 == len(rest) {
+				return errors.New("-role needs a value: viewer, operator or admin")
+			}
+			roleName, rest = rest[i+1], slices.Delete(rest, i, i+2)
+			i--
+		case strings.HasPrefix(a, "-role=") || strings.HasPrefix(a, "--role="):
+			_, roleName, _ = strings.Cut(a, "=")
+			rest = slices.Delete(rest, i, i+1)
+			i--
+		}
+	}
+	role, err := queue.ParseRole(roleName)
+	if err != nil {
+		return err
+	}
+	cfg, err := parseConfig("user "+sub, rest, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		return err
+	}
+	store := queue.New(pool)
+	if sub == "add" {
+		u, err := store.CreateUser(ctx, email, password, role)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added %s (%s)\n", u.Email, u.Role)
+		return nil
+	}
+	if err := store.SetPassword(ctx, email, password); errors.Is(err, queue.ErrNotFound) {
+		return fmt.Errorf("no account for %s", email)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "password of %s changed\n", email)
+	return nil
+}
+
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "Password: ")
+		first, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		fmt.Fprint(stderr, "Again: ")
+		again, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		if string(first) != string(again) {
+			return "", errors.New("the passwords differ")
+		}
+		return string(first), nil
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		return "", errors.New("read password: expected it on the first line of stdin")
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }

@@ -143,6 +143,8 @@ func TestRun_UnreachableDatabaseIsOneLine(t *testing.T) {
 	}
 }
 
+const testSecret = "whsec_main_test"
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -73,7 +73,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
 			Secrets: []string{testSecret}, Processor: down,
 		})
-		srv := httptest.NewServer(web.NewServer(discardLogger, store, receiver, nil, prometheus.NewRegistry(), 1<<20))
+		srv := httptest.NewServer(web.NewServer(discardLogger, store, receiver, nil, prometheus.NewRegistry(), web.Options{}))
 		t.Cleanup(srv.Close)
 		replicas = append(replicas, replica{srv, worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
 			Processor: down, BatchSize: 7, Interval: 5 * time.Millisecond,

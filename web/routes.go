@@ -2,6 +2,7 @@ package web
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,9 +14,33 @@ import (
 
 // addRoutes maps the entire HTTP surface of hookd.
 func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
-	metrics *worker.Metrics, gatherer prometheus.Gatherer, maxBody int64) {
+	metrics *worker.Metrics, gatherer prometheus.Gatherer, maxBody int64, d *dashboard) {
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(logger, store))
+	e.GET("/static/*", handleStatic())
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	e.POST("/webhooks/stripe", handleStripeWebhook(logger, receiver, metrics, maxBody))
+
+	// The dashboard. Middleware is given per route, not per echo group: a
+	// group with middleware also claims every unmatched path and method,
+	// which would turn the receiver's 405s into redirects to /login.
+	session := []echo.MiddlewareFunc{d.loadSession, d.checkCSRF}
+	viewer := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleViewer)})
+	operator := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleOperator)})
+	admin := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleAdmin)})
+
+	e.GET("/login", d.handleLoginPage(), session...)
+	e.POST("/login", d.handleLogin(), session...)
+	e.POST("/logout", d.handleLogout(), viewer...)
+	e.GET("/", d.handleOverview(), viewer...)
+	e.GET("/overview/stats", d.handleOverviewStats(), viewer...)
+	e.POST("/prune/preview", d.handlePrunePreview(), admin...)
+	e.POST("/prune", d.handlePrune(), admin...)
+	e.GET("/events", d.handleEvents(), viewer...)
+	e.GET("/events/:id", d.handleEvent(), viewer...)
+	e.POST("/events/:id/retry", d.handleRetry(), operator...)
+	e.POST("/events/:id/retry-now", d.handleRetryNow(), operator...)
+	e.POST("/events/retry-all/preview", d.handleRetryAllPreview(), operator...)
+	e.POST("/events/retry-all", d.handleRetryAll(), operator...)
+	e.GET("/audit", d.handleAudit(), viewer...)
 }

@@ -8,24 +8,79 @@
 package web
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
+	"time"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
 )
 
+// Options configures the receiver's limits and the dashboard.
+type Options struct {
+	// MaxBody is the largest webhook body accepted, in bytes; larger ones
+	// get a 413. Zero means 1 MiB.
+	MaxBody int64
+	// Sessions keeps the dashboard's sessions; in production the pgxstore
+	// over the same database, so any replica serves any session.
+	Sessions scs.Store
+	// SecureCookies marks the session cookie Secure on plain HTTP requests
+	// too: set it when TLS ends at a reverse proxy in front of hookd.
+	// Requests that arrive over TLS always get a Secure cookie.
+	SecureCookies bool
+	// MarkerRetention is the pruner's retention; the manual prune offers
+	// it, in days, as its default. Zero means 30 days.
+	MarkerRetention time.Duration
+	// RetryInterval is the retry loop's idle interval; the overview calls
+	// the loop stalled when it has not ticked for several of them (and at
+	// least 30 seconds). Zero means 5 seconds.
+	RetryInterval time.Duration
+}
+
 // NewServer returns the handler serving every route of hookd: receiver
 // hands webhooks to the pipeline, metrics counts them, gatherer is what
-// /metrics serves, and maxBody is the largest webhook body accepted.
+// /metrics serves.
 func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
-	metrics *worker.Metrics, gatherer prometheus.Gatherer, maxBody int64) http.Handler {
+	metrics *worker.Metrics, gatherer prometheus.Gatherer, opts Options) http.Handler {
+	opts = withDefaults(opts)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	addRoutes(e, logger, store, receiver, metrics, gatherer, maxBody)
+	// The client address counts failed sign-ins; headers a client can set
+	// itself must not decide it.
+	e.IPExtractor = echo.ExtractIPDirect()
+	e.Use(middleware.RequestID())
+	e.Use(securityHeaders)
+
+	d := newDashboard(logger, store, opts)
+	e.HTTPErrorHandler = d.handleError
+	addRoutes(e, logger, store, receiver, metrics, gatherer, opts.MaxBody, d)
 	return e
+}
+
+// securityHeaders sets on every response what keeps the dashboard's pages
+// from running injected script, being framed or leaking their URLs.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
+func withDefaults(opts Options) Options {
+	opts.MaxBody = cmp.Or(opts.MaxBody, 1<<20)
+	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, 30*24*time.Hour)
+	opts.RetryInterval = cmp.Or(opts.RetryInterval, 5*time.Second)
+	return opts
 }

@@ -1,0 +1,50 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// CountEvents returns how many queue rows match f, ignoring its Limit and
+// Offset: what a bulk action on f would touch.
+func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
+	where, args := f.where()
+	var n int64
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE `+where, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return n, nil
+}
+
+// RetryDeadMatching does what RetryDead does to every dead event matching f
+// (whose Status it ignores, as only dead events can be sent back), and
+// returns how many it sent back.
+func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, error) {
+	f.Status = StatusDead
+	where, args := f.where()
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events
+		SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
+		WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("retry dead events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RetryNow makes a pending (failed or retrying) event due at once, its next
+// attempt recorded as manual. It reports false, changing nothing, when the
+// row is not pending; its attempts are left alone, so the backoff schedule
+// carries on from where it was.
+func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events
+		SET next_retry_at = now(), manual_retry = true
+		WHERE id = $1 AND status IN ('failed', 'retrying')`, id)
+	if err != nil {
+		return false, fmt.Errorf("retry event %s now: %w", id, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}

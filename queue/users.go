@@ -1,0 +1,252 @@
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/crypto/argon2"
+)
+
+// Role is what a dashboard account may do. Each role may do everything the
+// ones before it may.
+type Role string
+
+const (
+	// RoleViewer sees every page and acts on nothing.
+	RoleViewer Role = "viewer"
+	// RoleOperator also sends events back to the queue.
+	RoleOperator Role = "operator"
+	// RoleAdmin also prunes markers and manages accounts.
+	RoleAdmin Role = "admin"
+)
+
+// ParseRole returns the role named s, or an error listing the roles.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleViewer, RoleOperator, RoleAdmin:
+		return r, nil
+	}
+	return "", fmt.Errorf("unknown role %q: want viewer, operator or admin", s)
+}
+
+// Allows reports whether an account with role r may act as need.
+func (r Role) Allows(need Role) bool { return r.rank() >= need.rank() }
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleOperator:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// User is a dashboard account.
+type User struct {
+	ID           int64  `db:"id"`
+	Email        string `db:"email"`
+	Role         Role   `db:"role"`
+	PasswordHash string `db:"password_hash"`
+}
+
+// ErrBadCredentials is returned by Authenticate for an unknown email or a
+// wrong password alike, so a caller cannot tell which and neither can the
+// person signing in.
+var ErrBadCredentials = errors.New("wrong email or password")
+
+// MinPasswordLength is the shortest password CreateUser and SetPassword
+// accept.
+const MinPasswordLength = 8
+
+// argon2id parameters: OWASP's password storage cheat sheet's first
+// recommended configuration (19 MiB, 2 passes, 1 lane), about 30 ms a hash on
+// one core; enough to make offline guessing expensive without making
+// sign-in slow. The parameters travel in each hash, so raising them later
+// leaves existing hashes verifiable.
+const (
+	argonTime    = 2
+	argonMemory  = 19 * 1024
+	argonThreads = 1
+	argonKeyLen  = 32
+	argonSaltLen = 16
+)
+
+// HashPassword returns the argon2id hash of password in PHC string format.
+func HashPassword(password string) (string, error) {
+	salt := make([]byte, argonSaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+}
+
+// checkPassword reports whether password matches the PHC hash.
+func checkPassword(hash, password string) bool {
+	parts := strings.Split(hash, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" || parts[2] != fmt.Sprintf("v=%d", argon2.Version) {
+		return false
+	}
+	var mem, time uint32
+	var threads uint8
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &mem, &time, &threads); err != nil {
+		return false
+	}
+	b64 := base64.RawStdEncoding
+	salt, err := b64.DecodeString(parts[4])
+	if err != nil {
+		return false
+	}
+	want, err := b64.DecodeString(parts[5])
+	if err != nil {
+		return false
+	}
+	got := argon2.IDKey([]byte(password), salt, time, mem, threads, uint32(len(want)))
+	return subtle.ConstantTimeCompare(got, want) == 1
+}
+
+// dummyHash is checked against when the email is unknown, so an unknown
+// account takes as long to refuse as a wrong password.
+var dummyHash, _ = HashPassword("hookd: no such account")
+
+func checkPasswordLength(password string) error {
+	if len([]rune(password)) < MinPasswordLength {
+		return fmt.Errorf("password must be at least %d characters", MinPasswordLength)
+	}
+	return nil
+}
+
+const userColumns = `id, email, role, password_hash`
+
+// CreateUser adds an account. An email already taken, in any case, is an
+// error.
+func (s *Store) CreateUser(ctx context.Context, email, password string, role Role) (User, error) {
+	email = strings.TrimSpace(email)
+	if !strings.Contains(email, "@") {
+		return User{}, fmt.Errorf("create user: %q is not an email address", email)
+	}
+	if err := checkPasswordLength(password); err != nil {
+		return User{}, err
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return User{}, err
+	}
+	rows, err := s.db.Query(ctx, `
+		INSERT INTO users (email, password_hash, role) VALUES ($1, $2, $3)
+		ON CONFLICT (lower(email)) DO NOTHING
+		RETURNING `+userColumns, email, hash, role)
+	if err != nil {
+		return User{}, fmt.Errorf("create user: %w", err)
+	}
+	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, fmt.Errorf("create user: an account for %s exists already", email)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("create user: %w", err)
+	}
+	return u, nil
+}
+
+// SetPassword replaces the password of the account with this email, or
+// returns ErrNotFound.
+func (s *Store) SetPassword(ctx context.Context, email, password string) error {
+	if err := checkPasswordLength(password); err != nil {
+		return err
+	}
+	hash, err := HashPassword(password)
+	if err != nil {
+		return err
+	}
+	tag, err := s.db.Exec(ctx, `
+		UPDATE users SET password_hash = $2, updated_at = now() WHERE lower(email) = lower($1)`,
+		strings.TrimSpace(email), hash)
+	if err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// EnsureAdmin makes sure an admin account with this email and password
+// exists: it creates it, or gives an existing one the admin role and this
+// password. It reports what it changed ("created", "updated" or "").
+func (s *Store) EnsureAdmin(ctx context.Context, email, password string) (string, error) {
+	u, err := s.UserByEmail(ctx, email)
+	if errors.Is(err, ErrNotFound) {
+		if _, err := s.CreateUser(ctx, email, password, RoleAdmin); err != nil {
+			return "", err
+		}
+		return "created", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if u.Role == RoleAdmin && checkPassword(u.PasswordHash, password) {
+		return "", nil
+	}
+	if err := s.SetPassword(ctx, email, password); err != nil {
+		return "", err
+	}
+	if _, err := s.db.Exec(ctx, `UPDATE users SET role = 'admin' WHERE id = $1`, u.ID); err != nil {
+		return "", fmt.Errorf("make %s admin: %w", email, err)
+	}
+	return "updated", nil
+}
+
+// UserByEmail returns the account with this email, in any case, or
+// ErrNotFound.
+func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
+	return s.user(ctx, `lower(email) = lower($1)`, strings.TrimSpace(email))
+}
+
+// User returns the account with this id, or ErrNotFound.
+func (s *Store) User(ctx context.Context, id int64) (User, error) {
+	return s.user(ctx, `id = $1`, id)
+}
+
+func (s *Store) user(ctx context.Context, where string, arg any) (User, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+userColumns+` FROM users WHERE `+where, arg)
+	if err != nil {
+		return User{}, fmt.Errorf("read user: %w", err)
+	}
+	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return User{}, ErrNotFound
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("read user: %w", err)
+	}
+	return u, nil
+}
+
+// Authenticate returns the account with this email when password is its
+// password, and ErrBadCredentials otherwise.
+func (s *Store) Authenticate(ctx context.Context, email, password string) (User, error) {
+	u, err := s.UserByEmail(ctx, email)
+	if errors.Is(err, ErrNotFound) {
+		checkPassword(dummyHash, password)
+		return User{}, ErrBadCredentials
+	}
+	if err != nil {
+		return User{}, err
+	}
+	if !checkPassword(u.PasswordHash, password) {
+		return User{}, ErrBadCredentials
+	}
+	return u, nil
+}

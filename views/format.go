@@ -1,0 +1,108 @@
+package views
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// Count formats n for people: 1234567 as "1,234,567".
+func Count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Plural returns "1 event" or "3 events", the count formatted by Count.
+func Plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return Count(n) + " " + many
+}
+
+// Absolute formats t in UTC to the second, for title attributes and tables.
+func Absolute(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+// Relative formats t against now: "just now", "3 min ago", "in 2 h".
+func Relative(t, now time.Time) string {
+	d := now.Sub(t)
+	if d < 0 {
+		return "in " + span(-d)
+	}
+	if d < 5*time.Second {
+		return "just now"
+	}
+	return span(d) + " ago"
+}
+
+// Age formats how long ago t was, without "ago": "3 min", "2 days".
+func Age(t, now time.Time) string {
+	return span(max(now.Sub(t), 0))
+}
+
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%d days", int(d.Hours()/24))
+	}
+}
+
+// Shorten cuts s to at most n characters, marking the cut with an ellipsis.
+func Shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return strings.TrimSpace(string(r[:n-1])) + "…"
+}
+
+// deref returns *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func statusText(status int) string {
+	return fmt.Sprintf("%d %s", status, http.StatusText(status))
+}
+
+// describeFilter says in words what an event filter keeps.
+func describeFilter(f queue.EventFilter) string {
+	var parts []string
+	if f.EventType != "" {
+		parts = append(parts, "type "+f.EventType)
+	}
+	if f.ErrorContains != "" {
+		parts = append(parts, fmt.Sprintf("last error containing %q", f.ErrorContains))
+	}
+	if f.EventID != "" {
+		parts = append(parts, "id "+f.EventID)
+	}
+	return strings.Join(parts, ", ")
+}

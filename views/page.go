@@ -1,0 +1,34 @@
+// Package views renders the dashboard's pages with templ. Its components only
+// format what the handlers give them: they never fetch data, and every value
+// they show goes through templ's escaping.
+package views
+
+import (
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// Page is what the layout of every page needs.
+type Page struct {
+	Title string
+	// Nav is the nav item to mark as current: "overview", "dead",
+	// "pending", "audit" or "".
+	Nav string
+	// User is the signed-in account; nil on the sign-in and error pages
+	// shown without a session.
+	User *queue.User
+	// CSRF is the token every form carries as _csrf.
+	CSRF string
+	// Flash is a one-time message about the last action; Error an error
+	// about this request.
+	Flash string
+	Error string
+	// Now is when the page is rendered, to show times as ages.
+	Now time.Time
+}
+
+// Can reports whether the signed-in account may act as role.
+func (p Page) Can(role queue.Role) bool {
+	return p.User != nil && p.User.Role.Allows(role)
+}

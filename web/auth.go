@@ -1,0 +1,336 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// Session keys.
+const (
+	sessUserID = "user_id"
+	sessCSRF   = "csrf"
+	sessFlash  = "flash"
+)
+
+// Echo context keys.
+const (
+	ctxSessions = "hookd.sessions"
+	ctxUser     = "hookd.user"
+)
+
+// Failed sign-ins each key may have before sign-ins must wait. The address
+// gets more: several people behind one NAT share it.
+const (
+	freeFailuresPerEmail = 5
+	freeFailuresPerAddr  = 50
+)
+
+// sessionManagers holds two scs managers over one store that differ only in
+// the cookie's Secure flag: scs fixes the flag per manager, and a request
+// over TLS must get a Secure cookie even when the configuration does not ask
+// for one.
+type sessionManagers struct {
+	plain, secure *scs.SessionManager
+	alwaysSecure  bool
+}
+
+func newSessionManagers(store scs.Store, alwaysSecure bool) sessionManagers {
+	mk := func(secure bool) *scs.SessionManager {
+		sm := scs.New()
+		sm.Store = store
+		// A support shift: a session lasts a working day, and an hour
+		// without a request ends it.
+		sm.Lifetime = 12 * time.Hour
+		sm.IdleTimeout = time.Hour
+		sm.Cookie.Name = "hookd_session"
+		sm.Cookie.HttpOnly = true
+		sm.Cookie.SameSite = http.SameSiteLaxMode
+		sm.Cookie.Path = "/"
+		sm.Cookie.Secure = secure
+		return sm
+	}
+	return sessionManagers{plain: mk(false), secure: mk(true), alwaysSecure: alwaysSecure}
+}
+
+func (m sessionManagers) forRequest(r *http.Request) *scs.SessionManager {
+	if m.alwaysSecure || r.TLS != nil {
+		return m.secure
+	}
+	return m.plain
+}
+
+// loadSession loads the request's session and saves it, with its cookie,
+// just before the response's header goes out, whoever writes it (a handler
+// or the error handler).
+func (d *dashboard) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		sm := d.sessions.forRequest(c.Request())
+		var token string
+		if cookie, err := c.Cookie(sm.Cookie.Name); err == nil {
+			token = cookie.Value
+		}
+		ctx, err := sm.Load(c.Request().Context(), token)
+		if err != nil {
+			return fmt.Errorf("load session: %w", err)
+		}
+		c.SetRequest(c.Request().WithContext(ctx))
+		c.Set(ctxSessions, sm)
+		res := c.Response()
+		res.Header().Add("Vary", "Cookie")
+		res.Before(func() {
+			switch sm.Status(ctx) {
+			case scs.Modified:
+				token, expiry, err := sm.Commit(ctx)
+				if err != nil {
+					// The header is going out already; the change is
+					// lost and the person signs in again.
+					d.logger.ErrorContext(ctx, "save session", "err", err,
+						"request_id", res.Header().Get(echo.HeaderXRequestID))
+					return
+				}
+				sm.WriteSessionCookie(ctx, res, token, expiry)
+			case scs.Destroyed:
+				sm.WriteSessionCookie(ctx, res, "", time.Time{})
+			}
+		})
+		return next(c)
+	}
+}
+
+func session(c echo.Context) *scs.SessionManager {
+	return c.Get(ctxSessions).(*scs.SessionManager)
+}
+
+// csrfToken returns the session's CSRF token, creating it on first use.
+func csrfToken(c echo.Context) string {
+	sm, ctx := session(c), c.Request().Context()
+	tok := sm.GetString(ctx, sessCSRF)
+	if tok == "" {
+		tok = randomToken()
+		sm.Put(ctx, sessCSRF, tok)
+	}
+	return tok
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+var errCSRF = echo.NewHTTPError(http.StatusForbidden,
+	"This form has expired or did not come from this site, so nothing was changed. Go back, reload the page and try again.")
+
+// checkCSRF refuses any request that could change something unless its
+// form carries the session's token as _csrf. The token lives in the
+// session, so a page from another site can neither read nor guess it.
+func (d *dashboard) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		switch c.Request().Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return next(c)
+		}
+		want := session(c).GetString(c.Request().Context(), sessCSRF)
+		got := c.FormValue("_csrf")
+		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return errCSRF
+		}
+		return next(c)
+	}
+}
+
+// requireRole lets through only a signed-in account whose role allows need.
+// Without a session it sends the person to sign in and back; with too low a
+// role it answers 403.
+func (d *dashboard) requireRole(need queue.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx := c.Request().Context()
+			sm := session(c)
+			id := sm.GetInt64(ctx, sessUserID)
+			if id == 0 {
+				return redirectToLogin(c)
+			}
+			u, err := d.store.User(ctx, id)
+			if errors.Is(err, queue.ErrNotFound) {
+				// The account was removed while signed in.
+				if err := sm.Destroy(ctx); err != nil {
+					return err
+				}
+				return redirectToLogin(c)
+			}
+			if err != nil {
+				return err
+			}
+			c.Set(ctxUser, &u)
+			if !u.Role.Allows(need) {
+				return echo.NewHTTPError(http.StatusForbidden,
+					fmt.Sprintf("Your role, %s, may not do this. Ask an admin if you need it.", u.Role))
+			}
+			return next(c)
+		}
+	}
+}
+
+func currentUser(c echo.Context) *queue.User {
+	u, _ := c.Get(ctxUser).(*queue.User)
+	return u
+}
+
+func redirectToLogin(c echo.Context) error {
+	r := c.Request()
+	target := "/login"
+	if r.Method == http.MethodGet && r.URL.Path != "/" {
+		target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	if r.Header.Get("HX-Request") == "true" {
+		// The stats block polls with htmx: make it load the sign-in page
+		// in place of the whole page, not inside the block.
+		c.Response().Header().Set("HX-Redirect", "/login?next=%2F")
+		return c.NoContent(http.StatusUnauthorized)
+	}
+	return c.Redirect(http.StatusSeeOther, target)
+}
+
+// localPath returns p when it is a path on this site, and fallback
+// otherwise, so a crafted ?next= or back= cannot send anyone elsewhere.
+func localPath(p, fallback string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, `/\`) ||
+		strings.ContainsAny(p, "\r\n\t") {
+		return fallback
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
+		return fallback
+	}
+	return p
+}
+
+func (d *dashboard) handleLoginPage() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		next := localPath(c.QueryParam("next"), "/")
+		if session(c).GetInt64(c.Request().Context(), sessUserID) != 0 {
+			return c.Redirect(http.StatusSeeOther, next)
+		}
+		p := d.page(c, "Sign in", "")
+		return render(c, http.StatusOK, views.Login(p, "", next))
+	}
+}
+
+func (d *dashboard) handleLogin() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		email := strings.TrimSpace(c.FormValue("email"))
+		password := c.FormValue("password")
+		next := localPath(c.FormValue("next"), "/")
+		emailKey := "email:" + strings.ToLower(email)
+		addrKey := "ip:" + c.RealIP()
+
+		refuse := func(status int, msg string) error {
+			p := d.page(c, "Sign in", "")
+			p.Error = msg
+			return render(c, status, views.Login(p, email, next))
+		}
+
+		// Refuse before checking the password, so a locked-out guesser
+		// learns nothing from further guesses.
+		wait, err := d.loginDelay(c, emailKey, addrKey)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return refuse(http.StatusTooManyRequests, fmt.Sprintf(
+				"Too many failed sign-ins. Try again in %s.", waitText(wait)))
+		}
+
+		u, err := d.store.Authenticate(ctx, email, password)
+		if errors.Is(err, queue.ErrBadCredentials) {
+			for _, key := range []string{emailKey, addrKey} {
+				if err := d.store.RecordLoginFailure(ctx, key); err != nil {
+					return err
+				}
+			}
+			return refuse(http.StatusUnauthorized, "Wrong email or password.")
+		}
+		if err != nil {
+			return err
+		}
+
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			if err := tx.ClearLoginFailures(ctx, emailKey); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, u.Email, queue.AuditLogin, "", 0)
+		})
+		if err != nil {
+			return err
+		}
+		// A new token at sign-in, so a session id planted before it
+		// (session fixation) is worth nothing after; a new CSRF token
+		// for the same reason.
+		sm := session(c)
+		if err := sm.RenewToken(ctx); err != nil {
+			return fmt.Errorf("renew session: %w", err)
+		}
+		sm.Put(ctx, sessUserID, u.ID)
+		sm.Put(ctx, sessCSRF, randomToken())
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+}
+
+func (d *dashboard) loginDelay(c echo.Context, emailKey, addrKey string) (time.Duration, error) {
+	ctx := c.Request().Context()
+	byEmail, err := d.store.LoginDelay(ctx, emailKey, freeFailuresPerEmail)
+	if err != nil {
+		return 0, err
+	}
+	byAddr, err := d.store.LoginDelay(ctx, addrKey, freeFailuresPerAddr)
+	if err != nil {
+		return 0, err
+	}
+	return max(byEmail, byAddr), nil
+}
+
+func waitText(d time.Duration) string {
+	if s := int(d.Round(time.Second).Seconds()); s < 60 {
+		return fmt.Sprintf("%d seconds", max(s, 1))
+	}
+	return fmt.Sprintf("%d minutes", int(d.Round(time.Minute).Minutes()))
+}
+
+func (d *dashboard) handleLogout() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		u := currentUser(c)
+		if err := d.store.InTx(ctx, func(tx *queue.Tx) error {
+			return tx.Audit(ctx, u.Email, queue.AuditLogout, "", 0)
+		}); err != nil {
+			return err
+		}
+		// Destroy deletes the session from the store, so its token is
+		// useless even if it was copied; the renewed, empty session only
+		// carries the goodbye to the sign-in page.
+		sm := session(c)
+		if err := sm.Destroy(ctx); err != nil {
+			return fmt.Errorf("end session: %w", err)
+		}
+		if err := sm.RenewToken(ctx); err != nil {
+			return fmt.Errorf("renew session: %w", err)
+		}
+		sm.Put(ctx, sessFlash, "You are signed out.")
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+}

@@ -1,0 +1,241 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/queue"
+)
+
+func TestAuth_PagesRedirectToLoginAndBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+
+	r := c.get("/events?status=dead")
+	wantStatus(t, r, http.StatusSeeOther)
+	loc := r.header.Get("Location")
+	if want := "/login?next=" + url.QueryEscape("/events?status=dead"); loc != want {
+		t.Fatalf("redirect to %q, want %q", loc, want)
+	}
+	login := c.get(loc)
+	wantStatus(t, login, http.StatusOK)
+	next, _ := login.doc.Find(`input[name="next"]`).Attr("value")
+	if next != "/events?status=dead" {
+		t.Fatalf("login form next = %q, want /events?status=dead", next)
+	}
+	for _, label := range []string{"Email", "Password"} {
+		if login.doc.Find(`label:contains("`+label+`")`).Length() != 1 {
+			t.Errorf("login page has no label %q", label)
+		}
+	}
+
+	if _, err := b.store.CreateUser(context.Background(), "Ana@Example.com", testPassword, queue.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	// Emails are matched without case.
+	r = c.post("/login", url.Values{"email": {"ana@example.com"}, "password": {testPassword}, "next": {next}})
+	wantStatus(t, r, http.StatusSeeOther)
+	if loc := r.header.Get("Location"); loc != "/events?status=dead" {
+		t.Fatalf("after sign-in redirect to %q, want /events?status=dead", loc)
+	}
+	page := c.follow(r)
+	wantStatus(t, page, http.StatusOK)
+	for _, link := range []string{"Overview", "Dead", "Pending", "Audit log"} {
+		if page.doc.Find(`nav a:contains("`+link+`")`).Length() == 0 {
+			t.Errorf("nav has no link %q", link)
+		}
+	}
+	if lastAudit(t, b, queue.AuditLogin).Email != "Ana@Example.com" {
+		t.Errorf("login not audited with the account's email")
+	}
+}
+
+func TestAuth_PublicRoutesNeedNoSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	for _, path := range []string{"/healthz", "/readyz", "/static/style.css", "/static/htmx.min.js", "/login"} {
+		if r := c.get(path); r.status != http.StatusOK {
+			t.Errorf("GET %s: status %d, want 200", path, r.status)
+		}
+	}
+}
+
+func TestAuth_NextMustBeLocal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if _, err := b.store.CreateUser(context.Background(), "op@example.com", testPassword, queue.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	for _, next := range []string{"https://evil.example/", "//evil.example/x", `/\evil.example`, "javascript:alert(1)"} {
+		c := b.client(t)
+		c.get("/login")
+		r := c.post("/login", url.Values{"email": {"op@example.com"}, "password": {testPassword}, "next": {next}})
+		wantStatus(t, r, http.StatusSeeOther)
+		if loc := r.header.Get("Location"); loc != "/" {
+			t.Errorf("next=%q: redirect to %q, want /", next, loc)
+		}
+	}
+}
+
+func TestAuth_WrongPasswordIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	if _, err := b.store.CreateUser(context.Background(), "op@example.com", testPassword, queue.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	for _, email := range []string{"op@example.com", "nobody@example.com"} {
+		c.get("/login")
+		r := c.post("/login", url.Values{"email": {email}, "password": {"not the password"}})
+		wantStatus(t, r, http.StatusUnauthorized)
+		if got := strings.TrimSpace(r.doc.Find(`[role="alert"]`).Text()); got != "Wrong email or password." {
+			t.Errorf("%s: alert %q, want %q", email, got, "Wrong email or password.")
+		}
+	}
+	if r := c.get("/"); r.status != http.StatusSeeOther {
+		t.Fatalf("after a failed sign-in GET / gives %d, want a redirect to /login", r.status)
+	}
+	if n := countAudit(t, b, queue.AuditLogin); n != 0 {
+		t.Errorf("%d login entries after failed sign-ins, want 0", n)
+	}
+}
+
+func TestAuth_RepeatedFailuresLockTheAccountOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	if _, err := b.store.CreateUser(ctx, "op@example.com", testPassword, queue.RoleOperator); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t)
+	// Five misses are free; the sixth makes the next attempt wait a second.
+	for range 6 {
+		c.get("/login")
+		r := c.post("/login", url.Values{"email": {"op@example.com"}, "password": {"guess"}})
+		wantStatus(t, r, http.StatusUnauthorized)
+	}
+	// Four more misses, recorded directly, make the wait 16 seconds: long
+	// enough that the right password, tried at once, is refused.
+	for range 4 {
+		if err := b.store.RecordLoginFailure(ctx, "email:op@example.com"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.get("/login")
+	r := c.post("/login", url.Values{"email": {"OP@example.com"}, "password": {testPassword}})
+	wantStatus(t, r, http.StatusTooManyRequests)
+	if alert := r.doc.Find(`[role="alert"]`).Text(); !strings.Contains(alert, "Too many failed sign-ins") {
+		t.Errorf("alert %q, want it to say there were too many failed sign-ins", alert)
+	}
+
+	// Another account from the same address is not locked out.
+	other := b.client(t)
+	other.signIn(queue.RoleViewer)
+}
+
+func TestAuth_LogoutEndsTheSession(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	u := c.signIn(queue.RoleViewer)
+	c.get("/")
+	u0, _ := url.Parse(b.srv.URL)
+	stolen := c.http.Jar.Cookies(u0)
+
+	r := c.post("/logout", nil)
+	wantStatus(t, r, http.StatusSeeOther)
+	login := c.follow(r)
+	if got := testid(login.doc, "flash"); got != "You are signed out." {
+		t.Errorf("flash %q after sign-out", got)
+	}
+	if r := c.get("/"); r.status != http.StatusSeeOther {
+		t.Errorf("after sign-out GET / gives %d, want a redirect to /login", r.status)
+	}
+	// The old session cookie is worthless once signed out.
+	replay := b.client(t)
+	replay.http.Jar.SetCookies(u0, stolen)
+	if r := replay.get("/"); r.status != http.StatusSeeOther {
+		t.Errorf("replayed session cookie: GET / gives %d, want a redirect to /login", r.status)
+	}
+	if e := lastAudit(t, b, queue.AuditLogout); e.Email != u.Email {
+		t.Errorf("logout audited for %q, want %q", e.Email, u.Email)
+	}
+}
+
+func TestAuth_SessionCookieFlags(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.get("/login")
+	if _, err := b.store.CreateUser(context.Background(), "v@example.com", testPassword, queue.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	r := c.post("/login", url.Values{"email": {"v@example.com"}, "password": {testPassword}})
+	wantStatus(t, r, http.StatusSeeOther)
+	setCookie := r.header.Get("Set-Cookie")
+	for _, want := range []string{"hookd_session=", "HttpOnly", "SameSite=Lax"} {
+		if !strings.Contains(setCookie, want) {
+			t.Errorf("Set-Cookie %q lacks %q", setCookie, want)
+		}
+	}
+	if strings.Contains(setCookie, "Secure") {
+		t.Errorf("Set-Cookie %q is Secure on plain HTTP without HOOKD_SECURE_COOKIES", setCookie)
+	}
+}
+
+func TestCSRF_PostWithoutValidTokenChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	dead := insertDead(t, b, "evt_csrf")
+
+	for name, token := range map[string]string{"missing": "", "wrong": "not-the-token"} {
+		r := c.post("/events/"+dead.ID.String()+"/retry", url.Values{"_csrf": {token}})
+		wantStatus(t, r, http.StatusForbidden)
+		if r.doc.Find(`[role="alert"]`).Length() == 0 {
+			t.Errorf("%s token: the 403 page has no alert", name)
+		}
+	}
+	if e := eventNow(t, b, dead); e.Status != queue.StatusDead || e.ManualRetry {
+		t.Errorf("after refused POSTs the event is %s (manual_retry %v), want dead and untouched", e.Status, e.ManualRetry)
+	}
+	if n := countAudit(t, b, queue.AuditRetry); n != 0 {
+		t.Errorf("%d retry entries, want 0", n)
+	}
+
+	// Signing in needs the token too, or another site could sign a browser
+	// into its own account.
+	anon := b.client(t)
+	r := anon.post("/login", url.Values{"_csrf": {"forged"}, "email": {"operator@example.com"}, "password": {testPassword}})
+	wantStatus(t, r, http.StatusForbidden)
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleViewer)
+	want := map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+		"X-Frame-Options":         "DENY",
+		"Referrer-Policy":         "same-origin",
+		"X-Content-Type-Options":  "nosniff",
+	}
+	for _, path := range []string{"/login", "/", "/events?status=dead", "/audit", "/no-such-page"} {
+		r := c.get(path)
+		for h, v := range want {
+			if got := r.header.Get(h); got != v {
+				t.Errorf("GET %s: %s = %q, want %q", path, h, got, v)
+			}
+		}
+		if r.doc != nil && r.doc.Find("script:not([src])").Length() > 0 {
+			t.Errorf("GET %s: page has an inline script", path)
+		}
+	}
+}

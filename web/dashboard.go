@@ -1,0 +1,383 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// perPage is the length of the event lists and the audit log.
+const perPage = 50
+
+// dashboard holds what the dashboard's handlers share.
+type dashboard struct {
+	logger   *slog.Logger
+	store    *queue.Store
+	opts     Options
+	sessions sessionManagers
+}
+
+func newDashboard(logger *slog.Logger, store *queue.Store, opts Options) *dashboard {
+	opts = withDefaults(opts)
+	return &dashboard{
+		logger:   logger.With("component", "dashboard"),
+		store:    store,
+		opts:     opts,
+		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
+	}
+}
+
+func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, error) {
+	st, err := d.store.Stats(ctx)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
+	ws, err := d.store.WorkerStatus(ctx)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
+	// Several missed ticks, not one: a tick can wait behind a long batch.
+	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: max(30*time.Second, 3*d.opts.RetryInterval)}, nil
+}
+
+func (d *dashboard) retentionDays() string {
+	return strconv.Itoa(max(1, int(d.opts.MarkerRetention/(24*time.Hour))))
+}
+
+// renderOverview renders the overview; prune carries the prune form's state.
+func (d *dashboard) renderOverview(c echo.Context, status int, prune views.PruneForm) error {
+	st, err := d.overviewStats(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, prune))
+}
+
+func (d *dashboard) handleOverview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return d.renderOverview(c, http.StatusOK, views.PruneForm{Days: d.retentionDays()})
+	}
+}
+
+// handleOverviewStats renders the overview's stats block alone, for htmx.
+func (d *dashboard) handleOverviewStats() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		st, err := d.overviewStats(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return render(c, http.StatusOK, views.OverviewStatsBlock(st))
+	}
+}
+
+// pruneDays reads the prune form's days; ok is false, with the overview
+// re-rendered saying what is wrong, when they are not a whole number >= 1.
+func (d *dashboard) pruneDays(c echo.Context) (days int, ok bool, err error) {
+	raw := strings.TrimSpace(c.FormValue("days"))
+	days, perr := strconv.Atoi(raw)
+	if perr != nil || days < 1 {
+		return 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{
+			Days:  raw,
+			Error: "Days must be a whole number, at least 1.",
+		})
+	}
+	// Beyond this, days*24h overflows a time.Duration; nothing is that old.
+	return min(days, 100_000), true, nil
+}
+
+func (d *dashboard) handlePrunePreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		days, ok, err := d.pruneDays(c)
+		if !ok {
+			return err
+		}
+		n, err := d.store.CountPrunable(c.Request().Context(), time.Duration(days)*24*time.Hour)
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.PruneConfirm(d.page(c, "Prune markers?", "overview"), days, n))
+	}
+}
+
+func (d *dashboard) handlePrune() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		days, ok, err := d.pruneDays(c)
+		if !ok {
+			return err
+		}
+		ctx := c.Request().Context()
+		var removed int64
+		// One transaction for the prune and its audit entry: on a very
+		// large prune that is one long transaction rather than the pruner's
+		// short batches, the price of never losing the record of it.
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			var err error
+			if removed, err = tx.PruneProcessed(ctx, time.Duration(days)*24*time.Hour); err != nil {
+				return err
+			}
+			if err := tx.RecordPrune(ctx, removed); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, currentUser(c).Email, queue.AuditPrune, "markers older than "+daysText(days), removed)
+		})
+		if err != nil {
+			return err
+		}
+		flash(c, fmt.Sprintf("Removed %s markers older than %s", views.Count(removed), daysText(days)))
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+}
+
+func daysText(days int) string {
+	if days == 1 {
+		return "1 day"
+	}
+	return views.Count(int64(days)) + " days"
+}
+
+// listFilter reads an event filter from the request's query or form.
+func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
+	return queue.EventFilter{
+		Status:        status,
+		EventType:     strings.TrimSpace(c.FormValue("type")),
+		ErrorContains: strings.TrimSpace(c.FormValue("error")),
+		EventID:       strings.TrimSpace(c.FormValue("q")),
+	}
+}
+
+// listURL is the URL of one page of the list f selects.
+func listURL(f queue.EventFilter, page int) string {
+	q := url.Values{"status": {string(f.Status)}}
+	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if page > 1 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	return "/events?" + q.Encode()
+}
+
+func (d *dashboard) handleEvents() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		status := queue.Status(c.QueryParam("status"))
+		switch status {
+		case "":
+			status = queue.StatusDead
+		case queue.StatusDead, queue.StatusFailed, queue.StatusRetrying:
+		default:
+			return echo.NewHTTPError(http.StatusNotFound)
+		}
+		pageNum, err := strconv.Atoi(c.QueryParam("page"))
+		if err != nil || pageNum < 1 {
+			pageNum = 1
+		}
+		f := listFilter(c, status)
+		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
+		page, err := d.store.Events(ctx, f)
+		if err != nil {
+			return err
+		}
+		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
+			Self: listURL(f, pageNum)}
+		if pageNum > 1 {
+			l.Prev = listURL(f, pageNum-1)
+		}
+		if int64(f.Offset+len(page.Events)) < page.Total {
+			l.Next = listURL(f, pageNum+1)
+		}
+		title, nav := "Dead events", "dead"
+		if status != queue.StatusDead {
+			title, nav = "Pending events", "pending"
+			for _, tab := range []struct {
+				status queue.Status
+				n      *int64
+			}{{queue.StatusFailed, &l.Failed}, {queue.StatusRetrying, &l.Retrying}} {
+				if *tab.n, err = d.store.CountEvents(ctx, queue.EventFilter{Status: tab.status}); err != nil {
+					return err
+				}
+			}
+		}
+		return render(c, http.StatusOK, views.Events(d.page(c, title, nav), l))
+	}
+}
+
+// eventID parses the :id of the path; a malformed one is as unknown as a
+// missing one.
+func eventID(c echo.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, queue.ErrNotFound
+	}
+	return id, nil
+}
+
+func (d *dashboard) handleEvent() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		id, err := eventID(c)
+		if err != nil {
+			return err
+		}
+		e, err := d.store.Event(ctx, id)
+		if err != nil {
+			return err
+		}
+		attempts, err := d.store.Attempts(ctx, e.Source, e.EventID)
+		if err != nil {
+			return err
+		}
+		// Indented for reading; shown as received when it is not JSON.
+		payload := e.Payload
+		var buf bytes.Buffer
+		if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
+			payload = buf.String()
+		}
+		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts,
+			Back: "/events/" + e.ID.String()}
+		nav := "pending"
+		if e.Status == queue.StatusDead {
+			nav = "dead"
+		}
+		return render(c, http.StatusOK, views.EventDetailPage(d.page(c, e.EventID, nav), detail))
+	}
+}
+
+// retryOne sends one event back for a retry with act, in one transaction
+// with its audit entry, and returns to the page the button was on.
+func (d *dashboard) retryOne(c echo.Context, action queue.AuditAction,
+	act func(context.Context, *queue.Tx, uuid.UUID) (bool, error), notApplicable string) error {
+	ctx := c.Request().Context()
+	id, err := eventID(c)
+	if err != nil {
+		return err
+	}
+	var e queue.Event
+	var done bool
+	err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		var err error
+		if e, err = tx.Event(ctx, id); err != nil {
+			return err
+		}
+		if done, err = act(ctx, tx, id); err != nil || !done {
+			return err
+		}
+		return tx.Audit(ctx, currentUser(c).Email, action, e.EventID, 1)
+	})
+	if err != nil {
+		return err
+	}
+	if done {
+		flash(c, e.EventID+" queued for retry")
+	} else {
+		flash(c, e.EventID+" "+notApplicable+"; nothing was changed.")
+	}
+	return c.Redirect(http.StatusSeeOther, localPath(c.FormValue("back"), "/events/"+id.String()))
+}
+
+func (d *dashboard) handleRetry() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return d.retryOne(c, queue.AuditRetry, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
+			return tx.RetryDead(ctx, id)
+		}, "is not dead any more")
+	}
+}
+
+func (d *dashboard) handleRetryNow() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return d.retryOne(c, queue.AuditRetryNow, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
+			return tx.RetryNow(ctx, id)
+		}, "is not pending any more")
+	}
+}
+
+func (d *dashboard) handleRetryAllPreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		f := listFilter(c, queue.StatusDead)
+		n, err := d.store.CountEvents(c.Request().Context(), f)
+		if err != nil {
+			return err
+		}
+		p := d.page(c, "Retry all?", "dead")
+		return render(c, http.StatusOK, views.RetryAllConfirm(p, f, n, listURL(f, 1)))
+	}
+}
+
+func (d *dashboard) handleRetryAll() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		f := listFilter(c, queue.StatusDead)
+		var n int64
+		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
+			var err error
+			if n, err = tx.RetryDeadMatching(ctx, f); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, currentUser(c).Email, queue.AuditRetryAll, filterText(f), n)
+		})
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			flash(c, "1 event queued for retry")
+		} else {
+			flash(c, views.Count(n)+" events queued for retry")
+		}
+		return c.Redirect(http.StatusSeeOther, listURL(f, 1))
+	}
+}
+
+// filterText records a bulk retry's filter in the audit log.
+func filterText(f queue.EventFilter) string {
+	var parts []string
+	if f.EventType != "" {
+		parts = append(parts, "type="+f.EventType)
+	}
+	if f.ErrorContains != "" {
+		parts = append(parts, "error~"+strconv.Quote(f.ErrorContains))
+	}
+	if f.EventID != "" {
+		parts = append(parts, "id="+f.EventID)
+	}
+	if len(parts) == 0 {
+		return "all dead events"
+	}
+	return "dead events with " + strings.Join(parts, ", ")
+}
+
+func (d *dashboard) handleAudit() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		pageNum, err := strconv.Atoi(c.QueryParam("page"))
+		if err != nil || pageNum < 1 {
+			pageNum = 1
+		}
+		page, err := d.store.AuditLog(c.Request().Context(), perPage, (pageNum-1)*perPage)
+		if err != nil {
+			return err
+		}
+		l := views.AuditList{Page: page, PageNum: pageNum, PerPage: perPage}
+		if pageNum > 1 {
+			l.Prev = "/audit?page=" + strconv.Itoa(pageNum-1)
+		}
+		if int64(pageNum*perPage) < page.Total {
+			l.Next = "/audit?page=" + strconv.Itoa(pageNum+1)
+		}
+		return render(c, http.StatusOK, views.Audit(d.page(c, "Audit log", "audit"), l))
+	}
+}

@@ -1,0 +1,480 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func insertDead(t *testing.T, b *testBundle, eventID string) queue.Event {
+	t.Helper()
+	return queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: eventID, Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+}
+
+func eventNow(t *testing.T, b *testBundle, e queue.Event) queue.Event {
+	t.Helper()
+	got, err := b.store.Event(context.Background(), e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// insertMarkers writes n dedup markers processed age ago.
+func insertMarkers(t *testing.T, b *testBundle, prefix string, n int, age time.Duration) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), `
+		INSERT INTO processed_webhook_events (event_id, processed_at)
+		SELECT $1 || g, now() - make_interval(secs => $3) FROM generate_series(1, $2) g`,
+		prefix, n, age.Seconds())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func markerCount(t *testing.T, b *testBundle) int64 {
+	t.Helper()
+	var n int64
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM processed_webhook_events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestOverview_ShowsTheQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for range 2 {
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusFailed})
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1, DueIn: time.Hour, Age: 3 * time.Hour})
+	insertDead(t, b, "evt_dead_overview")
+	insertMarkers(t, b, "evt_m_", 1234, time.Hour)
+	if err := b.store.RecordRetrierTick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.RecordPrune(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+
+	c := b.client(t)
+	c.signIn(queue.RoleViewer)
+	for _, path := range []string{"/", "/overview/stats"} {
+		r := c.get(path)
+		wantStatus(t, r, http.StatusOK)
+		for id, want := range map[string]string{
+			"count-failed":    "2",
+			"count-retrying":  "1",
+			"count-dead":      "1",
+			"count-due":       "2",
+			"oldest-pending":  "3 h",
+			"marker-count":    "1,234",
+			"pruner-last-run": "just now",
+			"retrier-status":  "alive",
+		} {
+			if got := testid(r.doc, id); got != want {
+				t.Errorf("GET %s: %s = %q, want %q", path, id, got, want)
+			}
+		}
+		stats := r.doc.Find("#stats")
+		if trig, _ := stats.Attr("hx-trigger"); trig != "every 2s" {
+			t.Errorf("GET %s: stats block hx-trigger %q, want every 2s", path, trig)
+		}
+		if get, _ := stats.Attr("hx-get"); get != "/overview/stats" {
+			t.Errorf("GET %s: stats block hx-get %q", path, get)
+		}
+	}
+}
+
+func TestOverview_StatsFragmentWithoutSessionRedirectsTheWholePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	req, _ := http.NewRequest(http.MethodGet, b.srv.URL+"/overview/stats", nil)
+	req.Header.Set("HX-Request", "true")
+	r := c.do(req)
+	if got := r.header.Get("HX-Redirect"); !strings.HasPrefix(got, "/login") {
+		t.Fatalf("HX-Redirect %q, want /login...", got)
+	}
+}
+
+func TestRetry_SendsADeadEventBackAndAuditsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	u := c.signIn(queue.RoleOperator)
+	dead := insertDead(t, b, "evt_retry_me")
+	other := insertDead(t, b, "evt_leave_me")
+
+	list := c.get("/events?status=dead")
+	row := list.doc.Find(`tr[data-testid="event-row"][data-event-id="evt_retry_me"]`)
+	if row.Find(`button:contains("Retry")`).Length() != 1 {
+		t.Fatalf("row of evt_retry_me has no Retry button")
+	}
+	action, _ := row.Find("form").Attr("action")
+	r := c.post(action, url.Values{"back": {"/events?status=dead"}})
+	page := c.follow(r)
+	if got := testid(page.doc, "flash"); got != "evt_retry_me queued for retry" {
+		t.Errorf("flash %q, want %q", got, "evt_retry_me queued for retry")
+	}
+
+	e := eventNow(t, b, dead)
+	if e.Status != queue.StatusFailed || e.Attempts != 0 || !e.ManualRetry {
+		t.Errorf("after retry: status %s, attempts %d, manual_retry %v; want failed, 0, true", e.Status, e.Attempts, e.ManualRetry)
+	}
+	if e := eventNow(t, b, other); e.Status != queue.StatusDead {
+		t.Errorf("the other dead event is %s, want dead", e.Status)
+	}
+	a := lastAudit(t, b, queue.AuditRetry)
+	if a.Email != u.Email || a.Target != "evt_retry_me" || a.Count != 1 {
+		t.Errorf("audit entry %+v, want retry of evt_retry_me by %s, count 1", a, u.Email)
+	}
+}
+
+func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	var match, rest []queue.Event
+	for i := range 3 {
+		match = append(match, queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_match_%d", i),
+			Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "dial tcp: i/o TIMEOUT"}))
+	}
+	rest = append(rest,
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "HTTP 500"}),
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "charge.failed", LastError: "timeout"}),
+	)
+
+	list := c.get("/events?status=dead&type=invoice.paid&error=timeout")
+	if n := list.doc.Find(`[data-testid="event-row"]`).Length(); n != 3 {
+		t.Fatalf("filtered list has %d rows, want 3", n)
+	}
+	form := list.doc.Find(`form:has(button:contains("Retry all"))`)
+	action, _ := form.Attr("action")
+	values := url.Values{}
+	form.Find("input").Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		value, _ := s.Attr("value")
+		values.Set(name, value)
+	})
+	confirm := c.post(action, values)
+	wantStatus(t, confirm, http.StatusOK)
+	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "Retry all 3 matching events?") {
+		t.Fatalf("confirmation page does not ask %q:\n%s", "Retry all 3 matching events?", text)
+	}
+	for _, e := range match {
+		if eventNow(t, b, e).Status != queue.StatusDead {
+			t.Fatalf("the confirmation page changed %s", e.EventID)
+		}
+	}
+
+	form = confirm.doc.Find(`form:has(button:contains("Confirm retry all"))`)
+	action, _ = form.Attr("action")
+	values = url.Values{}
+	form.Find("input").Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		value, _ := s.Attr("value")
+		values.Set(name, value)
+	})
+	page := c.follow(c.post(action, values))
+	if got := testid(page.doc, "flash"); got != "3 events queued for retry" {
+		t.Errorf("flash %q, want %q", got, "3 events queued for retry")
+	}
+	for _, e := range match {
+		if got := eventNow(t, b, e); got.Status != queue.StatusFailed || !got.ManualRetry {
+			t.Errorf("%s is %s after retry all, want failed and manual", e.EventID, got.Status)
+		}
+	}
+	for _, e := range rest {
+		if got := eventNow(t, b, e); got.Status != queue.StatusDead {
+			t.Errorf("%s (outside the filter) is %s, want dead", e.EventID, got.Status)
+		}
+	}
+	if a := lastAudit(t, b, queue.AuditRetryAll); a.Count != 3 || !strings.Contains(a.Target, "invoice.paid") {
+		t.Errorf("audit entry %+v, want retry_all of 3 naming the filter", a)
+	}
+}
+
+func TestRetryNow_MakesAPendingEventDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_later", Status: queue.StatusRetrying, Attempts: 2, DueIn: 2 * time.Hour})
+
+	list := c.get("/events?status=retrying")
+	row := list.doc.Find(`tr[data-event-id="evt_later"]`)
+	action, ok := row.Find(`form:has(button:contains("Retry now"))`).Attr("action")
+	if !ok {
+		t.Fatal("pending row has no Retry now button")
+	}
+	page := c.follow(c.post(action, url.Values{"back": {"/events?status=retrying"}}))
+	if got := testid(page.doc, "flash"); got != "evt_later queued for retry" {
+		t.Errorf("flash %q", got)
+	}
+	var due bool
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT next_retry_at <= now() FROM webhook_events WHERE id = $1`, e.ID).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	got := eventNow(t, b, e)
+	if !due || !got.ManualRetry || got.Attempts != 2 || got.Status != queue.StatusRetrying {
+		t.Errorf("after retry now: due %v, manual %v, attempts %d, status %s; want true, true, 2, retrying",
+			due, got.ManualRetry, got.Attempts, got.Status)
+	}
+	if a := lastAudit(t, b, queue.AuditRetryNow); a.Target != "evt_later" || a.Count != 1 {
+		t.Errorf("audit entry %+v", a)
+	}
+}
+
+func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleAdmin)
+	insertMarkers(t, b, "evt_old_", 1234, 40*24*time.Hour)
+	insertMarkers(t, b, "evt_new_", 2, time.Hour)
+
+	overview := c.get("/")
+	if days, _ := overview.doc.Find(`input[name="days"]`).Attr("value"); days != "30" {
+		t.Errorf("days defaults to %q, want 30 (the retention)", days)
+	}
+	confirm := c.post("/prune/preview", url.Values{"days": {"30"}})
+	wantStatus(t, confirm, http.StatusOK)
+	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "will remove 1,234 markers older than 30 days") {
+		t.Fatalf("confirmation does not say what it removes:\n%s", text)
+	}
+	if n := markerCount(t, b); n != 1236 {
+		t.Fatalf("the confirmation page removed markers: %d left, want 1236", n)
+	}
+
+	page := c.follow(c.post("/prune", url.Values{"days": {"30"}}))
+	if got := testid(page.doc, "flash"); got != "Removed 1,234 markers older than 30 days" {
+		t.Errorf("flash %q", got)
+	}
+	if n := markerCount(t, b); n != 2 {
+		t.Errorf("%d markers left, want 2", n)
+	}
+	ws, err := b.store.WorkerStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.PrunerRun == nil || ws.PrunerRemoved != 1234 {
+		t.Errorf("worker status after prune: %+v, want a run that removed 1234", ws)
+	}
+	if a := lastAudit(t, b, queue.AuditPrune); a.Count != 1234 || !strings.Contains(a.Target, "30 days") {
+		t.Errorf("audit entry %+v", a)
+	}
+}
+
+func TestPrune_RejectsBadDays(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleAdmin)
+	insertMarkers(t, b, "evt_old_", 3, 40*24*time.Hour)
+	for _, days := range []string{"0", "-3", "abc", "", "1.5"} {
+		for _, path := range []string{"/prune/preview", "/prune"} {
+			c.get("/")
+			r := c.post(path, url.Values{"days": {days}})
+			wantStatus(t, r, http.StatusUnprocessableEntity)
+			if alert := r.doc.Find(`[role="alert"]`).Text(); !strings.Contains(alert, "at least 1") {
+				t.Errorf("POST %s days=%q: alert %q, want it to say at least 1", path, days, alert)
+			}
+		}
+	}
+	if n := markerCount(t, b); n != 3 {
+		t.Errorf("%d markers left after bad input, want 3", n)
+	}
+	if n := countAudit(t, b, queue.AuditPrune); n != 0 {
+		t.Errorf("%d prune entries, want 0", n)
+	}
+}
+
+func TestRoles_ForbiddenActionsAreHiddenAndRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead := insertDead(t, b, "evt_roles")
+	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1, DueIn: time.Hour})
+	insertMarkers(t, b, "evt_old_", 3, 40*24*time.Hour)
+
+	viewer := b.client(t)
+	viewer.signIn(queue.RoleViewer)
+	list := viewer.get("/events?status=dead")
+	if n := list.doc.Find("main button").Length(); n != 1 { // Filter
+		t.Errorf("viewer sees %d buttons on the dead list, want only Filter", n)
+	}
+	for _, path := range []string{
+		"/events/" + dead.ID.String() + "/retry",
+		"/events/" + pending.ID.String() + "/retry-now",
+		"/events/retry-all",
+		"/prune",
+	} {
+		r := viewer.post(path, url.Values{"days": {"30"}})
+		wantStatus(t, r, http.StatusForbidden)
+	}
+	if e := eventNow(t, b, dead); e.Status != queue.StatusDead {
+		t.Errorf("viewer's retry changed the event to %s", e.Status)
+	}
+
+	op := b.client(t)
+	op.signIn(queue.RoleOperator)
+	if op.get("/").doc.Find(`input[name="days"]`).Length() != 0 {
+		t.Error("operator sees the prune form")
+	}
+	for _, path := range []string{"/prune/preview", "/prune"} {
+		r := op.post(path, url.Values{"days": {"30"}})
+		wantStatus(t, r, http.StatusForbidden)
+	}
+	if n := markerCount(t, b); n != 3 {
+		t.Errorf("operator's prune removed markers: %d left, want 3", n)
+	}
+	if n := len(auditEntries(t, b)); n != 2 { // the two sign-ins
+		t.Errorf("%d audit entries, want only the 2 sign-ins", n)
+	}
+}
+
+func TestEvents_PagesFiltersAndSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleViewer)
+
+	empty := c.get("/events?status=dead")
+	if !strings.Contains(empty.doc.Find("main").Text(), "No dead events") {
+		t.Error(`empty dead list does not say "No dead events"`)
+	}
+	if !strings.Contains(c.get("/events?status=failed").doc.Find("main").Text(), "No pending events") {
+		t.Error(`empty pending list does not say "No pending events"`)
+	}
+
+	_, err := b.pool.Exec(context.Background(), `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts, last_error, created_at)
+		SELECT 'stripe', 'evt_page_' || g, 'invoice.paid', '{}', 'dead', 5, 'HTTP 500', now() - make_interval(mins => g)
+		FROM generate_series(1, 120) g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.get("/events?status=dead")
+	rows := first.doc.Find(`[data-testid="event-row"]`)
+	if rows.Length() != 50 {
+		t.Fatalf("first page has %d rows, want 50", rows.Length())
+	}
+	if id, _ := rows.First().Attr("data-event-id"); id != "evt_page_1" {
+		t.Errorf("first row is %s, want the newest, evt_page_1", id)
+	}
+	if !strings.Contains(first.doc.Find("main").Text(), "of 120 events") {
+		t.Error("first page does not show the total of 120")
+	}
+	next, ok := first.doc.Find(`a[rel="next"]`).Attr("href")
+	if !ok {
+		t.Fatal("first page has no next link")
+	}
+	third := c.get(strings.Replace(next, "page=2", "page=3", 1))
+	if n := third.doc.Find(`[data-testid="event-row"]`).Length(); n != 20 {
+		t.Errorf("third page has %d rows, want 20", n)
+	}
+	if third.doc.Find(`a[rel="prev"]`).Length() != 1 || third.doc.Find(`a[rel="next"]`).Length() != 0 {
+		t.Error("last page should have a previous link and no next link")
+	}
+
+	found := c.get("/events?status=dead&q=evt_page_77")
+	if ids := found.doc.Find(`[data-testid="event-row"]`).Map(func(_ int, s *goquery.Selection) string {
+		id, _ := s.Attr("data-event-id")
+		return id
+	}); len(ids) != 1 || ids[0] != "evt_page_77" {
+		t.Errorf("search for evt_page_77 found %v", ids)
+	}
+	for _, label := range []string{"Event type", "Error contains", "Event id"} {
+		if found.doc.Find(`label:contains("`+label+`")`).Length() != 1 {
+			t.Errorf("filter form has no label %q", label)
+		}
+	}
+}
+
+func TestEvent_DetailEscapesThePayload(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	hostile := `{"id":"evt_hostile","type":"invoice.paid","data":{"note":"</pre><script>alert(1)</script>"}}`
+	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_hostile", Status: queue.StatusDead, Attempts: 5,
+		Payload: hostile, LastError: "<img src=x onerror=alert(2)>"})
+	for i := range 2 {
+		if err := b.store.RecordAttempt(context.Background(), queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_hostile",
+			Duration: time.Duration(i+1) * 100 * time.Millisecond, HTTPStatus: 500, Error: "HTTP 500", Path: queue.PathRetry, Number: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := c.get("/events/" + e.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	if strings.Contains(r.body, "<script>alert(1)") || strings.Contains(r.body, "<img src=x") {
+		t.Fatal("the page contains the payload's markup unescaped")
+	}
+	if !strings.Contains(r.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Error("the page does not show the escaped script")
+	}
+	payload := r.doc.Find(`pre[data-testid="payload"]`).Text()
+	if !strings.Contains(payload, "\n  \"id\": \"evt_hostile\"") || !strings.Contains(payload, "<script>alert(1)</script>") {
+		t.Errorf("payload not shown pretty-printed as text:\n%s", payload)
+	}
+	if n := r.doc.Find(`[data-testid="attempt-row"]`).Length(); n != 2 {
+		t.Errorf("%d attempt rows, want 2", n)
+	}
+	if r.doc.Find(`main button:contains("Retry")`).Length() != 1 {
+		t.Error("detail of a dead event has no Retry button")
+	}
+}
+
+func TestEvent_UnknownOrMalformedIDIs404(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", "evt_123"} {
+		r := c.get("/events/" + id)
+		wantStatus(t, r, http.StatusNotFound)
+		if r.doc.Find(`[role="alert"]`).Length() == 0 {
+			t.Errorf("GET /events/%s: 404 page has no alert", id)
+		}
+		r = c.post("/events/"+id+"/retry", nil)
+		wantStatus(t, r, http.StatusNotFound)
+	}
+}
+
+func TestAudit_ListsActionsNewestFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	u := c.signIn(queue.RoleOperator)
+	dead := insertDead(t, b, "evt_audited")
+	c.get("/events?status=dead")
+	c.post("/events/"+dead.ID.String()+"/retry", nil)
+
+	r := c.get("/audit")
+	rows := r.doc.Find(`tr[data-testid="audit-row"]`)
+	if rows.Length() != 2 {
+		t.Fatalf("%d audit rows, want 2", rows.Length())
+	}
+	cells := rows.First().Find("td").Map(func(_ int, s *goquery.Selection) string { return strings.TrimSpace(s.Text()) })
+	want := []string{"just now", u.Email, "retry", "evt_audited", "1"}
+	if strings.Join(cells, "|") != strings.Join(want, "|") {
+		t.Errorf("newest row %q, want %q", cells, want)
+	}
+	if action := strings.TrimSpace(rows.Eq(1).Find("td").Eq(2).Text()); action != "login" {
+		t.Errorf("second row's action %q, want login", action)
+	}
+}

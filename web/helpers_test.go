@@ -1,0 +1,190 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
+)
+
+const testPassword = "correct horse battery"
+
+// testBundle is a dashboard served over HTTP on a database of its own.
+type testBundle struct {
+	srv   *httptest.Server
+	store *queue.Store
+	pool  *pgxpool.Pool
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	store, pool := queuetest.NewStore(t)
+	sessions := pgxstore.NewWithCleanupInterval(pool, 0)
+	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), web.Options{Sessions: sessions}))
+	t.Cleanup(srv.Close)
+	return &testBundle{srv: srv, store: store, pool: pool}
+}
+
+// client is one browser: its own cookies, redirects not followed so tests
+// see them, and the CSRF token of the last page it loaded.
+type client struct {
+	t    testing.TB
+	b    *testBundle
+	http *http.Client
+	csrf string
+}
+
+func (b *testBundle) client(t testing.TB) *client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &client{t: t, b: b, http: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// response is a finished response with its body read and, for HTML, parsed.
+type response struct {
+	status int
+	header http.Header
+	body   string
+	doc    *goquery.Document
+}
+
+func (c *client) do(req *http.Request) response {
+	c.t.Helper()
+	res, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r := response{status: res.StatusCode, header: res.Header, body: string(body)}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		if r.doc, err = goquery.NewDocumentFromReader(strings.NewReader(r.body)); err != nil {
+			c.t.Fatal(err)
+		}
+		if tok, ok := r.doc.Find(`input[name="_csrf"]`).First().Attr("value"); ok {
+			c.csrf = tok
+		}
+	}
+	return r
+}
+
+func (c *client) get(path string) response {
+	c.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, c.b.srv.URL+path, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.do(req)
+}
+
+// post submits a form the way the page's form would, with the CSRF token
+// of the last page loaded unless form sets _csrf itself.
+func (c *client) post(path string, form url.Values) response {
+	c.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if !form.Has("_csrf") {
+		form.Set("_csrf", c.csrf)
+	}
+	req, err := http.NewRequest(http.MethodPost, c.b.srv.URL+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return c.do(req)
+}
+
+// follow loads the page a redirect points to.
+func (c *client) follow(r response) response {
+	c.t.Helper()
+	if r.status != http.StatusSeeOther {
+		c.t.Fatalf("status %d, want 303 See Other; body:\n%s", r.status, r.body)
+	}
+	return c.get(r.header.Get("Location"))
+}
+
+// signIn creates an account with role and signs the client in with it.
+func (c *client) signIn(role queue.Role) queue.User {
+	c.t.Helper()
+	u, err := c.b.store.CreateUser(context.Background(), string(role)+"@example.com", testPassword, role)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.get("/login")
+	r := c.post("/login", url.Values{"email": {u.Email}, "password": {testPassword}})
+	if r.status != http.StatusSeeOther {
+		c.t.Fatalf("sign in as %s: status %d, want 303; body:\n%s", role, r.status, r.body)
+	}
+	// Like a browser, land on the page, which carries the session's new
+	// CSRF token.
+	c.follow(r)
+	return u
+}
+
+func testid(doc *goquery.Document, id string) string {
+	return strings.TrimSpace(doc.Find(`[data-testid="` + id + `"]`).Text())
+}
+
+func wantStatus(t *testing.T, r response, want int) {
+	t.Helper()
+	if r.status != want {
+		t.Fatalf("status %d, want %d; body:\n%s", r.status, want, r.body)
+	}
+}
+
+// auditEntries returns the audit log, newest first.
+func auditEntries(t *testing.T, b *testBundle) []queue.AuditEntry {
+	t.Helper()
+	page, err := b.store.AuditLog(context.Background(), 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Entries
+}
+
+// lastAudit returns the newest audit entry with action, failing without one.
+func lastAudit(t *testing.T, b *testBundle, action queue.AuditAction) queue.AuditEntry {
+	t.Helper()
+	for _, e := range auditEntries(t, b) {
+		if e.Action == action {
+			return e
+		}
+	}
+	t.Fatalf("no %s entry in the audit log", action)
+	return queue.AuditEntry{}
+}
+
+func countAudit(t *testing.T, b *testBundle, action queue.AuditAction) int {
+	t.Helper()
+	n := 0
+	for _, e := range auditEntries(t, b) {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,118 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/static"
+	"github.com/hookd/hookd/views"
+)
+
+// render renders a page into a buffer first and sends it only when that
+// worked, so a failing render becomes a whole error page, never half a page.
+func render(c echo.Context, status int, page templ.Component) error {
+	buf := templ.GetBuffer()
+	defer templ.ReleaseBuffer(buf)
+	if err := page.Render(c.Request().Context(), buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// page returns what the layout needs for this request, taking the flash
+// message out of the session: it is shown once.
+func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
+	return views.Page{
+		Title: title,
+		Nav:   nav,
+		User:  currentUser(c),
+		CSRF:  csrfToken(c),
+		Flash: session(c).PopString(c.Request().Context(), sessFlash),
+		Now:   time.Now(),
+	}
+}
+
+// flash keeps msg in the session for the next page shown.
+func flash(c echo.Context, msg string) {
+	session(c).Put(c.Request().Context(), sessFlash, msg)
+}
+
+// handleError is the one place errors become responses. A missing row is a
+// 404 page, an echo.HTTPError its own status with its message, anything
+// else is logged once, with the request id, and shown as a plain 500.
+func (d *dashboard) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "Something went wrong on our side. It has been logged; try again in a moment."
+	var he *echo.HTTPError
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		status, msg = http.StatusNotFound, "There is no such event on the queue. It may have succeeded since and left the queue."
+	case errors.As(err, &he):
+		status = he.Code
+		switch m := he.Message.(type) {
+		case string:
+			msg = m
+		default:
+			msg = http.StatusText(status) + "."
+		}
+		if status == http.StatusNotFound {
+			msg = "There is no page at this address."
+		}
+	}
+	if status >= http.StatusInternalServerError {
+		d.logger.ErrorContext(c.Request().Context(), "request failed", "err", err,
+			"method", c.Request().Method, "path", c.Request().URL.Path,
+			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+	}
+
+	// Machines get plain text; the error pages are for people.
+	if path := c.Request().URL.Path; strings.HasPrefix(path, "/webhooks/") || strings.HasPrefix(path, "/static/") ||
+		path == "/metrics" || path == "/healthz" || path == "/readyz" {
+		_ = c.String(status, msg+"\n")
+		return
+	}
+	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now()}
+	if p.User != nil {
+		// The layout's sign-out form needs the token.
+		p.CSRF = csrfToken(c)
+	}
+	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
+		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
+		_ = c.String(status, msg+"\n")
+	}
+}
+
+func titleFor(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "Not found"
+	case http.StatusForbidden:
+		return "Not allowed"
+	case http.StatusBadRequest:
+		return "Bad request"
+	}
+	if status >= 500 {
+		return "Something went wrong"
+	}
+	return http.StatusText(status)
+}
+
+// handleStatic serves the embedded stylesheet and htmx.
+func handleStatic() echo.HandlerFunc {
+	files := http.StripPrefix("/static/", http.FileServerFS(static.FS))
+	return func(c echo.Context) error {
+		// The files change only with the binary. Embedded files have no
+		// modification time to revalidate against, so cache briefly.
+		c.Response().Header().Set("Cache-Control", "public, max-age=300")
+		files.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
+}
