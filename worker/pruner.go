@@ -65,8 +65,8 @@ func (p *Pruner) Run(ctx context.Context) error {
 }
 
 // RunOnce deletes the markers and attempt history older than the
-// retention, records the run for the dashboard, and returns how many markers
-// it deleted.
+// retention, records the run for the dashboard, deletes expired dashboard
+// sessions, and returns how many markers it deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -82,9 +82,13 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err := p.store.RecordPrune(ctx, markers); err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 {
+	sessions, err := p.store.DeleteExpiredSessions(ctx)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
-			"older_than", p.cfg.Retention)
+			"expired_sessions", sessions, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

@@ -49,6 +49,24 @@ func TestPruner(t *testing.T) {
 		}
 	})
 
+	t.Run("DeletesExpiredSessionsOnly", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO sessions (token, data, expiry) VALUES
+			  ('expired', '\x00', now() - interval '1 minute'),
+			  ('live', '\x00', now() + interval '1 hour')`); err != nil {
+			t.Fatal(err)
+		}
+		p := worker.NewPruner(store, discardLogger, worker.PrunerConfig{})
+		if _, err := p.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || count(t, pool, `SELECT count(*) FROM sessions`) != 1 {
+			t.Errorf("sessions left: want only the live one")
+		}
+	})
+
 	t.Run("RunPrunesAtStartAndStopsOnCancel", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
