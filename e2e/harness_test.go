@@ -124,25 +124,39 @@ func (h *hookd) start(t *testing.T, dbURL string, port int) error {
 	}
 
 	t.Cleanup(func() {
-		// SIGTERM is how systemd stops hookd; the spec wants a clean exit.
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("stop hookd: %v", err)
-		}
 		select {
 		case err := <-exited:
-			if err != nil {
-				t.Errorf("hookd exited with %v after SIGTERM; want a clean exit", err)
+			// Its log says whether it stopped on a signal ("shutting
+			// down") or on an error; either way the test lost its server.
+			t.Errorf("hookd stopped during the test, before the test stopped it (exit: %v); see its log", exitStatus(err))
+		default:
+			// SIGTERM is how systemd stops hookd; the spec wants a clean exit.
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Errorf("stop hookd: %v", err)
 			}
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("hookd still running 20 s after SIGTERM; killed it")
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Errorf("hookd exited with %v after SIGTERM; want a clean exit", err)
+				}
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("hookd still running 20 s after SIGTERM; killed it")
+			}
 		}
 		if t.Failed() {
 			saveFile(t, "hookd.log", h.log.Bytes())
 		}
 	})
 	return nil
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	return err.Error()
 }
 
 // waitReady polls /readyz until it answers 200, the process exits, or 30 s
