@@ -56,10 +56,9 @@ check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ\.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
-	@if ls views/*.templ >/dev/null 2>&1; then \
-	  go tool templ generate -path views >/dev/null && \
-	  git diff --exit-code -- views || { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }; \
-	fi
+	@go tool templ fmt -fail views >/dev/null 2>&1 || { echo "views: templ fmt would change the .templ files (run: go tool templ fmt views)"; exit 1; }
+	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
+	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
 
 test: db browser check
 	go test -race -count=1 -timeout 20m ./...
