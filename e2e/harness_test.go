@@ -105,6 +105,7 @@ func (h *hookd) start(t *testing.T, dbURL string, port int) error {
 		"HOOKD_SHUTDOWN_TIMEOUT=10s",
 	)
 	cmd.Stdout, cmd.Stderr = h.log, h.log
+	cmd.SysProcAttr = hookdProcAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
