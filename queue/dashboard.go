@@ -7,6 +7,11 @@ import (
 	"github.com/google/uuid"
 )
 
+// StatusPending is an EventFilter status that selects both pending
+// statuses, failed and retrying, for the dashboard's list of everything
+// waiting for a retry. No row has it.
+const StatusPending Status = "pending"
+
 // CountEvents returns how many queue rows match f, ignoring its Limit and
 // Offset: what a bulk action on f would touch.
 func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {

@@ -180,7 +180,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		switch status {
 		case "":
 			status = queue.StatusDead
-		case queue.StatusDead, queue.StatusFailed, queue.StatusRetrying:
+		case queue.StatusDead, queue.StatusPending, queue.StatusFailed, queue.StatusRetrying:
 		default:
 			return echo.NewHTTPError(http.StatusNotFound)
 		}
@@ -205,13 +205,11 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		title, nav := "Dead events", "dead"
 		if status != queue.StatusDead {
 			title, nav = "Pending events", "pending"
-			for _, tab := range []struct {
-				status queue.Status
-				n      *int64
-			}{{queue.StatusFailed, &l.Failed}, {queue.StatusRetrying, &l.Retrying}} {
-				if *tab.n, err = d.store.CountEvents(ctx, queue.EventFilter{Status: tab.status}); err != nil {
-					return err
-				}
+			if l.Failed, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusFailed}); err != nil {
+				return err
+			}
+			if l.Retrying, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusRetrying}); err != nil {
+				return err
 			}
 		}
 		return render(c, http.StatusOK, views.Events(d.page(c, title, nav), l))

@@ -214,13 +214,24 @@ func TestRetryNow_MakesAPendingEventDue(t *testing.T) {
 	c.signIn(queue.RoleOperator)
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_later", Status: queue.StatusRetrying, Attempts: 2, DueIn: 2 * time.Hour})
 
-	list := c.get("/events?status=retrying")
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_first", Status: queue.StatusFailed, DueIn: time.Minute})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_gone", Status: queue.StatusDead, Attempts: 5})
+
+	// Pending lists both pending statuses, soonest due first.
+	list := c.get("/events?status=pending")
+	ids := list.doc.Find(`[data-testid="event-row"]`).Map(func(_ int, s *goquery.Selection) string {
+		id, _ := s.Attr("data-event-id")
+		return id
+	})
+	if strings.Join(ids, ",") != "evt_first,evt_later" {
+		t.Fatalf("pending list shows %v, want [evt_first evt_later]", ids)
+	}
 	row := list.doc.Find(`tr[data-event-id="evt_later"]`)
 	action, ok := row.Find(`form:has(button:contains("Retry now"))`).Attr("action")
 	if !ok {
 		t.Fatal("pending row has no Retry now button")
 	}
-	page := c.follow(c.post(action, url.Values{"back": {"/events?status=retrying"}}))
+	page := c.follow(c.post(action, url.Values{"back": {"/events?status=pending"}}))
 	if got := testid(page.doc, "flash"); got != "evt_later queued for retry" {
 		t.Errorf("flash %q", got)
 	}
