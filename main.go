@@ -446,7 +446,8 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 			if i+1 == len(rest) {
 				return errors.New("-role needs a value: viewer, operator or admin")
 			}
-			roleName, rest = rest[i+1], slices.Delete(rest, i, i+2)
+			roleName = rest[i+1]
+			rest = slices.Delete(rest, i, i+2)
 			i--
 		case strings.HasPrefix(a, "-role=") || strings.HasPrefix(a, "--role="):
 			_, roleName, _ = strings.Cut(a, "=")
