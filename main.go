@@ -185,6 +185,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	store := queue.New(pool)
 	if cfg.AdminEmail != "" {
+		if cfg.AdminPassword == "" {
+			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
+		}
 		changed, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
 		if err != nil {
 			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)

@@ -31,9 +31,16 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, web.Options{}, httptest.NewServer)
+}
+
+// setupWith serves the dashboard with opts (its Sessions filled in) through
+// newServer: httptest.NewServer or httptest.NewTLSServer.
+func setupWith(t *testing.T, opts web.Options, newServer func(http.Handler) *httptest.Server) *testBundle {
+	t.Helper()
 	store, pool := queuetest.NewStore(t)
-	sessions := pgxstore.NewWithCleanupInterval(pool, 0)
-	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), store, web.Options{Sessions: sessions}))
+	opts.Sessions = pgxstore.NewWithCleanupInterval(pool, 0)
+	srv := newServer(web.NewServer(slog.New(slog.DiscardHandler), store, opts))
 	t.Cleanup(srv.Close)
 	return &testBundle{srv: srv, store: store, pool: pool}
 }
@@ -53,10 +60,14 @@ func (b *testBundle) client(t testing.TB) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &client{t: t, b: b, http: &http.Client{
+	hc := &http.Client{
 		Jar:           jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	}
+	if b.srv.TLS != nil {
+		hc.Transport = b.srv.Client().Transport
+	}
+	return &client{t: t, b: b, http: hc}
 }
 
 // response is a finished response with its body read and, for HTML, parsed.
