@@ -475,6 +475,7 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
+	// The first account is often added before the first start.
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
 	}
