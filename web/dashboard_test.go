@@ -163,13 +163,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 	}
 	form := list.doc.Find(`form:has(button:contains("Retry all"))`)
 	action, _ := form.Attr("action")
-	values := url.Values{}
-	form.Find("input").Each(func(_ int, s *goquery.Selection) {
-		name, _ := s.Attr("name")
-		value, _ := s.Attr("value")
-		values.Set(name, value)
-	})
-	confirm := c.post(action, values)
+	confirm := c.post(action, formValues(form))
 	wantStatus(t, confirm, http.StatusOK)
 	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "Retry all 3 matching events?") {
 		t.Fatalf("confirmation page does not ask %q:\n%s", "Retry all 3 matching events?", text)
@@ -182,13 +176,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 
 	form = confirm.doc.Find(`form:has(button:contains("Confirm retry all"))`)
 	action, _ = form.Attr("action")
-	values = url.Values{}
-	form.Find("input").Each(func(_ int, s *goquery.Selection) {
-		name, _ := s.Attr("name")
-		value, _ := s.Attr("value")
-		values.Set(name, value)
-	})
-	page := c.follow(c.post(action, values))
+	page := c.follow(c.post(action, formValues(form)))
 	if got := testid(page.doc, "flash"); got != "3 events queued for retry" {
 		t.Errorf("flash %q, want %q", got, "3 events queued for retry")
 	}

@@ -155,6 +155,17 @@ func (c *client) signIn(role queue.Role) queue.User {
 	return u
 }
 
+// formValues returns the values a form would submit from its inputs.
+func formValues(form *goquery.Selection) url.Values {
+	values := url.Values{}
+	form.Find("input").Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		value, _ := s.Attr("value")
+		values.Set(name, value)
+	})
+	return values
+}
+
 func testid(doc *goquery.Document, id string) string {
 	return strings.TrimSpace(doc.Find(`[data-testid="` + id + `"]`).Text())
 }
