@@ -563,7 +563,7 @@ func PruneConfirm(p Page, days int, count int64) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var29 string
-			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(days))
+			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(Count(int64(days)))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 151, Col: 79}
 			}

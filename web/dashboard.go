@@ -142,10 +142,9 @@ func (d *dashboard) handlePrune() echo.HandlerFunc {
 	}
 }
 
+// daysText is always plural, "1 days" included: the confirmation and the
+// flash keep one fixed wording that tests and people can search for.
 func daysText(days int) string {
-	if days == 1 {
-		return "1 day"
-	}
 	return views.Count(int64(days)) + " days"
 }
 
