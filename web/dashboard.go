@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -195,6 +196,13 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
 			Self: listURL(f, pageNum)}
+		if len(page.Events) == 0 && f.EventID != "" {
+			// Searched for an id this list does not have: say where the
+			// event is, so nobody has to try every list.
+			if l.Search, err = d.findEvent(ctx, f.EventID); err != nil {
+				return err
+			}
+		}
 		if pageNum > 1 {
 			l.Prev = listURL(f, pageNum-1)
 		}
@@ -213,6 +221,24 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		return render(c, http.StatusOK, views.Events(d.page(c, title, nav), l))
 	}
+}
+
+// findEvent says where the Stripe event eventID is: on the queue, processed
+// (it has a dedup marker), or unknown.
+func (d *dashboard) findEvent(ctx context.Context, eventID string) (*views.SearchResult, error) {
+	r := &views.SearchResult{EventID: eventID}
+	e, err := d.store.EventByEventID(ctx, eventID)
+	switch {
+	case err == nil:
+		r.Queued = &e
+	case errors.Is(err, queue.ErrNotFound):
+		if r.Processed, err = d.store.IsProcessed(ctx, eventID); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	return r, nil
 }
 
 // eventID parses the :id of the path; a malformed one is as unknown as a

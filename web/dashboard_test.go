@@ -396,6 +396,18 @@ func TestEvents_PagesFiltersAndSearch(t *testing.T) {
 	}); len(ids) != 1 || ids[0] != "evt_page_77" {
 		t.Errorf("search for evt_page_77 found %v", ids)
 	}
+	// An id this list does not have: the page says where the event is.
+	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_elsewhere", Status: queue.StatusRetrying, Attempts: 1})
+	elsewhere := c.get("/events?status=dead&q=evt_elsewhere")
+	if href, _ := elsewhere.doc.Find(`main a:contains("open it")`).Attr("href"); href != "/events/"+pending.ID.String() {
+		t.Errorf("search for a retrying event on the dead list links to %q, want its detail page", href)
+	}
+	if err := b.store.MarkProcessed(context.Background(), "evt_done"); err != nil {
+		t.Fatal(err)
+	}
+	if text := c.get("/events?status=dead&q=evt_done").doc.Find("main").Text(); !strings.Contains(text, "evt_done was processed successfully") {
+		t.Errorf("search for a processed event does not say so:\n%s", text)
+	}
 	for _, label := range []string{"Event type", "Error contains", "Event id"} {
 		if found.doc.Find(`label:contains("`+label+`")`).Length() != 1 {
 			t.Errorf("filter form has no label %q", label)
