@@ -202,6 +202,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	store := queue.New(pool)
 	if cfg.AdminEmail != "" {
+		if cfg.AdminPassword == "" {
+			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
+		}
 		changed, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
 		if err != nil {
 			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
@@ -510,7 +513,8 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 			if i+1 == len(rest) {
 				return errors.New("-role needs a value: viewer, operator or admin")
 			}
-			roleName, rest = rest[i+1], slices.Delete(rest, i, i+2)
+			roleName = rest[i+1]
+			rest = slices.Delete(rest, i, i+2)
 			i--
 		case strings.HasPrefix(a, "-role=") || strings.HasPrefix(a, "--role="):
 			_, roleName, _ = strings.Cut(a, "=")
@@ -535,6 +539,7 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
+	// The first account is often added before the first start.
 	if _, err := migrations.Up(ctx, pool); err != nil {
 		return err
 	}

@@ -22,9 +22,11 @@ CREATE TABLE webhook_events (
     CONSTRAINT webhook_events_source_event_id_key UNIQUE (source, event_id)
 );
 
--- ClaimDue: only the rows a claim can take, in the order it takes them.
-CREATE INDEX webhook_events_due_idx ON webhook_events (next_retry_at)
-    WHERE status IN ('failed', 'retrying') AND attempts < 5;
+-- ClaimDue, and the list of pending events: only the rows a claim can take,
+-- in the order it takes them. (A pending row always has attempts < 5: the
+-- failure that brings it to 5 makes it dead.)
+CREATE INDEX webhook_events_due_idx ON webhook_events (next_retry_at, id)
+    WHERE status IN ('failed', 'retrying');
 
 -- The dead list and its filters: newest first.
 CREATE INDEX webhook_events_dead_idx ON webhook_events (created_at DESC)

@@ -49,6 +49,9 @@ CREATE INDEX audit_log_at_idx ON audit_log (at DESC, id DESC);
 CREATE INDEX webhook_events_pending_idx ON webhook_events (status, next_retry_at, id)
     WHERE status IN ('failed', 'retrying');
 
+-- The list of all pending events, both statuses, in the order they are due,
+-- is served by webhook_events_due_idx.
+
 -- The overview's oldest pending event, found at the end of an index instead
 -- of by reading every pending row.
 CREATE INDEX webhook_events_pending_created_idx ON webhook_events (created_at)

@@ -2,10 +2,17 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
+
+// StatusPending is an EventFilter status that selects both pending
+// statuses, failed and retrying, for the dashboard's list of everything
+// waiting for a retry. No row has it.
+const StatusPending Status = "pending"
 
 // CountEvents returns how many queue rows match f, ignoring its Limit and
 // Offset: what a bulk action on f would touch.
@@ -16,6 +23,24 @@ func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
 		return 0, fmt.Errorf("count events: %w", err)
 	}
 	return n, nil
+}
+
+// EventByEventID returns the queue row of the Stripe event eventID, in any
+// status, or ErrNotFound.
+func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`,
+		SourceStripe, eventID)
+	if err != nil {
+		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
+	}
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Event{}, ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
+	}
+	return e, nil
 }
 
 // RetryDeadMatching does what RetryDead does to every dead event matching f

@@ -223,7 +223,8 @@ func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
 
 // EventFilter selects a page of queue rows.
 type EventFilter struct {
-	// Status is required: the dead list and the pending lists are separate.
+	// Status is required: the dead list and the pending lists are separate
+	// (StatusPending selects both pending statuses).
 	Status Status
 	// EventType, when set, keeps only events of exactly this type.
 	EventType string
@@ -247,6 +248,9 @@ type EventPage struct {
 func (f EventFilter) where() (string, []any) {
 	conds := []string{"status = $1"}
 	args := []any{f.Status}
+	if f.Status == StatusPending {
+		conds, args = []string{"status IN ('failed', 'retrying')"}, nil
+	}
 	if f.EventType != "" {
 		args = append(args, f.EventType)
 		conds = append(conds, fmt.Sprintf("event_type = $%d", len(args)))

@@ -37,7 +37,9 @@ type PruneForm struct {
 }
 
 // Overview is the home page: the queue at a glance and, for admins, the
-// manual prune.
+// manual prune. The prune's days field is plain text with no browser
+// validation: the server checks it and says what is wrong, where a browser
+// would only refuse to submit.
 func Overview(p Page, st OverviewStats, prune PruneForm) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -76,7 +78,7 @@ func Overview(p Page, st OverviewStats, prune PruneForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if p.Can(queue.RoleAdmin) {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<section class=\"panel\" aria-labelledby=\"prune-title\"><h2 id=\"prune-title\">Prune processed markers</h2><p class=\"muted\">Markers stop Stripe's redeliveries from being processed twice. Stripe redelivers for up to 3 days, so older markers only take space. Pruning runs on its own schedule too; this runs it now.</p><form method=\"post\" action=\"/prune/preview\" class=\"inline-form\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<section class=\"panel\" aria-labelledby=\"prune-title\"><h2 id=\"prune-title\">Prune processed markers</h2><p class=\"muted\">Markers stop Stripe's redeliveries from being processed twice. Stripe redelivers for up to 3 days, so older markers only take space. Pruning runs on its own schedule too; this runs it now.</p><form method=\"post\" action=\"/prune/preview\" class=\"inline-form\" novalidate>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -84,7 +86,7 @@ func Overview(p Page, st OverviewStats, prune PruneForm) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<div class=\"field\"><label for=\"days\">Days</label> <input id=\"days\" name=\"days\" type=\"number\" inputmode=\"numeric\" min=\"1\" step=\"1\" required value=\"")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<div class=\"field\"><label for=\"days\">Days</label> <input id=\"days\" name=\"days\" type=\"text\" inputmode=\"numeric\" autocomplete=\"off\" value=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -561,7 +563,7 @@ func PruneConfirm(p Page, days int, count int64) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var29 string
-			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(days))
+			templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(Count(int64(days)))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 151, Col: 79}
 			}

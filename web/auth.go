@@ -51,10 +51,10 @@ func newSessionManagers(store scs.Store, alwaysSecure bool) sessionManagers {
 	mk := func(secure bool) *scs.SessionManager {
 		sm := scs.New()
 		sm.Store = store
-		// A support shift: a session lasts a working day, and an hour
-		// without a request ends it.
+		// A session lasts a working day. There is no idle timeout: the
+		// overview polls every 2 seconds, so an open tab is never idle, and
+		// scs would rewrite the session on every poll to extend it.
 		sm.Lifetime = 12 * time.Hour
-		sm.IdleTimeout = time.Hour
 		sm.Cookie.Name = "hookd_session"
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode

@@ -3,11 +3,17 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
+
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
 )
 
 func TestAuth_PagesRedirectToLoginAndBack(t *testing.T) {
@@ -169,22 +175,67 @@ func TestAuth_LogoutEndsTheSession(t *testing.T) {
 
 func TestAuth_SessionCookieFlags(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		secure     bool
+		newServer  func(http.Handler) *httptest.Server
+		wantSecure bool
+	}{
+		{"PlainHTTP", false, httptest.NewServer, false},
+		{"PlainHTTPConfiguredSecure", true, httptest.NewServer, true},
+		{"TLS", false, httptest.NewTLSServer, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupWith(t, web.Options{SecureCookies: tc.secure}, tc.newServer)
+			c := b.client(t)
+			c.get("/login")
+			if _, err := b.store.CreateUser(context.Background(), "v@example.com", testPassword, queue.RoleViewer); err != nil {
+				t.Fatal(err)
+			}
+			r := c.post("/login", url.Values{"email": {"v@example.com"}, "password": {testPassword}})
+			wantStatus(t, r, http.StatusSeeOther)
+			setCookie := r.header.Get("Set-Cookie")
+			for _, want := range []string{"hookd_session=", "HttpOnly", "SameSite=Lax"} {
+				if !strings.Contains(setCookie, want) {
+					t.Errorf("Set-Cookie %q lacks %q", setCookie, want)
+				}
+			}
+			if got := strings.Contains(setCookie, "; Secure"); got != tc.wantSecure {
+				t.Errorf("Set-Cookie %q: Secure %v, want %v", setCookie, got, tc.wantSecure)
+			}
+		})
+	}
+}
+
+func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
+	anon := b.client(t)
+	pages := map[string]response{"/login": anon.get("/login")}
+
 	c := b.client(t)
-	c.get("/login")
-	if _, err := b.store.CreateUser(context.Background(), "v@example.com", testPassword, queue.RoleViewer); err != nil {
-		t.Fatal(err)
+	c.signIn(queue.RoleAdmin)
+	dead := insertDead(t, b, "evt_forms")
+	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
+	for _, path := range []string{"/", "/events?status=dead", "/events?status=pending",
+		"/events/" + dead.ID.String(), "/events/" + pending.ID.String(), "/events/" + uuid.NewString(), "/audit"} {
+		pages[path] = c.get(path)
 	}
-	r := c.post("/login", url.Values{"email": {"v@example.com"}, "password": {testPassword}})
-	wantStatus(t, r, http.StatusSeeOther)
-	setCookie := r.header.Get("Set-Cookie")
-	for _, want := range []string{"hookd_session=", "HttpOnly", "SameSite=Lax"} {
-		if !strings.Contains(setCookie, want) {
-			t.Errorf("Set-Cookie %q lacks %q", setCookie, want)
+	pages["prune confirmation"] = c.post("/prune/preview", url.Values{"days": {"30"}})
+	pages["retry all confirmation"] = c.post("/events/retry-all/preview", nil)
+
+	for name, r := range pages {
+		forms := r.doc.Find("form")
+		if forms.Length() == 0 {
+			t.Errorf("%s: no form at all (not even Sign out)", name)
 		}
-	}
-	if strings.Contains(setCookie, "Secure") {
-		t.Errorf("Set-Cookie %q is Secure on plain HTTP without HOOKD_SECURE_COOKIES", setCookie)
+		forms.Each(func(_ int, f *goquery.Selection) {
+			if tok, _ := f.Find(`input[type="hidden"][name="_csrf"]`).Attr("value"); tok == "" {
+				action, _ := f.Attr("action")
+				t.Errorf("%s: the form to %s has no _csrf token", name, action)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -142,10 +143,9 @@ func (d *dashboard) handlePrune() echo.HandlerFunc {
 	}
 }
 
+// daysText is always plural, "1 days" included: the confirmation and the
+// flash keep one fixed wording that tests and people can search for.
 func daysText(days int) string {
-	if days == 1 {
-		return "1 day"
-	}
 	return views.Count(int64(days)) + " days"
 }
 
@@ -180,7 +180,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		switch status {
 		case "":
 			status = queue.StatusDead
-		case queue.StatusDead, queue.StatusFailed, queue.StatusRetrying:
+		case queue.StatusDead, queue.StatusPending, queue.StatusFailed, queue.StatusRetrying:
 		default:
 			return echo.NewHTTPError(http.StatusNotFound)
 		}
@@ -196,6 +196,13 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
 			Self: listURL(f, pageNum)}
+		if len(page.Events) == 0 && f.EventID != "" {
+			// Searched for an id this list does not have: say where the
+			// event is, so nobody has to try every list.
+			if l.Search, err = d.findEvent(ctx, f.EventID); err != nil {
+				return err
+			}
+		}
 		if pageNum > 1 {
 			l.Prev = listURL(f, pageNum-1)
 		}
@@ -205,17 +212,33 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		title, nav := "Dead events", "dead"
 		if status != queue.StatusDead {
 			title, nav = "Pending events", "pending"
-			for _, tab := range []struct {
-				status queue.Status
-				n      *int64
-			}{{queue.StatusFailed, &l.Failed}, {queue.StatusRetrying, &l.Retrying}} {
-				if *tab.n, err = d.store.CountEvents(ctx, queue.EventFilter{Status: tab.status}); err != nil {
-					return err
-				}
+			if l.Failed, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusFailed}); err != nil {
+				return err
+			}
+			if l.Retrying, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusRetrying}); err != nil {
+				return err
 			}
 		}
 		return render(c, http.StatusOK, views.Events(d.page(c, title, nav), l))
 	}
+}
+
+// findEvent says where the Stripe event eventID is: on the queue, processed
+// (it has a dedup marker), or unknown.
+func (d *dashboard) findEvent(ctx context.Context, eventID string) (*views.SearchResult, error) {
+	r := &views.SearchResult{EventID: eventID}
+	e, err := d.store.EventByEventID(ctx, eventID)
+	switch {
+	case err == nil:
+		r.Queued = &e
+	case errors.Is(err, queue.ErrNotFound):
+		if r.Processed, err = d.store.IsProcessed(ctx, eventID); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	return r, nil
 }
 
 // eventID parses the :id of the path; a malformed one is as unknown as a

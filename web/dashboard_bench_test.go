@@ -127,4 +127,4 @@ func BenchmarkOverviewStats(b *testing.B) { benchPage(b, "/overview/stats") }
 
 func BenchmarkDeadEventsPage(b *testing.B) { benchPage(b, "/events?status=dead") }
 
-func BenchmarkPendingEventsPage(b *testing.B) { benchPage(b, "/events?status=failed") }
+func BenchmarkPendingEventsPage(b *testing.B) { benchPage(b, "/events?status=pending") }

@@ -163,13 +163,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 	}
 	form := list.doc.Find(`form:has(button:contains("Retry all"))`)
 	action, _ := form.Attr("action")
-	values := url.Values{}
-	form.Find("input").Each(func(_ int, s *goquery.Selection) {
-		name, _ := s.Attr("name")
-		value, _ := s.Attr("value")
-		values.Set(name, value)
-	})
-	confirm := c.post(action, values)
+	confirm := c.post(action, formValues(form))
 	wantStatus(t, confirm, http.StatusOK)
 	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "Retry all 3 matching events?") {
 		t.Fatalf("confirmation page does not ask %q:\n%s", "Retry all 3 matching events?", text)
@@ -182,13 +176,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 
 	form = confirm.doc.Find(`form:has(button:contains("Confirm retry all"))`)
 	action, _ = form.Attr("action")
-	values = url.Values{}
-	form.Find("input").Each(func(_ int, s *goquery.Selection) {
-		name, _ := s.Attr("name")
-		value, _ := s.Attr("value")
-		values.Set(name, value)
-	})
-	page := c.follow(c.post(action, values))
+	page := c.follow(c.post(action, formValues(form)))
 	if got := testid(page.doc, "flash"); got != "3 events queued for retry" {
 		t.Errorf("flash %q, want %q", got, "3 events queued for retry")
 	}
@@ -214,13 +202,24 @@ func TestRetryNow_MakesAPendingEventDue(t *testing.T) {
 	c.signIn(queue.RoleOperator)
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_later", Status: queue.StatusRetrying, Attempts: 2, DueIn: 2 * time.Hour})
 
-	list := c.get("/events?status=retrying")
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_first", Status: queue.StatusFailed, DueIn: time.Minute})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_gone", Status: queue.StatusDead, Attempts: 5})
+
+	// Pending lists both pending statuses, soonest due first.
+	list := c.get("/events?status=pending")
+	ids := list.doc.Find(`[data-testid="event-row"]`).Map(func(_ int, s *goquery.Selection) string {
+		id, _ := s.Attr("data-event-id")
+		return id
+	})
+	if strings.Join(ids, ",") != "evt_first,evt_later" {
+		t.Fatalf("pending list shows %v, want [evt_first evt_later]", ids)
+	}
 	row := list.doc.Find(`tr[data-event-id="evt_later"]`)
 	action, ok := row.Find(`form:has(button:contains("Retry now"))`).Attr("action")
 	if !ok {
 		t.Fatal("pending row has no Retry now button")
 	}
-	page := c.follow(c.post(action, url.Values{"back": {"/events?status=retrying"}}))
+	page := c.follow(c.post(action, url.Values{"back": {"/events?status=pending"}}))
 	if got := testid(page.doc, "flash"); got != "evt_later queued for retry" {
 		t.Errorf("flash %q", got)
 	}
@@ -396,6 +395,18 @@ func TestEvents_PagesFiltersAndSearch(t *testing.T) {
 		return id
 	}); len(ids) != 1 || ids[0] != "evt_page_77" {
 		t.Errorf("search for evt_page_77 found %v", ids)
+	}
+	// An id this list does not have: the page says where the event is.
+	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_elsewhere", Status: queue.StatusRetrying, Attempts: 1})
+	elsewhere := c.get("/events?status=dead&q=evt_elsewhere")
+	if href, _ := elsewhere.doc.Find(`main a:contains("open it")`).Attr("href"); href != "/events/"+pending.ID.String() {
+		t.Errorf("search for a retrying event on the dead list links to %q, want its detail page", href)
+	}
+	if err := b.store.MarkProcessed(context.Background(), "evt_done"); err != nil {
+		t.Fatal(err)
+	}
+	if text := c.get("/events?status=dead&q=evt_done").doc.Find("main").Text(); !strings.Contains(text, "evt_done was processed successfully") {
+		t.Errorf("search for a processed event does not say so:\n%s", text)
 	}
 	for _, label := range []string{"Event type", "Error contains", "Event id"} {
 		if found.doc.Find(`label:contains("`+label+`")`).Length() != 1 {

@@ -129,20 +129,20 @@ func TestExplain_DashboardUsesIndexes(t *testing.T) {
 	c := (&testBundle{srv: srv, store: store, pool: pool}).client(t)
 	c.signIn(queue.RoleViewer)
 
-	for _, tc := range []struct {
-		path, index string
-	}{
-		{"/", ""},
-		{"/events?status=dead", "webhook_events_dead_idx"},
-		{"/events?status=dead&page=3", "webhook_events_dead_idx"},
-		{"/events?status=failed", "webhook_events_pending_idx"},
-		{"/events?status=retrying&page=2", "webhook_events_pending_idx"},
+	for _, path := range []string{
+		"/",
+		"/events?status=dead",
+		"/events?status=dead&page=3",
+		"/events?status=dead&type=invoice.paid&error=500",
+		"/events?status=pending",
+		"/events?status=failed",
+		"/events?status=retrying&page=2",
 	} {
 		rec.take()
-		wantStatus(t, c.get(tc.path), 200)
+		wantStatus(t, c.get(path), 200)
 		queries := rec.take()
 		if len(queries) == 0 {
-			t.Fatalf("GET %s ran no query on webhook_events", tc.path)
+			t.Fatalf("GET %s ran no query on webhook_events", path)
 		}
 		for _, q := range queries {
 			var raw []byte
@@ -158,17 +158,20 @@ func TestExplain_DashboardUsesIndexes(t *testing.T) {
 			plan := plans[0].Plan
 			usesIndex := false
 			plan.walk(func(n planNode) {
-				if n.NodeType == "Seq Scan" && n.Relation == "webhook_events" {
-					t.Errorf("GET %s scans all of webhook_events:\n%s\n%s", tc.path, q.sql, plan)
+				if n.Relation != "webhook_events" {
+					return
 				}
-				if n.Index == tc.index {
+				if n.NodeType == "Seq Scan" {
+					t.Errorf("GET %s reads all of webhook_events:\n%s\n%s", path, q.sql, plan)
+				}
+				if n.Index != "" {
 					usesIndex = true
 				}
 			})
-			if tc.index != "" && !usesIndex && strings.Contains(q.sql, "status = $1") {
-				t.Errorf("GET %s does not use %s:\n%s\n%s", tc.path, tc.index, q.sql, plan)
+			if !usesIndex {
+				t.Errorf("GET %s runs a query on webhook_events without an index:\n%s\n%s", path, q.sql, plan)
 			}
-			t.Logf("GET %s:\n%s", tc.path, plan)
+			t.Logf("GET %s:\n%s", path, plan)
 		}
 	}
 }

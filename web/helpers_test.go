@@ -32,9 +32,16 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
+	return setupWith(t, web.Options{}, httptest.NewServer)
+}
+
+// setupWith serves the dashboard with opts (its Sessions filled in) through
+// newServer: httptest.NewServer or httptest.NewTLSServer.
+func setupWith(t *testing.T, opts web.Options, newServer func(http.Handler) *httptest.Server) *testBundle {
+	t.Helper()
 	store, pool := queuetest.NewStore(t)
-	sessions := pgxstore.NewWithCleanupInterval(pool, 0)
-	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), web.Options{Sessions: sessions}))
+	opts.Sessions = pgxstore.NewWithCleanupInterval(pool, 0)
+	srv := newServer(web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), opts))
 	t.Cleanup(srv.Close)
 	return &testBundle{srv: srv, store: store, pool: pool}
 }
@@ -54,10 +61,14 @@ func (b *testBundle) client(t testing.TB) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &client{t: t, b: b, http: &http.Client{
+	hc := &http.Client{
 		Jar:           jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+	}
+	if b.srv.TLS != nil {
+		hc.Transport = b.srv.Client().Transport
+	}
+	return &client{t: t, b: b, http: hc}
 }
 
 // response is a finished response with its body read and, for HTML, parsed.
@@ -143,6 +154,17 @@ func (c *client) signIn(role queue.Role) queue.User {
 	// CSRF token.
 	c.follow(r)
 	return u
+}
+
+// formValues returns the values a form would submit from its inputs.
+func formValues(form *goquery.Selection) url.Values {
+	values := url.Values{}
+	form.Find("input").Each(func(_ int, s *goquery.Selection) {
+		name, _ := s.Attr("name")
+		value, _ := s.Attr("value")
+		values.Set(name, value)
+	})
+	return values
 }
 
 func testid(doc *goquery.Document, id string) string {

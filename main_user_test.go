@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := queuetest.NewDatabaseURL(t)
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" {
+			return dbURL
+		}
+		return ""
+	}
+	user := func(stdin string, args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, append([]string{"user"}, args...), getenv, strings.NewReader(stdin), &out, &errOut)
+		return out.String(), err
+	}
+
+	out, err := user("first password\n", "add", "ops@example.com", "-role", "operator")
+	if err != nil {
+		t.Fatalf("user add: %v", err)
+	}
+	if !strings.Contains(out, "ops@example.com (operator)") {
+		t.Errorf("user add printed %q", out)
+	}
+	if _, err := user("another password\n", "add", "OPS@example.com"); err == nil {
+		t.Error("a second account for the same email was added")
+	}
+	if _, err := user("short\n", "add", "v@example.com"); err == nil {
+		t.Error("a short password was accepted")
+	}
+	if _, err := user("first password\n", "add", "x@example.com", "-role=root"); err == nil {
+		t.Error("an unknown role was accepted")
+	}
+	if _, err := user("second password", "passwd", "ops@example.com"); err != nil {
+		t.Fatalf("user passwd: %v", err)
+	}
+	if _, err := user("second password\n", "passwd", "nobody@example.com"); err == nil {
+		t.Error("passwd of an unknown account succeeded")
+	}
+
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := queue.New(pool)
+	if _, err := store.Authenticate(ctx, "ops@example.com", "first password"); !errors.Is(err, queue.ErrBadCredentials) {
+		t.Errorf("the old password still works: %v", err)
+	}
+	u, err := store.Authenticate(ctx, "ops@example.com", "second password")
+	if err != nil || u.Role != queue.RoleOperator {
+		t.Errorf("new password: %v, role %s; want operator", err, u.Role)
+	}
+}
