@@ -266,21 +266,10 @@ func TestPruneMarkers(t *testing.T) {
 		}
 	})
 
-	step(t, "ZeroDaysIsRefusedByTheBrowser", func(t *testing.T) {
+	step(t, "ZeroDaysIsRefused", func(t *testing.T) {
 		days := page.GetByLabel("Days")
-		must(t, days.Fill("0"), "fill Days")
-		click(t, pageButton(page, "Prune…"), "Prune…")
-		msg, err := days.Evaluate(`input => input.validationMessage`, nil)
-		must(t, err, "read the Days field's validation message")
-		if msg == "" {
-			t.Errorf("the browser accepted 0 days; want the Days field to refuse it")
-		}
-		must(t, expect.Locator(pageButton(page, "Confirm prune")).ToHaveCount(0), "no confirmation for 0 days")
-	})
-
-	// The form's own check is a convenience; the server must refuse too.
-	step(t, "ZeroDaysIsRefusedByTheServer", func(t *testing.T) {
-		days := page.GetByLabel("Days")
+		// Whatever checks the form itself may grow, the server must refuse;
+		// with the browser's validation off, this test reaches it.
 		_, err := days.Evaluate(`input => { input.form.noValidate = true }`, nil)
 		must(t, err, "turn off the browser's form validation")
 		must(t, days.Fill("0"), "fill Days")
