@@ -228,6 +228,10 @@ func TestEventDetailShowsPayloadEscaped(t *testing.T) {
 	payload := page.GetByTestId("payload")
 	must(t, expect.Locator(payload).ToContainText(script), "the script tag is shown as text")
 	must(t, expect.Locator(payload).ToContainText(`<img src=x onerror=`), "the img tag is shown as text")
+	// hookd's Content-Security-Policy would stop injected script from
+	// running even if the payload were not escaped, so the checks on
+	// window.__pwned and dialogs alone could pass on an escaping bug; the
+	// DOM itself must hold no element made from the payload.
 	must(t, expect.Locator(payload.Locator("script, img")).ToHaveCount(0), "no elements made from the payload")
 	must(t, expect.Locator(page.Locator(`img[src="x"]`)).ToHaveCount(0), "no img from the payload anywhere")
 	must(t, expect.Locator(page.GetByTestId("attempt-row")).ToHaveCount(1), "the inline attempt listed")
