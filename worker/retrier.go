@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/queue"
@@ -67,7 +68,7 @@ type Retrier struct {
 	proc    Processor
 	metrics *Metrics
 
-	lastTick time.Time // only touched by the goroutine running Run
+	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
 }
 
 // NewRetrier returns a Retrier over store.
@@ -152,10 +153,10 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, error) {
 }
 
 func (r *Retrier) recordTick(ctx context.Context) {
-	if time.Since(r.lastTick) < tickRecordEvery {
+	now, last := time.Now().UnixNano(), r.lastTick.Load()
+	if now-last < int64(tickRecordEvery) || !r.lastTick.CompareAndSwap(last, now) {
 		return
 	}
-	r.lastTick = time.Now()
 	if err := r.store.RecordRetrierTick(ctx); err != nil && ctx.Err() == nil {
 		r.logger.WarnContext(ctx, "cannot record retrier tick", "err", err)
 	}
