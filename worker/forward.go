@@ -90,7 +90,9 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
-	if body := strings.TrimSpace(string(head)); body != "" {
+	// Whitespace runs become one space, so an HTML error page still reads
+	// as one line in the dashboard and in logs.
+	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
 		msg += ": " + body
 	}
 	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}
