@@ -43,8 +43,9 @@ type RetrierConfig struct {
 }
 
 const (
-	// DefaultRetryBatch is the batch size that drained a backlog fastest in
-	// BenchmarkRetrierDrain (see the package's benchmarks).
+	// DefaultRetryBatch is where BenchmarkRetrierDrain stops improving: on
+	// 2 cores, 500 and 1000 drained a 10,000-event backlog equally fast and
+	// well ahead of 100 and 250, and 500 holds half the locks.
 	DefaultRetryBatch = 500
 	// MaxRetryBatch keeps one batch's advisory locks far below the 6,400
 	// slots of PostgreSQL's default shared lock table, with room for a second
