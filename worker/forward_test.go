@@ -103,12 +103,14 @@ func TestForwarder(t *testing.T) {
 	t.Run("NetworkErrorIsAFailure", func(t *testing.T) {
 		t.Parallel()
 		srv := httptest.NewServer(http.NotFoundHandler())
-		url := srv.URL
 		srv.Close()
-		f, _ := worker.NewForwarder(url, "")
+		f, _ := worker.NewForwarder(srv.URL+"/hook?token=s3cret", "")
 		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
 		if res.Err == nil || res.HTTPStatus != 0 || !strings.Contains(res.Err.Error(), "connect") {
 			t.Errorf("got %+v, want a connection error without status", res)
+		}
+		if res.Err != nil && strings.Contains(res.Err.Error(), "s3cret") {
+			t.Errorf("error %q repeats the forward URL's query", res.Err)
 		}
 	})
 
