@@ -247,21 +247,23 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // Config is every setting of hookd, parsed once, here, from the environment
 // and the command line; the packages get what they need as parameters.
 type Config struct {
-	DatabaseURL      string
-	Addr             string
-	StripeSecrets    []Secret
-	ForwardURL       string
-	ForwardSecret    Secret
-	ForwardTimeout   time.Duration
-	RetryInterval    time.Duration
-	MarkerRetention  time.Duration
-	AdminEmail       string
-	AdminPassword    Secret
-	MaxBody          int64
+	DatabaseURL     string
+	Addr            string
+	StripeSecrets   []Secret
+	ForwardURL      string
+	ForwardSecret   Secret
+	ForwardTimeout  time.Duration
+	RetryInterval   time.Duration
+	MarkerRetention time.Duration
+	AdminEmail      string
+	AdminPassword   Secret
+	MaxBody         int64
+	ShutdownTimeout time.Duration
+	LogLevel        slog.Level
+
+	// The retry loop's batch size and how many processors it runs at once.
 	RetryBatch       int64
 	RetryConcurrency int64
-	ShutdownTimeout  time.Duration
-	LogLevel         slog.Level
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -309,7 +311,7 @@ var settings = []setting{
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
 	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
-		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryBatch, v) }},
+		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: "32", usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
@@ -444,4 +446,14 @@ func reveal(secrets []Secret) []string {
 		out[i] = s.Reveal()
 	}
 	return out
+}
+
+func parseRetryBatch(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxRetryBatch {
+		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
+	}
+	return nil
 }
