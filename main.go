@@ -247,23 +247,21 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // Config is every setting of hookd, parsed once, here, from the environment
 // and the command line; the packages get what they need as parameters.
 type Config struct {
-	DatabaseURL     string
-	Addr            string
-	StripeSecrets   []Secret
-	ForwardURL      string
-	ForwardSecret   Secret
-	ForwardTimeout  time.Duration
-	RetryInterval   time.Duration
-	MarkerRetention time.Duration
-	AdminEmail      string
-	AdminPassword   Secret
-	MaxBody         int64
-	ShutdownTimeout time.Duration
-	LogLevel        slog.Level
-
-	// The retry loop's batch size and how many processors it runs at once.
+	DatabaseURL      string
+	Addr             string
+	StripeSecrets    []Secret
+	ForwardURL       string
+	ForwardSecret    Secret
+	ForwardTimeout   time.Duration
+	RetryInterval    time.Duration
+	MarkerRetention  time.Duration
+	AdminEmail       string
+	AdminPassword    Secret
+	MaxBody          int64
 	RetryBatch       int64
 	RetryConcurrency int64
+	ShutdownTimeout  time.Duration
+	LogLevel         slog.Level
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -386,6 +384,16 @@ func parsePositiveInt(dst *int64, v string) error {
 	return nil
 }
 
+func parseRetryBatch(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxRetryBatch {
+		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
+	}
+	return nil
+}
+
 func checkURL(v string) error {
 	if v == "" {
 		return nil
@@ -446,14 +454,4 @@ func reveal(secrets []Secret) []string {
 		out[i] = s.Reveal()
 	}
 	return out
-}
-
-func parseRetryBatch(dst *int64, v string) error {
-	if err := parsePositiveInt(dst, v); err != nil {
-		return err
-	}
-	if *dst > worker.MaxRetryBatch {
-		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
-	}
-	return nil
 }
