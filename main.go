@@ -384,16 +384,6 @@ func parsePositiveInt(dst *int64, v string) error {
 	return nil
 }
 
-func parseRetryBatch(dst *int64, v string) error {
-	if err := parsePositiveInt(dst, v); err != nil {
-		return err
-	}
-	if *dst > worker.MaxRetryBatch {
-		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
-	}
-	return nil
-}
-
 func checkURL(v string) error {
 	if v == "" {
 		return nil
@@ -401,6 +391,16 @@ func checkURL(v string) error {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("not an absolute http(s) URL")
+	}
+	return nil
+}
+
+func parseRetryBatch(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxRetryBatch {
+		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
 	}
 	return nil
 }
