@@ -345,7 +345,7 @@ var settings = []setting{
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
 	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
-		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryBatch, v) }},
+		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: "32", usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
@@ -436,6 +436,16 @@ func checkURL(v string) error {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("not an absolute http(s) URL")
+	}
+	return nil
+}
+
+func parseRetryBatch(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxRetryBatch {
+		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
 	}
 	return nil
 }

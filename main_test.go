@@ -282,9 +282,11 @@ func TestParseConfigRetrySettings(t *testing.T) {
 	if err != nil || cfg.RetryBatch != 250 || cfg.RetryConcurrency != 8 {
 		t.Errorf("got batch %d, concurrency %d, %v; want 250, 8", cfg.RetryBatch, cfg.RetryConcurrency, err)
 	}
-	env["HOOKD_RETRY_BATCH"] = "0"
-	if _, err := parseConfig("serve", nil, func(k string) string { return env[k] }, io.Discard); err == nil ||
-		!strings.Contains(err.Error(), "HOOKD_RETRY_BATCH") {
-		t.Errorf("batch 0: got %v, want an error naming HOOKD_RETRY_BATCH", err)
+	for _, bad := range []string{"0", "1001"} {
+		env["HOOKD_RETRY_BATCH"] = bad
+		if _, err := parseConfig("serve", nil, func(k string) string { return env[k] }, io.Discard); err == nil ||
+			!strings.Contains(err.Error(), "HOOKD_RETRY_BATCH") {
+			t.Errorf("batch %s: got %v, want an error naming HOOKD_RETRY_BATCH", bad, err)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // lockedRetryAfter is the Retry-After, in seconds, of a delivery that found
-// its event locked by another. Stripe uses its own schedule; other senders
+// its event locked by another. Stripe keeps its own schedule; other senders
 // get a hint that the first delivery will be done by then.
 const lockedRetryAfter = "5"
 
@@ -34,36 +34,38 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 			return c.String(http.StatusBadRequest, "cannot read body\n")
 		}
 		outcome, err := receiver.Receive(req.Context(), payload, req.Header.Get("Stripe-Signature"))
-		switch {
-		case err == nil:
-			metrics.Received(outcome.String())
-			return c.String(http.StatusOK, outcome.String()+"\n")
-		case errors.Is(err, worker.ErrBadSignature), errors.Is(err, worker.ErrBadPayload):
-			metrics.Received(label(err))
-			return c.String(http.StatusBadRequest, err.Error()+"\n")
-		case errors.Is(err, queue.ErrEventLocked):
-			metrics.Received("locked")
+		status, label, body := receiveAnswer(outcome, err)
+		metrics.Received(label)
+		switch label {
+		case "locked":
 			c.Response().Header().Set("Retry-After", lockedRetryAfter)
-			return c.String(http.StatusServiceUnavailable, "event is being handled by another delivery\n")
-		case errors.Is(err, worker.ErrNoSecret):
-			metrics.Received("no_secret")
-			return c.String(http.StatusServiceUnavailable, "no signing secret configured\n")
-		default:
-			metrics.Received("unavailable")
+		case "unavailable":
 			var eventID string
 			if ee, ok := errors.AsType[*worker.EventError](err); ok {
 				eventID = ee.EventID
 			}
 			logger.ErrorContext(req.Context(), "webhook not stored, asking Stripe to redeliver",
 				"event_id", eventID, "err", err)
-			return c.String(http.StatusServiceUnavailable, "temporarily unavailable\n")
 		}
+		return c.String(status, body+"\n")
 	}
 }
 
-func label(err error) string {
-	if errors.Is(err, worker.ErrBadSignature) {
-		return "bad_signature"
+// receiveAnswer maps what Receive returned to the HTTP status, the metrics
+// label and the body: the one place that decides what Stripe is told.
+func receiveAnswer(outcome worker.Outcome, err error) (status int, label, body string) {
+	switch {
+	case err == nil:
+		return http.StatusOK, outcome.String(), outcome.String()
+	case errors.Is(err, worker.ErrBadSignature):
+		return http.StatusBadRequest, "bad_signature", err.Error()
+	case errors.Is(err, worker.ErrBadPayload):
+		return http.StatusBadRequest, "bad_payload", err.Error()
+	case errors.Is(err, queue.ErrEventLocked):
+		return http.StatusServiceUnavailable, "locked", "event is being handled by another delivery"
+	case errors.Is(err, worker.ErrNoSecret):
+		return http.StatusServiceUnavailable, "no_secret", "no signing secret configured"
+	default:
+		return http.StatusServiceUnavailable, "unavailable", "temporarily unavailable"
 	}
-	return "bad_payload"
 }

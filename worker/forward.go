@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -25,13 +26,13 @@ type Forwarder struct {
 	now    func() time.Time
 }
 
-// NewForwarder returns a Forwarder posting to url. When secret is set
+// NewForwarder returns a Forwarder posting to target. When secret is set
 // (whsec_<base64>, the Standard Webhooks format), each request carries the
 // Standard Webhooks signature headers so the app can verify it came from
 // hookd. The time limit is the caller's context.
-func NewForwarder(url, secret string) (*Forwarder, error) {
+func NewForwarder(target, secret string) (*Forwarder, error) {
 	f := &Forwarder{
-		url: url,
+		url: target,
 		client: &http.Client{Transport: &http.Transport{
 			Proxy: http.ProxyFromEnvironment,
 			// Retries and inline deliveries run many at once against one
@@ -79,7 +80,13 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return Result{Err: err}
+		// The url.Error would repeat the whole forward URL, whose query may
+		// carry a token, into last_error and the logs; the cause names the
+		// host already.
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			err = uerr.Err
+		}
+		return Result{Err: fmt.Errorf("no answer from downstream: %w", err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -90,7 +97,9 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
-	if body := strings.TrimSpace(string(head)); body != "" {
+	// Whitespace runs become one space, so an HTML error page still reads
+	// as one line in the dashboard and in logs.
+	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
 		msg += ": " + body
 	}
 	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}

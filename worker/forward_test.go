@@ -86,15 +86,31 @@ func TestForwarder(t *testing.T) {
 		}
 	})
 
+	t.Run("ErrorBodyReadsAsOneLine", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "<html>\n  <h1>Bad gateway</h1>\n</html>\n")
+		}))
+		t.Cleanup(srv.Close)
+		f, _ := worker.NewForwarder(srv.URL, "")
+		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+		if want := "downstream answered 502: <html> <h1>Bad gateway</h1> </html>"; res.Err == nil || res.Err.Error() != want {
+			t.Errorf("got %v, want %q", res.Err, want)
+		}
+	})
+
 	t.Run("NetworkErrorIsAFailure", func(t *testing.T) {
 		t.Parallel()
 		srv := httptest.NewServer(http.NotFoundHandler())
-		url := srv.URL
 		srv.Close()
-		f, _ := worker.NewForwarder(url, "")
+		f, _ := worker.NewForwarder(srv.URL+"/hook?token=s3cret", "")
 		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
 		if res.Err == nil || res.HTTPStatus != 0 || !strings.Contains(res.Err.Error(), "connect") {
 			t.Errorf("got %+v, want a connection error without status", res)
+		}
+		if res.Err != nil && strings.Contains(res.Err.Error(), "s3cret") {
+			t.Errorf("error %q repeats the forward URL's query", res.Err)
 		}
 	})
 

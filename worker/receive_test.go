@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -100,6 +101,21 @@ func TestReceive(t *testing.T) {
 			if got, err := r.Receive(t.Context(), body, sign(body, secret)); err != nil || got != worker.Processed {
 				t.Errorf("signed with %s: got %v, %v; want Processed", secret, got, err)
 			}
+		}
+	})
+
+	t.Run("PanickingProcessorQueuesTheEvent", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		r := newReceiver(store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
+			panic("handler bug")
+		}))
+		body := stripeEvent(newEventID(), "invoice.paid")
+		if got, err := r.Receive(t.Context(), body, sign(body, testSecret)); err != nil || got != worker.Queued {
+			t.Fatalf("got %v, %v; want Queued", got, err)
+		}
+		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE last_error = 'processor panicked: handler bug'`); got != 1 {
+			t.Errorf("queue rows with the panic as last error: got %d, want 1", got)
 		}
 	})
 
