@@ -131,21 +131,21 @@ func (s *Store) IsQueued(ctx context.Context, source, eventID string) (bool, err
 // (ScheduleRetry). A worker that dies in between leaves its events due again
 // once the window has passed: processing is at least once, never lost.
 func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Duration) ([]Event, error) {
+	// The claimed ids are collected into an array first, so the UPDATE
+	// finds each row by primary key; joining a CTE instead let the planner
+	// hash the whole table on every claim.
 	rows, err := s.db.Query(ctx, `
-		WITH due AS (
+		UPDATE webhook_events
+		SET next_retry_at = now() + make_interval(secs => $2)
+		WHERE id = ANY (ARRAY(
 			SELECT id FROM webhook_events
 			WHERE status IN ('failed', 'retrying')
 			  AND attempts < $3
 			  AND next_retry_at <= now()
 			ORDER BY next_retry_at
 			LIMIT $1
-			FOR UPDATE SKIP LOCKED
-		)
-		UPDATE webhook_events e
-		SET next_retry_at = now() + make_interval(secs => $2)
-		FROM due
-		WHERE e.id = due.id
-		RETURNING `+prefixed("e.", eventColumns),
+			FOR UPDATE SKIP LOCKED))
+		RETURNING `+eventColumns,
 		batchSize, claimWindow.Seconds(), MaxAttempts)
 	if err != nil {
 		return nil, fmt.Errorf("claim due events: %w", err)
@@ -362,14 +362,6 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	return st, nil
-}
-
-func prefixed(prefix, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = prefix + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
 }
 
 // escapeLike makes s match itself literally inside a LIKE pattern.
