@@ -44,6 +44,7 @@ run: db build $(DEV_ENV)
 	echo; \
 	echo "hookd is starting on http://localhost:8080"; \
 	echo "  dashboard:  http://localhost:8080/  (sign in as $$HOOKD_ADMIN_EMAIL, password $$HOOKD_ADMIN_PASSWORD)"; \
+	echo "  add people: DATABASE_URL=$(DEV_DATABASE_URL) ./bin/hookd user add EMAIL -role operator"; \
 	echo "  health:     http://localhost:8080/healthz   metrics: http://localhost:8080/metrics"; \
 	echo "  send a signed test event from another terminal:"; \
 	echo "    STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -type invoice.paid"; \
