@@ -58,6 +58,19 @@ func Age(t, now time.Time) string {
 	return span(max(now.Sub(t), 0))
 }
 
+// Took formats how long an attempt ran: "<1 ms", "42 ms", "1.3 s". Most
+// attempts take milliseconds, which a whole-second format would show as 0.
+func Took(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return "<1 ms"
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	default:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+}
+
 func span(d time.Duration) string {
 	switch {
 	case d < time.Minute:

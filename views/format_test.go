@@ -38,6 +38,17 @@ func TestRelative(t *testing.T) {
 	}
 }
 
+func TestTook(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		300 * time.Microsecond: "<1 ms", 42 * time.Millisecond: "42 ms", 1340 * time.Millisecond: "1.3 s",
+	} {
+		if got := views.Took(d); got != want {
+			t.Errorf("Took(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
 func TestShorten(t *testing.T) {
 	t.Parallel()
 	if got := views.Shorten("short", 10); got != "short" {
