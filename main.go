@@ -171,16 +171,27 @@ func describeDB(c *pgxpool.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
 }
 
-func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+// openMigrated opens the pool and applies the pending migrations, returning
+// the files it applied: every command that touches the database starts so.
+func openMigrated(ctx context.Context, cfg Config) (*pgxpool.Pool, []string, error) {
 	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := migrations.Up(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, applied, nil
+}
+
+func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+	pool, applied, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	applied, err := migrations.Up(ctx, pool)
-	if err != nil {
-		return err
-	}
 	if len(applied) == 0 {
 		fmt.Fprintln(stdout, "migrate: schema is up to date")
 	}
@@ -193,15 +204,11 @@ func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 
-	pool, err := openPool(ctx, cfg)
+	pool, applied, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	applied, err := migrations.Up(ctx, pool)
-	if err != nil {
-		return err
-	}
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
@@ -549,15 +556,12 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg)
+	// Migrated because the first account is often added before the first start.
+	pool, _, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	// The first account is often added before the first start.
-	if _, err := migrations.Up(ctx, pool); err != nil {
-		return err
-	}
 	store := queue.New(pool)
 	if sub == "add" {
 		u, err := store.CreateUser(ctx, email, password, role)

@@ -1,16 +1,12 @@
 package web_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -75,26 +71,5 @@ func BenchmarkReceiverHTTP(b *testing.B) {
 		b.ReportMetric(float64(latencies[len(latencies)*50/100].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
 	}
-	b.ReportMetric(peakRSSMB(b), "peak-RSS-MB")
-}
-
-// peakRSSMB is the process's peak resident set size so far (VmHWM), in MB.
-func peakRSSMB(b *testing.B) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Skipf("no /proc/self/status: %v", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			if err != nil {
-				b.Fatalf("parse VmHWM %q: %v", rest, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
+	b.ReportMetric(queuetest.PeakRSSMB(b), "peak-RSS-MB")
 }

@@ -1,12 +1,8 @@
 package worker_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,28 +54,7 @@ func BenchmarkRetrierDrain(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(backlog*b.N)/drained.Seconds(), "events/s")
-			b.ReportMetric(peakRSSMB(b), "peak-RSS-MB")
+			b.ReportMetric(queuetest.PeakRSSMB(b), "peak-RSS-MB")
 		})
 	}
-}
-
-// peakRSSMB is the process's peak resident set size so far (VmHWM), in MB.
-func peakRSSMB(b *testing.B) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Skipf("no /proc/self/status: %v", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			if err != nil {
-				b.Fatalf("parse VmHWM %q: %v", rest, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
 }

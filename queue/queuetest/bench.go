@@ -3,6 +3,9 @@ package queuetest
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +80,26 @@ func PopulatedDatabaseURL(tb testing.TB, name string, populate func(ctx context.
 	}
 	tb.Logf("queuetest: populated %s in %s", dbName, time.Since(start).Round(time.Second))
 	return withDatabase(server, dbName)
+}
+
+// PeakRSSMB returns the test process's peak resident set so far (VmHWM), in
+// MB: for benchmarks that start a server in-process, what the server and its
+// load generator held at most together.
+func PeakRSSMB(tb testing.TB) float64 {
+	tb.Helper()
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skipf("no /proc/self/status to read the peak resident set from: %v", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			if err != nil {
+				tb.Fatalf("parse VmHWM %q: %v", rest, err)
+			}
+			return kb / 1024
+		}
+	}
+	tb.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }
