@@ -405,6 +405,13 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			return Config{}, fmt.Errorf("%s: %v (got %q)", from, err, v)
 		}
 	}
+	// A retry that may run longer than its claim lasts would be claimed
+	// again while it runs; the lock keeps the runs apart, but the second
+	// claim only wastes a slot, so the setting is refused outright.
+	if cfg.ForwardTimeout >= queue.DefaultClaimWindow {
+		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window of %s (got %s)",
+			queue.DefaultClaimWindow, cfg.ForwardTimeout)
+	}
 	return cfg, nil
 }
 

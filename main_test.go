@@ -69,6 +69,7 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"BadBodyLimit", map[string]string{"HOOKD_MAX_BODY": "1MB"}, nil, "HOOKD_MAX_BODY: not a whole number"},
 		{"BadFlag", nil, []string{"-marker-retention", "30d"}, "-marker-retention: not a duration"},
 		{"BadStripeSecret", map[string]string{"STRIPE_WEBHOOK_SECRET": "sk_live_oops"}, nil, "STRIPE_WEBHOOK_SECRET: each secret must start with whsec_"},
+		{"ForwardTimeoutBeyondClaimWindow", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window"},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
 	}
 	for _, tc := range cases {
