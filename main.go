@@ -109,11 +109,14 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 const usage = `Usage: hookd <command> [flags]
 
 Commands:
-  serve     run the webhook receiver, retry loop, pruner and dashboard (default)
-  migrate   apply the database migrations and exit
+  serve            run the webhook receiver, retry loop, pruner and dashboard (default)
+  migrate          apply the database migrations and exit
   send-test-event  post a signed sample Stripe event to a receiver
-  user      add a dashboard account (user add EMAIL [-role ROLE]) or set its password (user passwd EMAIL)
-  version   print the version
+  user add EMAIL [-role viewer|operator|admin]
+                   add a dashboard account (the password is read from the terminal or stdin)
+  user passwd EMAIL
+                   set an account's password, read the same way
+  version          print the version
 
 Run "hookd <command> -h" for a command's flags.
 `
