@@ -331,7 +331,9 @@ type setting struct {
 	flag, env, def, usage string
 	// secret settings show no value in -h and never echo the value in errors.
 	secret bool
-	set    func(c *Config, v string) error
+	// boolean settings are flags that need no value: -secure-cookies.
+	boolean bool
+	set     func(c *Config, v string) error
 }
 
 var settings = []setting{
@@ -355,7 +357,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
-	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
+	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", boolean: true, usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
 		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
@@ -377,7 +379,14 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	fs.SetOutput(stderr)
 	values := make([]*string, len(settings))
 	for i, s := range settings {
-		values[i] = fs.String(s.flag, s.def, s.usage+" [$"+s.env+"]")
+		usage := s.usage + " [$" + s.env + "]"
+		if s.boolean {
+			v := s.def
+			values[i] = &v
+			fs.BoolFunc(s.flag, usage+" (default "+s.def+")", func(arg string) error { v = arg; return nil })
+			continue
+		}
+		values[i] = fs.String(s.flag, s.def, usage)
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: hookd %s [flags]\n\nEach flag overrides the environment variable in brackets.\n\n", cmd)

@@ -55,6 +55,22 @@ func TestParseConfig_FlagOverridesEnvironment(t *testing.T) {
 	}
 }
 
+func TestParseConfig_BooleanFlagNeedsNoValue(t *testing.T) {
+	t.Parallel()
+	env := envOf(map[string]string{"HOOKD_SECURE_COOKIES": "false"})
+	cfg, err := parseConfig("serve", []string{"-secure-cookies", "-addr", ":9001"}, env, new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.SecureCookies || cfg.Addr != ":9001" {
+		t.Fatalf("secure cookies %v, addr %q; want the bare flag to mean true and the next flag kept", cfg.SecureCookies, cfg.Addr)
+	}
+	cfg, err = parseConfig("serve", nil, envOf(map[string]string{"HOOKD_SECURE_COOKIES": "true"}), new(bytes.Buffer))
+	if err != nil || !cfg.SecureCookies {
+		t.Fatalf("HOOKD_SECURE_COOKIES=true gave %v, %v", cfg.SecureCookies, err)
+	}
+}
+
 func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
