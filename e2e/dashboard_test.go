@@ -382,3 +382,80 @@ func toInt(v any) int {
 	}
 	panic(fmt.Sprintf("not a number: %T %v", v, v))
 }
+
+// An admin manages accounts on a phone: add one, make it admin, remove it,
+// each through the page's own forms, and the page never scrolls sideways.
+func TestAccountsOnAPhone(t *testing.T) {
+	t.Parallel()
+	h := startHookd(t)
+	page := h.newPage(t, playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 390, Height: 844},
+		IsMobile: playwright.Bool(true),
+		HasTouch: playwright.Bool(true),
+	})
+	h.signIn(t, page)
+	const email = "new-operator-with-a-long-address@hookd.test"
+	row := page.Locator(fmt.Sprintf(`tr[data-testid="account-row"][data-email="%s"]`, email))
+
+	step(t, "AddAnAccount", func(t *testing.T) {
+		click(t, page.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Accounts", Exact: playwright.Bool(true)}), "Accounts")
+		add := page.GetByRole("region", playwright.PageGetByRoleOptions{Name: "Add account"})
+		must(t, add.GetByLabel("Email").Fill(email), "fill Email")
+		must(t, add.GetByLabel("Password").Fill("short"), "fill a short Password")
+		_, err := add.GetByLabel("Role").SelectOption(playwright.SelectOptionValues{Values: &[]string{"operator"}})
+		must(t, err, "choose operator")
+		click(t, pageButton(page, "Add account"), "Add account")
+		must(t, expect.Locator(add.GetByRole("alert")).ToContainText("at least"), "a short password refused with a message")
+		must(t, expect.Locator(row).ToHaveCount(0), "nothing added")
+
+		must(t, add.GetByLabel("Password").Fill("a long enough password"), "fill Password")
+		_, err = add.GetByLabel("Role").SelectOption(playwright.SelectOptionValues{Values: &[]string{"operator"}})
+		must(t, err, "choose operator")
+		click(t, pageButton(page, "Add account"), "Add account")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToHaveText("Added "+email+" (operator)"), "flash after Add account")
+		must(t, expect.Locator(row).ToHaveCount(1), "the new account is listed")
+	})
+
+	step(t, "FitsTheScreen", func(t *testing.T) {
+		widths, err := page.Evaluate(`() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]`)
+		must(t, err, "measure the page")
+		w := widths.([]any)
+		if scroll, client := toInt(w[0]), toInt(w[1]); scroll > client {
+			t.Errorf("accounts page scrolls sideways at 390 px: scrollWidth %d > clientWidth %d", scroll, client)
+		}
+		buttons, err := page.GetByRole("button").All()
+		must(t, err, "list the buttons")
+		for i, b := range buttons {
+			name, _ := b.TextContent()
+			what := fmt.Sprintf("button %d %q", i, strings.TrimSpace(name))
+			must(t, b.ScrollIntoViewIfNeeded(), "scroll to "+what)
+			must(t, expect.Locator(b).ToBeInViewport(playwright.LocatorAssertionsToBeInViewportOptions{Ratio: playwright.Float(1)}), what+" wholly on screen")
+		}
+	})
+
+	step(t, "ChangeItsRole", func(t *testing.T) {
+		_, err := row.GetByLabel("Role").SelectOption(playwright.SelectOptionValues{Values: &[]string{"admin"}})
+		must(t, err, "choose admin")
+		click(t, rowButton(row, "Save role"), "Save role")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToHaveText(email+" is now admin"), "flash after Save role")
+		must(t, expect.Locator(row.GetByLabel("Role")).ToHaveValue("admin"), "the row shows the new role")
+	})
+
+	step(t, "RemoveItAfterConfirming", func(t *testing.T) {
+		click(t, rowButton(row, "Remove"), "Remove")
+		must(t, expect.Locator(page.GetByRole("heading", playwright.PageGetByRoleOptions{Name: "Remove " + email + "?"})).ToBeVisible(), "asked to confirm")
+		click(t, pageButton(page, "Confirm remove"), "Confirm remove")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToHaveText("Removed "+email), "flash after removing")
+		must(t, expect.Locator(row).ToHaveCount(0), "the account is gone from the list")
+	})
+
+	step(t, "AuditedInWords", func(t *testing.T) {
+		visit(t, page, "/audit")
+		for _, action := range []string{"account added", "role changed", "account removed"} {
+			entry := page.Locator(`tr[data-testid="audit-row"]`).Filter(playwright.LocatorFilterOptions{
+				Has: page.GetByText(action, playwright.PageGetByTextOptions{Exact: playwright.Bool(true)}),
+			})
+			must(t, expect.Locator(entry).ToHaveCount(1), "one audit row: "+action)
+		}
+	})
+}

@@ -18,6 +18,10 @@ const (
 	AuditRetryAll AuditAction = "retry_all" // every dead event matching a filter
 	AuditRetryNow AuditAction = "retry_now" // one pending event made due at once
 	AuditPrune    AuditAction = "prune"
+
+	AuditAccountAdd    AuditAction = "account_add"    // an admin added an account
+	AuditAccountRole   AuditAction = "account_role"   // an admin changed an account's role
+	AuditAccountRemove AuditAction = "account_remove" // an admin removed an account
 )
 
 // AuditEntry is one line of the audit log.

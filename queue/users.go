@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/argon2"
@@ -52,10 +54,11 @@ func (r Role) rank() int {
 
 // User is a dashboard account.
 type User struct {
-	ID           int64  `db:"id"`
-	Email        string `db:"email"`
-	Role         Role   `db:"role"`
-	PasswordHash string `db:"password_hash"`
+	ID           int64     `db:"id"`
+	Email        string    `db:"email"`
+	Role         Role      `db:"role"`
+	PasswordHash string    `db:"password_hash"`
+	CreatedAt    time.Time `db:"created_at"`
 }
 
 // ErrBadCredentials is returned by Authenticate for an unknown email or a
@@ -122,19 +125,34 @@ var dummyHash, _ = HashPassword("hookd: no such account")
 
 func checkPasswordLength(password string) error {
 	if len([]rune(password)) < MinPasswordLength {
-		return fmt.Errorf("password must be at least %d characters", MinPasswordLength)
+		return refuse("the password must be at least %d characters", MinPasswordLength)
 	}
 	return nil
 }
 
-const userColumns = `id, email, role, password_hash`
+// checkEmail refuses what cannot be an address: no "@", nothing on one side
+// of it, or blanks inside. Whether mail reaches it is not hookd's concern;
+// the email is only the name people sign in with.
+func checkEmail(email string) error {
+	local, domain, ok := strings.Cut(email, "@")
+	if !ok || local == "" || domain == "" || strings.Contains(domain, "@") ||
+		strings.ContainsFunc(email, unicode.IsSpace) {
+		return refuse("%q is not an email address", email)
+	}
+	return nil
+}
 
-// CreateUser adds an account. An email already taken, in any case, is an
-// error.
+const userColumns = `id, email, role, password_hash, created_at`
+
+// CreateUser adds an account. A malformed email, a short password or an
+// email already taken, in any case, is a *RefusedError.
 func (s *Store) CreateUser(ctx context.Context, email, password string, role Role) (User, error) {
 	email = strings.TrimSpace(email)
-	if !strings.Contains(email, "@") {
-		return User{}, fmt.Errorf("create user: %q is not an email address", email)
+	if err := checkEmail(email); err != nil {
+		return User{}, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return User{}, refuse("%v", err)
 	}
 	if err := checkPasswordLength(password); err != nil {
 		return User{}, err
@@ -152,7 +170,7 @@ func (s *Store) CreateUser(ctx context.Context, email, password string, role Rol
 	}
 	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return User{}, fmt.Errorf("create user: an account for %s exists already", email)
+		return User{}, refuse("an account for %s exists already", email)
 	}
 	if err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)

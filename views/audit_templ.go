@@ -52,7 +52,7 @@ func Audit(p Page, l AuditList) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"heading\"><h1>Audit log</h1><p class=\"muted\">Every sign-in, sign-out, retry and prune, newest first.</p></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"heading\"><h1>Audit log</h1><p class=\"muted\">Every sign-in, sign-out, retry, prune and account change, newest first.</p></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -93,9 +93,9 @@ func Audit(p Page, l AuditList) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var4 string
-					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(string(a.Action))
+					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(ActionLabel(a.Action))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/audit.templ`, Line: 42, Col: 69}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/audit.templ`, Line: 42, Col: 74}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 					if templ_7745c5c3_Err != nil {

@@ -119,3 +119,21 @@ func describeFilter(f queue.EventFilter) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// ActionLabel names an audit action for people. Most are stored as one
+// readable word already; the others are spelled out.
+func ActionLabel(a queue.AuditAction) string {
+	switch a {
+	case queue.AuditRetryAll:
+		return "retry all"
+	case queue.AuditRetryNow:
+		return "retry now"
+	case queue.AuditAccountAdd:
+		return "account added"
+	case queue.AuditAccountRole:
+		return "role changed"
+	case queue.AuditAccountRemove:
+		return "account removed"
+	}
+	return string(a)
+}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
 )
 
@@ -56,5 +57,22 @@ func TestShorten(t *testing.T) {
 	}
 	if got := views.Shorten("a long error message", 8); got != "a long…" {
 		t.Errorf("Shorten = %q, want %q", got, "a long…")
+	}
+}
+
+func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
+	t.Parallel()
+	for a, want := range map[queue.AuditAction]string{
+		queue.AuditLogin:         "login",
+		queue.AuditRetry:         "retry",
+		queue.AuditRetryAll:      "retry all",
+		queue.AuditRetryNow:      "retry now",
+		queue.AuditAccountAdd:    "account added",
+		queue.AuditAccountRole:   "role changed",
+		queue.AuditAccountRemove: "account removed",
+	} {
+		if got := views.ActionLabel(a); got != want {
+			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -224,6 +225,12 @@ func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
 	}
 	pages["prune confirmation"] = c.post("/prune/preview", url.Values{"days": {"30"}})
 	pages["retry all confirmation"] = c.post("/events/retry-all/preview", nil)
+	other, err := b.store.CreateUser(context.Background(), "other@example.com", testPassword, queue.RoleViewer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages["/accounts"] = c.get("/accounts")
+	pages["remove confirmation"] = c.post("/accounts/"+strconv.FormatInt(other.ID, 10)+"/remove/preview", nil)
 
 	for name, r := range pages {
 		forms := r.doc.Find("form")

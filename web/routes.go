@@ -43,4 +43,9 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	e.POST("/events/retry-all/preview", d.handleRetryAllPreview(), operator...)
 	e.POST("/events/retry-all", d.handleRetryAll(), operator...)
 	e.GET("/audit", d.handleAudit(), viewer...)
+	e.GET("/accounts", d.handleAccounts(), admin...)
+	e.POST("/accounts", d.handleAddAccount(), admin...)
+	e.POST("/accounts/:id/role", d.handleSetRole(), admin...)
+	e.POST("/accounts/:id/remove/preview", d.handleRemovePreview(), admin...)
+	e.POST("/accounts/:id/remove", d.handleRemove(), admin...)
 }

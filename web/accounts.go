@@ -1,0 +1,185 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// The accounts page, for admins. Every change runs in one transaction with
+// its audit entry; the rules that keep an admin in charge (nobody changes
+// or removes their own account, the last admin stays) live in queue, which
+// checks them on locked rows.
+
+const noSuchAccount = "There is no such account; it may have been removed. Nothing was changed."
+
+// renderAccounts renders the accounts page: add is the add form's state,
+// errMsg a refusal of a change to a listed account.
+func (d *dashboard) renderAccounts(c echo.Context, status int, add views.AccountForm, errMsg string) error {
+	users, err := d.store.Users(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if add.Role == "" {
+		// The least a new account may do, as with `hookd user add`.
+		add.Role = queue.RoleViewer
+	}
+	p := d.page(c, "Accounts", "accounts")
+	p.Error = errMsg
+	return render(c, status, views.Accounts(p, views.AccountList{Users: users, Add: add}))
+}
+
+func (d *dashboard) handleAccounts() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return d.renderAccounts(c, http.StatusOK, views.AccountForm{}, "")
+	}
+}
+
+// accountText names an account and its role in flashes and the audit log.
+func accountText(u queue.User) string {
+	return fmt.Sprintf("%s (%s)", u.Email, u.Role)
+}
+
+// refusal returns the reason of a *queue.RefusedError as a sentence
+// starting with what did not happen, and ok false for any other error.
+func refusal(err error, what string) (string, bool) {
+	var refused *queue.RefusedError
+	if !errors.As(err, &refused) {
+		return "", false
+	}
+	return what + ": " + refused.Reason + ".", true
+}
+
+func (d *dashboard) handleAddAccount() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		form := views.AccountForm{Email: strings.TrimSpace(c.FormValue("email"))}
+		role, err := queue.ParseRole(c.FormValue("role"))
+		if err != nil {
+			form.Error = "Not added: " + err.Error() + "."
+			return d.renderAccounts(c, http.StatusUnprocessableEntity, form, "")
+		}
+		form.Role = role
+		var u queue.User
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			var err error
+			if u, err = tx.CreateUser(ctx, form.Email, c.FormValue("password"), role); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, currentUser(c).Email, queue.AuditAccountAdd, accountText(u), 1)
+		})
+		if msg, ok := refusal(err, "Not added"); ok {
+			form.Error = msg
+			return d.renderAccounts(c, http.StatusUnprocessableEntity, form, "")
+		}
+		if err != nil {
+			return err
+		}
+		flash(c, "Added "+accountText(u))
+		return c.Redirect(http.StatusSeeOther, "/accounts")
+	}
+}
+
+// accountID parses the :id of the path; ok is false, with the accounts
+// page rendered saying so, when no account can have it.
+func (d *dashboard) accountID(c echo.Context) (id int64, ok bool, err error) {
+	id, perr := strconv.ParseInt(c.Param("id"), 10, 64)
+	if perr != nil || id < 1 {
+		return 0, false, d.renderAccounts(c, http.StatusNotFound, views.AccountForm{}, noSuchAccount)
+	}
+	return id, true, nil
+}
+
+// accountChangeFailed renders the accounts page for a refused change or a
+// missing account, and returns any other error as it is.
+func (d *dashboard) accountChangeFailed(c echo.Context, err error, what string) error {
+	if msg, ok := refusal(err, what); ok {
+		return d.renderAccounts(c, http.StatusConflict, views.AccountForm{}, msg)
+	}
+	if errors.Is(err, queue.ErrNotFound) {
+		return d.renderAccounts(c, http.StatusNotFound, views.AccountForm{}, noSuchAccount)
+	}
+	return err
+}
+
+func (d *dashboard) handleSetRole() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		id, ok, err := d.accountID(c)
+		if !ok {
+			return err
+		}
+		role, err := queue.ParseRole(c.FormValue("role"))
+		if err != nil {
+			return d.renderAccounts(c, http.StatusUnprocessableEntity, views.AccountForm{},
+				"Not changed: "+err.Error()+".")
+		}
+		me := currentUser(c)
+		var before queue.User
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			var err error
+			if before, err = tx.SetRole(ctx, me.ID, id, role); err != nil || before.Role == role {
+				return err
+			}
+			return tx.Audit(ctx, me.Email, queue.AuditAccountRole,
+				fmt.Sprintf("%s from %s to %s", before.Email, before.Role, role), 1)
+		})
+		if err != nil {
+			return d.accountChangeFailed(c, err, "Not changed")
+		}
+		if before.Role == role {
+			flash(c, fmt.Sprintf("%s is already %s; nothing was changed.", before.Email, role))
+		} else {
+			flash(c, fmt.Sprintf("%s is now %s", before.Email, role))
+		}
+		return c.Redirect(http.StatusSeeOther, "/accounts")
+	}
+}
+
+// handleRemovePreview asks before a removal. It checks only that the
+// account exists; whether it may be removed is decided when it is, on
+// locked rows.
+func (d *dashboard) handleRemovePreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, ok, err := d.accountID(c)
+		if !ok {
+			return err
+		}
+		u, err := d.store.User(c.Request().Context(), id)
+		if err != nil {
+			return d.accountChangeFailed(c, err, "Not removed")
+		}
+		return render(c, http.StatusOK, views.AccountRemoveConfirm(d.page(c, "Remove account?", "accounts"), u))
+	}
+}
+
+func (d *dashboard) handleRemove() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		id, ok, err := d.accountID(c)
+		if !ok {
+			return err
+		}
+		me := currentUser(c)
+		var removed queue.User
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			var err error
+			if removed, err = tx.RemoveUser(ctx, me.ID, id); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, me.Email, queue.AuditAccountRemove, accountText(removed), 1)
+		})
+		if err != nil {
+			return d.accountChangeFailed(c, err, "Not removed")
+		}
+		flash(c, "Removed "+removed.Email)
+		return c.Redirect(http.StatusSeeOther, "/accounts")
+	}
+}
