@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/workertest"
 )
 
 // BenchmarkReceiverHTTP posts real signed Stripe events, each new, over HTTP
@@ -45,7 +46,7 @@ func BenchmarkReceiverHTTP(b *testing.B) {
 				`"livemode":false,"pending_webhooks":1,"type":"invoice.paid"}`,
 				prefix, seq.Add(1), time.Now().Unix())
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-			req.Header.Set("Stripe-Signature", sign(body, testSecret, time.Now()))
+			req.Header.Set("Stripe-Signature", workertest.Sign(body, testSecret, time.Now()))
 			t0 := time.Now()
 			resp, err := client.Do(req)
 			if err != nil {

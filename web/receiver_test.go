@@ -18,32 +18,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/workertest"
 )
 
 const testSecret = "whsec_test_secret"
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-var eventSeq atomic.Int64
-
-func newEventID() string {
-	return fmt.Sprintf("evt_web_%d_%d", time.Now().UnixNano(), eventSeq.Add(1))
-}
-
-func stripeEvent(id string) []byte {
-	return fmt.Appendf(nil, `{"id":%q,"object":"event","created":%d,"data":{"object":{"id":"in_1","object":"invoice"}},"type":"invoice.paid"}`,
-		id, time.Now().Unix())
-}
-
-func sign(payload []byte, secret string, at time.Time) string {
-	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: at}).Header
-}
 
 // newServer starts hookd's handler over store with processor p.
 func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int64) *httptest.Server {
@@ -110,9 +95,9 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := stripeEvent(newEventID())
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
 		for _, want := range []string{"processed\n", "duplicate\n"} {
-			if got := post(t, srv, body, sign(body, testSecret, time.Now())); got.status != 200 || got.body != want {
+			if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != want {
 				t.Errorf("got %d %q, want 200 %q", got.status, got.body, want)
 			}
 		}
@@ -127,8 +112,8 @@ func TestStripeWebhook(t *testing.T) {
 		srv := newServer(t, store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 			return worker.Result{Err: fmt.Errorf("downstream answered 502: bad gateway"), HTTPStatus: 502}
 		}), 1<<20)
-		body := stripeEvent(newEventID())
-		if got := post(t, srv, body, sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
 			t.Errorf("got %d %q, want 200 queued", got.status, got.body)
 		}
 		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
@@ -140,8 +125,8 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, _ := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := stripeEvent(newEventID())
-		if got := post(t, srv, body, sign(body, testSecret, time.Now().Add(time.Hour))); got.status != 200 {
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now().Add(time.Hour))); got.status != 200 {
 			t.Errorf("got %d %q, want 200", got.status, got.body)
 		}
 	})
@@ -163,8 +148,8 @@ func TestStripeWebhook(t *testing.T) {
 			return worker.Result{}
 		})
 		srv := newServer(t, store, p, 1<<20)
-		body := stripeEvent(newEventID())
-		sig := sign(body, testSecret, time.Now())
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		sig := workertest.Sign(body, testSecret, time.Now())
 
 		start := make(chan struct{})
 		statuses := make(chan answer, deliveries)
@@ -204,8 +189,8 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1024)
-		good := stripeEvent("evt_bad_input")
-		signed := func(b []byte) (string, []byte) { return sign(b, testSecret, time.Now()), b }
+		good := workertest.StripeEvent("evt_bad_input", "invoice.paid")
+		signed := func(b []byte) (string, []byte) { return workertest.Sign(b, testSecret, time.Now()), b }
 		tests := []struct {
 			name       string
 			body       []byte
@@ -216,9 +201,9 @@ func TestStripeWebhook(t *testing.T) {
 			{name: "NoHeader", body: good, sig: "", wantStatus: 400, wantBody: "no Stripe-Signature header"},
 			{name: "MalformedHeader", body: good, sig: "t=1,v1", wantStatus: 400, wantBody: "malformed Stripe-Signature header"},
 			{name: "NoV1Signature", body: good, sig: fmt.Sprintf("t=%d,v0=abc", time.Now().Unix()), wantStatus: 400, wantBody: "no v1 signature matches"},
-			{name: "WrongSecret", body: good, sig: sign(good, "whsec_other", time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
-			{name: "StaleTimestamp", body: good, sig: sign(good, testSecret, time.Now().Add(-301*time.Second)), wantStatus: 400, wantBody: "older than the 300 s tolerance"},
-			{name: "BodyNotMatchingSignature", body: append([]byte(" "), good...), sig: sign(good, testSecret, time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
+			{name: "WrongSecret", body: good, sig: workertest.Sign(good, "whsec_other", time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
+			{name: "StaleTimestamp", body: good, sig: workertest.Sign(good, testSecret, time.Now().Add(-301*time.Second)), wantStatus: 400, wantBody: "older than the 300 s tolerance"},
+			{name: "BodyNotMatchingSignature", body: append([]byte(" "), good...), sig: workertest.Sign(good, testSecret, time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
 			{name: "NotJSON", body: []byte("id=evt_1&type=x"), wantStatus: 400, wantBody: "not a JSON object"},
 			{name: "JSONArray", body: []byte(`[{"id":"evt_1","type":"x"}]`), wantStatus: 400, wantBody: "not a JSON object"},
 			{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), wantStatus: 400, wantBody: `no "id" field`},
@@ -269,8 +254,8 @@ func TestStripeWebhook(t *testing.T) {
 		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{})
 		srv := httptest.NewServer(web.NewServer(discardLogger, store, receiver, nil, prometheus.NewRegistry(), web.Options{}))
 		t.Cleanup(srv.Close)
-		body := stripeEvent(newEventID())
-		if got := post(t, srv, body, sign(body, testSecret, time.Now())); got.status != 503 {
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Errorf("got %d %q, want 503", got.status, got.body)
 		}
 		if n := stored(t, pool); n != 0 {
@@ -316,23 +301,23 @@ func TestStripeWebhook(t *testing.T) {
 			return worker.Result{}
 		})
 		srv := newServer(t, store, p, 1<<20)
-		body := stripeEvent(newEventID())
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
 
-		if got := post(t, srv, body, sign(body, testSecret, time.Now())); got.status != 503 {
+		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Fatalf("delivery while the database goes away: got %d %q, want 503", got.status, got.body)
 		}
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)
 		if got := do(t, req); got.status != 503 {
 			t.Errorf("readyz without database: got %d, want 503", got.status)
 		}
-		if got := post(t, srv, body, sign(body, testSecret, time.Now())); got.status != 503 {
+		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Errorf("redelivery without database: got %d %q, want 503", got.status, got.body)
 		}
 
 		setAllowed(true)
 		var last answer
 		queuetest.WaitFor(t, 10*time.Second, "a redelivery to succeed", func() bool {
-			last = post(t, srv, body, sign(body, testSecret, time.Now()))
+			last = post(t, srv, body, workertest.Sign(body, testSecret, time.Now()))
 			if last.status != 200 && last.status != 503 {
 				t.Fatalf("redelivery: got %d %q, want 200 or 503", last.status, last.body)
 			}
@@ -355,8 +340,8 @@ func TestStripeWebhook(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := stripeEvent(newEventID())
-		post(t, srv, body, sign(body, testSecret, time.Now()))
+		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		post(t, srv, body, workertest.Sign(body, testSecret, time.Now()))
 		post(t, srv, body, "")
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
 		got := do(t, req)

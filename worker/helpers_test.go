@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
@@ -19,25 +17,6 @@ import (
 const testSecret = "whsec_test_secret"
 
 var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-var eventSeq atomic.Int64
-
-// newEventID returns an event id unique within the test binary.
-func newEventID() string {
-	return fmt.Sprintf("evt_test_%d_%d", time.Now().UnixNano(), eventSeq.Add(1))
-}
-
-// stripeEvent is a minimal but realistic Stripe event body.
-func stripeEvent(id, typ string) []byte {
-	return fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,`+
-		`"data":{"object":{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd"}},`+
-		`"livemode":false,"pending_webhooks":1,"type":%q}`, id, time.Now().Unix(), typ)
-}
-
-// sign returns the Stripe-Signature header for payload, signed now with secret.
-func sign(payload []byte, secret string) string {
-	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret}).Header
-}
 
 // countingProcessor counts its runs per event and answers with fail's
 // result (nil: success).

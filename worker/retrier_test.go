@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/workertest"
 )
 
 func newRetrier(store *queue.Store, p worker.Processor, batch int) *worker.Retrier {
@@ -73,9 +74,9 @@ func TestRetrier(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		p := &countingProcessor{}
 		p.fail.Store(true)
-		id := newEventID()
-		body := stripeEvent(id, "invoice.paid")
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); err != nil || got != worker.Queued {
+		id := workertest.NewEventID()
+		body := workertest.StripeEvent(id, "invoice.paid")
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
 			t.Fatalf("inline: got %v, %v; want Queued", got, err)
 		}
 		r := newRetrier(store, p, 10)
@@ -238,14 +239,14 @@ func TestRetrier(t *testing.T) {
 		}()
 		<-p.started
 		body := []byte(e.Payload)
-		if _, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); !errors.Is(err, queue.ErrEventLocked) {
+		if _, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); !errors.Is(err, queue.ErrEventLocked) {
 			t.Errorf("inline during retry: got %v, want ErrEventLocked", err)
 		}
 		close(p.release)
 		if err := <-done; err != nil {
 			t.Fatalf("retry batch: %v", err)
 		}
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret)); err != nil || got != worker.Duplicate {
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); err != nil || got != worker.Duplicate {
 			t.Errorf("redelivery after retry: got %v, %v; want Duplicate", got, err)
 		}
 		if got := p.total(); got != 1 {
@@ -256,8 +257,8 @@ func TestRetrier(t *testing.T) {
 	t.Run("RetryWhileInlineRunsLeavesTheEvent", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
-		id := newEventID()
-		body := stripeEvent(id, "invoice.paid")
+		id := workertest.NewEventID()
+		body := workertest.StripeEvent(id, "invoice.paid")
 		p := newBlockingProcessor()
 		type answer struct {
 			o   worker.Outcome
@@ -265,7 +266,7 @@ func TestRetrier(t *testing.T) {
 		}
 		done := make(chan answer, 1)
 		go func() {
-			o, err := newReceiver(store, p).Receive(t.Context(), body, sign(body, testSecret))
+			o, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
 			done <- answer{o, err}
 		}()
 		<-p.started
