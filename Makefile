@@ -57,6 +57,7 @@ check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ\.go$$')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	go vet ./...
+	@bash .ci/migrations.sh
 	go tool staticcheck ./...
 	@go tool templ fmt -fail views >/dev/null 2>&1 || { echo "views: templ fmt would change the .templ files (run: go tool templ fmt views)"; exit 1; }
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \

@@ -1,5 +1,10 @@
 // Package migrations holds hookd's schema as numbered goose migrations,
 // embedded in the binary so it needs nothing beside PostgreSQL.
+//
+// A migration is never edited once it is on main: a database that ran it
+// never runs it again. Change the schema with the next number instead
+// (00003 was never released). `make check` runs .ci/migrations.sh, which
+// enforces both.
 package migrations
 
 import (
