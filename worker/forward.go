@@ -33,16 +33,23 @@ type Forwarder struct {
 func NewForwarder(target, secret string) (*Forwarder, error) {
 	f := &Forwarder{
 		url: target,
-		client: &http.Client{Transport: &http.Transport{
-			Proxy: http.ProxyFromEnvironment,
-			// Retries and inline deliveries run many at once against one
-			// host; the default of 2 idle connections per host would open
-			// and close a connection for most of them.
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-			TLSHandshakeTimeout: 10 * time.Second,
-			ForceAttemptHTTP2:   true,
-		}},
+		client: &http.Client{
+			Transport: &http.Transport{
+				Proxy: http.ProxyFromEnvironment,
+				// Retries and inline deliveries run many at once against one
+				// host; the default of 2 idle connections per host would open
+				// and close a connection for most of them.
+				MaxIdleConnsPerHost: 64,
+				IdleConnTimeout:     90 * time.Second,
+				TLSHandshakeTimeout: 10 * time.Second,
+				ForceAttemptHTTP2:   true,
+			},
+			// A redirect is never followed: the client would turn the POST
+			// into a body-less GET (301, 302, 303), and a 2xx to that would
+			// mark processed an event the app never saw. The 3xx comes back
+			// as the answer, a failure that names where the app points.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
 		now: time.Now,
 	}
 	if secret != "" {
@@ -97,12 +104,31 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		loc := resp.Header.Get("Location")
+		if loc == "" {
+			loc = "(no Location header)"
+		}
+		// The body of a redirect is boilerplate; where it points is what
+		// the operator needs to correct HOOKD_FORWARD_URL.
+		return Result{HTTPStatus: resp.StatusCode, Err: fmt.Errorf(
+			"downstream answered %d redirecting to %s: hookd does not follow redirects, set HOOKD_FORWARD_URL to the final URL",
+			resp.StatusCode, errorLocation(loc))}
+	}
 	// Whitespace runs become one space, so an HTML error page still reads
 	// as one line in the dashboard and in logs.
 	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
 		msg += ": " + body
 	}
 	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}
+}
+
+// errorLocation bounds a Location header for last_error.
+func errorLocation(loc string) string {
+	if len(loc) > errorBodyLen {
+		return loc[:errorBodyLen] + "…"
+	}
+	return loc
 }
 
 // sign is the Standard Webhooks signature: base64 of HMAC-SHA256 over

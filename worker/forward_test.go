@@ -4,10 +4,12 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hookd/hookd/worker"
@@ -83,6 +85,40 @@ func TestForwarder(t *testing.T) {
 		want := "downstream answered 500: " + strings.Repeat("x", 200)
 		if res.Err == nil || res.Err.Error() != want || res.HTTPStatus != 500 {
 			t.Errorf("got %+v, want error %q and status 500", res, want)
+		}
+	})
+
+	t.Run("RedirectIsAFailureNamingWhereItPoints", func(t *testing.T) {
+		t.Parallel()
+		// The app moved to https: following the 301 would turn the POST into
+		// a body-less GET, whose 200 would mark an event the app never saw.
+		var gets, posts atomic.Int64
+		final := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost {
+				posts.Add(1)
+			} else {
+				gets.Add(1)
+			}
+		}))
+		t.Cleanup(final.Close)
+		for _, status := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+			http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, final.URL+"/stripe-events", status)
+			}))
+			t.Cleanup(srv.Close)
+			f, _ := worker.NewForwarder(srv.URL, "")
+			res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+			want := fmt.Sprintf("downstream answered %d redirecting to %s/stripe-events", status, final.URL)
+			if res.Err == nil || !strings.Contains(res.Err.Error(), want) || res.HTTPStatus != status {
+				t.Errorf("%d: got %+v, want a failure containing %q and status %d", status, res, want, status)
+			}
+			if res.Err != nil && !strings.Contains(res.Err.Error(), "HOOKD_FORWARD_URL") {
+				t.Errorf("%d: error %q does not say which setting to fix", status, res.Err)
+			}
+		}
+		if gets.Load() != 0 || posts.Load() != 0 {
+			t.Errorf("the redirect target got %d GETs and %d POSTs, want none: redirects are not followed", gets.Load(), posts.Load())
 		}
 	})
 
