@@ -49,8 +49,11 @@ run: db build $(DEV_ENV)
 	echo "  send a signed test event from another terminal:"; \
 	echo "    STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -type invoice.paid"; \
 	echo "  settings for this local run are in $(DEV_ENV)"; \
+	echo "  processor:  HOOKD_PROCESSOR=discard, chosen for this trial run: each event is accepted and"; \
+	echo "              marked processed without reaching any app (run ./bin/hookd serve with"; \
+	echo "              HOOKD_FORWARD_URL set to forward events to your app)"; \
 	echo; \
-	DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}" exec ./bin/hookd serve
+	DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}" HOOKD_PROCESSOR=discard exec ./bin/hookd serve
 
 # Static checks first: they are cheap and say most precisely what is wrong.
 check:

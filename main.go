@@ -206,6 +206,10 @@ func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
 
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	proc, err := newProcessor(cfg, logger)
+	if err != nil {
+		return err
+	}
 
 	pool, applied, err := openMigrated(ctx, cfg)
 	if err != nil {
@@ -236,10 +240,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		web.NewQueueCollector(logger, store))
 	metrics := worker.NewMetrics(reg)
-	proc, err := newProcessor(cfg, logger)
-	if err != nil {
-		return err
-	}
 	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
@@ -298,6 +298,7 @@ type Config struct {
 	DatabaseURL      string
 	Addr             string
 	StripeSecrets    []Secret
+	Processor        string
 	ForwardURL       string
 	ForwardSecret    Secret
 	ForwardTimeout   time.Duration
@@ -343,7 +344,9 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Addr = v; return nil }},
 	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
 		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
-	{flag: "forward-url", env: "HOOKD_FORWARD_URL", usage: "where the default processor POSTs each event (none: events are accepted and marked processed)",
+	{flag: "processor", env: "HOOKD_PROCESSOR", def: processorForward, usage: "forward: POST each event to the forward URL; discard: accept and mark processed without processing (trials only)",
+		set: func(c *Config, v string) error { c.Processor = v; return checkProcessor(v) }},
+	{flag: "forward-url", env: "HOOKD_FORWARD_URL", usage: "where the forward processor POSTs each event (required with -processor forward)",
 		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
 	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
 		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
@@ -460,6 +463,19 @@ func parseBool(dst *bool, v string) error {
 	return nil
 }
 
+// The processors HOOKD_PROCESSOR chooses from.
+const (
+	processorForward = "forward"
+	processorDiscard = "discard"
+)
+
+func checkProcessor(v string) error {
+	if v != processorForward && v != processorDiscard {
+		return errors.New("must be forward or discard")
+	}
+	return nil
+}
+
 func checkURL(v string) error {
 	if v == "" {
 		return nil
@@ -510,12 +526,20 @@ func checkForwardSecret(v string) error {
 	return nil
 }
 
-// newProcessor returns the forwarder to HOOKD_FORWARD_URL or, without one,
-// the processor that accepts every event, saying so once.
+// newProcessor returns the processor HOOKD_PROCESSOR chooses. Forwarding
+// without a URL is refused rather than quietly discarding: every event would
+// be answered 200 and marked processed, and Stripe would never redeliver it.
 func newProcessor(cfg Config, logger *slog.Logger) (worker.Processor, error) {
-	if cfg.ForwardURL == "" {
-		logger.Warn("no HOOKD_FORWARD_URL configured: events are accepted and marked processed without being forwarded")
+	if cfg.Processor == processorDiscard {
+		logger.Warn("HOOKD_PROCESSOR=discard: events are accepted and marked processed without being processed; for trials only")
+		if cfg.ForwardURL != "" {
+			logger.Warn("HOOKD_FORWARD_URL is ignored with HOOKD_PROCESSOR=discard")
+		}
 		return worker.Discard, nil
+	}
+	if cfg.ForwardURL == "" {
+		return nil, errors.New("HOOKD_FORWARD_URL: not set, and the forward processor (the default) needs it: " +
+			"set it to your app's webhook URL, or set HOOKD_PROCESSOR=discard to accept events without processing them (trials only)")
 	}
 	f, err := worker.NewForwarder(cfg.ForwardURL, cfg.ForwardSecret.Reveal())
 	if err != nil {

@@ -28,7 +28,8 @@ func TestParseConfig_Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Addr != ":8080" || cfg.ForwardTimeout != 10*time.Second || cfg.RetryInterval != 5*time.Second ||
-		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 {
+		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 ||
+		cfg.Processor != "forward" {
 		t.Fatalf("defaults = %+v, want SPEC.md's", cfg)
 	}
 }
@@ -86,6 +87,7 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"BadFlag", nil, []string{"-marker-retention", "30d"}, "-marker-retention: not a duration"},
 		{"BadStripeSecret", map[string]string{"STRIPE_WEBHOOK_SECRET": "sk_live_oops"}, nil, "STRIPE_WEBHOOK_SECRET: each secret must start with whsec_"},
 		{"ForwardTimeoutBeyondClaimWindow", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window"},
+		{"UnknownProcessor", map[string]string{"HOOKD_PROCESSOR": "drop"}, nil, `HOOKD_PROCESSOR: must be forward or discard (got "drop")`},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
 	}
 	for _, tc := range cases {
@@ -237,6 +239,7 @@ func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 	base, stop, stderr := startServe(t, map[string]string{
 		"STRIPE_WEBHOOK_SECRET": testSecret,
 		"HOOKD_RETRY_INTERVAL":  "50ms",
+		"HOOKD_PROCESSOR":       "discard",
 	})
 
 	var out bytes.Buffer
@@ -263,7 +266,7 @@ func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 		t.Fatalf("run after cancel: got %v, want nil\n%s", err, stderr)
 	}
 	logs := stderr.String()
-	for _, want := range []string{"no HOOKD_FORWARD_URL configured", "retry loop stopped", "stopped"} {
+	for _, want := range []string{"HOOKD_PROCESSOR=discard: events are accepted and marked processed", "retry loop stopped", "stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
@@ -275,7 +278,7 @@ func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 
 func TestRunServeWithoutSecretAnswers503AndSaysWhy(t *testing.T) {
 	t.Parallel()
-	base, stop, stderr := startServe(t, map[string]string{})
+	base, stop, stderr := startServe(t, map[string]string{"HOOKD_PROCESSOR": "discard"})
 	resp, err := http.Post(base+"/webhooks/stripe", "application/json", strings.NewReader(`{"id":"evt_1","type":"x"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +292,31 @@ func TestRunServeWithoutSecretAnswers503AndSaysWhy(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "no STRIPE_WEBHOOK_SECRET configured") {
 		t.Errorf("log does not say why:\n%s", stderr)
+	}
+}
+
+func TestRunServeRefusesToForwardNowhere(t *testing.T) {
+	t.Parallel()
+	// Without a forward URL, forwarding (the default) would answer Stripe
+	// 200 and drop every event. The refusal comes before the database is
+	// touched, so this unreachable one is never dialled.
+	for _, env := range []map[string]string{
+		{"DATABASE_URL": "postgres://nobody:x@127.0.0.1:1/none?connect_timeout=2", "STRIPE_WEBHOOK_SECRET": testSecret},
+		{"DATABASE_URL": "postgres://nobody:x@127.0.0.1:1/none?connect_timeout=2", "STRIPE_WEBHOOK_SECRET": testSecret,
+			"HOOKD_PROCESSOR": "forward"},
+	} {
+		err := run(t.Context(), []string{"serve"}, envOf(env), strings.NewReader(""), io.Discard, io.Discard)
+		if err == nil {
+			t.Fatalf("HOOKD_PROCESSOR=%q without HOOKD_FORWARD_URL: serve returned nil, want a refusal", env["HOOKD_PROCESSOR"])
+		}
+		for _, want := range []string{"HOOKD_FORWARD_URL", "HOOKD_PROCESSOR=discard"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %q, want it to name %s", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("err spans lines: %q", err)
+		}
 	}
 }
 
