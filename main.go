@@ -355,7 +355,7 @@ var settings = []setting{
 	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: "5s", usage: "how often the retry loop looks for due events when idle",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
 	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: "720h", usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
-		set: func(c *Config, v string) error { return parsePositiveDuration(&c.MarkerRetention, v) }},
+		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
 	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account ensured at start",
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
@@ -439,6 +439,17 @@ func parsePositiveDuration(dst *time.Duration, v string) error {
 		return errors.New("must be greater than zero")
 	}
 	*dst = d
+	return nil
+}
+
+func parseMarkerRetention(dst *time.Duration, v string) error {
+	if err := parsePositiveDuration(dst, v); err != nil {
+		return err
+	}
+	if *dst < worker.MinMarkerRetention {
+		return errors.New("must be at least 72h: Stripe redelivers an event for up to 3 days, " +
+			"and a redelivery whose marker was pruned is processed again")
+	}
 	return nil
 }
 

@@ -87,6 +87,9 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"BadFlag", nil, []string{"-marker-retention", "30d"}, "-marker-retention: not a duration"},
 		{"BadStripeSecret", map[string]string{"STRIPE_WEBHOOK_SECRET": "sk_live_oops"}, nil, "STRIPE_WEBHOOK_SECRET: each secret must start with whsec_"},
 		{"ForwardTimeoutBeyondClaimWindow", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window"},
+		{"RetentionBelowStripesRedeliveryWindow", map[string]string{"HOOKD_MARKER_RETENTION": "71h"}, nil,
+			`HOOKD_MARKER_RETENTION: must be at least 72h: Stripe redelivers an event for up to 3 days`},
+		{"RetentionFlagBelowStripesRedeliveryWindow", nil, []string{"-marker-retention", "24h"}, "-marker-retention: must be at least 72h"},
 		{"UnknownProcessor", map[string]string{"HOOKD_PROCESSOR": "drop"}, nil, `HOOKD_PROCESSOR: must be forward or discard (got "drop")`},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
 	}
@@ -101,6 +104,14 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 				t.Fatalf("err spans lines: %q", err)
 			}
 		})
+	}
+}
+
+func TestParseConfig_RetentionOfStripesWindowIsAccepted(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_MARKER_RETENTION": "72h"}), new(bytes.Buffer))
+	if err != nil || cfg.MarkerRetention != 72*time.Hour {
+		t.Fatalf("72h: got %v, %v; want it accepted", cfg.MarkerRetention, err)
 	}
 }
 

@@ -278,7 +278,7 @@ func TestPruneMarkers(t *testing.T) {
 		must(t, err, "turn off the browser's form validation")
 		must(t, days.Fill("0"), "fill Days")
 		click(t, pageButton(page, "Prune…"), "Prune…")
-		must(t, expect.Locator(page.GetByRole("alert")).ToContainText("at least 1"), "0 days refused with a message")
+		must(t, expect.Locator(page.GetByRole("alert")).ToContainText("at least 3"), "0 days refused with a message")
 		must(t, expect.Locator(pageButton(page, "Confirm prune")).ToHaveCount(0), "no confirmation for 0 days")
 		must(t, expect.Locator(markers).ToHaveText("2"), "marker count unchanged")
 		if n := h.count(t, `SELECT count(*) FROM processed_webhook_events`); n != 2 {

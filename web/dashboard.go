@@ -18,6 +18,7 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/worker"
 )
 
 // perPage is the length of the event lists and the audit log.
@@ -55,8 +56,12 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 }
 
 func (d *dashboard) retentionDays() string {
-	return strconv.Itoa(max(1, int(d.opts.MarkerRetention/(24*time.Hour))))
+	return strconv.Itoa(max(minPruneDays, int(d.opts.MarkerRetention/(24*time.Hour))))
 }
+
+// minPruneDays is Stripe's redelivery window in days: a marker pruned
+// sooner lets a redelivery of its event be processed again.
+const minPruneDays = int(worker.MinMarkerRetention / (24 * time.Hour))
 
 // renderOverview renders the overview; prune carries the prune form's state.
 func (d *dashboard) renderOverview(c echo.Context, status int, prune views.PruneForm) error {
@@ -86,14 +91,16 @@ func (d *dashboard) handleOverviewStats() echo.HandlerFunc {
 }
 
 // pruneDays reads the prune form's days; ok is false, with the overview
-// re-rendered saying what is wrong, when they are not a whole number >= 1.
+// re-rendered saying what is wrong, when they are not a whole number of at
+// least minPruneDays.
 func (d *dashboard) pruneDays(c echo.Context) (days int, ok bool, err error) {
 	raw := strings.TrimSpace(c.FormValue("days"))
 	days, perr := strconv.Atoi(raw)
-	if perr != nil || days < 1 {
+	if perr != nil || days < minPruneDays {
 		return 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{
-			Days:  raw,
-			Error: "Days must be a whole number, at least 1.",
+			Days: raw,
+			Error: fmt.Sprintf("Days must be a whole number, at least %d: Stripe redelivers an event for up to %d days, "+
+				"and a redelivery whose marker was pruned would be processed again.", minPruneDays, minPruneDays),
 		})
 	}
 	// Beyond this, days*24h overflows a time.Duration; nothing is that old.

@@ -284,13 +284,16 @@ func TestPrune_RejectsBadDays(t *testing.T) {
 	c := b.client(t)
 	c.signIn(queue.RoleAdmin)
 	insertMarkers(t, b, "evt_old_", 3, 40*24*time.Hour)
-	for _, days := range []string{"0", "-3", "abc", "", "1.5"} {
+	for _, days := range []string{"0", "-3", "abc", "", "1.5", "1", "2"} {
 		for _, path := range []string{"/prune/preview", "/prune"} {
 			c.get("/")
 			r := c.post(path, url.Values{"days": {days}})
 			wantStatus(t, r, http.StatusUnprocessableEntity)
-			if alert := r.doc.Find(`[role="alert"]`).Text(); !strings.Contains(alert, "at least 1") {
-				t.Errorf("POST %s days=%q: alert %q, want it to say at least 1", path, days, alert)
+			// Fewer than 3 days would let Stripe's redeliveries of the
+			// pruned events be processed again; the refusal says so.
+			alert := r.doc.Find(`[role="alert"]`).Text()
+			if !strings.Contains(alert, "at least 3") || !strings.Contains(alert, "Stripe redelivers an event for up to 3 days") {
+				t.Errorf("POST %s days=%q: alert %q, want it to say at least 3 and why", path, days, alert)
 			}
 		}
 	}
@@ -299,6 +302,23 @@ func TestPrune_RejectsBadDays(t *testing.T) {
 	}
 	if n := countAudit(t, b, queue.AuditPrune); n != 0 {
 		t.Errorf("%d prune entries, want 0", n)
+	}
+}
+
+func TestPrune_ThreeDaysIsTheShortestWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleAdmin)
+	insertMarkers(t, b, "evt_older_", 4, 4*24*time.Hour)
+	insertMarkers(t, b, "evt_within_", 2, 2*24*time.Hour)
+	c.get("/")
+	page := c.follow(c.post("/prune", url.Values{"days": {"3"}}))
+	if got := testid(page.doc, "flash"); got != "Removed 4 markers older than 3 days" {
+		t.Errorf("flash %q", got)
+	}
+	if n := markerCount(t, b); n != 2 {
+		t.Errorf("%d markers left, want the 2 within Stripe's redelivery window", n)
 	}
 }
 

@@ -10,6 +10,11 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
+// MinMarkerRetention is Stripe's redelivery window: Stripe redelivers an
+// event for up to 3 days, and a redelivery that finds no marker is processed
+// again. No retention, scheduled or manual, may be shorter.
+const MinMarkerRetention = 72 * time.Hour
+
 // PrunerConfig configures a Pruner. Zero fields get the defaults below.
 type PrunerConfig struct {
 	// Interval is how often the pruner runs; it also runs once at start.
@@ -17,7 +22,8 @@ type PrunerConfig struct {
 	Interval time.Duration
 	// Retention is the age after which dedup markers, and the attempt
 	// history of events no longer queued, are deleted. Stripe redelivers
-	// for up to three days. Default: 30 days.
+	// for up to three days, so it should not be below MinMarkerRetention.
+	// Default: 30 days.
 	Retention time.Duration
 	// Timeout bounds one run. Default: 1 minute.
 	Timeout time.Duration
