@@ -19,7 +19,7 @@ export TEST_DATABASE_URL PLAYWRIGHT_DRIVER_PATH
 # password), made once and kept out of git.
 DEV_ENV := .cache/dev.env
 
-.PHONY: run test db browser build check bench
+.PHONY: run test db browser build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
@@ -72,3 +72,17 @@ test: db browser check
 # Benchmarks, for comparing with benchstat; not part of `make test`.
 bench: db
 	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/
+
+# The built binary under load from outside (.ci/bench/README.md): the
+# receiver interleaved with pgbench running its bare SQL, then the retry
+# loop draining a backlog to an HTTP sink. LOADGEN_FLAGS passes options,
+# e.g. LOADGEN_FLAGS='-rounds 5 -drain=false'.
+LOADGEN_FLAGS ?=
+bench-load: db build
+	@command -v pgbench >/dev/null 2>&1 || { \
+	  echo "pgbench: not installed, installing postgresql-contrib with apt-get"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq; \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-contrib >/dev/null; }
+	go build -o bin/loadgen ./e2e/loadgen
+	./bin/loadgen -hookd bin/hookd -server '$(TEST_DATABASE_URL)' -sql .ci/bench $(LOADGEN_FLAGS)

@@ -1,0 +1,697 @@
+// Command loadgen measures the built hookd binary from outside, as a user
+// would load it, against a real PostgreSQL on the same machine. `make
+// bench-load` runs it.
+//
+// Receiver: hookd runs with the discard processor on a database of its own.
+// Each round runs pgbench with the receiver's bare SQL in five round trips
+// (receiver_5rt.sql), then 16 clients posting real stripe-go-signed 1-2 KB
+// events over HTTP to hookd, then pgbench with the same work in two round
+// trips (receiver_2rt.sql), all for the same time, so the three share the
+// machine's load of that moment. The ratio of hookd's events/s to the
+// five-round-trip script's tx/s is the figure to watch.
+//
+// Drain: a second hookd, on a second database, forwards to a sink in this
+// process (another process than hookd: real HTTP, instant 200). Each round
+// seeds a backlog of due events and times the retry loop draining it, from
+// the sink's first request to the queue's last row gone, with the share of
+// the machine's CPU left idle meanwhile (from /proc/stat).
+//
+// Every round prints a line, then the medians; hookd's peak resident set is
+// VmHWM from /proc/PID/status. Databases and processes it made are removed
+// at the end, also on Ctrl-C.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stripe/stripe-go/v82/webhook"
+)
+
+const webhookSecret = "whsec_loadgen_secret"
+
+type options struct {
+	hookd       string
+	server      string
+	sqlDir      string
+	rounds      int
+	roundTime   time.Duration
+	clients     int
+	drainEvents int
+	drainRounds int
+	receiver    bool
+	drain       bool
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.hookd, "hookd", "bin/hookd", "the hookd binary to measure")
+	flag.StringVar(&o.server, "server", "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"PostgreSQL server URL; loadgen creates and drops its own databases there")
+	flag.StringVar(&o.sqlDir, "sql", ".ci/bench", "folder holding receiver_5rt.sql and receiver_2rt.sql for pgbench")
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved receiver rounds")
+	flag.DurationVar(&o.roundTime, "round-time", 10*time.Second, "how long each of pgbench and the HTTP load runs per round")
+	flag.IntVar(&o.clients, "clients", 16, "concurrent HTTP clients, and pgbench clients")
+	flag.IntVar(&o.drainEvents, "drain-events", 20_000, "due events per drain round")
+	flag.IntVar(&o.drainRounds, "drain-rounds", 3, "drain rounds")
+	flag.BoolVar(&o.receiver, "receiver", true, "run the receiver rounds")
+	flag.BoolVar(&o.drain, "drain", true, "run the drain rounds")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	if _, err := exec.LookPath("pgbench"); err != nil && o.receiver {
+		return errors.New("pgbench not found: install postgresql-contrib (make bench-load does)")
+	}
+	fmt.Println(describeMachine(ctx, o.server))
+	if o.receiver {
+		if err := receiverRounds(ctx, o); err != nil {
+			return err
+		}
+	}
+	if o.drain {
+		if err := drainRounds(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// receiverRound is one round's figures.
+type receiverRound struct {
+	events, pg5, pg2 float64 // per second
+	p50, p99         time.Duration
+	rssMiB           float64
+	load             string
+}
+
+func receiverRounds(ctx context.Context, o options) error {
+	dbURL, drop, err := createDatabase(ctx, o.server, "recv")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	h, err := startHookd(ctx, o.hookd, dbURL, "HOOKD_PROCESSOR=discard")
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+
+	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor), "+
+		"pgbench -M prepared -c %d -j 2, %s each per round\n", o.clients, o.clients, o.roundTime)
+	var rounds []receiverRound
+	for i := range o.rounds {
+		var r receiverRound
+		if r.pg5, err = pgbench(ctx, o, dbURL, "receiver_5rt.sql"); err != nil {
+			return err
+		}
+		res, err := postEvents(ctx, h.url+"/webhooks/stripe", o.clients, o.roundTime, i)
+		if err != nil {
+			return err
+		}
+		r.events, r.p50, r.p99 = res.perSecond, res.p50, res.p99
+		if r.pg2, err = pgbench(ctx, o, dbURL, "receiver_2rt.sql"); err != nil {
+			return err
+		}
+		if r.rssMiB, err = peakRSS(h.cmd.Process.Pid); err != nil {
+			return err
+		}
+		r.load = loadAverage()
+		rounds = append(rounds, r)
+		fmt.Printf("round %d: hookd %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s"+
+			" | ratio %.2f (to 2rt %.2f) | peak RSS %.1f MiB | load %s\n",
+			i+1, r.events, ms(r.p50), ms(r.p99), r.pg5, r.pg2, r.events/r.pg5, r.events/r.pg2, r.rssMiB, r.load)
+		if res.notProcessed > 0 {
+			fmt.Printf("         %d answers were 200 but not \"processed\" (deferred to the queue)\n", res.notProcessed)
+		}
+	}
+	med := func(f func(r receiverRound) float64) float64 { return median(rounds, f) }
+	fmt.Printf("median:  hookd %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s"+
+		" | ratio %.2f (to 2rt %.2f) | peak RSS %.1f MiB\n",
+		med(func(r receiverRound) float64 { return r.events }),
+		med(func(r receiverRound) float64 { return ms(r.p50) }),
+		med(func(r receiverRound) float64 { return ms(r.p99) }),
+		med(func(r receiverRound) float64 { return r.pg5 }),
+		med(func(r receiverRound) float64 { return r.pg2 }),
+		med(func(r receiverRound) float64 { return r.events / r.pg5 }),
+		med(func(r receiverRound) float64 { return r.events / r.pg2 }),
+		rounds[len(rounds)-1].rssMiB)
+	return nil
+}
+
+// pgbench runs one script of the receiver's bare SQL and returns its tx/s.
+func pgbench(ctx context.Context, o options, dbURL, script string) (float64, error) {
+	secs := strconv.Itoa(max(1, int(o.roundTime.Seconds())))
+	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(o.clients), "-j", "2",
+		"-T", secs, "-f", filepath.Join(o.sqlDir, script), dbURL)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("pgbench %s: %v\n%s", script, err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if rest, ok := strings.CutPrefix(line, "tps = "); ok {
+			f, _, _ := strings.Cut(rest, " ")
+			return strconv.ParseFloat(f, 64)
+		}
+	}
+	return 0, fmt.Errorf("pgbench %s: no tps line in\n%s", script, out)
+}
+
+type loadResult struct {
+	perSecond    float64
+	p50, p99     time.Duration
+	notProcessed int64
+}
+
+// postEvents posts new signed events from clients goroutines for d and
+// returns the rate of 200s and their latency percentiles. Any other answer
+// is an error: every event is new, so none may be refused.
+func postEvents(ctx context.Context, target string, clients int, d time.Duration, round int) (loadResult, error) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 30 * time.Second}
+	prefix := fmt.Sprintf("evt_load_%s_r%d_", randomHex(4), round)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu           sync.Mutex
+		latencies    []time.Duration
+		firstErr     error
+		notProcessed atomic.Int64
+		wg           sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for c := range clients {
+		wg.Go(func() {
+			gen := newEventGen(fmt.Sprintf("%sc%d_", prefix, c))
+			var mine []time.Duration
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				body := gen.next()
+				signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+				if err != nil {
+					panic(err)
+				}
+				req.Header.Set("Content-Type", "application/json; charset=utf-8")
+				req.Header.Set("Stripe-Signature", signed.Header)
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				if err == nil {
+					var answer []byte
+					answer, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("hookd answered %s: %s", resp.Status, bytes.TrimSpace(answer))
+					}
+					if err == nil && string(bytes.TrimSpace(answer)) != "processed" {
+						notProcessed.Add(1)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil && ctx.Err() == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return loadResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil && len(latencies) == 0 {
+		return loadResult{}, err
+	}
+	if len(latencies) == 0 {
+		return loadResult{}, errors.New("no request completed")
+	}
+	slices.Sort(latencies)
+	return loadResult{
+		perSecond:    float64(len(latencies)) / elapsed.Seconds(),
+		p50:          latencies[len(latencies)*50/100],
+		p99:          latencies[len(latencies)*99/100],
+		notProcessed: notProcessed.Load(),
+	}, nil
+}
+
+// eventGen makes Stripe invoice.paid events of 1 to 2 KB with unique ids.
+type eventGen struct {
+	prefix string
+	seq    int
+	pad    string
+}
+
+func newEventGen(prefix string) *eventGen {
+	return &eventGen{prefix: prefix, pad: strings.Repeat(randomHex(32), 16)}
+}
+
+func (g *eventGen) next() []byte {
+	g.seq++
+	id := g.prefix + strconv.Itoa(g.seq)
+	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,`+
+		`"data":{"object":{"id":"in_%s","object":"invoice","account_country":"US","amount_due":2000,"amount_paid":2000,`+
+		`"amount_remaining":0,"attempt_count":1,"attempted":true,"billing_reason":"subscription_cycle",`+
+		`"collection_method":"charge_automatically","currency":"usd","customer":"cus_%s","customer_email":"jenny@example.com",`+
+		`"lines":{"object":"list","data":[{"id":"il_%s","object":"line_item","amount":2000,"currency":"usd",`+
+		`"description":"1 × Pro (at $20.00 / month)","period":{"end":1767225600,"start":1764547200},"quantity":1}],`+
+		`"has_more":false,"total_count":1},"livemode":false,"metadata":{"note":%q},"paid":true,"status":"paid",`+
+		`"subtotal":2000,"total":2000}},"livemode":false,"pending_webhooks":1,`+
+		`"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`,
+		id, time.Now().Unix(), id, g.pad[:14], id, g.pad[:160+g.seq%850])
+	return body
+}
+
+type drainRound struct {
+	perSecond float64
+	took      time.Duration
+	idle      float64 // share of CPU time idle, 0..1
+	rssMiB    float64
+	load      string
+}
+
+func drainRounds(ctx context.Context, o options) error {
+	dbURL, drop, err := createDatabase(ctx, o.server, "drain")
+	if err != nil {
+		return err
+	}
+	defer drop()
+	sink, err := startSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	h, err := startHookd(ctx, o.hookd, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_FORWARD_URL="+sink.url,
+		"HOOKD_RETRY_INTERVAL=100ms")
+	if err != nil {
+		return err
+	}
+	defer h.stop()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)\n",
+		o.drainEvents)
+	var rounds []drainRound
+	for i := range o.drainRounds {
+		sink.reset()
+		if err := seedDue(ctx, conn, o.drainEvents, i); err != nil {
+			return err
+		}
+		r, err := timeDrain(ctx, conn, sink, o.drainEvents)
+		if err != nil {
+			return err
+		}
+		if r.rssMiB, err = peakRSS(h.cmd.Process.Pid); err != nil {
+			return err
+		}
+		r.load = loadAverage()
+		rounds = append(rounds, r)
+		fmt.Printf("round %d: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s\n",
+			i+1, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, r.load)
+		if n := sink.requests.Load(); n != int64(o.drainEvents) {
+			return fmt.Errorf("the sink got %d requests for %d events", n, o.drainEvents)
+		}
+	}
+	fmt.Printf("median:  %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n",
+		median(rounds, func(r drainRound) float64 { return r.perSecond }),
+		100*median(rounds, func(r drainRound) float64 { return r.idle }),
+		rounds[len(rounds)-1].rssMiB)
+	return nil
+}
+
+// seedDue puts n events on the retry queue, due now, each with the failed
+// inline attempt that put it there, as the receiver would have left them.
+func seedDue(ctx context.Context, conn *pgx.Conn, n, round int) error {
+	gen := newEventGen(fmt.Sprintf("evt_drain_%s_r%d_", randomHex(4), round))
+	events := make([][]any, n)
+	attempts := make([][]any, n)
+	due := time.Now().Add(-time.Second)
+	for i := range events {
+		body := gen.next()
+		id := gen.prefix + strconv.Itoa(gen.seq)
+		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret}).Header
+		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due}
+		attempts[i] = []any{"stripe", id, 12.5, "failed", int32(503), "downstream answered 503", "inline", int32(0)}
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_attempts"},
+		[]string{"source", "event_id", "duration_ms", "outcome", "http_status", "error", "path", "attempt"},
+		pgx.CopyFromRows(attempts)); err != nil {
+		return fmt.Errorf("seed attempts: %w", err)
+	}
+	// One transaction: the retry loop sees the whole backlog at once.
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_events"},
+		[]string{"source", "event_id", "event_type", "payload", "signature", "last_error", "next_retry_at"},
+		pgx.CopyFromRows(events)); err != nil {
+		return fmt.Errorf("seed queue: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, `ANALYZE webhook_events`)
+	return err
+}
+
+// timeDrain waits for the retry loop to drain n events and times it from
+// the sink's first request until no queue row is left.
+func timeDrain(ctx context.Context, conn *pgx.Conn, sink *sink, n int) (drainRound, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	var startStat cpuStat
+	started := false
+	for {
+		if time.Now().After(deadline) {
+			return drainRound{}, fmt.Errorf("drain not done after 5 minutes: the sink got %d of %d", sink.requests.Load(), n)
+		}
+		if err := ctx.Err(); err != nil {
+			return drainRound{}, err
+		}
+		st := readCPUStat()
+		got := sink.requests.Load()
+		if !started && got > 0 {
+			started, startStat = true, st
+		}
+		if got >= int64(n) {
+			var left bool
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_events)`).Scan(&left); err != nil {
+				return drainRound{}, err
+			}
+			if !left {
+				end := time.Now()
+				took := end.Sub(time.Unix(0, sink.first.Load()))
+				return drainRound{
+					perSecond: float64(n) / took.Seconds(),
+					took:      took,
+					idle:      readCPUStat().idleSince(startStat),
+				}, nil
+			}
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sink is the user's app in the drain: it reads each request and answers 200.
+type sink struct {
+	url      string
+	srv      *http.Server
+	requests atomic.Int64
+	first    atomic.Int64 // unix nanoseconds of the first request since reset
+}
+
+func startSink() (*sink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &sink{url: "http://" + ln.Addr().String() + "/events"}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		s.first.CompareAndSwap(0, time.Now().UnixNano())
+		s.requests.Add(1)
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *sink) reset() { s.requests.Store(0); s.first.Store(0) }
+
+func (s *sink) close() { _ = s.srv.Close() }
+
+// hookd is a running hookd serve process.
+type hookd struct {
+	cmd  *exec.Cmd
+	url  string
+	logs *bytes.Buffer
+	done chan error
+}
+
+func startHookd(ctx context.Context, bin, dbURL string, env ...string) (*hookd, error) {
+	var lastErr error
+	// A port picked by listening on :0 may be taken before hookd binds it.
+	for range 3 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		h, err := tryStartHookd(ctx, bin, dbURL, port, env)
+		if err == nil {
+			return h, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []string) (*hookd, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HOOKD_ADDR="+addr,
+		"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	h := &hookd{cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{w: h.logs}, &lockedWriter{w: h.logs}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { h.done <- cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-h.done:
+			return nil, fmt.Errorf("hookd exited at start: %v\n%s", err, h.logs)
+		case <-ctx.Done():
+			h.stop()
+			return nil, ctx.Err()
+		default:
+		}
+		resp, err := http.Get(h.url + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return h, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			return nil, fmt.Errorf("hookd not ready after 30 s\n%s", h.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits for hookd to exit, killing it after 30 s.
+func (h *hookd) stop() {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+	case <-time.After(30 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// createDatabase makes an empty database on server for one phase and
+// returns its URL and a func that drops it.
+func createDatabase(ctx context.Context, server, phase string) (string, func(), error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", nil, fmt.Errorf("-server: %v", err)
+	}
+	name := fmt.Sprintf("hookd_load_%s_%d", phase, os.Getpid())
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to %s: %w", u.Redacted(), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, server)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen: drop database:", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen: drop database:", err)
+		}
+	}
+	u.Path = "/" + name
+	return u.String(), drop, nil
+}
+
+// peakRSS returns the process's peak resident set (VmHWM) in MiB.
+func peakRSS(pid int) (float64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read hookd's peak resident set: %w", err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
+
+// cpuStat is the first line of /proc/stat: jiffies spent by all CPUs in
+// each state since boot.
+type cpuStat struct{ idle, total uint64 }
+
+func readCPUStat() cpuStat {
+	f, err := os.Open("/proc/stat")
+	if err != nil {
+		return cpuStat{}
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	var st cpuStat
+	for i, field := range strings.Fields(line)[1:] {
+		n, _ := strconv.ParseUint(field, 10, 64)
+		if i >= 8 { // guest time is counted in user time already
+			break
+		}
+		st.total += n
+		if i == 3 || i == 4 { // idle, iowait
+			st.idle += n
+		}
+	}
+	return st
+}
+
+func (s cpuStat) idleSince(start cpuStat) float64 {
+	if s.total <= start.total {
+		return 0
+	}
+	return float64(s.idle-start.idle) / float64(s.total-start.total)
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// describeMachine says what the figures were measured on.
+func describeMachine(ctx context.Context, server string) string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if rest, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), ":"))
+				break
+			}
+		}
+	}
+	pg := "PostgreSQL ?"
+	if conn, err := pgx.Connect(ctx, server); err == nil {
+		var version, syncCommit string
+		if conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit')`).
+			Scan(&version, &syncCommit) == nil {
+			pg = fmt.Sprintf("PostgreSQL %s (synchronous_commit %s)", version, syncCommit)
+		}
+		conn.Close(ctx)
+	}
+	return fmt.Sprintf("machine: %d CPUs (%s), %s, %s; load average %s",
+		runtime.NumCPU(), model, pg, runtime.Version(), loadAverage())
+}
+
+func median[T any](rounds []T, f func(T) float64) float64 {
+	v := make([]float64, len(rounds))
+	for i, r := range rounds {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
