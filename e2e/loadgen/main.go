@@ -68,7 +68,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.hookd, "hookd", "bin/hookd", "the hookd binary to measure")
+	flag.StringVar(&o.hookd, "hookd", "bin/hookd", "the hookd binary to measure; several, comma-separated, take turns in each round")
 	flag.StringVar(&o.server, "server", "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL server URL; loadgen creates and drops its own databases there")
 	flag.StringVar(&o.sqlDir, "sql", ".ci/bench", "folder holding receiver_5rt.sql and receiver_2rt.sql for pgbench")
@@ -107,65 +107,102 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
-// receiverRound is one round's figures.
+// receiverRound is one round's figures for one binary.
 type receiverRound struct {
 	events, pg5, pg2 float64 // per second
 	p50, p99         time.Duration
 	rssMiB           float64
-	load             string
+}
+
+// target is one hookd binary under measurement, on a database of its own.
+type target struct {
+	bin   string
+	h     *hookd
+	dbURL string
+}
+
+// startTargets starts one hookd per binary of -hookd, each on a new
+// database named for phase, and returns them with a func that stops them
+// and drops their databases.
+func startTargets(ctx context.Context, o options, phase string, env ...string) ([]*target, func(), error) {
+	var targets []*target
+	var cleanups []func()
+	cleanup := func() {
+		for _, c := range slices.Backward(cleanups) {
+			c()
+		}
+	}
+	for i, bin := range strings.Split(o.hookd, ",") {
+		dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("%s%d", phase, i))
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, drop)
+		h, err := startHookd(ctx, bin, dbURL, env...)
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		cleanups = append(cleanups, h.stop)
+		targets = append(targets, &target{bin: bin, h: h, dbURL: dbURL})
+	}
+	return targets, cleanup, nil
 }
 
 func receiverRounds(ctx context.Context, o options) error {
-	dbURL, drop, err := createDatabase(ctx, o.server, "recv")
+	targets, cleanup, err := startTargets(ctx, o, "recv", "HOOKD_PROCESSOR=discard")
 	if err != nil {
 		return err
 	}
-	defer drop()
-	h, err := startHookd(ctx, o.hookd, dbURL, "HOOKD_PROCESSOR=discard")
-	if err != nil {
-		return err
-	}
-	defer h.stop()
+	defer cleanup()
 
 	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor), "+
 		"pgbench -M prepared -c %d -j 2, %s each per round\n", o.clients, o.clients, o.roundTime)
-	var rounds []receiverRound
+	rounds := make([][]receiverRound, len(targets))
 	for i := range o.rounds {
-		var r receiverRound
-		if r.pg5, err = pgbench(ctx, o, dbURL, "receiver_5rt.sql"); err != nil {
-			return err
-		}
-		res, err := postEvents(ctx, h.url+"/webhooks/stripe", o.clients, o.roundTime, i)
+		pg5, err := pgbench(ctx, o, targets[0].dbURL, "receiver_5rt.sql")
 		if err != nil {
 			return err
 		}
-		r.events, r.p50, r.p99 = res.perSecond, res.p50, res.p99
-		if r.pg2, err = pgbench(ctx, o, dbURL, "receiver_2rt.sql"); err != nil {
+		results := make([]loadResult, len(targets))
+		for j, t := range targets {
+			if results[j], err = postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, i); err != nil {
+				return fmt.Errorf("%s: %w", t.bin, err)
+			}
+		}
+		pg2, err := pgbench(ctx, o, targets[0].dbURL, "receiver_2rt.sql")
+		if err != nil {
 			return err
 		}
-		if r.rssMiB, err = peakRSS(h.cmd.Process.Pid); err != nil {
-			return err
-		}
-		r.load = loadAverage()
-		rounds = append(rounds, r)
-		fmt.Printf("round %d: hookd %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s"+
-			" | ratio %.2f (to 2rt %.2f) | peak RSS %.1f MiB | load %s\n",
-			i+1, r.events, ms(r.p50), ms(r.p99), r.pg5, r.pg2, r.events/r.pg5, r.events/r.pg2, r.rssMiB, r.load)
-		if res.notProcessed > 0 {
-			fmt.Printf("         %d answers were 200 but not \"processed\" (deferred to the queue)\n", res.notProcessed)
+		fmt.Printf("round %d: pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s | load %s\n", i+1, pg5, pg2, loadAverage())
+		for j, t := range targets {
+			r := receiverRound{events: results[j].perSecond, p50: results[j].p50, p99: results[j].p99, pg5: pg5, pg2: pg2}
+			if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
+				return err
+			}
+			rounds[j] = append(rounds[j], r)
+			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB\n",
+				t.bin, r.events, ms(r.p50), ms(r.p99), r.events/r.pg5, r.events/r.pg2, r.rssMiB)
+			if n := results[j].notProcessed; n > 0 {
+				fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
+			}
 		}
 	}
-	med := func(f func(r receiverRound) float64) float64 { return median(rounds, f) }
-	fmt.Printf("median:  hookd %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s"+
-		" | ratio %.2f (to 2rt %.2f) | peak RSS %.1f MiB\n",
-		med(func(r receiverRound) float64 { return r.events }),
-		med(func(r receiverRound) float64 { return ms(r.p50) }),
-		med(func(r receiverRound) float64 { return ms(r.p99) }),
-		med(func(r receiverRound) float64 { return r.pg5 }),
-		med(func(r receiverRound) float64 { return r.pg2 }),
-		med(func(r receiverRound) float64 { return r.events / r.pg5 }),
-		med(func(r receiverRound) float64 { return r.events / r.pg2 }),
-		rounds[len(rounds)-1].rssMiB)
+	fmt.Printf("medians of %d rounds: pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s\n", o.rounds,
+		median(rounds[0], func(r receiverRound) float64 { return r.pg5 }),
+		median(rounds[0], func(r receiverRound) float64 { return r.pg2 }))
+	for j, t := range targets {
+		med := func(f func(r receiverRound) float64) float64 { return median(rounds[j], f) }
+		fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB\n",
+			t.bin,
+			med(func(r receiverRound) float64 { return r.events }),
+			med(func(r receiverRound) float64 { return ms(r.p50) }),
+			med(func(r receiverRound) float64 { return ms(r.p99) }),
+			med(func(r receiverRound) float64 { return r.events / r.pg5 }),
+			med(func(r receiverRound) float64 { return r.events / r.pg2 }),
+			rounds[j][len(rounds[j])-1].rssMiB)
+	}
 	return nil
 }
 
@@ -304,60 +341,67 @@ type drainRound struct {
 	took      time.Duration
 	idle      float64 // share of CPU time idle, 0..1
 	rssMiB    float64
-	load      string
 }
 
 func drainRounds(ctx context.Context, o options) error {
-	dbURL, drop, err := createDatabase(ctx, o.server, "drain")
-	if err != nil {
-		return err
-	}
-	defer drop()
 	sink, err := startSink()
 	if err != nil {
 		return err
 	}
 	defer sink.close()
-	h, err := startHookd(ctx, o.hookd, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_FORWARD_URL="+sink.url,
-		"HOOKD_RETRY_INTERVAL=100ms")
+	targets, cleanup, err := startTargets(ctx, o, "drain", "HOOKD_PROCESSOR=forward",
+		"HOOKD_FORWARD_URL="+sink.url, "HOOKD_RETRY_INTERVAL=100ms")
 	if err != nil {
 		return err
 	}
-	defer h.stop()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer cleanup()
 
 	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)\n",
 		o.drainEvents)
-	var rounds []drainRound
+	rounds := make([][]drainRound, len(targets))
 	for i := range o.drainRounds {
-		sink.reset()
-		if err := seedDue(ctx, conn, o.drainEvents, i); err != nil {
-			return err
-		}
-		r, err := timeDrain(ctx, conn, sink, o.drainEvents)
-		if err != nil {
-			return err
-		}
-		if r.rssMiB, err = peakRSS(h.cmd.Process.Pid); err != nil {
-			return err
-		}
-		r.load = loadAverage()
-		rounds = append(rounds, r)
-		fmt.Printf("round %d: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s\n",
-			i+1, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, r.load)
-		if n := sink.requests.Load(); n != int64(o.drainEvents) {
-			return fmt.Errorf("the sink got %d requests for %d events", n, o.drainEvents)
+		fmt.Printf("round %d:\n", i+1)
+		for j, t := range targets {
+			r, err := drainOnce(ctx, t, sink, o.drainEvents, i)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.bin, err)
+			}
+			rounds[j] = append(rounds[j], r)
+			fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s\n",
+				t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage())
 		}
 	}
-	fmt.Printf("median:  %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n",
-		median(rounds, func(r drainRound) float64 { return r.perSecond }),
-		100*median(rounds, func(r drainRound) float64 { return r.idle }),
-		rounds[len(rounds)-1].rssMiB)
+	fmt.Printf("medians of %d rounds:\n", o.drainRounds)
+	for j, t := range targets {
+		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.bin,
+			median(rounds[j], func(r drainRound) float64 { return r.perSecond }),
+			100*median(rounds[j], func(r drainRound) float64 { return r.idle }),
+			rounds[j][len(rounds[j])-1].rssMiB)
+	}
 	return nil
+}
+
+// drainOnce seeds n due events on t's database and times t's retry loop
+// draining them to the sink.
+func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainRound, error) {
+	conn, err := pgx.Connect(ctx, t.dbURL)
+	if err != nil {
+		return drainRound{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	sink.reset()
+	if err := seedDue(ctx, conn, n, round); err != nil {
+		return drainRound{}, err
+	}
+	r, err := timeDrain(ctx, conn, sink, n)
+	if err != nil {
+		return drainRound{}, err
+	}
+	if got := sink.requests.Load(); got != int64(n) {
+		return drainRound{}, fmt.Errorf("the sink got %d requests for %d events", got, n)
+	}
+	r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid)
+	return r, err
 }
 
 // seedDue puts n events on the retry queue, due now, each with the failed
