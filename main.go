@@ -251,6 +251,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MaxBody:         cfg.MaxBody,
 		Sessions:        sessions,
 		SecureCookies:   cfg.SecureCookies,
+		TrustedProxies:  cfg.TrustedProxies,
 		MarkerRetention: cfg.MarkerRetention,
 		RetryInterval:   cfg.RetryInterval,
 	})
@@ -309,6 +310,7 @@ type Config struct {
 	AdminEmail       string
 	AdminPassword    Secret
 	SecureCookies    bool
+	TrustedProxies   []*net.IPNet
 	MaxBody          int64
 	ShutdownTimeout  time.Duration
 	LogLevel         slog.Level
@@ -362,6 +364,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
 	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", boolean: true, usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
 		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
+	{flag: "trusted-proxies", env: "HOOKD_TRUSTED_PROXIES", usage: "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (none: the connection's address is the client's)",
+		set: func(c *Config, v string) error { return parseCIDRs(&c.TrustedProxies, v) }},
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
 	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
@@ -483,6 +487,32 @@ const (
 func checkProcessor(v string) error {
 	if v != processorForward && v != processorDiscard {
 		return errors.New("must be forward or discard")
+	}
+	return nil
+}
+
+// parseCIDRs reads comma-separated CIDRs; a bare address stands for
+// itself alone.
+func parseCIDRs(dst *[]*net.IPNet, v string) error {
+	*dst = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if ip := net.ParseIP(part); ip != nil {
+			bits := 8 * len(ip.To16())
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			*dst = append(*dst, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return fmt.Errorf("%q is not a CIDR like 10.0.0.0/8 or an address", part)
+		}
+		*dst = append(*dst, n)
 	}
 	return nil
 }

@@ -72,6 +72,21 @@ func TestParseConfig_BooleanFlagNeedsNoValue(t *testing.T) {
 	}
 }
 
+func TestParseConfig_TrustedProxies(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8,::1"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range cfg.TrustedProxies {
+		got = append(got, n.String())
+	}
+	if want := "127.0.0.1/32 10.0.0.0/8 ::1/128"; strings.Join(got, " ") != want {
+		t.Errorf("trusted proxies %v, want %s", got, want)
+	}
+}
+
 func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -92,6 +107,7 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"RetentionFlagBelowStripesRedeliveryWindow", nil, []string{"-marker-retention", "24h"}, "-marker-retention: must be at least 72h"},
 		{"UnknownProcessor", map[string]string{"HOOKD_PROCESSOR": "drop"}, nil, `HOOKD_PROCESSOR: must be forward or discard (got "drop")`},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
+		{"BadTrustedProxy", map[string]string{"HOOKD_TRUSTED_PROXIES": "10.0.0.0/8, nginx"}, nil, `HOOKD_TRUSTED_PROXIES: "nginx" is not a CIDR`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

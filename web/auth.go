@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,12 +32,20 @@ const (
 	ctxUser     = "hookd.user"
 )
 
-// Failed sign-ins each key may have before sign-ins must wait. The address
-// gets more: several people behind one NAT share it.
+// Sign-in attempts each key may make within an hour before sign-ins must
+// wait. The account is counted per address, so a guesser elsewhere cannot
+// lock its owner out; the address alone gets more, as several people behind
+// one NAT share it.
 const (
-	freeFailuresPerEmail = 5
-	freeFailuresPerAddr  = 50
+	freeAttemptsPerAccount = 5
+	freeAttemptsPerAddr    = 50
 )
+
+// maxPasswordChecks is how many password checks run at once. Each holds
+// argon2's 19 MiB for about 30 ms of a core; more at once would not finish
+// sooner, only hold more memory, so a flood of sign-ins beyond it is turned
+// away at once rather than queued.
+const maxPasswordChecks = 4
 
 // sessionManagers holds two scs managers over one store that differ only in
 // the cookie's Secure flag: scs fixes the flag per manager, and a request
@@ -236,33 +245,41 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		email := strings.TrimSpace(c.FormValue("email"))
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
-		emailKey := "email:" + strings.ToLower(email)
-		addrKey := "ip:" + c.RealIP()
+		addr := c.RealIP()
+		account := queue.LoginKey{Key: "account:" + strings.ToLower(email) + "|ip:" + addr, Free: freeAttemptsPerAccount}
+		address := queue.LoginKey{Key: "ip:" + addr, Free: freeAttemptsPerAddr}
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")
 			p.Error = msg
 			return render(c, status, views.Login(p, email, next))
 		}
+		tooMany := func(wait time.Duration, msg string) error {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(wait, time.Second).Round(time.Second).Seconds())))
+			return refuse(http.StatusTooManyRequests, msg)
+		}
 
-		// Refuse before checking the password, so a locked-out guesser
-		// learns nothing from further guesses.
-		wait, err := d.loginDelay(c, emailKey, addrKey)
+		// A slot first, so a flood costs neither memory nor a write.
+		select {
+		case d.passwordChecks <- struct{}{}:
+			defer func() { <-d.passwordChecks }()
+		default:
+			return tooMany(time.Second, "Too many sign-ins at once. Try again in a second.")
+		}
+		// The attempt counts before the password is checked, in the same
+		// statement that decides whether it may be checked at all, so
+		// concurrent guesses get no more checks than the count allows, and
+		// a locked-out guesser learns nothing from further guesses.
+		wait, err := d.store.AdmitLogin(ctx, account, address)
 		if err != nil {
 			return err
 		}
 		if wait > 0 {
-			return refuse(http.StatusTooManyRequests, fmt.Sprintf(
-				"Too many failed sign-ins. Try again in %s.", waitText(wait)))
+			return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
 		}
 
 		u, err := d.store.Authenticate(ctx, email, password)
 		if errors.Is(err, queue.ErrBadCredentials) {
-			for _, key := range []string{emailKey, addrKey} {
-				if err := d.store.RecordLoginFailure(ctx, key); err != nil {
-					return err
-				}
-			}
 			return refuse(http.StatusUnauthorized, "Wrong email or password.")
 		}
 		if err != nil {
@@ -270,7 +287,10 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		}
 
 		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if err := tx.ClearLoginFailures(ctx, emailKey); err != nil {
+			if err := tx.ClearLoginFailures(ctx, account.Key); err != nil {
+				return err
+			}
+			if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
 				return err
 			}
 			return tx.Audit(ctx, u.Email, queue.AuditLogin, "", 0)
@@ -289,19 +309,6 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		sm.Put(ctx, sessCSRF, randomToken())
 		return c.Redirect(http.StatusSeeOther, next)
 	}
-}
-
-func (d *dashboard) loginDelay(c echo.Context, emailKey, addrKey string) (time.Duration, error) {
-	ctx := c.Request().Context()
-	byEmail, err := d.store.LoginDelay(ctx, emailKey, freeFailuresPerEmail)
-	if err != nil {
-		return 0, err
-	}
-	byAddr, err := d.store.LoginDelay(ctx, addrKey, freeFailuresPerAddr)
-	if err != nil {
-		return 0, err
-	}
-	return max(byEmail, byAddr), nil
 }
 
 func waitText(d time.Duration) string {

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -126,12 +127,10 @@ func TestAuth_RepeatedFailuresLockTheAccountOut(t *testing.T) {
 		r := c.post("/login", url.Values{"email": {"op@example.com"}, "password": {"guess"}})
 		wantStatus(t, r, http.StatusUnauthorized)
 	}
-	// Four more misses, recorded directly, make the wait 16 seconds: long
+	// Four more attempts, counted directly, make the wait 16 seconds: long
 	// enough that the right password, tried at once, is refused.
-	for range 4 {
-		if err := b.store.RecordLoginFailure(ctx, "email:op@example.com"); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := b.pool.Exec(ctx, `UPDATE login_failures SET failures = failures + 4 WHERE key LIKE 'account:%'`); err != nil {
+		t.Fatal(err)
 	}
 	c.get("/login")
 	r := c.post("/login", url.Values{"email": {"OP@example.com"}, "password": {testPassword}})
@@ -139,10 +138,69 @@ func TestAuth_RepeatedFailuresLockTheAccountOut(t *testing.T) {
 	if alert := r.doc.Find(`[role="alert"]`).Text(); !strings.Contains(alert, "Too many failed sign-ins") {
 		t.Errorf("alert %q, want it to say there were too many failed sign-ins", alert)
 	}
+	if after, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || after < 15 || after > 16 {
+		t.Errorf("Retry-After %q, want the 16 seconds left", r.header.Get("Retry-After"))
+	}
 
 	// Another account from the same address is not locked out.
 	other := b.client(t)
 	other.signIn(queue.RoleViewer)
+}
+
+// Behind a trusted proxy each client is its own address: a guesser from
+// one address locks neither the account's owner, signing in from another,
+// nor anyone else out. A proxy that is not trusted has its
+// X-Forwarded-For ignored, so a guesser cannot pick a fresh address per try.
+func TestAuth_ThrottleIsPerAccountAndAddress(t *testing.T) {
+	t.Parallel()
+	_, proxy, err := net.ParseCIDR("127.0.0.1/32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		trusted []*net.IPNet
+	}{
+		{"TrustedProxy", []*net.IPNet{proxy}},
+		{"NoTrustedProxy", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupWith(t, web.Options{TrustedProxies: tc.trusted}, httptest.NewServer)
+			if _, err := b.store.CreateUser(context.Background(), "admin@example.com", testPassword, queue.RoleAdmin); err != nil {
+				t.Fatal(err)
+			}
+			signIn := func(from, password string) response {
+				c := b.client(t)
+				c.get("/login")
+				form := url.Values{"email": {"admin@example.com"}, "password": {password}, "_csrf": {c.csrf}}
+				req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/login", strings.NewReader(form.Encode()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("X-Forwarded-For", from)
+				return c.do(req)
+			}
+			// The guesser uses up its free attempts, and four more
+			// counted directly make it wait 16 seconds.
+			for range 6 {
+				wantStatus(t, signIn("203.0.113.66", "a guess"), http.StatusUnauthorized)
+			}
+			if _, err := b.pool.Exec(context.Background(),
+				`UPDATE login_failures SET failures = failures + 4 WHERE key LIKE 'account:%'`); err != nil {
+				t.Fatal(err)
+			}
+			wantStatus(t, signIn("203.0.113.66", testPassword), http.StatusTooManyRequests)
+			owner := signIn("198.51.100.7", testPassword)
+			if tc.trusted != nil {
+				wantStatus(t, owner, http.StatusSeeOther)
+			} else {
+				// Every client is the proxy: the guesser's count is the owner's.
+				wantStatus(t, owner, http.StatusTooManyRequests)
+			}
+		})
+	}
 }
 
 func TestAuth_LogoutEndsTheSession(t *testing.T) {

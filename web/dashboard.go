@@ -30,6 +30,8 @@ type dashboard struct {
 	store    *queue.Store
 	opts     Options
 	sessions sessionManagers
+	// passwordChecks holds a token per password check running.
+	passwordChecks chan struct{}
 }
 
 func newDashboard(logger *slog.Logger, store *queue.Store, opts Options) *dashboard {
@@ -39,6 +41,8 @@ func newDashboard(logger *slog.Logger, store *queue.Store, opts Options) *dashbo
 		store:    store,
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
+
+		passwordChecks: make(chan struct{}, maxPasswordChecks),
 	}
 }
 

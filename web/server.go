@@ -10,6 +10,7 @@ package web
 import (
 	"cmp"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -41,6 +42,11 @@ type Options struct {
 	// the loop stalled when it has not ticked for several of them (and at
 	// least 30 seconds). Zero means 5 seconds.
 	RetryInterval time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed: the client address, which sign-in throttling counts by, is
+	// the nearest address in it that is not one of them. Without any, it is
+	// the connection's address, as a client can set the header itself.
+	TrustedProxies []*net.IPNet
 }
 
 // NewServer returns the handler serving every route of hookd: receiver
@@ -52,9 +58,7 @@ func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receive
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
-	// The client address counts failed sign-ins; headers a client can set
-	// itself must not decide it.
-	e.IPExtractor = echo.ExtractIPDirect()
+	e.IPExtractor = clientAddress(opts.TrustedProxies)
 	e.Use(middleware.RequestID())
 	e.Use(securityHeaders)
 
@@ -76,6 +80,21 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("X-Content-Type-Options", "nosniff")
 		return next(c)
 	}
+}
+
+// clientAddress returns how the client's address is found. It counts
+// sign-in attempts, so a header a client can set itself decides it only
+// when it comes from a trusted proxy; echo's own defaults, which trust every
+// private and loopback address, are switched off.
+func clientAddress(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 func withDefaults(opts Options) Options {
