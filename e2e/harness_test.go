@@ -52,12 +52,13 @@ type hookd struct {
 	db         *pgxpool.Pool
 	downstream *downstream
 	log        *syncBuffer
+	pid        int
 }
 
 // startHookd starts the binary on a fresh database and a free port, and waits
 // until /readyz answers. The process is stopped, and must exit cleanly, when
-// t ends.
-func startHookd(t *testing.T) *hookd {
+// t ends. env, as NAME=value, adds settings or overrides the tests' own.
+func startHookd(t *testing.T, env ...string) *hookd {
 	t.Helper()
 	dbURL := queuetest.NewDatabaseURL(t)
 	h := &hookd{downstream: newDownstream(t), log: &syncBuffer{}}
@@ -72,7 +73,7 @@ func startHookd(t *testing.T) *hookd {
 	// A port picked by listening on :0 can be taken by someone else before
 	// hookd binds it; hookd then exits at once, and another port is tried.
 	for try := 1; ; try++ {
-		err := h.start(t, dbURL, freePort(t))
+		err := h.start(t, dbURL, freePort(t), env)
 		if err == nil {
 			return h
 		}
@@ -88,7 +89,7 @@ var (
 	errExited    = errors.New("hookd exited before it was ready")
 )
 
-func (h *hookd) start(t *testing.T, dbURL string, port int) error {
+func (h *hookd) start(t *testing.T, dbURL string, port int, env []string) error {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cmd := exec.Command(hookdBin, "serve")
 	cmd.Env = append(environWithout("DATABASE_URL", "HOOKD_", "STRIPE_"),
@@ -104,11 +105,14 @@ func (h *hookd) start(t *testing.T, dbURL string, port int) error {
 		"HOOKD_MARKER_RETENTION=87600h",
 		"HOOKD_SHUTDOWN_TIMEOUT=10s",
 	)
+	// exec keeps the last of duplicate names, so these override the above.
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = h.log, h.log
 	cmd.SysProcAttr = hookdProcAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	h.pid = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -222,28 +226,38 @@ func (h *hookd) url(path string) string { return h.baseURL + path }
 // data.object. It returns the event id and the exact bytes sent.
 func (h *hookd) sendEvent(t *testing.T, typ, object string) (string, []byte) {
 	t.Helper()
-	id := "evt_e2e" + randomHex(8)
-	payload := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"livemode":false,"type":%q,"data":{"object":%s}}`,
+	id, payload, status, body, err := h.postEvent(typ, object)
+	if err != nil {
+		t.Fatalf("post %s to /webhooks/stripe: %v", id, err)
+	}
+	if status != http.StatusOK {
+		t.Fatalf("post %s to /webhooks/stripe: got %d %q, want 200", id, status, body)
+	}
+	return id, payload
+}
+
+// postEvent posts a fresh signed event like sendEvent and returns hookd's
+// answer, for callers that must not stop the test from another goroutine.
+func (h *hookd) postEvent(typ, object string) (id string, payload []byte, status int, body []byte, err error) {
+	id = "evt_e2e" + randomHex(8)
+	payload = fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"livemode":false,"type":%q,"data":{"object":%s}}`,
 		id, time.Now().Unix(), typ, object)
 	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: webhookSecret})
 
 	req, err := http.NewRequest(http.MethodPost, h.url("/webhooks/stripe"), bytes.NewReader(payload))
 	if err != nil {
-		t.Fatal(err)
+		return id, payload, 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Stripe-Signature", signed.Header)
 	client := &http.Client{Timeout: 15 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("post %s to /webhooks/stripe: %v", id, err)
+		return id, payload, 0, nil, err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("post %s to /webhooks/stripe: got %d %q, want 200", id, resp.StatusCode, body)
-	}
-	return id, payload
+	body, _ = io.ReadAll(resp.Body)
+	return id, payload, resp.StatusCode, body, nil
 }
 
 // sendEvents posts n events of type typ with a minimal invoice object.

@@ -87,9 +87,21 @@ func PopulatedDatabaseURL(tb testing.TB, name string, populate func(ctx context.
 // load generator held at most together.
 func PeakRSSMB(tb testing.TB) float64 {
 	tb.Helper()
-	status, err := os.ReadFile("/proc/self/status")
+	return peakRSSMB(tb, "/proc/self/status")
+}
+
+// ProcessPeakRSSMB returns the peak resident set so far (VmHWM), in MB, of
+// the process pid: a hookd binary a test started, measured from outside.
+func ProcessPeakRSSMB(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	return peakRSSMB(tb, fmt.Sprintf("/proc/%d/status", pid))
+}
+
+func peakRSSMB(tb testing.TB, statusFile string) float64 {
+	tb.Helper()
+	status, err := os.ReadFile(statusFile)
 	if err != nil {
-		tb.Skipf("no /proc/self/status to read the peak resident set from: %v", err)
+		tb.Skipf("no %s to read the peak resident set from: %v", statusFile, err)
 	}
 	for line := range strings.Lines(string(status)) {
 		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
@@ -100,6 +112,6 @@ func PeakRSSMB(tb testing.TB) float64 {
 			return kb / 1024
 		}
 	}
-	tb.Fatal("no VmHWM in /proc/self/status")
+	tb.Fatalf("no VmHWM in %s", statusFile)
 	return 0
 }
