@@ -201,6 +201,27 @@ func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status
 	return statuses, nil
 }
 
+// ReleaseBatch hands claimed events back to the queue, due at once, with
+// their status, attempts and last error as they were: their attempts were cut
+// short by a shutdown, which says nothing about the event, so they are not
+// counted and no attempt is recorded. It returns how many rows it released.
+func (s *Store) ReleaseBatch(ctx context.Context, released []Event) (int64, error) {
+	if len(released) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, len(released))
+	for i, e := range released {
+		ids[i] = e.ID.String()
+	}
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events SET next_retry_at = now()
+		WHERE id = ANY ($1::uuid[]) AND status IN ('failed', 'retrying')`, ids)
+	if err != nil {
+		return 0, fmt.Errorf("release batch: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // attemptColumns holds attempts column by column, for an INSERT from unnest.
 type attemptColumns struct {
 	source, eventID, errors, path []string

@@ -34,7 +34,8 @@ type RetrierConfig struct {
 	ProcessTimeout time.Duration
 	// StopTimeout is how long, once Run's context is cancelled, the events
 	// in flight may keep running before their processors are cancelled too.
-	// Default: 10 s.
+	// The events cut short then, and those not started, go back to the queue
+	// due at once with their attempts unchanged. Default: 10 s.
 	StopTimeout time.Duration
 	// Processor handles each event. Default: Discard.
 	Processor Processor
@@ -201,13 +202,21 @@ func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
 
 	r.processAll(ctx, todo)
 
-	var failed []queue.Settled
+	// An event left without an Attempt was not tried, or was cut short,
+	// because shutdown cancelled ctx: it goes back to the queue uncounted.
+	var attempted, failed []queue.Settled
+	var released []queue.Event
 	for _, s := range todo {
-		if s.Attempt.Succeeded {
+		switch {
+		case s.Attempt == nil:
+			released = append(released, s.Event)
+			continue
+		case s.Attempt.Succeeded:
 			done = append(done, s)
-		} else {
+		default:
 			failed = append(failed, s)
 		}
+		attempted = append(attempted, s)
 	}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
@@ -218,20 +227,33 @@ func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
 	if err != nil {
 		return err
 	}
+	if _, err := tx.ReleaseBatch(writeCtx, released); err != nil {
+		return err
+	}
 	if err := tx.Commit(writeCtx); err != nil {
 		return err
 	}
-	r.report(ctx, todo, failed, statuses)
+	if len(released) > 0 {
+		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", len(released))
+	}
+	r.report(ctx, attempted, failed, statuses)
 	return nil
 }
 
 // processAll runs the processor on every event of todo, Concurrency at a
-// time, and fills in each one's Attempt.
+// time, and fills in each one's Attempt. Once ctx is cancelled no processor
+// starts: it could only fail, and its failure would count against the event.
 func (r *Retrier) processAll(ctx context.Context, todo []queue.Settled) {
 	sem := make(chan struct{}, r.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i := range todo {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			todo[i].Attempt = r.attempt(ctx, todo[i].Event)
@@ -240,6 +262,9 @@ func (r *Retrier) processAll(ctx context.Context, todo []queue.Settled) {
 	wg.Wait()
 }
 
+// attempt runs the processor on e and returns the attempt to record, or nil
+// when ctx was cancelled under a failing run: that run was cut short by
+// shutdown and is no attempt.
 func (r *Retrier) attempt(ctx context.Context, e queue.Event) *queue.NewAttempt {
 	path := queue.PathRetry
 	if e.ManualRetry {
@@ -249,6 +274,10 @@ func (r *Retrier) attempt(ctx context.Context, e queue.Event) *queue.NewAttempt 
 	res, took := process(ctx, r.proc, r.cfg.ProcessTimeout, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: number,
 	})
+	if res.Err != nil && ctx.Err() != nil {
+		// Cut short by shutdown, not failed by the app: no attempt.
+		return nil
+	}
 	r.metrics.observeProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,

@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +31,28 @@ func makeDue(t *testing.T, pool *pgxpool.Pool) {
 		`UPDATE webhook_events SET next_retry_at = now() - interval '1 second' WHERE status <> 'dead'`); err != nil {
 		t.Fatalf("make due: %v", err)
 	}
+}
+
+// recordingProcessor succeeds and records the attempt number of each event.
+type recordingProcessor struct {
+	mu       sync.Mutex
+	attempts map[string]int
+}
+
+func (p *recordingProcessor) Process(_ context.Context, d worker.Delivery) worker.Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.attempts == nil {
+		p.attempts = map[string]int{}
+	}
+	p.attempts[d.EventID] = d.Attempt
+	return worker.Result{HTTPStatus: 200}
+}
+
+func (p *recordingProcessor) attempt(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attempts[id]
 }
 
 // blockingProcessor signals each run on started and waits for release.
@@ -363,29 +387,81 @@ func TestRetrier(t *testing.T) {
 		}
 	})
 
-	t.Run("RunCancelsInFlightWorkAfterStopTimeout", func(t *testing.T) {
+	t.Run("ShutdownCutsNoAttempts", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		// One event is on its last retry: a cut run counted as a failure
+		// would make it dead over a deploy.
+		var ids []string
+		for _, attempts := range []int{queue.MaxAttempts - 1, 1, 1, 2} {
+			e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{
+				Status: queue.StatusRetrying, Attempts: attempts, LastError: fmt.Sprintf("downstream answered 500 (%d)", attempts),
+			})
+			ids = append(ids, e.EventID)
+		}
+		type row struct {
+			status    queue.Status
+			attempts  int
+			lastError string
+		}
+		read := func() map[string]row {
+			rows, err := pool.Query(t.Context(), `SELECT event_id, status, attempts, last_error FROM webhook_events`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			got := map[string]row{}
+			for rows.Next() {
+				var id string
+				var x row
+				if err := rows.Scan(&id, &x.status, &x.attempts, &x.lastError); err != nil {
+					t.Fatal(err)
+				}
+				got[id] = x
+			}
+			return got
+		}
+		before := read()
+
 		p := newBlockingProcessor()
 		r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
-			Processor: p, StopTimeout: time.Millisecond,
+			Processor: p, StopTimeout: time.Millisecond, Concurrency: 2, BatchSize: 10,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
 		<-p.started
+		<-p.started
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("run: got %v, want nil", err)
 		}
-		var status queue.Status
-		var attempts int
-		if err := pool.QueryRow(t.Context(), `SELECT status, attempts FROM webhook_events`).Scan(&status, &attempts); err != nil {
-			t.Fatal(err)
+
+		if n := p.total(); n != 2 {
+			t.Errorf("processor runs: got %d, want the 2 in flight: none starts once shutdown cancelled the work", n)
 		}
-		if status != queue.StatusRetrying || attempts != 1 {
-			t.Errorf("row: got %s with %d attempts, want retrying with 1: the cut-off run counts as failed", status, attempts)
+		if after := read(); !maps.Equal(after, before) {
+			t.Errorf("rows after shutdown:\n got %v\nwant %v: status, attempts and last error unchanged", after, before)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+			t.Errorf("%d attempts recorded, want none: a cut run is no attempt", n)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 4 {
+			t.Errorf("%d of 4 rows due, want all released and due again at once", n)
+		}
+
+		// The next start retries them at once, each as the attempt it was.
+		next := &recordingProcessor{}
+		if n, err := newRetrier(store, next, 10).RunBatch(t.Context()); err != nil || n != 4 {
+			t.Fatalf("next start: claimed %d, %v; want 4", n, err)
+		}
+		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 4 {
+			t.Errorf("queue rows %d, markers %d; want 0, 4", q, m)
+		}
+		for _, id := range ids {
+			if got, want := next.attempt(id), before[id].attempts+1; got != want {
+				t.Errorf("%s: retried as attempt %d, want %d", id, got, want)
+			}
 		}
 	})
 }
