@@ -260,11 +260,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("HOOKD_ADDR: %v", err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(cfg, handler, logger)
 	logger.Info("hookd listening", "addr", ln.Addr().String(), "version", buildVersion())
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -291,6 +287,24 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// newHTTPServer returns a server for handler whose timeouts keep a slow or
+// silent client from holding a connection and its goroutine for long.
+func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// The whole request, body included: a webhook body or a dashboard
+		// form trickled in byte by byte is cut off after this.
+		ReadTimeout: 30 * time.Second,
+		// From the end of the request's header to the end of the answer,
+		// so it covers the handler: the longest waits HOOKD_FORWARD_TIMEOUT
+		// for the app before it answers.
+		WriteTimeout: cfg.ForwardTimeout + time.Minute,
+		IdleTimeout:  2 * time.Minute,
+		ErrorLog:     slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }
 
 // Config is every setting of hookd, parsed once, here, from the environment

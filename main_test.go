@@ -362,3 +362,51 @@ func TestParseConfigRetrySettings(t *testing.T) {
 		}
 	}
 }
+
+// A client trickling a request body one byte a second is cut off well
+// within a minute, so slow clients cannot pile up connections.
+func TestRunServeCutsOffATrickledBody(t *testing.T) {
+	t.Parallel()
+	base, stop, _ := startServe(t, map[string]string{"STRIPE_WEBHOOK_SECRET": testSecret, "HOOKD_PROCESSOR": "discard"})
+	t.Cleanup(func() { _ = stop() })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "POST /webhooks/stripe HTTP/1.1\r\nHost: hookd\r\nContent-Type: application/json\r\n"+
+		"Stripe-Signature: t=1,v1=00\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever the server does, answer or close, ends the trickle.
+	answered := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(conn)
+		answered <- string(b)
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	sent := 0
+	for sent < 60 {
+		select {
+		case answer := <-answered:
+			t.Logf("cut off after %d bytes of body, one a second; answer: %q", sent, firstLine(answer))
+			if strings.HasPrefix(answer, "HTTP/1.1 2") {
+				t.Errorf("a trickled, truncated body was answered %q", firstLine(answer))
+			}
+			return
+		case <-tick.C:
+		}
+		if _, err := conn.Write([]byte("{")); err != nil {
+			t.Logf("cut off after %d bytes of body, one a second: %v", sent, err)
+			return
+		}
+		sent++
+	}
+	t.Fatalf("still reading a body trickled one byte a second after %d bytes", sent)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\r\n")
+	return line
+}
