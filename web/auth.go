@@ -1,11 +1,15 @@
 package web
 
 import (
+	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -123,9 +127,29 @@ func session(c echo.Context) *scs.SessionManager {
 	return c.Get(ctxSessions).(*scs.SessionManager)
 }
 
-// csrfToken returns the session's CSRF token, creating it on first use.
-func csrfToken(c echo.Context) string {
+// The sign-in form's CSRF token. Before sign-in there is no session to keep
+// a token in, and storing a session for every visit to /login would let
+// anyone fill the sessions table. The browser keeps a random nonce in a
+// cookie instead, and the form carries the nonce's HMAC under a key kept in
+// the database, so every replica checks it alike: another site can neither
+// read the cookie nor compute the HMAC of a nonce it planted.
+const (
+	csrfCookie   = "hookd_csrf"
+	ctxCSRFNonce = "hookd.csrf_nonce"
+)
+
+// maxFormBody is the largest dashboard form accepted; the forms hold a few
+// short fields.
+const maxFormBody = 64 << 10
+
+// sessionCSRF returns the signed-in session's CSRF token, creating it on
+// first use, or "" without a signed-in session: nothing is stored for a
+// visitor who has not signed in.
+func sessionCSRF(c echo.Context) string {
 	sm, ctx := session(c), c.Request().Context()
+	if sm.GetInt64(ctx, sessUserID) == 0 {
+		return ""
+	}
 	tok := sm.GetString(ctx, sessCSRF)
 	if tok == "" {
 		tok = randomToken()
@@ -134,31 +158,143 @@ func csrfToken(c echo.Context) string {
 	return tok
 }
 
+// loginCSRF returns the sign-in form's token, setting its cookie when the
+// browser has none.
+func (d *dashboard) loginCSRF(c echo.Context) (string, error) {
+	nonce := csrfNonce(c)
+	if nonce == "" {
+		nonce = randomToken()
+		c.Set(ctxCSRFNonce, nonce)
+		c.SetCookie(&http.Cookie{
+			Name:     csrfCookie,
+			Value:    nonce,
+			Path:     "/login",
+			HttpOnly: true,
+			SameSite: http.SameSiteLaxMode,
+			Secure:   d.sessions.forRequest(c.Request()).Cookie.Secure,
+		})
+	}
+	return d.signNonce(c.Request().Context(), nonce)
+}
+
+// wantCSRF returns the token a form posted with this request must carry,
+// or "" when there is none to match. It reads the session and the cookie,
+// never the body.
+func (d *dashboard) wantCSRF(c echo.Context) (string, error) {
+	sm, ctx := session(c), c.Request().Context()
+	if sm.GetInt64(ctx, sessUserID) != 0 {
+		return sm.GetString(ctx, sessCSRF), nil
+	}
+	nonce := csrfNonce(c)
+	if nonce == "" {
+		return "", nil
+	}
+	return d.signNonce(ctx, nonce)
+}
+
+// csrfNonce returns the sign-in form's nonce: the one set during this
+// request, else the cookie's when it is one hookd could have made.
+func csrfNonce(c echo.Context) string {
+	if n, ok := c.Get(ctxCSRFNonce).(string); ok {
+		return n
+	}
+	cookie, err := c.Cookie(csrfCookie)
+	if err != nil {
+		return ""
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(cookie.Value); err != nil || len(b) != 32 {
+		return ""
+	}
+	return cookie.Value
+}
+
+func (d *dashboard) signNonce(ctx context.Context, nonce string) (string, error) {
+	key, err := d.csrfKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("hookd sign-in form\x00" + nonce))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), nil
+}
+
+// csrfKey returns the key the sign-in form's token is signed with, read
+// from the database once.
+func (d *dashboard) csrfKey(ctx context.Context) ([]byte, error) {
+	d.csrfKeyMu.Lock()
+	defer d.csrfKeyMu.Unlock()
+	if d.csrfKeyBytes == nil {
+		key, err := d.store.SigningKey(ctx, "csrf")
+		if err != nil {
+			return nil, err
+		}
+		d.csrfKeyBytes = key
+	}
+	return d.csrfKeyBytes, nil
+}
+
 func randomToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-var errCSRF = echo.NewHTTPError(http.StatusForbidden,
-	"This form has expired or did not come from this site, so nothing was changed. Go back, reload the page and try again.")
+var (
+	errCSRF = echo.NewHTTPError(http.StatusForbidden,
+		"This form has expired or did not come from this site, so nothing was changed. Go back, reload the page and try again.")
+	errFormTooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge,
+		fmt.Sprintf("This form is larger than the dashboard accepts (%d KiB), so nothing was changed.", maxFormBody>>10))
+	errFormEncoding = echo.NewHTTPError(http.StatusUnsupportedMediaType,
+		"Dashboard forms are sent URL-encoded (application/x-www-form-urlencoded); this one was not, so nothing was changed.")
+)
 
 // checkCSRF refuses any request that could change something unless its
-// form carries the session's token as _csrf. The token lives in the
-// session, so a page from another site can neither read nor guess it.
+// form carries the right token as _csrf. It knows which token that is, from
+// the session or the sign-in cookie, before it reads the body, and reads
+// only a URL-encoded body of at most maxFormBody: a request without a
+// token to match costs no parsing at all, and none costs a multipart parse.
 func (d *dashboard) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		switch c.Request().Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return next(c)
 		}
-		want := session(c).GetString(c.Request().Context(), sessCSRF)
-		got := c.FormValue("_csrf")
-		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		want, err := d.wantCSRF(c)
+		if err != nil {
+			return err
+		}
+		if want == "" {
+			return errCSRF
+		}
+		if err := readForm(c); err != nil {
+			return err
+		}
+		got := c.Request().PostForm.Get("_csrf")
+		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return errCSRF
 		}
 		return next(c)
 	}
+}
+
+// readForm parses the request's URL-encoded form, refusing any other
+// encoding and any body over maxFormBody.
+func readForm(c echo.Context) error {
+	r := c.Request()
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); mt != echo.MIMEApplicationForm {
+		return errFormEncoding
+	}
+	if r.ContentLength > maxFormBody {
+		return errFormTooLarge
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return errFormTooLarge
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "The form could not be read, so nothing was changed: "+err.Error())
+	}
+	return nil
 }
 
 // requireRole lets through only a signed-in account whose role allows need.
@@ -235,6 +371,13 @@ func (d *dashboard) handleLoginPage() echo.HandlerFunc {
 			return c.Redirect(http.StatusSeeOther, next)
 		}
 		p := d.page(c, "Sign in", "")
+		var err error
+		if p.CSRF, err = d.loginCSRF(c); err != nil {
+			return err
+		}
+		if c.QueryParam("signed_out") != "" {
+			p.Flash = "You are signed out."
+		}
 		return render(c, http.StatusOK, views.Login(p, "", next))
 	}
 }
@@ -251,6 +394,10 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")
+			var err error
+			if p.CSRF, err = d.loginCSRF(c); err != nil {
+				return err
+			}
 			p.Error = msg
 			return render(c, status, views.Login(p, email, next))
 		}
@@ -328,16 +475,11 @@ func (d *dashboard) handleLogout() echo.HandlerFunc {
 			return err
 		}
 		// Destroy deletes the session from the store, so its token is
-		// useless even if it was copied; the renewed, empty session only
-		// carries the goodbye to the sign-in page.
-		sm := session(c)
-		if err := sm.Destroy(ctx); err != nil {
+		// useless even if it was copied. The goodbye travels in the URL:
+		// a session kept only to carry it would be stored for nobody.
+		if err := session(c).Destroy(ctx); err != nil {
 			return fmt.Errorf("end session: %w", err)
 		}
-		if err := sm.RenewToken(ctx); err != nil {
-			return fmt.Errorf("renew session: %w", err)
-		}
-		sm.Put(ctx, sessFlash, "You are signed out.")
-		return c.Redirect(http.StatusSeeOther, "/login")
+		return c.Redirect(http.StatusSeeOther, "/login?signed_out=1")
 	}
 }

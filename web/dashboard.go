@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,9 @@ type dashboard struct {
 	sessions sessionManagers
 	// passwordChecks holds a token per password check running.
 	passwordChecks chan struct{}
+
+	csrfKeyMu    sync.Mutex
+	csrfKeyBytes []byte
 }
 
 func newDashboard(logger *slog.Logger, store *queue.Store, opts Options) *dashboard {

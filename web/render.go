@@ -32,7 +32,7 @@ func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 		Title: title,
 		Nav:   nav,
 		User:  currentUser(c),
-		CSRF:  csrfToken(c),
+		CSRF:  sessionCSRF(c),
 		Flash: session(c).PopString(c.Request().Context(), sessFlash),
 		Now:   time.Now(),
 	}
@@ -82,7 +82,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now()}
 	if p.User != nil {
 		// The layout's sign-out form needs the token.
-		p.CSRF = csrfToken(c)
+		p.CSRF = sessionCSRF(c)
 	}
 	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
 		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
