@@ -72,7 +72,8 @@ func (p *Pruner) Run(ctx context.Context) error {
 
 // RunOnce deletes the markers and attempt history older than the
 // retention, records the run for the dashboard, deletes expired dashboard
-// sessions, and returns how many markers it deleted.
+// sessions and sign-in counts old enough to start over, and returns how
+// many markers it deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -92,9 +93,13 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 {
+	logins, err := p.store.DeleteStaleLoginFailures(ctx)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
-			"expired_sessions", sessions, "older_than", p.cfg.Retention)
+			"expired_sessions", sessions, "stale_login_counts", logins, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

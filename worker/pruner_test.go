@@ -49,13 +49,16 @@ func TestPruner(t *testing.T) {
 		}
 	})
 
-	t.Run("DeletesExpiredSessionsOnly", func(t *testing.T) {
+	t.Run("DeletesExpiredSessionsAndStaleLoginCounts", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		if _, err := pool.Exec(t.Context(), `
 			INSERT INTO sessions (token, data, expiry) VALUES
 			  ('expired', '\x00', now() - interval '1 minute'),
-			  ('live', '\x00', now() + interval '1 hour')`); err != nil {
+			  ('live', '\x00', now() + interval '1 hour');
+			INSERT INTO login_failures (key, failures, last_failed_at) VALUES
+			  ('ip:192.0.2.1', 40, now() - interval '61 minutes'),
+			  ('ip:192.0.2.2', 40, now() - interval '59 minutes')`); err != nil {
 			t.Fatal(err)
 		}
 		p := worker.NewPruner(store, discardLogger, worker.PrunerConfig{})
@@ -64,6 +67,12 @@ func TestPruner(t *testing.T) {
 		}
 		if got := count(t, pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || count(t, pool, `SELECT count(*) FROM sessions`) != 1 {
 			t.Errorf("sessions left: want only the live one")
+		}
+		// A count an hour old starts over at the next attempt: nothing
+		// is lost by deleting it, and every address leaves one.
+		if got := count(t, pool, `SELECT count(*) FROM login_failures WHERE key = 'ip:192.0.2.2'`); got != 1 ||
+			count(t, pool, `SELECT count(*) FROM login_failures`) != 1 {
+			t.Errorf("sign-in counts left: want only the recent one")
 		}
 	})
 
