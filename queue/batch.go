@@ -44,7 +44,7 @@ func (s *Store) TryLockEvents(ctx context.Context, eventIDs []string) (*Tx, []st
 		_ = tx.Rollback(ctx)
 		return nil, nil, fmt.Errorf("lock events: %w", err)
 	}
-	return &Tx{Store: Store{db: tx}, tx: tx}, locked, nil
+	return newTx(tx), locked, nil
 }
 
 // ClaimState is where a claimed event stands once its lock is held.

@@ -43,11 +43,14 @@ type DBTX interface {
 // against one transaction.
 type Store struct {
 	db DBTX
+	// pool is the pool db is, for the statements that need a connection of
+	// their own (BeginEvent); nil in the Store of a Tx.
+	pool *pgxpool.Pool
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{db: pool}
+	return &Store{db: pool, pool: pool}
 }
 
 // Tx is a Store bound to one open transaction, as returned by TryLockEvent.
@@ -55,7 +58,95 @@ func New(pool *pgxpool.Pool) *Store {
 // roll back together, and any lock the transaction holds lasts until then.
 type Tx struct {
 	Store
-	tx pgx.Tx
+	tx txHandle
+}
+
+// txHandle is an open transaction: pgx's own, or one BeginEvent began in a
+// pipeline.
+type txHandle interface {
+	DBTX
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+	// commitWith runs b's statements, then commits, in one round trip where
+	// the transaction allows it.
+	commitWith(ctx context.Context, b *pgx.Batch) error
+}
+
+func newTx(tx pgx.Tx) *Tx {
+	return &Tx{Store: Store{db: tx}, tx: pgxTx{tx}}
+}
+
+// pgxTx is a transaction begun by pgx: its Commit is a round trip of its own.
+type pgxTx struct{ pgx.Tx }
+
+func (t pgxTx) commitWith(ctx context.Context, b *pgx.Batch) error {
+	if err := t.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	return t.Commit(ctx)
+}
+
+// pipelinedTx is a transaction whose BEGIN went out in a pipeline with its
+// first statements, on a connection of the pool held until it ends. Its
+// last statements go out with the COMMIT, so the whole transaction costs two
+// round trips.
+type pipelinedTx struct {
+	*pgxpool.Conn
+	ended bool
+}
+
+// Begin would nest a transaction, which no caller of a pipelined one needs.
+func (t *pipelinedTx) Begin(context.Context) (pgx.Tx, error) {
+	return nil, errors.New("queue: no nested transaction in a pipelined one")
+}
+
+func (t *pipelinedTx) Commit(ctx context.Context) error {
+	return t.commitWith(ctx, &pgx.Batch{})
+}
+
+func (t *pipelinedTx) commitWith(ctx context.Context, b *pgx.Batch) error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	b.Queue("COMMIT")
+	br := t.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	var err error
+	for range b.Len() {
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// The transaction is aborted, or the connection is gone: Rollback
+		// ends it, or the pool drops the connection.
+		return err
+	}
+	t.end()
+	// COMMIT of a transaction an error aborted answers ROLLBACK, no error.
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+func (t *pipelinedTx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return pgx.ErrTxClosed
+	}
+	_, err := t.Exec(ctx, "ROLLBACK")
+	t.end()
+	return err
+}
+
+// end gives the connection back; the pool closes it instead when it is
+// still in a transaction, e.g. after a ROLLBACK that did not get through.
+func (t *pipelinedTx) end() {
+	t.ended = true
+	t.Release()
 }
 
 // Commit commits the transaction and releases its locks.
@@ -80,7 +171,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		return fn(&Tx{Store: Store{db: tx}, tx: tx})
+		return fn(newTx(tx))
 	})
 }
 
@@ -113,9 +204,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 		return nil, fmt.Errorf("begin event lock: %w", err)
 	}
 	var acquired bool
-	err = tx.QueryRow(ctx,
-		`SELECT pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || $1::text, 0))`,
-		eventID).Scan(&acquired)
+	err = tx.QueryRow(ctx, tryLockEventSQL, eventID).Scan(&acquired)
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, fmt.Errorf("lock event: %w", err)
@@ -124,7 +213,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 		_ = tx.Rollback(ctx)
 		return nil, ErrEventLocked
 	}
-	return &Tx{Store: Store{db: tx}, tx: tx}, nil
+	return newTx(tx), nil
 }
 
 // Ping checks that the database answers a query.

@@ -151,16 +151,14 @@ func (e *EventError) Unwrap() error { return e.Err }
 
 // receive runs the locked part of the pipeline for a verified event.
 func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string) (Outcome, error) {
-	tx, err := r.store.TryLockEvent(ctx, ev.ID)
+	// Two round trips to the database for an event processed at once: the
+	// lock with the state read, then the marker with the COMMIT.
+	tx, processed, queued, err := r.store.BeginEvent(ctx, queue.SourceStripe, ev.ID)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	processed, queued, err := tx.EventState(ctx, queue.SourceStripe, ev.ID)
-	if err != nil {
-		return 0, err
-	}
 	if processed {
 		return Duplicate, nil
 	}
@@ -175,29 +173,28 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	attempt := queue.NewAttempt{
-		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: res.Err == nil,
-		HTTPStatus: res.HTTPStatus, Path: queue.PathInline, Number: 0,
-	}
-	outcome := Processed
 	if res.Err == nil {
-		err = tx.RecordProcessed(ctx, attempt)
-	} else {
-		outcome = Queued
-		attempt.Error = errorText(res.Err)
-		err = r.enqueue(ctx, tx, ev, payload, sigHeader, attempt)
+		// Processed on its first delivery: the marker is its whole record.
+		if err := tx.CommitProcessed(ctx, ev.ID); err != nil {
+			return 0, err
+		}
+		return Processed, nil
 	}
-	if err != nil {
+	// Failed: from here on the event keeps its history, starting with this
+	// attempt.
+	attempt := queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: false,
+		HTTPStatus: res.HTTPStatus, Path: queue.PathInline, Number: 0, Error: errorText(res.Err),
+	}
+	if err := r.enqueue(ctx, tx, ev, payload, sigHeader, attempt); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, err
 	}
-	if outcome == Queued {
-		r.logger.WarnContext(ctx, "event queued for retry", "event_id", ev.ID,
-			"event_type", ev.Type, "err", attempt.Error)
-	}
-	return outcome, nil
+	r.logger.WarnContext(ctx, "event queued for retry", "event_id", ev.ID,
+		"event_type", ev.Type, "err", attempt.Error)
+	return Queued, nil
 }
 
 func (r *Receiver) enqueue(ctx context.Context, tx *queue.Tx, ev event, payload []byte,
