@@ -167,9 +167,12 @@ func receiverRounds(ctx context.Context, o options) error {
 		}
 		results := make([]loadResult, len(targets))
 		for j, t := range targets {
+			hookdCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
 			if results[j], err = postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, i); err != nil {
 				return fmt.Errorf("%s: %w", t.bin, err)
 			}
+			results[j].hookdCPU = processCPU(t.h.cmd.Process.Pid) - hookdCPU
+			results[j].loadgenCPU = processCPU(os.Getpid()) - selfCPU
 		}
 		pg2, err := pgbench(ctx, o, targets[0].dbURL, "receiver_2rt.sql")
 		if err != nil {
@@ -182,8 +185,10 @@ func receiverRounds(ctx context.Context, o options) error {
 				return err
 			}
 			rounds[j] = append(rounds[j], r)
-			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB\n",
-				t.bin, r.events, ms(r.p50), ms(r.p99), r.events/r.pg5, r.events/r.pg2, r.rssMiB)
+			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB"+
+				" | CPU per event: hookd %.0f µs, loadgen %.0f µs\n",
+				t.bin, r.events, ms(r.p50), ms(r.p99), r.events/r.pg5, r.events/r.pg2, r.rssMiB,
+				perEvent(results[j].hookdCPU, results[j].count), perEvent(results[j].loadgenCPU, results[j].count))
 			if n := results[j].notProcessed; n > 0 {
 				fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
 			}
@@ -225,9 +230,11 @@ func pgbench(ctx context.Context, o options, dbURL, script string) (float64, err
 }
 
 type loadResult struct {
-	perSecond    float64
-	p50, p99     time.Duration
-	notProcessed int64
+	count                int
+	hookdCPU, loadgenCPU time.Duration
+	perSecond            float64
+	p50, p99             time.Duration
+	notProcessed         int64
 }
 
 // postEvents posts new signed events from clients goroutines for d and
@@ -302,6 +309,7 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 	}
 	slices.Sort(latencies)
 	return loadResult{
+		count:        len(latencies),
 		perSecond:    float64(len(latencies)) / elapsed.Seconds(),
 		p50:          latencies[len(latencies)*50/100],
 		p99:          latencies[len(latencies)*99/100],
@@ -650,6 +658,32 @@ func peakRSS(pid int) (float64, error) {
 		}
 	}
 	return 0, errors.New("no VmHWM in /proc/PID/status")
+}
+
+// processCPU returns the user and system CPU time pid has used, from
+// /proc/PID/stat, or 0 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name, in parentheses, may hold spaces: count from after it.
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	const clockTicks = 100 // USER_HZ, 100 on Linux
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+func perEvent(d time.Duration, events int) float64 {
+	if events == 0 {
+		return 0
+	}
+	return float64(d.Microseconds()) / float64(events)
 }
 
 // cpuStat is the first line of /proc/stat: jiffies spent by all CPUs in
