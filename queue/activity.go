@@ -1,0 +1,152 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ActivityCounts is what the pipeline did over some time: the counts behind
+// the overview's charts.
+type ActivityCounts struct {
+	// Received counts deliveries to the receiver, whatever the answer.
+	Received int64 `db:"received"`
+	// Processed counts events processed successfully, inline or retried.
+	Processed int64 `db:"processed"`
+	// Queued counts deliveries whose inline processing failed and which
+	// went on the retry queue.
+	Queued int64 `db:"queued"`
+	// Retried counts the retries the retry loop ran, whatever their result.
+	Retried int64 `db:"retried"`
+	// Dead counts events that used up their retries.
+	Dead int64 `db:"dead"`
+	// Rejected counts deliveries refused with a 4xx; BadSignature those of
+	// them refused for their signature.
+	Rejected     int64 `db:"rejected"`
+	BadSignature int64 `db:"bad_signature"`
+}
+
+// IsZero reports whether nothing was counted.
+func (c ActivityCounts) IsZero() bool { return c == ActivityCounts{} }
+
+// ActivityBucket is the activity of one step of a chart, from Start.
+type ActivityBucket struct {
+	Start time.Time `db:"start"`
+	ActivityCounts
+}
+
+// ActivityRange selects the buckets of a chart: Buckets steps of Step, the
+// last one holding End (the database's now() when zero). Step is a whole
+// number of minutes; buckets start at multiples of it since the Unix epoch.
+type ActivityRange struct {
+	Step    time.Duration
+	Buckets int
+	End     time.Time
+}
+
+var (
+	// ActivityLastHour is the last hour, minute by minute.
+	ActivityLastHour = ActivityRange{Step: time.Minute, Buckets: 60}
+	// ActivityLastWeek is the last 7 days, hour by hour.
+	ActivityLastWeek = ActivityRange{Step: time.Hour, Buckets: 7 * 24}
+)
+
+// ActivityRetention is how long activity rows are kept: the 7 days the
+// longest chart shows, and a day for clocks and late flushes.
+const ActivityRetention = 8 * 24 * time.Hour
+
+// AddActivity adds c to replica's counts of the current minute. Each
+// replica writes only rows of its own, so no two writers ever wait on one
+// row; its flushes within a minute add to the same row.
+func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCounts) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO activity_minutes AS a (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		VALUES (date_trunc('minute', now()), $1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (minute, replica) DO UPDATE SET
+			received = a.received + excluded.received,
+			processed = a.processed + excluded.processed,
+			queued = a.queued + excluded.queued,
+			retried = a.retried + excluded.retried,
+			dead = a.dead + excluded.dead,
+			rejected = a.rejected + excluded.rejected,
+			bad_signature = a.bad_signature + excluded.bad_signature`,
+		replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
+	if err != nil {
+		return fmt.Errorf("add activity counts: %w", err)
+	}
+	return nil
+}
+
+// Activity returns the activity of every replica in r, one bucket per step,
+// oldest first; a step nothing was counted in is a bucket of zeros.
+func (s *Store) Activity(ctx context.Context, r ActivityRange) ([]ActivityBucket, error) {
+	if r.Step < time.Minute || r.Step%time.Minute != 0 || r.Buckets < 1 {
+		return nil, fmt.Errorf("activity: step %s and %d buckets: want whole minutes and at least one bucket", r.Step, r.Buckets)
+	}
+	var end *time.Time
+	if !r.End.IsZero() {
+		end = &r.End
+	}
+	// The rows are summed per bucket first and joined to the series of
+	// buckets afterwards, so the range is one index scan of the primary key.
+	rows, err := s.db.Query(ctx, `
+		WITH bounds AS (
+			SELECT to_timestamp(floor(extract(epoch FROM coalesce($1::timestamptz, now())) / $2) * $2) AS last
+		), sums AS (
+			SELECT to_timestamp(floor(extract(epoch FROM a.minute) / $2) * $2) AS start,
+			       sum(received) AS received, sum(processed) AS processed, sum(queued) AS queued,
+			       sum(retried) AS retried, sum(dead) AS dead, sum(rejected) AS rejected,
+			       sum(bad_signature) AS bad_signature
+			FROM activity_minutes a, bounds
+			WHERE a.minute >= bounds.last - make_interval(secs => $2 * ($3 - 1))
+			  AND a.minute < bounds.last + make_interval(secs => $2)
+			GROUP BY 1
+		)
+		SELECT b.start,
+		       coalesce(s.received, 0)::bigint AS received, coalesce(s.processed, 0)::bigint AS processed,
+		       coalesce(s.queued, 0)::bigint AS queued, coalesce(s.retried, 0)::bigint AS retried,
+		       coalesce(s.dead, 0)::bigint AS dead, coalesce(s.rejected, 0)::bigint AS rejected,
+		       coalesce(s.bad_signature, 0)::bigint AS bad_signature
+		FROM bounds,
+		     generate_series(bounds.last - make_interval(secs => $2 * ($3 - 1)), bounds.last,
+		                     make_interval(secs => $2)) AS b(start)
+		LEFT JOIN sums s ON s.start = b.start
+		ORDER BY b.start`,
+		end, r.Step.Seconds(), r.Buckets)
+	if err != nil {
+		return nil, fmt.Errorf("read activity: %w", err)
+	}
+	buckets, err := pgx.CollectRows(rows, pgx.RowToStructByName[ActivityBucket])
+	if err != nil {
+		return nil, fmt.Errorf("read activity: %w", err)
+	}
+	return buckets, nil
+}
+
+// SignatureFailures returns how many deliveries were refused for their
+// signature in the current minute and the minutes before it that fit in
+// within: what the signature-failure alert watches.
+func (s *Store) SignatureFailures(ctx context.Context, within time.Duration) (int64, error) {
+	var n int64
+	err := s.db.QueryRow(ctx, `
+		SELECT coalesce(sum(bad_signature), 0)::bigint FROM activity_minutes
+		WHERE minute > now() - make_interval(secs => $1)`, within.Seconds()).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count signature failures: %w", err)
+	}
+	return n, nil
+}
+
+// PruneActivity deletes the activity rows older than ActivityRetention and
+// returns how many it deleted: at most a day's rows per replica when the
+// pruner runs hourly, so one statement.
+func (s *Store) PruneActivity(ctx context.Context) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM activity_minutes WHERE minute < now() - make_interval(secs => $1)`,
+		ActivityRetention.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune activity: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

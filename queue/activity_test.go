@@ -1,0 +1,180 @@
+package queue_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// insertActivity writes one replica's counts of one minute, as flushes
+// would have left them.
+func insertActivity(t *testing.T, pool *pgxpool.Pool, minute time.Time, replica string, c queue.ActivityCounts) {
+	t.Helper()
+	_, err := pool.Exec(t.Context(), `
+		INSERT INTO activity_minutes (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		minute, replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
+	if err != nil {
+		t.Fatalf("insert activity: %v", err)
+	}
+}
+
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	// A fixed end, so the buckets do not move if the test crosses a minute.
+	end := time.Date(2026, 3, 10, 12, 34, 56, 0, time.UTC)
+	minute := func(h, m int) time.Time { return time.Date(2026, 3, 10, h, m, 0, 0, time.UTC) }
+
+	t.Run("PerMinuteBucketsSumReplicasAndFillGapsWithZero", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		insertActivity(t, pool, minute(12, 34), "a", queue.ActivityCounts{Received: 3, Processed: 2, Queued: 1})
+		insertActivity(t, pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Processed: 4})
+		insertActivity(t, pool, minute(12, 30), "a", queue.ActivityCounts{Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1})
+		insertActivity(t, pool, minute(11, 35), "b", queue.ActivityCounts{Received: 9})
+		// Outside the hour: the minute before its first bucket, and a
+		// minute after its last.
+		insertActivity(t, pool, minute(11, 34), "a", queue.ActivityCounts{Received: 100})
+		insertActivity(t, pool, minute(12, 35), "a", queue.ActivityCounts{Received: 100})
+
+		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Minute, Buckets: 60, End: end})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buckets) != 60 {
+			t.Fatalf("got %d buckets, want 60", len(buckets))
+		}
+		want := map[time.Time]queue.ActivityCounts{
+			minute(11, 35): {Received: 9},
+			minute(12, 30): {Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1},
+			minute(12, 34): {Received: 7, Processed: 6, Queued: 1},
+		}
+		for i, b := range buckets {
+			if wantStart := minute(11, 35).Add(time.Duration(i) * time.Minute); !b.Start.Equal(wantStart) {
+				t.Fatalf("bucket %d starts %s, want %s", i, b.Start.UTC(), wantStart)
+			}
+			if b.ActivityCounts != want[b.Start.UTC()] {
+				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("15:04"), b.ActivityCounts, want[b.Start.UTC()])
+			}
+		}
+	})
+
+	t.Run("PerHourBucketsSumTheirMinutes", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		first := minute(12, 0).Add(-167 * time.Hour)
+		insertActivity(t, pool, minute(12, 0), "a", queue.ActivityCounts{Received: 1})
+		insertActivity(t, pool, minute(12, 34), "a", queue.ActivityCounts{Received: 2})
+		insertActivity(t, pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Dead: 1})
+		insertActivity(t, pool, minute(11, 59), "a", queue.ActivityCounts{Processed: 8})
+		insertActivity(t, pool, first, "b", queue.ActivityCounts{Queued: 16})
+		insertActivity(t, pool, first.Add(59*time.Minute), "b", queue.ActivityCounts{Queued: 32})
+		insertActivity(t, pool, first.Add(-time.Minute), "b", queue.ActivityCounts{Queued: 1000})
+
+		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Hour, Buckets: 168, End: end})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buckets) != 168 {
+			t.Fatalf("got %d buckets, want 168", len(buckets))
+		}
+		want := map[time.Time]queue.ActivityCounts{
+			first:         {Queued: 48},
+			minute(11, 0): {Processed: 8},
+			minute(12, 0): {Received: 7, Dead: 1},
+		}
+		for i, b := range buckets {
+			if wantStart := first.Add(time.Duration(i) * time.Hour); !b.Start.Equal(wantStart) {
+				t.Fatalf("bucket %d starts %s, want %s", i, b.Start.UTC(), wantStart)
+			}
+			if b.ActivityCounts != want[b.Start.UTC()] {
+				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("01-02 15:04"), b.ActivityCounts, want[b.Start.UTC()])
+			}
+		}
+	})
+
+	t.Run("EmptyTableGivesZeroBucketsEndingNow", func(t *testing.T) {
+		t.Parallel()
+		store, _ := queuetest.NewStore(t)
+		buckets, err := store.Activity(t.Context(), queue.ActivityLastHour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(buckets) != 60 {
+			t.Fatalf("got %d buckets, want 60", len(buckets))
+		}
+		for _, b := range buckets {
+			if !b.IsZero() {
+				t.Errorf("bucket %s: got %+v, want zeros", b.Start, b.ActivityCounts)
+			}
+		}
+		if last := buckets[59].Start; time.Since(last) > 2*time.Minute || time.Since(last) < -time.Minute {
+			t.Errorf("last bucket starts %s; want the current minute", last)
+		}
+	})
+
+	t.Run("AddActivityAddsToTheReplicasRowOfTheMinute", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		for range 3 {
+			if err := store.AddActivity(t.Context(), "a", queue.ActivityCounts{Received: 2, BadSignature: 1, Rejected: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.AddActivity(t.Context(), "b", queue.ActivityCounts{Received: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var rows, received int64
+		if err := pool.QueryRow(t.Context(), `SELECT count(*), sum(received) FROM activity_minutes`).Scan(&rows, &received); err != nil {
+			t.Fatal(err)
+		}
+		// Three flushes of a may straddle a minute: two rows then.
+		if rows < 2 || rows > 3 || received != 7 {
+			t.Errorf("got %d rows receiving %d; want a row per replica and minute, 7 received", rows, received)
+		}
+		n, err := store.SignatureFailures(t.Context(), 5*time.Minute)
+		if err != nil || n != 3 {
+			t.Errorf("signature failures: got %d, %v; want 3", n, err)
+		}
+	})
+
+	t.Run("SignatureFailuresCountsTheWindowOnly", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO activity_minutes (minute, replica, bad_signature, rejected) VALUES
+			  (date_trunc('minute', now()), 'a', 4, 4),
+			  (date_trunc('minute', now()) - interval '3 minutes', 'b', 5, 5),
+			  (date_trunc('minute', now()) - interval '6 minutes', 'a', 100, 100)`); err != nil {
+			t.Fatal(err)
+		}
+		n, err := store.SignatureFailures(t.Context(), 5*time.Minute)
+		if err != nil || n != 9 {
+			t.Errorf("got %d, %v; want 9", n, err)
+		}
+	})
+
+	t.Run("PruneActivityDeletesRowsPastRetention", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO activity_minutes (minute, replica, received) VALUES
+			  (date_trunc('minute', now()) - interval '8 days 1 minute', 'a', 1),
+			  (date_trunc('minute', now()) - interval '7 days 23 hours', 'a', 1),
+			  (date_trunc('minute', now()), 'a', 1)`); err != nil {
+			t.Fatal(err)
+		}
+		n, err := store.PruneActivity(t.Context())
+		if err != nil || n != 1 {
+			t.Fatalf("pruned %d, %v; want 1", n, err)
+		}
+		var left int64
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM activity_minutes`).Scan(&left); err != nil || left != 2 {
+			t.Errorf("left %d rows, %v; want 2", left, err)
+		}
+	})
+}
