@@ -239,7 +239,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		web.NewQueueCollector(logger, store))
-	metrics := worker.NewMetrics(reg)
+	activity := worker.NewActivity(store, logger, worker.ActivityConfig{})
+	metrics := worker.NewMetrics(reg, activity)
 	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
@@ -272,6 +273,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	})
 	g.Go(func() error { return retrier.Run(gctx) })
 	g.Go(func() error { return pruner.Run(gctx) })
+	// The counts are flushed until everything that counts has stopped, so
+	// the last flush holds the last deliveries and retries.
+	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		_ = activity.Run(flushCtx)
+	}()
+	defer func() { stopFlushing(); <-flushed }()
 	g.Go(func() error {
 		<-gctx.Done()
 		logger.Info("shutting down: no new requests, finishing the ones in flight")

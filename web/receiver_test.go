@@ -35,7 +35,7 @@ func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(web.NewQueueCollector(discardLogger, store))
-	metrics := worker.NewMetrics(reg)
+	metrics := worker.NewMetrics(reg, nil)
 	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
 		Secrets: []string{testSecret}, Processor: p, Metrics: metrics,
 	})

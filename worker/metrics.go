@@ -8,9 +8,11 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
-// Metrics are the pipeline's Prometheus metrics. A nil *Metrics records
-// nothing, so tests and embedders need none.
+// Metrics are the pipeline's Prometheus metrics, and what feeds the
+// overview's charts: each fact is counted here once, for both. A nil
+// *Metrics records nothing, so tests and embedders need none.
 type Metrics struct {
+	activity *Activity
 	received *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
@@ -19,8 +21,10 @@ type Metrics struct {
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// When activity is not nil, it counts the same facts for the charts.
+func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 	m := &Metrics{
+		activity: activity,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_webhooks_received_total",
 			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued (200); bad_signature, bad_payload, too_large (4xx); locked, no_secret, unavailable (503).",
@@ -54,6 +58,7 @@ func (m *Metrics) Received(outcome string) {
 		return
 	}
 	m.received.WithLabelValues(outcome).Inc()
+	m.activity.received(outcome)
 }
 
 func (m *Metrics) observeProcess(path queue.AttemptPath, ok bool, took time.Duration) {
@@ -69,6 +74,7 @@ func (m *Metrics) countRetries(succeeded, failed int) {
 	}
 	m.retries.WithLabelValues("succeeded").Add(float64(succeeded))
 	m.retries.WithLabelValues("failed").Add(float64(failed))
+	m.activity.retried(succeeded, failed)
 }
 
 func (m *Metrics) countDead() {
@@ -76,6 +82,7 @@ func (m *Metrics) countDead() {
 		return
 	}
 	m.dead.Inc()
+	m.activity.add(actDead, 1)
 }
 
 func (m *Metrics) countPruned(n int64) {

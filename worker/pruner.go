@@ -72,8 +72,9 @@ func (p *Pruner) Run(ctx context.Context) error {
 
 // RunOnce deletes the markers and attempt history older than the
 // retention, records the run for the dashboard, deletes expired dashboard
-// sessions and sign-in counts old enough to start over, and returns how
-// many markers it deleted.
+// sessions, sign-in counts old enough to start over and the chart counts
+// older than queue.ActivityRetention, and returns how many markers it
+// deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -97,9 +98,14 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 {
+	activity, err := p.store.PruneActivity(ctx)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
-			"expired_sessions", sessions, "stale_login_counts", logins, "older_than", p.cfg.Retention)
+			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", activity,
+			"older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// ActivityConfig configures an Activity. Zero fields get the defaults below.
+type ActivityConfig struct {
+	// Replica names this process's rows. Default: the host name, the
+	// process id and a random suffix, unique among running replicas.
+	Replica string
+	// FlushInterval is how often the counts are added to the database: what
+	// a crash may lose, and how far the charts lag. Default: 5 s.
+	FlushInterval time.Duration
+	// StopTimeout bounds the last flush, once Run's context is cancelled.
+	// Default: 5 s.
+	StopTimeout time.Duration
+}
+
+// Activity counts what the pipeline does, in memory, and adds the counts to
+// the database every FlushInterval: one upsert of this replica's row of the
+// current minute. Counting is an atomic add, so no delivery or retry ever
+// waits on the database for it; a crash loses at most the counts since the
+// last flush, never an event. A nil *Activity counts nothing.
+type Activity struct {
+	store   *queue.Store
+	logger  *slog.Logger
+	cfg     ActivityConfig
+	pending [numActivityFields]atomic.Int64
+}
+
+// The counted facts, in the order of queue.ActivityCounts' fields.
+const (
+	actReceived = iota
+	actProcessed
+	actQueued
+	actRetried
+	actDead
+	actRejected
+	actBadSignature
+	numActivityFields
+)
+
+// NewActivity returns an Activity over store.
+func NewActivity(store *queue.Store, logger *slog.Logger, cfg ActivityConfig) *Activity {
+	cfg.Replica = cmp.Or(cfg.Replica, defaultReplica())
+	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, 5*time.Second)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	return &Activity{store: store, logger: logger.With("component", "activity"), cfg: cfg}
+}
+
+func defaultReplica() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "hookd"
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+func (a *Activity) add(field int, n int64) {
+	if a == nil || n == 0 {
+		return
+	}
+	a.pending[field].Add(n)
+}
+
+// received counts one delivery to the receiver, answered with the metrics
+// label outcome.
+func (a *Activity) received(outcome string) {
+	a.add(actReceived, 1)
+	switch outcome {
+	case "processed":
+		a.add(actProcessed, 1)
+	case "queued":
+		a.add(actQueued, 1)
+	case "bad_signature":
+		a.add(actRejected, 1)
+		a.add(actBadSignature, 1)
+	case "bad_payload", "too_large":
+		a.add(actRejected, 1)
+	}
+}
+
+// retried counts the retries of one batch once they are committed.
+func (a *Activity) retried(succeeded, failed int) {
+	a.add(actRetried, int64(succeeded+failed))
+	a.add(actProcessed, int64(succeeded))
+}
+
+// take returns the counts since the last take and zeroes them.
+func (a *Activity) take() queue.ActivityCounts {
+	var v [numActivityFields]int64
+	for i := range v {
+		v[i] = a.pending[i].Swap(0)
+	}
+	return queue.ActivityCounts{
+		Received: v[actReceived], Processed: v[actProcessed], Queued: v[actQueued], Retried: v[actRetried],
+		Dead: v[actDead], Rejected: v[actRejected], BadSignature: v[actBadSignature],
+	}
+}
+
+// giveBack adds counts a failed flush could not store back to the ones
+// pending, so the next flush stores them.
+func (a *Activity) giveBack(c queue.ActivityCounts) {
+	for i, n := range []int64{c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature} {
+		a.add(i, n)
+	}
+}
+
+// Flush adds the counts since the last flush to this replica's row of the
+// current minute. When that fails, the counts stay pending for the next.
+func (a *Activity) Flush(ctx context.Context) error {
+	c := a.take()
+	if c.IsZero() {
+		return nil
+	}
+	if err := a.store.AddActivity(ctx, a.cfg.Replica, c); err != nil {
+		a.giveBack(c)
+		return err
+	}
+	return nil
+}
+
+// Run flushes every FlushInterval until ctx is cancelled, then flushes once
+// more, bounded by StopTimeout, and returns nil. Cancel ctx after the
+// receiver and the retry loop have stopped, so the last flush holds their
+// last counts. A failed flush is logged; its counts wait for the next.
+func (a *Activity) Run(ctx context.Context) error {
+	ticker := time.NewTicker(a.cfg.FlushInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.StopTimeout)
+			defer cancel()
+			if err := a.Flush(stopCtx); err != nil {
+				a.logger.Warn("last activity counts lost at stop", "err", err)
+			}
+			return nil
+		case <-ticker.C:
+		}
+		if err := a.Flush(ctx); err != nil && ctx.Err() == nil {
+			a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
+		}
+	}
+}
