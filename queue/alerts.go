@@ -81,10 +81,15 @@ type DeadEvent struct {
 // call, whichever replica makes it, because the mark is a row update: a
 // concurrent call waits for the first one's rows and then finds them
 // announced.
+//
+// The mark is the statement's clock_timestamp(), not now(): a death's
+// last_attempt_at is the start of the retry loop's transaction, which may
+// come after this transaction's start, and a mark older than the death
+// would announce it again.
 func (t *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
 	rows, err := t.db.Query(ctx, `
 		WITH taken AS (
-			UPDATE webhook_events SET dead_alerted_at = now()
+			UPDATE webhook_events SET dead_alerted_at = clock_timestamp()
 			WHERE status = 'dead' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
 			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
 		)

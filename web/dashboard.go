@@ -59,8 +59,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	// Several missed ticks, not one: a tick can wait behind a long batch.
-	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: max(30*time.Second, 3*d.opts.RetryInterval)}, nil
+	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval)}, nil
 }
 
 func (d *dashboard) retentionDays() string {

@@ -1,0 +1,451 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// AlerterConfig configures an Alerter. Zero fields get the defaults below.
+type AlerterConfig struct {
+	// URL is the Slack-compatible incoming webhook alerts are posted to,
+	// as {"text": "..."}.
+	URL string
+	// PublicURL is the dashboard's external URL, which makes the links in
+	// alerts absolute. Default: none, the links are paths.
+	PublicURL string
+	// Interval is how often the conditions are checked, which is also how
+	// deaths are batched: the first alert of a run of deaths names the
+	// ones of up to one interval. Default: 1 minute.
+	Interval time.Duration
+	// PendingAge is the age of the oldest pending event past which it is
+	// alerted on. Default: 1 hour.
+	PendingAge time.Duration
+	// StalledAfter is how long the retry loop may go without looking for
+	// due events before it counts as stalled. Default:
+	// RetrierStalledAfter(0).
+	StalledAfter time.Duration
+	// DeadQuiet is how long no event may go dead before the dead
+	// condition clears. Default: 10 minutes, so events dying one by one
+	// make one alert and not one each.
+	DeadQuiet time.Duration
+	// SendTimeout bounds one POST to URL. Default: 10 s.
+	SendTimeout time.Duration
+	// RetryBackoff is the wait after a failed POST, doubled after each
+	// failure up to 5 minutes; SendAttempts is how many POSTs one alert
+	// gets. Defaults: 1 s and 10 (about 13 minutes in all).
+	RetryBackoff time.Duration
+	SendAttempts int
+	// QueueSize bounds the alerts waiting to be sent; past it, new ones
+	// are logged and dropped. Default: 100.
+	QueueSize int
+	// StopTimeout is how long, once Run's context is cancelled, the alerts
+	// still waiting may take to be sent. Default: 5 s.
+	StopTimeout time.Duration
+}
+
+// Signature-failure burst: SignatureBurst failures within SignatureWindow
+// start the condition; it clears once the window holds fewer than half as
+// many, so a rate hovering around the threshold does not flap.
+const (
+	SignatureBurst  = 20
+	SignatureWindow = 5 * time.Minute
+)
+
+// RetrierStalledAfter is how long the retry loop may go without looking for
+// due events before it counts as stalled, for a loop that polls every
+// interval when idle: several missed polls, not one, since a poll can wait
+// behind a long batch, and never under 30 seconds.
+func RetrierStalledAfter(interval time.Duration) time.Duration {
+	return max(30*time.Second, 3*cmp.Or(interval, 5*time.Second))
+}
+
+// firstDeadIDs is how many ids of newly dead events an alert names.
+const firstDeadIDs = 5
+
+// Alerter checks hookd's alert conditions on a schedule and posts a message
+// when one starts and when it clears. The conditions' state is in the
+// database and changed under row locks, so however many replicas run an
+// Alerter, each change is announced once. Messages are posted by a goroutine
+// of their own from a bounded queue, so a slow or failing endpoint delays
+// nothing but other alerts.
+type Alerter struct {
+	store  *queue.Store
+	logger *slog.Logger
+	cfg    AlerterConfig
+	client *http.Client
+	outbox chan string
+}
+
+// NewAlerter returns an Alerter over store.
+func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Alerter {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
+	cfg.PendingAge = cmp.Or(cfg.PendingAge, time.Hour)
+	cfg.StalledAfter = cmp.Or(cfg.StalledAfter, RetrierStalledAfter(0))
+	cfg.DeadQuiet = cmp.Or(cfg.DeadQuiet, 10*time.Minute)
+	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 10*time.Second)
+	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, time.Second)
+	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
+	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &Alerter{
+		store:  store,
+		logger: logger.With("component", "alerter"),
+		cfg:    cfg,
+		// An alert endpoint has no business redirecting; following one
+		// could post the alert somewhere nobody configured.
+		client: &http.Client{
+			Timeout:       cfg.SendTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		outbox: make(chan string, cfg.QueueSize),
+	}
+}
+
+// Run checks the conditions at once and then every Interval, and posts the
+// alerts, until ctx is cancelled. It then stops checking, lets the alerts
+// waiting be sent for up to StopTimeout, and returns nil.
+func (a *Alerter) Run(ctx context.Context) error {
+	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSend()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(a.cfg.StopTimeout, cancelSend)
+		context.AfterFunc(sendCtx, func() { t.Stop() })
+	})
+	defer stop()
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		a.send(sendCtx, ctx.Done())
+	}()
+
+	ticker := time.NewTicker(a.cfg.Interval)
+	defer ticker.Stop()
+	for {
+		if err := a.Check(ctx); err != nil && ctx.Err() == nil {
+			a.logger.ErrorContext(ctx, "alert check failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			<-sent
+			return nil
+		case <-ticker.C:
+		}
+	}
+}
+
+// send posts the queued alerts in order until ctx is cancelled, or until
+// stopping is closed and the queue is empty.
+func (a *Alerter) send(ctx context.Context, stopping <-chan struct{}) {
+	for {
+		select {
+		case text := <-a.outbox:
+			a.deliver(ctx, text)
+			continue
+		default:
+		}
+		select {
+		case text := <-a.outbox:
+			a.deliver(ctx, text)
+		case <-stopping:
+			if len(a.outbox) == 0 {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// deliver posts one alert, retrying with backoff while the endpoint fails
+// in a way that may pass: a network error, a 5xx or a 429.
+func (a *Alerter) deliver(ctx context.Context, text string) {
+	wait := a.cfg.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		err := a.post(ctx, text)
+		if err == nil {
+			return
+		}
+		var perm *permanentError
+		switch {
+		case ctx.Err() != nil:
+			a.logger.Error("alert not sent: stopping", "err", err, "alert", text)
+			return
+		case errors.As(err, &perm):
+			a.logger.Error("alert refused by HOOKD_ALERT_URL; not retrying", "err", err, "alert", text)
+			return
+		case attempt >= a.cfg.SendAttempts:
+			a.logger.Error("alert not sent: giving up", "attempts", attempt, "err", err, "alert", text)
+			return
+		}
+		a.logger.Warn("cannot send alert; retrying", "attempt", attempt, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Minute)
+	}
+}
+
+// permanentError is an answer that retrying will not change: a 4xx other
+// than 429, such as Slack's 404 for a revoked webhook.
+type permanentError struct{ status string }
+
+func (e *permanentError) Error() string { return "endpoint answered " + e.status }
+
+func (a *Alerter) post(ctx context.Context, text string) error {
+	body, err := json.Marshal(struct {
+		Text string `json:"text"`
+	}{text})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		// Not err itself: it quotes the URL, which is a secret (it carries
+		// the webhook's token).
+		return &permanentError{status: "nothing: HOOKD_ALERT_URL is not a URL"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		// The *url.Error quotes the secret URL; what went wrong is inside.
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			err = uerr.Err
+		}
+		return fmt.Errorf("post alert: %w", err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
+		return &permanentError{status: fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(answer)))}
+	default:
+		return fmt.Errorf("endpoint answered %s: %s", resp.Status, strings.TrimSpace(string(answer)))
+	}
+}
+
+// enqueue hands text to the sending goroutine without ever waiting.
+func (a *Alerter) enqueue(ctx context.Context, text string) {
+	select {
+	case a.outbox <- text:
+	default:
+		a.logger.ErrorContext(ctx, "alert dropped: too many alerts waiting to be sent", "alert", text)
+	}
+}
+
+// Check evaluates every condition no other replica is checking right now,
+// stores the changes, and once they are committed queues one alert per
+// change. It never waits on the alert endpoint.
+func (a *Alerter) Check(ctx context.Context) error {
+	var alerts []string
+	err := a.store.InTx(ctx, func(tx *queue.Tx) error {
+		alerts = alerts[:0]
+		states, now, err := tx.LockAlertStates(ctx)
+		if err != nil {
+			return err
+		}
+		for _, st := range states {
+			next, text, err := a.evaluate(ctx, tx, st, now)
+			if err != nil {
+				return err
+			}
+			if next != st {
+				if err := tx.SetAlertState(ctx, next); err != nil {
+					return err
+				}
+			}
+			if text != "" {
+				alerts = append(alerts, text)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, text := range alerts {
+		a.logger.InfoContext(ctx, "alert", "alert", text)
+		a.enqueue(ctx, text)
+	}
+	return nil
+}
+
+// evaluate reads one condition's facts and returns its next state and the
+// alert text of its change, "" when it did not start or clear.
+func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertState, now time.Time) (queue.AlertState, string, error) {
+	switch st.Condition {
+	case queue.AlertDead:
+		return a.evaluateDead(ctx, tx, st, now)
+	case queue.AlertPendingAge:
+		oldest, pending, err := tx.OldestPending(ctx)
+		if err != nil {
+			return st, "", err
+		}
+		holds := oldest != nil && now.Sub(oldest.ReceivedAt) > a.cfg.PendingAge
+		return transition(st, holds, now, func() string {
+			return fmt.Sprintf("hookd: the oldest pending event, %s (%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending. %s",
+				escape(oldest.EventID), escape(oldest.EventType), span(now.Sub(oldest.ReceivedAt)), span(a.cfg.PendingAge),
+				plural(pending, "event is", "events are"), a.link("/events?status=pending"))
+		}, func() string {
+			return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
+				span(a.cfg.PendingAge), a.link("/events?status=pending"))
+		})
+	case queue.AlertRetrierStalled:
+		ws, err := tx.WorkerStatus(ctx)
+		if err != nil {
+			return st, "", err
+		}
+		holds := ws.RetrierTick != nil && now.Sub(*ws.RetrierTick) > a.cfg.StalledAfter
+		return transition(st, holds, now, func() string {
+			return fmt.Sprintf("hookd: the retry loop is stalled: no replica has looked for due events since %s (%s ago), so failed events are not retried. Check that hookd is running and its log. %s",
+				ws.RetrierTick.UTC().Format("15:04:05 UTC"), span(now.Sub(*ws.RetrierTick)), a.link("/"))
+		}, func() string {
+			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
+		})
+	case queue.AlertSignatureFailures:
+		n, err := tx.SignatureFailures(ctx, SignatureWindow)
+		if err != nil {
+			return st, "", err
+		}
+		holds := n >= SignatureBurst || (st.Active && n >= SignatureBurst/2)
+		return transition(st, holds, now, func() string {
+			return fmt.Sprintf("hookd: %s failed the Stripe signature check in the last %s: is STRIPE_WEBHOOK_SECRET right? %s",
+				plural(n, "delivery", "deliveries"), span(SignatureWindow), a.link("/rejections"))
+		}, func() string {
+			return fmt.Sprintf("hookd: cleared: signature failures are down to %d in the last %s. %s",
+				n, span(SignatureWindow), a.link("/rejections"))
+		})
+	}
+	return st, "", nil
+}
+
+// transition is the start-and-clear rule of a condition that holds or not.
+func transition(st queue.AlertState, holds bool, now time.Time, started, cleared func() string) (queue.AlertState, string, error) {
+	switch {
+	case holds && !st.Active:
+		return queue.AlertState{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now}, started(), nil
+	case holds:
+		st.LastSeen = &now
+		return st, "", nil
+	case st.Active:
+		return queue.AlertState{Condition: st.Condition}, cleared(), nil
+	}
+	return st, "", nil
+}
+
+// evaluateDead takes the events that went dead since the last check. The
+// first ones start the condition, with their count, types and first ids;
+// the ones after that are only counted, until no event has gone dead for
+// DeadQuiet, when it clears with the total.
+func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.AlertState, now time.Time) (queue.AlertState, string, error) {
+	dead, err := tx.TakeNewlyDead(ctx)
+	if err != nil {
+		return st, "", err
+	}
+	link := a.link("/events?status=dead")
+	switch {
+	case len(dead) > 0 && !st.Active:
+		n := int64(len(dead))
+		next := queue.AlertState{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, Count: n}
+		ids := make([]string, 0, firstDeadIDs)
+		for _, d := range dead[:min(len(dead), firstDeadIDs)] {
+			ids = append(ids, escape(d.EventID))
+		}
+		more := ""
+		if len(dead) > firstDeadIDs {
+			more = ", …"
+		}
+		return next, fmt.Sprintf("hookd: %s dead, out of retries: %s. First: %s%s. %s",
+			plural(n, "event went", "events went"), deadTypes(dead), strings.Join(ids, ", "), more, link), nil
+	case len(dead) > 0:
+		st.LastSeen = &now
+		st.Count += int64(len(dead))
+		return st, "", nil
+	case st.Active && st.LastSeen != nil && now.Sub(*st.LastSeen) >= a.cfg.DeadQuiet:
+		stillDead, err := tx.CountEvents(ctx, queue.EventFilter{Status: queue.StatusDead})
+		if err != nil {
+			return st, "", err
+		}
+		return queue.AlertState{Condition: st.Condition}, fmt.Sprintf(
+			"hookd: cleared: no event has gone dead for %s. %s dead since %s; %s dead now. %s",
+			span(a.cfg.DeadQuiet), plural(st.Count, "event went", "events went"),
+			st.Since.UTC().Format("2006-01-02 15:04 UTC"), plural(stillDead, "event is", "events are"), link), nil
+	}
+	return st, "", nil
+}
+
+// deadTypes counts dead events by type, the commonest first: "invoice.paid
+// ×3, charge.refunded ×1".
+func deadTypes(dead []queue.DeadEvent) string {
+	counts := map[string]int{}
+	for _, d := range dead {
+		counts[d.EventType]++
+	}
+	types := make([]string, 0, len(counts))
+	for t := range counts {
+		types = append(types, t)
+	}
+	slices.SortFunc(types, func(x, y string) int {
+		return cmp.Or(counts[y]-counts[x], strings.Compare(x, y))
+	})
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = fmt.Sprintf("%s ×%d", escape(t), counts[t])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// link is the dashboard URL of path: absolute with PublicURL, a path
+// without.
+func (a *Alerter) link(path string) string {
+	return a.cfg.PublicURL + path
+}
+
+// escape makes s plain text in a Slack message, whose text treats &, < and
+// > as markup.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// span formats a duration for people: "45 s", "12 min", "3 h 5 min".
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h, m := int(d.Hours()), int(d.Minutes())%60
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	default:
+		return fmt.Sprintf("%d days", int(d.Hours()/24))
+	}
+}

@@ -1,0 +1,366 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+// incomingWebhook is a fake Slack incoming webhook: it takes
+// {"text": "..."} posted as application/json and answers "ok", or fails
+// the first failFirst posts with 503.
+type incomingWebhook struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	failFirst int
+	arrived   int // requests, counted before any hang
+	posts     int
+	texts     []string
+	// hang, when set, is waited on before any answer.
+	hang chan struct{}
+}
+
+func newIncomingWebhook(t *testing.T) *incomingWebhook {
+	w := &incomingWebhook{t: t}
+	w.srv = httptest.NewServer(http.HandlerFunc(w.serveHTTP))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+func (w *incomingWebhook) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	w.mu.Lock()
+	hang := w.hang
+	w.arrived++
+	w.mu.Unlock()
+	if hang != nil {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+		w.t.Errorf("got %s with Content-Type %q, want a POST of application/json", r.Method, r.Header.Get("Content-Type"))
+		http.Error(rw, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	var msg struct {
+		Text string `json:"text"`
+	}
+	body, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(body, &msg); err != nil || msg.Text == "" {
+		w.t.Errorf("body %q: want {\"text\": \"...\"}", body)
+		http.Error(rw, "invalid_payload", http.StatusBadRequest)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.posts++
+	if w.posts <= w.failFirst {
+		http.Error(rw, "service unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	w.texts = append(w.texts, msg.Text)
+	io.WriteString(rw, "ok")
+}
+
+func (w *incomingWebhook) received() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.texts...)
+}
+
+// waitTexts waits until the webhook has received n alerts and returns them.
+func (w *incomingWebhook) waitTexts(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(w.received()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %d alerts; got %q", n, w.received())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return w.received()
+}
+
+// runAlerter runs an Alerter until the test ends or the returned stop is
+// called, which waits for Run to return.
+func runAlerter(t *testing.T, a *worker.Alerter) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("alerter: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func alerterConfig(url string) worker.AlerterConfig {
+	return worker.AlerterConfig{
+		URL: url, PublicURL: "https://hooks.example.com/", PendingAge: time.Hour,
+		// Checks are made by the tests, not by the clock.
+		Interval: time.Hour, DeadQuiet: time.Hour, RetryBackoff: time.Millisecond,
+	}
+}
+
+func check(t *testing.T, a *worker.Alerter) {
+	t.Helper()
+	if err := a.Check(t.Context()); err != nil {
+		t.Fatalf("check: %v", err)
+	}
+}
+
+func exec(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func wantContains(t *testing.T, text string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(text, p) {
+			t.Errorf("alert %q does not contain %q", text, p)
+		}
+	}
+}
+
+// startEveryCondition makes all four conditions hold.
+func startEveryCondition(t *testing.T, store *queue.Store, pool *pgxpool.Pool) {
+	t.Helper()
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_old_pending", Status: queue.StatusRetrying,
+		Attempts: 2, Age: 2 * time.Hour, DueIn: time.Hour})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_1", EventType: "invoice.paid", Status: queue.StatusDead, Attempts: 5})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_2", EventType: "invoice.paid", Status: queue.StatusDead, Attempts: 5})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_3", EventType: "charge.refunded", Status: queue.StatusDead, Attempts: 5})
+	if err := store.RecordRetrierTick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, pool, `UPDATE worker_status SET last_run_at = now() - interval '10 minutes' WHERE component = 'retrier'`)
+	if err := store.AddActivity(t.Context(), "replica-a", queue.ActivityCounts{Received: 25, Rejected: 25, BadSignature: 25}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clearEveryCondition makes all four conditions stop holding.
+func clearEveryCondition(t *testing.T, store *queue.Store, pool *pgxpool.Pool) {
+	t.Helper()
+	exec(t, pool, `DELETE FROM webhook_events WHERE event_id = 'evt_old_pending'`)
+	exec(t, pool, `DELETE FROM activity_minutes`)
+	// The last death an hour and more ago: past DeadQuiet.
+	exec(t, pool, `UPDATE alert_conditions SET last_seen_at = now() - interval '61 minutes' WHERE condition = 'dead' AND active`)
+	if err := store.RecordRetrierTick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAlerter(t *testing.T) {
+	t.Parallel()
+
+	t.Run("EachConditionAlertsOnceWhenItStartsAndOnceWhenItClears", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		hook := newIncomingWebhook(t)
+		a := worker.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL))
+		startEveryCondition(t, store, pool)
+		// Run checks at once. Once its alerts are out, its check is over and
+		// only the test's own checks follow.
+		runAlerter(t, a)
+		texts := hook.waitTexts(t, 4)
+		if len(texts) != 4 {
+			t.Fatalf("got %d alerts, want 4: %q", len(texts), texts)
+		}
+		// Conditions are checked in the order of their names.
+		wantContains(t, texts[0], "3 events went dead", "invoice.paid ×2, charge.refunded ×1",
+			"evt_dead_1, evt_dead_2, evt_dead_3", "https://hooks.example.com/events?status=dead")
+		wantContains(t, texts[1], "evt_old_pending", "2 h", "HOOKD_ALERT_PENDING_AGE", "1 event is pending",
+			"https://hooks.example.com/events?status=pending")
+		wantContains(t, texts[2], "retry loop is stalled", "10 min ago")
+		wantContains(t, texts[3], "25 deliveries failed the Stripe signature check", "is STRIPE_WEBHOOK_SECRET right?",
+			"https://hooks.example.com/rejections")
+
+		// Still holding: nothing new. A further death is counted, not sent.
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_4", Status: queue.StatusDead, Attempts: 5})
+		check(t, a)
+		check(t, a)
+
+		clearEveryCondition(t, store, pool)
+		check(t, a)
+		texts = hook.waitTexts(t, 8)
+		if len(texts) != 8 {
+			t.Fatalf("got %d alerts, want 8: %q", len(texts), texts[4:])
+		}
+		wantContains(t, texts[4], "cleared", "no event has gone dead for 1 h", "4 events went dead since", "4 events are dead now")
+		wantContains(t, texts[5], "cleared", "no pending event is older than 1 h")
+		wantContains(t, texts[6], "cleared", "retry loop is running again")
+		wantContains(t, texts[7], "cleared", "signature failures are down to 0")
+
+		check(t, a)
+		if got := len(hook.received()); got != 8 {
+			t.Errorf("a check with nothing changed sent alerts: %d in all, want 8", got)
+		}
+	})
+
+	t.Run("TwoReplicasRacingAnnounceEachChangeOnce", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		// A second replica: its own pool on the same database.
+		pool2, err := pgxpool.NewWithConfig(t.Context(), pool.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool2.Close)
+		hook := newIncomingWebhook(t)
+		replicas := []*worker.Alerter{
+			worker.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL)),
+			worker.NewAlerter(queue.New(pool2), discardLogger, alerterConfig(hook.srv.URL)),
+		}
+		startEveryCondition(t, store, pool)
+		// Each replica checks as it starts, racing the other and the
+		// checks below.
+		stops := []func(){runAlerter(t, replicas[0]), runAlerter(t, replicas[1])}
+
+		race := func() {
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range 16 {
+				wg.Go(func() {
+					<-start
+					if err := replicas[i%2].Check(context.Background()); err != nil {
+						t.Errorf("check: %v", err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+		}
+		race()
+		hook.waitTexts(t, 4)
+		clearEveryCondition(t, store, pool)
+		race()
+		hook.waitTexts(t, 8)
+		// Stopping sends whatever is still queued, so nothing more can come.
+		for _, stop := range stops {
+			stop()
+		}
+		texts := hook.received()
+		if len(texts) != 8 {
+			t.Fatalf("got %d alerts, want 8 (each condition started and cleared once): %q", len(texts), texts)
+		}
+		cleared := 0
+		for _, text := range texts {
+			if strings.Contains(text, "cleared") {
+				cleared++
+			}
+		}
+		if cleared != 4 {
+			t.Errorf("got %d clears, want 4: %q", cleared, texts)
+		}
+	})
+
+	t.Run("AFailingEndpointIsRetriedWithBackoffAndLogged", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		hook := newIncomingWebhook(t)
+		hook.failFirst = 3
+		var log syncLog
+		a := worker.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), alerterConfig(hook.srv.URL))
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_down", Status: queue.StatusDead, Attempts: 5})
+		runAlerter(t, a)
+		texts := hook.waitTexts(t, 1)
+		wantContains(t, texts[0], "1 event went dead", "evt_dead_down")
+		hook.mu.Lock()
+		posts := hook.posts
+		hook.mu.Unlock()
+		if posts != 4 {
+			t.Errorf("the endpoint saw %d posts, want 3 failures and the one that worked", posts)
+		}
+		if n := strings.Count(log.String(), "cannot send alert; retrying"); n != 3 {
+			t.Errorf("logged %d failed sends, want 3:\n%s", n, log.String())
+		}
+		if strings.Contains(log.String(), hook.srv.URL) {
+			t.Errorf("the log shows HOOKD_ALERT_URL, a secret:\n%s", log.String())
+		}
+	})
+
+	t.Run("AHangingEndpointNeverHoldsUpChecks", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		hook := newIncomingWebhook(t)
+		hook.hang = make(chan struct{})
+		cfg := alerterConfig(hook.srv.URL)
+		cfg.QueueSize = 1
+		a := worker.NewAlerter(store, discardLogger, cfg)
+		startEveryCondition(t, store, pool)
+		runAlerter(t, a)
+		// Run's first check is over once its first alert reaches the
+		// endpoint, which holds it.
+		queuetest.WaitFor(t, 10*time.Second, "the first alert to reach the endpoint", func() bool {
+			hook.mu.Lock()
+			defer hook.mu.Unlock()
+			return hook.arrived > 0
+		})
+		// The endpoint answers nothing while the conditions clear, start
+		// and clear again: twelve more alerts for a queue of one. Every
+		// check still returns.
+		for i := range 2 {
+			if i > 0 {
+				startEveryCondition(t, store, pool)
+				check(t, a)
+			}
+			clearEveryCondition(t, store, pool)
+			exec(t, pool, `DELETE FROM webhook_events`)
+			check(t, a)
+		}
+		states := count(t, pool, `SELECT count(*) FROM alert_conditions WHERE active`)
+		if states != 0 {
+			t.Errorf("%d conditions still active after clearing, want 0", states)
+		}
+		close(hook.hang)
+		// The alert being sent when the endpoint hung and the one queued
+		// behind it arrive; the others were dropped, and logged.
+		hook.waitTexts(t, 2)
+	})
+}
+
+// syncLog is a log the alerter writes while the test reads it.
+type syncLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
