@@ -273,6 +273,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	})
 	g.Go(func() error { return retrier.Run(gctx) })
 	g.Go(func() error { return pruner.Run(gctx) })
+	if cfg.AlertURL != "" {
+		alerter := worker.NewAlerter(store, logger, worker.AlerterConfig{
+			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
+			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval)})
+		g.Go(func() error { return alerter.Run(gctx) })
+	}
 	// The counts are flushed until everything that counts has stopped, so
 	// the last flush holds the last deliveries and retries.
 	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
@@ -338,6 +344,9 @@ type Config struct {
 	MaxBody          int64
 	ShutdownTimeout  time.Duration
 	LogLevel         slog.Level
+	AlertURL         Secret
+	AlertPendingAge  time.Duration
+	PublicURL        string
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -398,6 +407,12 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
+	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,
+		set: func(c *Config, v string) error { c.AlertURL = Secret(v); return checkURL(v) }},
+	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: "1h", usage: "alert when the oldest pending event is older than this",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
+	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
+		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 }

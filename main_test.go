@@ -9,10 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -29,7 +32,8 @@ func TestParseConfig_Defaults(t *testing.T) {
 	}
 	if cfg.Addr != ":8080" || cfg.ForwardTimeout != 10*time.Second || cfg.RetryInterval != 5*time.Second ||
 		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 ||
-		cfg.Processor != "forward" {
+		cfg.Processor != "forward" ||
+		cfg.AlertURL != "" || cfg.AlertPendingAge != time.Hour || cfg.PublicURL != "" {
 		t.Fatalf("defaults = %+v, want SPEC.md's", cfg)
 	}
 }
@@ -108,6 +112,9 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"UnknownProcessor", map[string]string{"HOOKD_PROCESSOR": "drop"}, nil, `HOOKD_PROCESSOR: must be forward or discard (got "drop")`},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
 		{"BadTrustedProxy", map[string]string{"HOOKD_TRUSTED_PROXIES": "10.0.0.0/8, nginx"}, nil, `HOOKD_TRUSTED_PROXIES: "nginx" is not a CIDR`},
+		{"BadAlertURL", map[string]string{"HOOKD_ALERT_URL": "hooks.slack.com/services/T0/B0/x"}, nil, "HOOKD_ALERT_URL: not an absolute http(s) URL"},
+		{"ZeroPendingAge", map[string]string{"HOOKD_ALERT_PENDING_AGE": "0s"}, nil, "HOOKD_ALERT_PENDING_AGE: must be greater than zero"},
+		{"BadPublicURL", map[string]string{"HOOKD_PUBLIC_URL": "/hookd"}, nil, "HOOKD_PUBLIC_URL: not an absolute http(s) URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +143,11 @@ func TestParseConfig_SecretsStayOutOfErrorsAndHelp(t *testing.T) {
 	_, err := parseConfig("serve", nil, envOf(map[string]string{"STRIPE_WEBHOOK_SECRET": "topsecret"}), new(bytes.Buffer))
 	if err == nil || strings.Contains(err.Error(), "topsecret") {
 		t.Fatalf("err = %v: want an error that does not repeat the secret", err)
+	}
+	// An incoming webhook's URL carries its token.
+	_, err = parseConfig("serve", nil, envOf(map[string]string{"HOOKD_ALERT_URL": "hooks.example/T0/topsecret"}), new(bytes.Buffer))
+	if err == nil || strings.Contains(err.Error(), "topsecret") {
+		t.Fatalf("err = %v: want an error that does not repeat the alert URL", err)
 	}
 	var help bytes.Buffer
 	_, err = parseConfig("serve", []string{"-h"}, envOf(map[string]string{"HOOKD_ADMIN_PASSWORD": "hunter2"}), &help)
@@ -409,4 +421,42 @@ func TestRunServeCutsOffATrickledBody(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\r\n")
 	return line
+}
+
+// The chart counts of the last deliveries are flushed when hookd stops, and
+// the alerter, when configured, stops with it.
+func TestRunServeFlushesActivityAtStop(t *testing.T) {
+	t.Parallel()
+	alerts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
+	t.Cleanup(alerts.Close)
+	env := map[string]string{
+		"STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_PROCESSOR":       "discard",
+		"HOOKD_ALERT_URL":       alerts.URL,
+	}
+	base, stop, stderr := startServe(t, env)
+	for range 2 {
+		err := run(t.Context(), []string{"send-test-event", "-url", base + "/webhooks/stripe"},
+			func(k string) string { return map[string]string{"STRIPE_WEBHOOK_SECRET": testSecret}[k] },
+			strings.NewReader(""), io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel: got %v, want nil\n%s", err, stderr)
+	}
+	pool, err := pgxpool.New(context.Background(), env["DATABASE_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var received, processed int64
+	if err := pool.QueryRow(context.Background(),
+		`SELECT coalesce(sum(received), 0), coalesce(sum(processed), 0) FROM activity_minutes`).Scan(&received, &processed); err != nil {
+		t.Fatal(err)
+	}
+	if received != 2 || processed != 2 {
+		t.Errorf("stored %d received, %d processed; want 2 and 2", received, processed)
+	}
 }
