@@ -76,7 +76,34 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, prune))
+	activity, err := d.activity(c)
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, activity, prune))
+}
+
+// activity reads the counts behind the overview's charts, over the range
+// ?activity= asks for.
+func (d *dashboard) activity(c echo.Context) (views.Activity, error) {
+	r := views.ParseActivityRange(c.QueryParam("activity"))
+	buckets, err := d.store.Activity(c.Request().Context(), r.Query())
+	if err != nil {
+		return views.Activity{}, err
+	}
+	return views.Activity{Range: r, Buckets: buckets}, nil
+}
+
+// handleOverviewActivity renders the overview's charts alone, for htmx.
+func (d *dashboard) handleOverviewActivity() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		activity, err := d.activity(c)
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set("Cache-Control", "no-store")
+		return render(c, http.StatusOK, views.ActivityPanel(activity))
+	}
 }
 
 func (d *dashboard) handleOverview() echo.HandlerFunc {

@@ -34,6 +34,7 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	e.POST("/logout", d.handleLogout(), viewer...)
 	e.GET("/", d.handleOverview(), viewer...)
 	e.GET("/overview/stats", d.handleOverviewStats(), viewer...)
+	e.GET("/overview/activity", d.handleOverviewActivity(), viewer...)
 	e.POST("/prune/preview", d.handlePrunePreview(), admin...)
 	e.POST("/prune", d.handlePrune(), admin...)
 	e.GET("/events", d.handleEvents(), viewer...)
