@@ -20,7 +20,8 @@ import (
 )
 
 // The production-sized queue the dashboard must stay fast on: 10 million
-// dedup markers, 100,000 pending events and 10,000 dead ones.
+// dedup markers, 100,000 pending events and 10,000 dead ones, and 8 days of
+// two replicas' chart counts.
 const (
 	benchMarkers = 10_000_000
 	benchPending = 100_000
@@ -55,6 +56,15 @@ func populateBench(ctx context.Context, pool *pgxpool.Pool) error {
 		         now() - g * interval '4 minutes', now() - g * interval '3 minutes'
 		  FROM generate_series(1, $1) g`, benchDead},
 	}
+	// Two replicas' chart counts for every minute of the 8 days the pruner
+	// keeps: the most the overview's 7-day chart ever reads.
+	steps = append(steps, struct {
+		sql string
+		n   int
+	}{`INSERT INTO activity_minutes (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+	   SELECT date_trunc('minute', now()) - (g / 2) * interval '1 minute', 'replica-' || g % 2,
+	          20 + g % 7, 18 + g % 5, g % 3, g % 4, (g % 97 = 0)::int, (g % 31 = 0)::int, (g % 62 = 0)::int
+	   FROM generate_series(0, $1 - 1) g`, 2 * 8 * 24 * 60})
 	for _, s := range steps {
 		if _, err := pool.Exec(ctx, s.sql, s.n); err != nil {
 			return err

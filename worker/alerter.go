@@ -45,7 +45,7 @@ type AlerterConfig struct {
 	SendTimeout time.Duration
 	// RetryBackoff is the wait after a failed POST, doubled after each
 	// failure up to 5 minutes; SendAttempts is how many POSTs one alert
-	// gets. Defaults: 1 s and 10 (about 13 minutes in all).
+	// gets. Defaults: 1 s and 10 (about 8 minutes of waits in all).
 	RetryBackoff time.Duration
 	SendAttempts int
 	// QueueSize bounds the alerts waiting to be sent; past it, new ones
