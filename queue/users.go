@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -59,6 +60,15 @@ type User struct {
 	Role         Role      `db:"role"`
 	PasswordHash string    `db:"password_hash"`
 	CreatedAt    time.Time `db:"created_at"`
+}
+
+// PasswordStamp identifies the account's current password and reveals
+// nothing about it. A session keeps it from sign-in and ends once it no
+// longer matches: changing a password ends every session signed in with
+// the old one, on every replica, without finding them.
+func (u User) PasswordStamp() string {
+	sum := sha256.Sum256([]byte(u.PasswordHash))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // ErrBadCredentials is returned by Authenticate for an unknown email or a

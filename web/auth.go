@@ -26,8 +26,10 @@ import (
 // Session keys.
 const (
 	sessUserID = "user_id"
-	sessCSRF   = "csrf"
-	sessFlash  = "flash"
+	// sessPassword is the account's PasswordStamp at sign-in.
+	sessPassword = "password_stamp"
+	sessCSRF     = "csrf"
+	sessFlash    = "flash"
 )
 
 // Echo context keys.
@@ -103,6 +105,9 @@ func (d *dashboard) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxSessions, sm)
 		res := c.Response()
 		res.Header().Add("Vary", "Cookie")
+		// Dashboard pages show payloads with customer data: no browser
+		// or proxy keeps a copy.
+		res.Header().Set("Cache-Control", "no-store")
 		res.Before(func() {
 			switch sm.Status(ctx) {
 			case scs.Modified:
@@ -310,15 +315,16 @@ func (d *dashboard) requireRole(need queue.Role) echo.MiddlewareFunc {
 				return redirectToLogin(c)
 			}
 			u, err := d.store.User(ctx, id)
-			if errors.Is(err, queue.ErrNotFound) {
-				// The account was removed while signed in.
+			if err != nil && !errors.Is(err, queue.ErrNotFound) {
+				return err
+			}
+			// The account was removed, or its password changed, since
+			// this session signed in: the session ends here.
+			if errors.Is(err, queue.ErrNotFound) || sm.GetString(ctx, sessPassword) != u.PasswordStamp() {
 				if err := sm.Destroy(ctx); err != nil {
 					return err
 				}
 				return redirectToLogin(c)
-			}
-			if err != nil {
-				return err
 			}
 			c.Set(ctxUser, &u)
 			if !u.Role.Allows(need) {
@@ -453,6 +459,7 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 			return fmt.Errorf("renew session: %w", err)
 		}
 		sm.Put(ctx, sessUserID, u.ID)
+		sm.Put(ctx, sessPassword, u.PasswordStamp())
 		sm.Put(ctx, sessCSRF, randomToken())
 		return c.Redirect(http.StatusSeeOther, next)
 	}

@@ -355,3 +355,62 @@ func TestSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+// A password change (hookd user passwd calls SetPassword) ends every
+// session signed in with the old password, and only those.
+func TestAuth_PasswordChangeEndsTheAccountsSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	u, err := b.store.CreateUser(ctx, "ops@example.com", testPassword, queue.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signIn := func(email, password string) *client {
+		c := b.client(t)
+		c.get("/login")
+		wantStatus(t, c.post("/login", url.Values{"email": {email}, "password": {password}}), http.StatusSeeOther)
+		wantStatus(t, c.get("/"), http.StatusOK)
+		return c
+	}
+	laptop, phone := signIn(u.Email, testPassword), signIn(u.Email, testPassword)
+	other := b.client(t)
+	other.signIn(queue.RoleViewer)
+
+	const newPassword = "a brand new passphrase"
+	if err := b.store.SetPassword(ctx, u.Email, newPassword); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*client{"laptop": laptop, "phone": phone} {
+		r := c.get("/events?status=dead")
+		wantStatus(t, r, http.StatusSeeOther)
+		if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "/login") {
+			t.Errorf("%s after the password change: redirect to %q, want /login", name, loc)
+		}
+	}
+	wantStatus(t, other.get("/"), http.StatusOK)
+	signIn(u.Email, newPassword)
+}
+
+func TestDashboardPagesAreNotCached(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	anon := b.client(t)
+	c := b.client(t)
+	c.signIn(queue.RoleAdmin)
+	dead := insertDead(t, b, "evt_no_store")
+	pages := map[string]response{
+		"GET /login (anonymous)": anon.get("/login"),
+		"GET / (anonymous)":      anon.get("/"),
+	}
+	for _, path := range []string{"/", "/overview/stats", "/events?status=dead", "/events?status=pending",
+		"/events/" + dead.ID.String(), "/audit", "/accounts", "/no-such-page"} {
+		pages["GET "+path] = c.get(path)
+	}
+	pages["POST /events/retry-all/preview"] = c.post("/events/retry-all/preview", nil)
+	for name, r := range pages {
+		if got := r.header.Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s: Cache-Control %q, want no-store", name, got)
+		}
+	}
+}

@@ -79,6 +79,8 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 		_ = c.String(status, msg+"\n")
 		return
 	}
+	// An error is about this moment; nobody should be shown it again.
+	c.Response().Header().Set("Cache-Control", "no-store")
 	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now()}
 	if p.User != nil {
 		// The layout's sign-out form needs the token.
