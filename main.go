@@ -224,12 +224,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		if cfg.AdminPassword == "" {
 			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
 		}
-		changed, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
+		u, created, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
 		if err != nil {
 			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
 		}
-		if changed != "" {
-			logger.Info("dashboard admin "+changed, "email", cfg.AdminEmail)
+		if created {
+			logger.Info("dashboard admin created", "email", u.Email)
+		} else {
+			logger.Info("HOOKD_ADMIN_EMAIL's account exists: its password and role are left as they are, "+
+				"HOOKD_ADMIN_PASSWORD is not applied", "email", u.Email, "role", u.Role)
 		}
 	}
 	// The pruner deletes expired sessions; pgxstore's own cleanup goroutine
@@ -391,7 +394,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
 	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: "720h", usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
 		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
-	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account ensured at start",
+	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account created at start when no account has this email (never changed afterwards)",
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -233,13 +234,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startServe runs `hookd serve` with env on its own database and port,
+// startServe runs `hookd serve` with env on its own port, and on its own
+// database unless env names one,
 // waits until /readyz answers 200, and returns the base URL and a stop
 // function that cancels the context and returns run's error.
 func startServe(t *testing.T, env map[string]string) (string, func() error, *syncBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
-	env["DATABASE_URL"] = queuetest.NewDatabaseURL(t)
+	if env["DATABASE_URL"] == "" {
+		env["DATABASE_URL"] = queuetest.NewDatabaseURL(t)
+	}
 	env["HOOKD_ADDR"] = addr
 	getenv := func(k string) string { return env[k] }
 
@@ -458,5 +462,44 @@ func TestRunServeFlushesActivityAtStop(t *testing.T) {
 	}
 	if received != 2 || processed != 2 {
 		t.Errorf("stored %d received, %d processed; want 2 and 2", received, processed)
+	}
+}
+
+// HOOKD_ADMIN_EMAIL creates the account at the first start and leaves it
+// alone at the next ones, saying so, so a password changed since stays.
+func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
+	t.Parallel()
+	dbURL := queuetest.NewDatabaseURL(t)
+	env := func() map[string]string {
+		return map[string]string{"DATABASE_URL": dbURL, "HOOKD_PROCESSOR": "discard",
+			"HOOKD_ADMIN_EMAIL": "root@example.com", "HOOKD_ADMIN_PASSWORD": "bootstrap password"}
+	}
+	_, stop, stderr := startServe(t, env())
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "dashboard admin created") {
+		t.Errorf("first start's log does not say the admin was created:\n%s", stderr)
+	}
+
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	store := queue.New(pool)
+	if err := store.SetPassword(t.Context(), "root@example.com", "changed on purpose"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, stop, stderr = startServe(t, env())
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "password and role are left as they are") {
+		t.Errorf("second start's log does not say the account was left alone:\n%s", stderr)
+	}
+	if _, err := store.Authenticate(t.Context(), "root@example.com", "changed on purpose"); err != nil {
+		t.Errorf("the changed password no longer works after a restart: %v", err)
 	}
 }

@@ -44,31 +44,72 @@ func TestUsers_EmailIsUniqueWithoutCase(t *testing.T) {
 	}
 }
 
-func TestUsers_EnsureAdminCreatesThenUpdates(t *testing.T) {
+// The bootstrap account is created when missing and never changed after:
+// a password or role changed since stays changed at the next start.
+func TestUsers_EnsureAdminCreatesOnlyWhenMissing(t *testing.T) {
 	t.Parallel()
 	s, _ := queuetest.NewStore(t)
 	ctx := context.Background()
-	for _, step := range []struct {
-		password, want string
-	}{
-		{"first password", "created"},
-		{"first password", ""},
-		{"second password", "updated"},
-	} {
-		got, err := s.EnsureAdmin(ctx, "admin@example.com", step.password)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != step.want {
-			t.Errorf("EnsureAdmin(%q) = %q, want %q", step.password, got, step.want)
-		}
+	u, created, err := s.EnsureAdmin(ctx, "admin@example.com", "first password")
+	if err != nil || !created || u.Role != queue.RoleAdmin {
+		t.Fatalf("first EnsureAdmin: %+v, created %v, %v; want an admin created", u, created, err)
+	}
+	if err := s.SetPassword(ctx, "admin@example.com", "changed password"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.CreateUser(ctx, "other@example.com", "other password", queue.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InTx(ctx, func(tx *queue.Tx) error {
+		_, err := tx.SetRole(ctx, other.ID, u.ID, queue.RoleViewer)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	again, created, err := s.EnsureAdmin(ctx, "ADMIN@example.com", "first password")
+	if err != nil || created || again.ID != u.ID {
+		t.Fatalf("second EnsureAdmin: %+v, created %v, %v; want the existing account", again, created, err)
+	}
+	if again.Role != queue.RoleViewer {
+		t.Errorf("role %s after the second start, want the viewer it was made", again.Role)
 	}
 	if _, err := s.Authenticate(ctx, "admin@example.com", "first password"); !errors.Is(err, queue.ErrBadCredentials) {
-		t.Errorf("the old password still works: %v", err)
+		t.Errorf("the bootstrap password works again after a restart: %v", err)
 	}
-	u, err := s.Authenticate(ctx, "admin@example.com", "second password")
-	if err != nil || u.Role != queue.RoleAdmin {
-		t.Errorf("new password: %v, role %s; want admin", err, u.Role)
+	if _, err := s.Authenticate(ctx, "admin@example.com", "changed password"); err != nil {
+		t.Errorf("the changed password no longer works: %v", err)
+	}
+}
+
+// Replicas starting at once on an empty database create one account.
+func TestUsers_EnsureAdminConcurrentStartsCreateOne(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	var created atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 8 {
+		wg.Go(func() {
+			<-start
+			_, c, err := s.EnsureAdmin(context.Background(), "admin@example.com", "first password")
+			if err != nil {
+				t.Error(err)
+			}
+			if c {
+				created.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM users`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if created.Load() != 1 || n != 1 {
+		t.Errorf("%d starts said they created the account, %d accounts exist; want 1 and 1", created.Load(), n)
 	}
 }
 

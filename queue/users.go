@@ -210,30 +210,28 @@ func (s *Store) SetPassword(ctx context.Context, email, password string) error {
 	return nil
 }
 
-// EnsureAdmin makes sure an admin account with this email and password
-// exists: it creates it, or gives an existing one the admin role and this
-// password. It reports what it changed ("created", "updated" or "").
-func (s *Store) EnsureAdmin(ctx context.Context, email, password string) (string, error) {
+// EnsureAdmin creates an admin account with this email and password when
+// no account has this email, and returns the account and whether it
+// created it. An existing account is returned as it is: its password and
+// role may since have been changed on purpose, and a bootstrap run at every
+// start must not undo that. Replicas starting at once create it once.
+func (s *Store) EnsureAdmin(ctx context.Context, email, password string) (User, bool, error) {
 	u, err := s.UserByEmail(ctx, email)
-	if errors.Is(err, ErrNotFound) {
-		if _, err := s.CreateUser(ctx, email, password, RoleAdmin); err != nil {
-			return "", err
-		}
-		return "created", nil
+	if err == nil {
+		return u, false, nil
 	}
+	if !errors.Is(err, ErrNotFound) {
+		return User{}, false, err
+	}
+	u, err = s.CreateUser(ctx, email, password, RoleAdmin)
 	if err != nil {
-		return "", err
+		// Another replica may have created it meanwhile.
+		if existing, lookupErr := s.UserByEmail(ctx, email); lookupErr == nil {
+			return existing, false, nil
+		}
+		return User{}, false, err
 	}
-	if u.Role == RoleAdmin && checkPassword(u.PasswordHash, password) {
-		return "", nil
-	}
-	if err := s.SetPassword(ctx, email, password); err != nil {
-		return "", err
-	}
-	if _, err := s.db.Exec(ctx, `UPDATE users SET role = 'admin' WHERE id = $1`, u.ID); err != nil {
-		return "", fmt.Errorf("make %s admin: %w", email, err)
-	}
-	return "updated", nil
+	return u, true, nil
 }
 
 // UserByEmail returns the account with this email, in any case, or

@@ -85,7 +85,7 @@ func benchServer(b *testing.B) (http.Handler, *http.Cookie) {
 	}
 	b.Cleanup(pool.Close)
 	store := queue.New(pool)
-	if _, err := store.EnsureAdmin(ctx, "bench@example.com", testPassword); err != nil {
+	if _, _, err := store.EnsureAdmin(ctx, "bench@example.com", testPassword); err != nil {
 		b.Fatal(err)
 	}
 	h := web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)})
