@@ -241,7 +241,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewQueueCollector(logger, store))
+		web.NewQueueCollector(logger, store, web.DefaultQueueStatsMaxAge))
 	activity := worker.NewActivity(store, logger, worker.ActivityConfig{})
 	metrics := worker.NewMetrics(reg, activity)
 	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
@@ -251,7 +251,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
 	pruner := worker.NewPruner(store, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
 
-	handler := web.NewServer(logger, store, receiver, metrics, reg, web.Options{
+	// With a listener of its own, /metrics is not on the main address,
+	// where whoever reaches the receiver could scrape it.
+	var mainGatherer prometheus.Gatherer = reg
+	if cfg.MetricsAddr != "" {
+		mainGatherer = nil
+	}
+	handler := web.NewServer(logger, store, receiver, metrics, mainGatherer, web.Options{
 		MaxBody:         cfg.MaxBody,
 		Sessions:        sessions,
 		SecureCookies:   cfg.SecureCookies,
@@ -264,16 +270,31 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("HOOKD_ADDR: %v", err)
 	}
-	srv := newHTTPServer(cfg, handler, logger)
+	type listener struct {
+		srv *http.Server
+		ln  net.Listener
+	}
+	listeners := []listener{{newHTTPServer(cfg, handler, logger), ln}}
 	logger.Info("hookd listening", "addr", ln.Addr().String(), "version", buildVersion())
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("HOOKD_METRICS_ADDR: %v", err)
+		}
+		listeners = append(listeners, listener{newHTTPServer(cfg, web.NewMetricsHandler(reg), logger), mln})
+		logger.Info("metrics listening", "addr", mln.Addr().String())
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
-	})
+	for _, l := range listeners {
+		g.Go(func() error {
+			if err := l.srv.Serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http server on %s: %w", l.ln.Addr(), err)
+			}
+			return nil
+		})
+	}
 	g.Go(func() error { return retrier.Run(gctx) })
 	g.Go(func() error { return pruner.Run(gctx) })
 	if cfg.AlertURL != "" {
@@ -296,8 +317,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		logger.Info("shutting down: no new requests, finishing the ones in flight")
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			return fmt.Errorf("http shutdown: %w", err)
+		for _, l := range listeners {
+			if err := l.srv.Shutdown(shutdownCtx); err != nil {
+				return fmt.Errorf("http shutdown: %w", err)
+			}
 		}
 		return nil
 	})
@@ -331,6 +354,7 @@ func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.
 type Config struct {
 	DatabaseURL      string
 	Addr             string
+	MetricsAddr      string
 	StripeSecrets    []Secret
 	Processor        string
 	ForwardURL       string
@@ -380,6 +404,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
 	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
 		set: func(c *Config, v string) error { c.Addr = v; return nil }},
+	{flag: "metrics-addr", env: "HOOKD_METRICS_ADDR", usage: "listen address serving /metrics alone (none: /metrics is on the listen address)",
+		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
 	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
 		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
 	{flag: "processor", env: "HOOKD_PROCESSOR", def: processorForward, usage: "forward: POST each event to the forward URL; discard: accept and mark processed without processing (trials only)",

@@ -503,3 +503,35 @@ func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 		t.Errorf("the changed password no longer works after a restart: %v", err)
 	}
 }
+
+// With HOOKD_METRICS_ADDR, /metrics is served there, alone, and no longer
+// on the main address.
+func TestRunServeMetricsOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
+	metricsAddr := freeAddr(t)
+	base, stop, stderr := startServe(t, map[string]string{"HOOKD_PROCESSOR": "discard", "HOOKD_METRICS_ADDR": metricsAddr})
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if status, body := get("http://" + metricsAddr + "/metrics"); status != http.StatusOK || !strings.Contains(body, "hookd_queue_events") {
+		t.Errorf("metrics listener /metrics: %d, want 200 with hookd_queue_events:\n%s", status, body)
+	}
+	if status, _ := get(base + "/metrics"); status != http.StatusNotFound {
+		t.Errorf("main address /metrics: %d, want 404", status)
+	}
+	for _, path := range []string{"/", "/login", "/healthz"} {
+		if status, _ := get("http://" + metricsAddr + path); status != http.StatusNotFound {
+			t.Errorf("metrics listener %s: %d, want 404", path, status)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel: %v\n%s", err, stderr)
+	}
+}

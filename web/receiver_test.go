@@ -34,7 +34,7 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int64) *httptest.Server {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(web.NewQueueCollector(discardLogger, store))
+	reg.MustRegister(web.NewQueueCollector(discardLogger, store, 0))
 	metrics := worker.NewMetrics(reg, nil)
 	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
 		Secrets: []string{testSecret}, Processor: p, Metrics: metrics,

@@ -6,7 +6,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
@@ -18,7 +17,9 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(logger, store))
 	e.GET("/static/*", handleStatic())
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	if gatherer != nil {
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(gatherer)))
+	}
 	e.POST("/webhooks/stripe", handleStripeWebhook(logger, receiver, metrics, maxBody))
 
 	// The dashboard. Middleware is given per route, not per echo group: a

@@ -51,7 +51,8 @@ type Options struct {
 
 // NewServer returns the handler serving every route of hookd: receiver
 // hands webhooks to the pipeline, metrics counts them, gatherer is what
-// /metrics serves.
+// /metrics serves. A nil gatherer serves no /metrics here: it has a
+// listener of its own (NewMetricsHandler).
 func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
 	metrics *worker.Metrics, gatherer prometheus.Gatherer, opts Options) http.Handler {
 	opts = withDefaults(opts)

@@ -1,0 +1,126 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
+)
+
+// queryCounter is a pgx tracer counting the statements a pool runs.
+type queryCounter struct{ n atomic.Int64 }
+
+func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	q.n.Add(1)
+	return ctx
+}
+
+func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// countedStore returns a Store on a fresh database whose statements are
+// counted.
+func countedStore(t *testing.T) (*queue.Store, *pgxpool.Pool, *queryCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(queuetest.NewDatabaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &queryCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return queue.New(pool), pool, counter
+}
+
+// scrape serves the collector as /metrics and scrapes it n times, c at once.
+func scrape(t *testing.T, qc *web.QueueCollector, n, c int) string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(qc)
+	srv := httptest.NewServer(web.NewMetricsHandler(reg))
+	defer srv.Close()
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		last atomic.Value
+	)
+	for range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				resp, err := http.Get(srv.URL + "/metrics")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("scrape: %d %s", resp.StatusCode, body)
+					return
+				}
+				last.Store(string(body))
+			}
+		})
+	}
+	wg.Wait()
+	body, _ := last.Load().(string)
+	return body
+}
+
+// A flood of scrapes, many at once, reads the queue statistics once: the
+// statements of one Stats call, and no more.
+func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
+	t.Parallel()
+	store, pool, counter := countedStore(t)
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+
+	before := counter.n.Load()
+	if _, err := store.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	perRead := counter.n.Load() - before
+	if perRead == 0 {
+		t.Fatal("the tracer counted no statement of Stats")
+	}
+
+	qc := web.NewQueueCollector(discardLogger, store, time.Hour)
+	before = counter.n.Load()
+	body := scrape(t, qc, 300, 30)
+	if got := counter.n.Load() - before; got != perRead {
+		t.Errorf("300 scrapes, 30 at once, ran %d statements; want %d, one read of the statistics", got, perRead)
+	}
+	if !strings.Contains(body, `hookd_queue_events{status="dead"} 1`) {
+		t.Errorf("the scrape lacks the dead count:\n%s", body)
+	}
+}
+
+// The statistics are read again once they are older than the collector's
+// maxAge, so the figures follow the queue.
+func TestQueueCollector_ReadsAgainWhenStale(t *testing.T) {
+	t.Parallel()
+	store, pool, _ := countedStore(t)
+	qc := web.NewQueueCollector(discardLogger, store, 50*time.Millisecond)
+	if body := scrape(t, qc, 1, 1); !strings.Contains(body, `hookd_queue_events{status="dead"} 0`) {
+		t.Fatalf("first scrape:\n%s", body)
+	}
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+	queuetest.WaitFor(t, 10*time.Second, "the new dead event in /metrics", func() bool {
+		return strings.Contains(scrape(t, qc, 1, 1), `hookd_queue_events{status="dead"} 1`)
+	})
+}
