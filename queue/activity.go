@@ -2,10 +2,12 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ActivityCounts is what the pipeline did over some time: the counts behind
@@ -57,10 +59,18 @@ var (
 // longest chart shows, and a day for clocks and late flushes.
 const ActivityRetention = 8 * 24 * time.Hour
 
+// ErrActivityNotAdded is wrapped by an AddActivity error that happened
+// before the statement reached the database, so adding the counts again
+// cannot count them twice. After any other error they may have been added.
+var ErrActivityNotAdded = errors.New("activity counts not added")
+
 // AddActivity adds c to replica's counts of the current minute. Each
 // replica writes only rows of its own, so no two writers ever wait on one
 // row; its flushes within a minute add to the same row.
 func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCounts) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
+	}
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO activity_minutes AS a (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
 		VALUES (date_trunc('minute', now()), $1, $2, $3, $4, $5, $6, $7, $8)
@@ -73,10 +83,15 @@ func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCount
 			rejected = a.rejected + excluded.rejected,
 			bad_signature = a.bad_signature + excluded.bad_signature`,
 		replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
-	if err != nil {
+	var connect *pgconn.ConnectError
+	switch {
+	case err == nil:
+		return nil
+	case pgconn.SafeToRetry(err) || errors.As(err, &connect):
+		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
+	default:
 		return fmt.Errorf("add activity counts: %w", err)
 	}
-	return nil
 }
 
 // Activity returns the activity of every replica in r, one bucket per step,

@@ -1,6 +1,8 @@
 package queue_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -139,6 +141,26 @@ func TestActivity(t *testing.T) {
 		n, err := store.SignatureFailures(t.Context(), 5*time.Minute)
 		if err != nil || n != 3 {
 			t.Errorf("signature failures: got %d, %v; want 3", n, err)
+		}
+	})
+
+	t.Run("AddActivityThatNeverReachedTheDatabaseSaysSo", func(t *testing.T) {
+		t.Parallel()
+		// Nothing listens on port 1: the counts cannot have been added.
+		pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/none?connect_timeout=5")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		err = queue.New(pool).AddActivity(t.Context(), "a", queue.ActivityCounts{Received: 1})
+		if !errors.Is(err, queue.ErrActivityNotAdded) {
+			t.Errorf("unreachable database: got %v, want ErrActivityNotAdded", err)
+		}
+		store, _ := queuetest.NewStore(t)
+		cancelled, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := store.AddActivity(cancelled, "a", queue.ActivityCounts{Received: 1}); !errors.Is(err, queue.ErrActivityNotAdded) {
+			t.Errorf("cancelled context: got %v, want ErrActivityNotAdded", err)
 		}
 	})
 

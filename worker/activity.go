@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -22,8 +23,8 @@ type ActivityConfig struct {
 	// FlushInterval is how often the counts are added to the database: what
 	// a crash may lose, and how far the charts lag. Default: 5 s.
 	FlushInterval time.Duration
-	// StopTimeout bounds the last flush, once Run's context is cancelled.
-	// Default: 5 s.
+	// StopTimeout bounds each flush, the last one too, which Run makes
+	// once its context is cancelled. Default: 5 s.
 	StopTimeout time.Duration
 }
 
@@ -120,17 +121,20 @@ func (a *Activity) giveBack(c queue.ActivityCounts) {
 }
 
 // Flush adds the counts since the last flush to this replica's row of the
-// current minute. When that fails, the counts stay pending for the next.
+// current minute. When that fails before reaching the database, the counts
+// stay pending for the next flush; when it fails in a way that leaves
+// unknown whether they were added, they are dropped, since counting them
+// twice would be worse than losing a few seconds of them.
 func (a *Activity) Flush(ctx context.Context) error {
 	c := a.take()
 	if c.IsZero() {
 		return nil
 	}
-	if err := a.store.AddActivity(ctx, a.cfg.Replica, c); err != nil {
+	err := a.store.AddActivity(ctx, a.cfg.Replica, c)
+	if errors.Is(err, queue.ErrActivityNotAdded) {
 		a.giveBack(c)
-		return err
 	}
-	return nil
+	return err
 }
 
 // Run flushes every FlushInterval until ctx is cancelled, then flushes once
@@ -140,19 +144,26 @@ func (a *Activity) Flush(ctx context.Context) error {
 func (a *Activity) Run(ctx context.Context) error {
 	ticker := time.NewTicker(a.cfg.FlushInterval)
 	defer ticker.Stop()
+	// A flush is never cancelled half way, which would leave unknown
+	// whether its counts were added; each is bounded by StopTimeout.
+	flush := func() error {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.StopTimeout)
+		defer cancel()
+		return a.Flush(flushCtx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.StopTimeout)
-			defer cancel()
-			if err := a.Flush(stopCtx); err != nil {
+			if err := flush(); err != nil {
 				a.logger.Warn("last activity counts lost at stop", "err", err)
 			}
 			return nil
 		case <-ticker.C:
 		}
-		if err := a.Flush(ctx); err != nil && ctx.Err() == nil {
+		if err := flush(); errors.Is(err, queue.ErrActivityNotAdded) {
 			a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
+		} else if err != nil {
+			a.logger.WarnContext(ctx, "activity counts of the last few seconds lost", "err", err)
 		}
 	}
 }
