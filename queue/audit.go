@@ -19,6 +19,8 @@ const (
 	AuditRetryNow AuditAction = "retry_now" // one pending event made due at once
 	AuditPrune    AuditAction = "prune"
 
+	AuditRetryGroup AuditAction = "retry_group" // every event of a failure group, for an attempt now
+
 	AuditAccountAdd    AuditAction = "account_add"    // an admin added an account
 	AuditAccountRole   AuditAction = "account_role"   // an admin changed an account's role
 	AuditAccountRemove AuditAction = "account_remove" // an admin removed an account

@@ -73,3 +73,19 @@ func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// RetryNowMatching does what RetryNow does to every pending event matching
+// f (whose Status it ignores, as only pending events can be hastened), and
+// returns how many it made due.
+func (s *Store) RetryNowMatching(ctx context.Context, f EventFilter) (int64, error) {
+	f.Status = StatusPending
+	where, args := f.where()
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events
+		SET next_retry_at = now(), manual_retry = true
+		WHERE `+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("retry pending events now: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

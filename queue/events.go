@@ -233,8 +233,11 @@ type EventFilter struct {
 	ErrorContains string
 	// EventID, when set, keeps only the event with this Stripe id.
 	EventID string
-	Limit   int
-	Offset  int
+	// ErrorGroup, when set, keeps only events whose masked last error is
+	// exactly this (see FailureGroup).
+	ErrorGroup string
+	Limit      int
+	Offset     int
 }
 
 // EventPage is one page of queue rows and the number of rows matching the
@@ -262,6 +265,10 @@ func (f EventFilter) where() (string, []any) {
 	if f.EventID != "" {
 		args = append(args, f.EventID)
 		conds = append(conds, fmt.Sprintf("event_id = $%d", len(args)))
+	}
+	if f.ErrorGroup != "" {
+		args = append(args, f.ErrorGroup)
+		conds = append(conds, fmt.Sprintf("error_group = $%d", len(args)))
 	}
 	return strings.Join(conds, " AND "), args
 }

@@ -117,6 +117,9 @@ func describeFilter(f queue.EventFilter) string {
 	if f.EventID != "" {
 		parts = append(parts, "id "+f.EventID)
 	}
+	if f.ErrorGroup != "" {
+		parts = append(parts, fmt.Sprintf("last error like %q", f.ErrorGroup))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -128,6 +131,8 @@ func ActionLabel(a queue.AuditAction) string {
 		return "retry all"
 	case queue.AuditRetryNow:
 		return "retry now"
+	case queue.AuditRetryGroup:
+		return "retry group"
 	case queue.AuditAccountAdd:
 		return "account added"
 	case queue.AuditAccountRole:

@@ -197,13 +197,15 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 		EventType:     strings.TrimSpace(c.FormValue("type")),
 		ErrorContains: strings.TrimSpace(c.FormValue("error")),
 		EventID:       strings.TrimSpace(c.FormValue("q")),
+		ErrorGroup:    c.FormValue("group"),
 	}
 }
 
 // listURL is the URL of one page of the list f selects.
 func listURL(f queue.EventFilter, page int) string {
 	q := url.Values{"status": {string(f.Status)}}
-	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID} {
+	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID,
+		"group": f.ErrorGroup} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -418,6 +420,9 @@ func filterText(f queue.EventFilter) string {
 	}
 	if f.EventID != "" {
 		parts = append(parts, "id="+f.EventID)
+	}
+	if f.ErrorGroup != "" {
+		parts = append(parts, "error group "+strconv.Quote(f.ErrorGroup))
 	}
 	if len(parts) == 0 {
 		return "all dead events"

@@ -1,0 +1,142 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := context.Background()
+	insert := func(typ string, status queue.Status, lastError string) {
+		attempts := 0
+		if status == queue.StatusDead {
+			attempts = queue.MaxAttempts
+		}
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventType: typ, Status: status, Attempts: attempts, LastError: lastError})
+	}
+	// One cause, five wordings: ids, numbers, a uuid, a timestamp and a
+	// request id differ.
+	insert("invoice.paid", queue.StatusFailed, "timeout after 10s for evt_A")
+	insert("invoice.paid", queue.StatusRetrying, "timeout after 12s for evt_B")
+	insert("invoice.paid", queue.StatusDead, "timeout after 9s for evt_1QbX7fLkdIwHu7ixXY0pQ3rS")
+	insert("invoice.paid", queue.StatusDead, "timeout after 300s for evt_test_0a1b2c3d4e5f6a7b")
+	// The same error on another event type is another group.
+	insert("charge.refunded", queue.StatusFailed, "timeout after 10s for evt_C")
+	// Ids of other objects, a uuid, a timestamp and hex are masked too.
+	insert("invoice.paid", queue.StatusFailed,
+		`downstream answered 500: {"error":"customer cus_NffrFeUfNV2Hib","req":"3fa85f64-5717-4562-b3fc-2c963f66afa6","at":"2026-11-30T05:58:40Z","trace":"9f86d081884c7d65"}`)
+	insert("invoice.paid", queue.StatusRetrying,
+		`downstream answered 500: {"error":"customer cus_Qa81kdPq0","req":"0c1f2a3b-0000-4000-8000-00000000beef","at":"2026-12-01T17:03:09.125+01:00","trace":"0000aaaa1111bbbb"}`)
+	// The forwarder's HTTP status is kept: a 503 is not a 500.
+	insert("invoice.paid", queue.StatusFailed,
+		`downstream answered 503: {"error":"customer cus_NffrFeUfNV2Hib","req":"3fa85f64-5717-4562-b3fc-2c963f66afa6","at":"2026-11-30T05:58:40Z","trace":"9f86d081884c7d65"}`)
+	// Words with underscores are not ids.
+	insert("invoice.paid", queue.StatusFailed, "read_timeout on payment_intent.succeeded")
+
+	groups, total, err := s.FailureGroups(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ typ, group string }
+	got := map[key]queue.FailureGroup{}
+	for _, g := range groups {
+		got[key{g.EventType, g.ErrorGroup}] = g
+	}
+	want := []struct {
+		typ, group             string
+		failed, retrying, dead int64
+	}{
+		{"invoice.paid", "timeout after <n>s for <id>", 1, 1, 2},
+		{"charge.refunded", "timeout after <n>s for <id>", 1, 0, 0},
+		{"invoice.paid", `downstream answered 500: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`, 1, 1, 0},
+		{"invoice.paid", `downstream answered 503: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`, 1, 0, 0},
+		{"invoice.paid", "read_timeout on payment_intent.succeeded", 1, 0, 0},
+	}
+	if total != int64(len(want)) || len(groups) != len(want) {
+		t.Errorf("got %d groups (%d returned), want %d:", total, len(groups), len(want))
+		for _, g := range groups {
+			t.Logf("  %s %q: %d/%d/%d", g.EventType, g.ErrorGroup, g.Failed, g.Retrying, g.Dead)
+		}
+	}
+	for _, w := range want {
+		g, ok := got[key{w.typ, w.group}]
+		if !ok {
+			t.Errorf("no group %s %q", w.typ, w.group)
+			continue
+		}
+		if g.Failed != w.failed || g.Retrying != w.retrying || g.Dead != w.dead {
+			t.Errorf("group %s %q: failed/retrying/dead %d/%d/%d, want %d/%d/%d",
+				w.typ, w.group, g.Failed, g.Retrying, g.Dead, w.failed, w.retrying, w.dead)
+		}
+	}
+	if groups[0].ErrorGroup != "timeout after <n>s for <id>" || groups[0].EventType != "invoice.paid" {
+		t.Errorf("first group is %s %q, want the largest, invoice.paid timeouts", groups[0].EventType, groups[0].ErrorGroup)
+	}
+	if groups[0].LastSeen.Before(groups[0].FirstSeen) {
+		t.Errorf("last seen %s before first seen %s", groups[0].LastSeen, groups[0].FirstSeen)
+	}
+}
+
+func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := context.Background()
+	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "downstream answered 500: boom"})
+	if _, err := s.ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
+		t.Fatal(err)
+	}
+	groups, _, err := s.FailureGroups(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "no answer from downstream: dial tcp <n>.<n>.<n>.<n>:<n>: connect: connection refused"
+	if len(groups) != 1 || groups[0].ErrorGroup != want || groups[0].Retrying != 1 {
+		t.Fatalf("got %+v, want one retrying group %q", groups, want)
+	}
+	// The group is a filter on the lists and on the bulk retries.
+	n, err := s.CountEvents(ctx, groups[0].Filter(queue.StatusPending))
+	if err != nil || n != 1 {
+		t.Fatalf("count of the group's pending events: %d, %v; want 1", n, err)
+	}
+}
+
+func TestRetryNowMatching_MakesOnlyMatchingPendingEventsDue(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := context.Background()
+	match := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
+		DueIn: 3600e9, LastError: "timeout for evt_A"})
+	other := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
+		DueIn: 3600e9, LastError: "downstream answered 500"})
+	dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5,
+		DueIn: 3600e9, LastError: "timeout for evt_B"})
+	n, err := s.RetryNowMatching(ctx, queue.EventFilter{EventType: "invoice.paid", ErrorGroup: "timeout for <id>"})
+	if err != nil || n != 1 {
+		t.Fatalf("RetryNowMatching: %d, %v; want 1", n, err)
+	}
+	for _, tc := range []struct {
+		e       queue.Event
+		hurried bool
+	}{{match, true}, {other, false}, {dead, false}} {
+		got, err := s.Event(ctx, tc.e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ManualRetry != tc.hurried || got.Attempts != tc.e.Attempts || got.Status != tc.e.Status {
+			t.Errorf("%s: manual %v, attempts %d, status %s; want manual %v and attempts, status unchanged",
+				deref(tc.e.LastError), got.ManualRetry, got.Attempts, got.Status, tc.hurried)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

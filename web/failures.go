@@ -1,0 +1,99 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// maxFailureGroups bounds the failures page. Masking keeps the number of
+// groups small; if an error text defeats it, every event becomes a group of
+// its own, and the page shows the largest ones rather than all of them.
+const maxFailureGroups = 200
+
+func (d *dashboard) handleFailures() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		groups, total, err := d.store.FailureGroups(c.Request().Context(), maxFailureGroups)
+		if err != nil {
+			return err
+		}
+		l := views.FailureList{Groups: groups, Total: total}
+		return render(c, http.StatusOK, views.Failures(d.page(c, "Failures", "failures"), l))
+	}
+}
+
+// failureGroup reads the group a retry form names; both fields are
+// required, since an empty one would widen the retry to more than the group.
+func failureGroup(c echo.Context) (queue.FailureGroup, error) {
+	g := queue.FailureGroup{EventType: c.FormValue("type"), ErrorGroup: c.FormValue("group")}
+	if strings.TrimSpace(g.EventType) == "" || strings.TrimSpace(g.ErrorGroup) == "" {
+		return g, echo.NewHTTPError(http.StatusBadRequest, "Which failure group? The form needs both its event type and its error.")
+	}
+	return g, nil
+}
+
+func (d *dashboard) handleRetryGroupPreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		g, err := failureGroup(c)
+		if err != nil {
+			return err
+		}
+		dead, err := d.store.CountEvents(ctx, g.Filter(queue.StatusDead))
+		if err != nil {
+			return err
+		}
+		pending, err := d.store.CountEvents(ctx, g.Filter(queue.StatusPending))
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.RetryGroupConfirm(d.page(c, "Retry this failure group?", "failures"),
+			g, dead, pending))
+	}
+}
+
+// handleRetryGroup sends every event of a failure group for an attempt now,
+// the way a person's retry of one event does: dead events go back on the
+// queue with their attempts starting over, pending ones become due. The
+// retry loop then runs each under its lock, after the dedup check, like any
+// retry.
+func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		g, err := failureGroup(c)
+		if err != nil {
+			return err
+		}
+		var revived, hastened int64
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			// Pending first: the dead ones, once sent back, are pending too
+			// and would be counted twice.
+			var err error
+			if hastened, err = tx.RetryNowMatching(ctx, g.Filter(queue.StatusPending)); err != nil {
+				return err
+			}
+			if revived, err = tx.RetryDeadMatching(ctx, g.Filter(queue.StatusDead)); err != nil {
+				return err
+			}
+			return tx.Audit(ctx, currentUser(c).Email, queue.AuditRetryGroup,
+				"type="+g.EventType+", error "+strconv.Quote(g.ErrorGroup), revived+hastened)
+		})
+		if err != nil {
+			return err
+		}
+		switch n := revived + hastened; n {
+		case 0:
+			flash(c, "No event of that group is on the queue any more; nothing was changed.")
+		case 1:
+			flash(c, "1 event queued for retry")
+		default:
+			flash(c, views.Count(n)+" events queued for retry")
+		}
+		return c.Redirect(http.StatusSeeOther, "/failures")
+	}
+}

@@ -1,0 +1,160 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func TestFailures_EmptyStateSaysWhatLandsThere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(queue.RoleViewer)
+	r := c.get("/failures")
+	wantStatus(t, r, http.StatusOK)
+	if text := r.doc.Find(".empty").Text(); !strings.Contains(text, "No failures") ||
+		!strings.Contains(text, "Every event whose processing failed lands here") {
+		t.Errorf("empty failures page says %q", strings.Join(strings.Fields(text), " "))
+	}
+}
+
+func TestFailures_GroupsLinkToTheirEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, e := range []queuetest.EventOpts{
+		{Status: queue.StatusDead, Attempts: 5, LastError: "timeout after 10s for evt_A"},
+		{Status: queue.StatusDead, Attempts: 5, LastError: "timeout after 12s for evt_B"},
+		{Status: queue.StatusRetrying, Attempts: 2, LastError: "timeout after 11s for evt_C"},
+		{Status: queue.StatusFailed, LastError: "downstream answered 404: no route"},
+	} {
+		queuetest.InsertEvent(t, b.pool, e)
+	}
+	c := b.client(t)
+	c.signIn(queue.RoleViewer)
+	r := c.get("/failures")
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc.Find(`[data-testid="failure-group"]`)
+	if rows.Length() != 2 {
+		t.Fatalf("%d groups, want 2:\n%s", rows.Length(), r.body)
+	}
+	first := rows.First()
+	for id, want := range map[string]string{
+		"failure-error":   "timeout after <n>s for <id>",
+		"failure-pending": "1",
+		"failure-dead":    "2",
+	} {
+		if got := strings.TrimSpace(first.Find(`[data-testid="` + id + `"]`).Text()); got != want {
+			t.Errorf("first group's %s: %q, want %q", id, got, want)
+		}
+	}
+	if first.Find("button").Length() != 0 {
+		t.Error("a viewer sees Retry group")
+	}
+	href, _ := first.Find(`[data-testid="failure-dead"] a`).Attr("href")
+	list := c.get(href)
+	wantStatus(t, list, http.StatusOK)
+	if n := list.doc.Find(`[data-testid="event-row"]`).Length(); n != 2 {
+		t.Errorf("the group's dead list %s has %d rows, want 2", href, n)
+	}
+	if got := testid(list.doc, "group-filter"); !strings.Contains(got, "timeout after <n>s for <id>") {
+		t.Errorf("the group's dead list does not say it shows one group: %q", got)
+	}
+}
+
+func TestRetryGroup_ConfirmsThenRetriesTheWholeGroupAndAuditsIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var group []queue.Event
+	for _, e := range []queuetest.EventOpts{
+		{Status: queue.StatusDead, Attempts: 5, LastError: "timeout after 10s for evt_A"},
+		{Status: queue.StatusDead, Attempts: 5, LastError: "timeout after 12s for evt_B"},
+		{Status: queue.StatusRetrying, Attempts: 2, DueIn: time.Hour, LastError: "timeout after 11s for evt_C"},
+	} {
+		group = append(group, queuetest.InsertEvent(t, b.pool, e))
+	}
+	otherType := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventType: "charge.refunded",
+		Status: queue.StatusDead, Attempts: 5, LastError: "timeout after 10s for evt_D"})
+	otherError := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{
+		Status: queue.StatusDead, Attempts: 5, LastError: "downstream answered 404: no route"})
+
+	c := b.client(t)
+	c.signIn(queue.RoleOperator)
+	r := c.get("/failures")
+	form := r.doc.Find(`[data-testid="failure-group"]`).First().Find("form")
+	action, _ := form.Attr("action")
+	confirm := c.post(action, formValues(form))
+	wantStatus(t, confirm, http.StatusOK)
+	if got := strings.Join(strings.Fields(testid(confirm.doc, "retry-group-count")), " "); !strings.HasPrefix(got,
+		"2 dead events go back on the queue with attempts starting over; 1 pending event is retried now") {
+		t.Errorf("confirmation says %q", got)
+	}
+	if h := confirm.doc.Find("h1").Text(); !strings.Contains(h, "Retry 3 events of this failure group?") {
+		t.Errorf("confirmation asks %q", h)
+	}
+	for _, e := range group {
+		if got := eventNow(t, b, e); got.ManualRetry {
+			t.Fatalf("the confirmation page changed %s", e.EventID)
+		}
+	}
+
+	form = confirm.doc.Find(`form:has(button:contains("Confirm retry group"))`)
+	action, _ = form.Attr("action")
+	page := c.follow(c.post(action, formValues(form)))
+	if got := testid(page.doc, "flash"); got != "3 events queued for retry" {
+		t.Errorf("flash %q, want %q", got, "3 events queued for retry")
+	}
+	for i, e := range group {
+		got := eventNow(t, b, e)
+		wantAttempts, wantStatus := 0, queue.StatusFailed
+		if i == 2 {
+			wantAttempts, wantStatus = 2, queue.StatusRetrying
+		}
+		if !got.ManualRetry || got.Status != wantStatus || got.Attempts != wantAttempts || got.NextRetryAt.After(time.Now().Add(time.Minute)) {
+			t.Errorf("%s after retry group: %s, attempts %d, manual %v, due %s; want %s, attempts %d, manual, due now",
+				e.EventID, got.Status, got.Attempts, got.ManualRetry, got.NextRetryAt, wantStatus, wantAttempts)
+		}
+	}
+	for _, e := range []queue.Event{otherType, otherError} {
+		if got := eventNow(t, b, e); got.Status != queue.StatusDead || got.ManualRetry {
+			t.Errorf("%s (%s, %s) outside the group was changed", e.EventID, e.EventType, *e.LastError)
+		}
+	}
+	a := lastAudit(t, b, queue.AuditRetryGroup)
+	if a.Count != 3 || !strings.Contains(a.Target, "invoice.paid") || !strings.Contains(a.Target, "timeout after <n>s for <id>") {
+		t.Errorf("audit entry %+v, want retry_group of 3 naming the type and the error", a)
+	}
+}
+
+func TestRetryGroup_ViewersAreRefusedAndEmptyFormsAreBadRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead := insertDead(t, b, "evt_group_roles")
+	form := url.Values{"type": {dead.EventType}, "group": {"downstream returned <n>"}}
+
+	viewer := b.client(t)
+	viewer.signIn(queue.RoleViewer)
+	for _, path := range []string{"/failures/retry/preview", "/failures/retry"} {
+		wantStatus(t, viewer.post(path, form), http.StatusForbidden)
+	}
+	if got := eventNow(t, b, dead); got.Status != queue.StatusDead {
+		t.Errorf("a viewer's retry group changed the event to %s", got.Status)
+	}
+
+	op := b.client(t)
+	op.signIn(queue.RoleOperator)
+	op.get("/failures")
+	for _, f := range []url.Values{{"type": {dead.EventType}}, {"group": {"downstream returned <n>"}}} {
+		for _, path := range []string{"/failures/retry/preview", "/failures/retry"} {
+			wantStatus(t, op.post(path, f), http.StatusBadRequest)
+		}
+	}
+	if got := eventNow(t, b, dead); got.Status != queue.StatusDead {
+		t.Errorf("a retry group without a group changed the event to %s", got.Status)
+	}
+}
