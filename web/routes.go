@@ -44,6 +44,7 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	e.POST("/events/:id/retry-now", d.handleRetryNow(), operator...)
 	e.POST("/events/retry-all/preview", d.handleRetryAllPreview(), operator...)
 	e.POST("/events/retry-all", d.handleRetryAll(), operator...)
+	e.GET("/search", d.handleSearch(), viewer...)
 	e.GET("/failures", d.handleFailures(), viewer...)
 	e.POST("/failures/retry/preview", d.handleRetryGroupPreview(), operator...)
 	e.POST("/failures/retry", d.handleRetryGroup(), operator...)

@@ -1,0 +1,56 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Whereabouts is everything hookd still knows about one Stripe event id:
+// its queue row, its dedup marker, its attempts. Markers and the attempts of
+// resolved events are pruned after the marker retention, so an event older
+// than that is as unknown as one never delivered.
+type Whereabouts struct {
+	EventID string
+	// Queued is the event's queue row, in any status; nil when it is not
+	// on the queue.
+	Queued *Event
+	// ProcessedAt is when its dedup marker was written; nil without one.
+	ProcessedAt *time.Time
+	// Attempts are its processing attempts, oldest first.
+	Attempts []Attempt
+}
+
+// Seen reports whether hookd has any record of the event being accepted.
+func (w Whereabouts) Seen() bool {
+	return w.Queued != nil || w.ProcessedAt != nil || len(w.Attempts) > 0
+}
+
+// FindEvent says where the Stripe event eventID is.
+func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, error) {
+	w := Whereabouts{EventID: eventID}
+	rows, err := s.db.Query(ctx, `
+		SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`, SourceStripe, eventID)
+	if err != nil {
+		return Whereabouts{}, fmt.Errorf("find event %s: %w", eventID, err)
+	}
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
+	switch {
+	case err == nil:
+		w.Queued = &e
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Whereabouts{}, fmt.Errorf("find event %s: %w", eventID, err)
+	}
+	err = s.db.QueryRow(ctx, `SELECT processed_at FROM processed_webhook_events WHERE event_id = $1`,
+		eventID).Scan(&w.ProcessedAt)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Whereabouts{}, fmt.Errorf("find marker of %s: %w", eventID, err)
+	}
+	if w.Attempts, err = s.Attempts(ctx, SourceStripe, eventID); err != nil {
+		return Whereabouts{}, err
+	}
+	return w, nil
+}

@@ -1,0 +1,54 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// maxSearchLen is the longest event id hookd accepts from Stripe, so no
+// longer query can match anything.
+const maxSearchLen = 255
+
+// handleSearch answers "where is this event?" for a Stripe event id: on the
+// queue, processed, or never seen. A queue row's uuid, as shown on its
+// detail page, finds it too.
+func (d *dashboard) handleSearch() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		s := views.SearchPage{Query: strings.TrimSpace(c.QueryParam("q")), RetentionDays: max(1, int(d.opts.MarkerRetention/(24*time.Hour)))}
+		status := http.StatusOK
+		switch {
+		case s.Query == "":
+		case utf8.RuneCountInString(s.Query) > maxSearchLen:
+			s.Problem = "An event id has at most 255 characters; Stripe's look like evt_1Q2w3E4r5T6y7U8i."
+			status = http.StatusBadRequest
+		default:
+			eventID := s.Query
+			if id, err := uuid.Parse(s.Query); err == nil {
+				// A queue id: search by the Stripe id of its row, if any.
+				e, err := d.store.Event(ctx, id)
+				switch {
+				case err == nil:
+					eventID = e.EventID
+				case !errors.Is(err, queue.ErrNotFound):
+					return err
+				}
+			}
+			found, err := d.store.FindEvent(ctx, eventID)
+			if err != nil {
+				return err
+			}
+			s.Found = &found
+		}
+		return render(c, status, views.Search(d.page(c, "Find an event", "search"), s))
+	}
+}
