@@ -2,9 +2,18 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
+
+const tryLockEventsSQL = `
+	SELECT e.id
+	FROM unnest($1::text[]) WITH ORDINALITY AS e(id, ord)
+	WHERE pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || e.id, 0))
+	ORDER BY e.ord`
 
 // TryLockEvents takes, without waiting, the per-event lock of each of
 // eventIDs in one statement and one transaction, and returns that transaction
@@ -21,11 +30,7 @@ func (s *Store) TryLockEvents(ctx context.Context, eventIDs []string) (*Tx, []st
 	if err != nil {
 		return nil, nil, fmt.Errorf("begin batch lock: %w", err)
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT e.id
-		FROM unnest($1::text[]) WITH ORDINALITY AS e(id, ord)
-		WHERE pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || e.id, 0))
-		ORDER BY e.ord`, eventIDs)
+	rows, err := tx.Query(ctx, tryLockEventsSQL, eventIDs)
 	if err != nil {
 		_ = tx.Rollback(ctx)
 		return nil, nil, fmt.Errorf("lock events: %w", err)
@@ -59,7 +64,95 @@ const (
 	// ClaimLost: the row is gone, or was claimed again after this claim's
 	// window passed; whoever holds it now finishes it.
 	ClaimLost
+	// ClaimBusy: another delivery or retry holds the event's lock; the row
+	// stays claimed and is due again once the claim window has passed.
+	ClaimBusy
 )
+
+const claimStatesSQL = `
+	SELECT CASE
+	         WHEN EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = c.event_id) THEN $4::int
+	         WHEN EXISTS (SELECT 1 FROM webhook_events e
+	                      WHERE e.id = c.id AND e.next_retry_at = c.claimed_until
+	                        AND e.status IN ('failed', 'retrying')) THEN $5::int
+	         ELSE $6::int
+	       END
+	FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c(id, event_id, claimed_until, ord)
+	ORDER BY c.ord`
+
+// claimColumns returns the arguments of claimStatesSQL for claimed.
+func claimColumns(claimed []Event) []any {
+	ids := make([]string, len(claimed))
+	eventIDs := make([]string, len(claimed))
+	until := make([]time.Time, len(claimed))
+	for i, e := range claimed {
+		ids[i], eventIDs[i], until[i] = e.ID.String(), e.EventID, e.NextRetryAt
+	}
+	return []any{ids, eventIDs, until, int(ClaimProcessed), int(ClaimHeld), int(ClaimLost)}
+}
+
+// LockClaims does what TryLockEvents and then ClaimStates do, in one round
+// trip: BEGIN, the locks of the claimed events and the read of their states
+// go out in one pipeline, the read in a statement after the locks'. It
+// returns the transaction holding the locks and each claimed event's state,
+// in order; ClaimBusy for the events whose lock is held elsewhere. End the
+// Tx with CommitSettled or Rollback.
+func (s *Store) LockClaims(ctx context.Context, claimed []Event) (*Tx, []ClaimState, error) {
+	if s.pool == nil {
+		return nil, nil, errors.New("queue: LockClaims needs a Store over a pool, not a transaction")
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("begin batch lock: %w", err)
+	}
+	t := &pipelinedTx{Conn: conn}
+	eventIDs := make([]string, len(claimed))
+	for i, e := range claimed {
+		eventIDs[i] = e.EventID
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(tryLockEventsSQL, eventIDs)
+	b.Queue(claimStatesSQL, claimColumns(claimed)...)
+	br := conn.SendBatch(ctx, b)
+	var lockedIDs []string
+	var stateNumbers []int
+	_, err = br.Exec()
+	if err == nil {
+		lockedIDs, err = collect(br, pgx.RowTo[string])
+	}
+	if err == nil {
+		stateNumbers, err = collect(br, pgx.RowTo[int])
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = t.Rollback(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("lock claimed events: %w", err)
+	}
+	locked := make(map[string]bool, len(lockedIDs))
+	for _, id := range lockedIDs {
+		locked[id] = true
+	}
+	states := make([]ClaimState, len(claimed))
+	for i, id := range eventIDs {
+		states[i] = ClaimState(stateNumbers[i])
+		if !locked[id] {
+			states[i] = ClaimBusy
+		}
+	}
+	return &Tx{Store: Store{db: t}, tx: t}, states, nil
+}
+
+// collect reads the rows of a batch's next query.
+func collect[T any](br pgx.BatchResults, fn pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, fn)
+}
 
 // ClaimStates returns the state of each claimed event, in order. Call it
 // with the events' locks held, in a statement after the one that took them:
@@ -70,23 +163,7 @@ const (
 // A row counts as still claimed when its next_retry_at is the one ClaimDue
 // returned: every claim and every outcome moves it.
 func (s *Store) ClaimStates(ctx context.Context, claimed []Event) ([]ClaimState, error) {
-	ids := make([]string, len(claimed))
-	eventIDs := make([]string, len(claimed))
-	until := make([]time.Time, len(claimed))
-	for i, e := range claimed {
-		ids[i], eventIDs[i], until[i] = e.ID.String(), e.EventID, e.NextRetryAt
-	}
-	rows, err := s.db.Query(ctx, `
-		SELECT CASE
-		         WHEN EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = c.event_id) THEN $4::int
-		         WHEN EXISTS (SELECT 1 FROM webhook_events e
-		                      WHERE e.id = c.id AND e.next_retry_at = c.claimed_until
-		                        AND e.status IN ('failed', 'retrying')) THEN $5::int
-		         ELSE $6::int
-		       END
-		FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c(id, event_id, claimed_until, ord)
-		ORDER BY c.ord`,
-		ids, eventIDs, until, int(ClaimProcessed), int(ClaimHeld), int(ClaimLost))
+	rows, err := s.db.Query(ctx, claimStatesSQL, claimColumns(claimed)...)
 	if err != nil {
 		return nil, fmt.Errorf("check claims: %w", err)
 	}
@@ -122,6 +199,29 @@ func (s *Store) ResolveBatch(ctx context.Context, done []Settled) (int64, error)
 	if len(done) == 0 {
 		return 0, nil
 	}
+	var deleted int64
+	if err := s.db.QueryRow(ctx, resolveBatchSQL, resolveBatchArgs(done)...).Scan(&deleted); err != nil {
+		return 0, fmt.Errorf("resolve batch: %w", err)
+	}
+	return deleted, nil
+}
+
+const resolveBatchSQL = `
+	WITH resolved AS (
+		DELETE FROM webhook_events WHERE id = ANY ($1::uuid[]) RETURNING id
+	), marked AS (
+		INSERT INTO processed_webhook_events (event_id)
+		SELECT unnest($2::text[])
+		ON CONFLICT DO NOTHING
+	), recorded AS (
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		SELECT a.source, a.event_id, a.duration_ms, 'succeeded', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+		FROM unnest($3::text[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[], $9::int[])
+		     AS a(source, event_id, duration_ms, http_status, error, path, attempt)
+	)
+	SELECT count(*) FROM resolved`
+
+func resolveBatchArgs(done []Settled) []any {
 	var c attemptColumns
 	ids := make([]string, len(done))
 	eventIDs := make([]string, len(done))
@@ -131,26 +231,7 @@ func (s *Store) ResolveBatch(ctx context.Context, done []Settled) (int64, error)
 			c.add(*d.Attempt)
 		}
 	}
-	var deleted int64
-	err := s.db.QueryRow(ctx, `
-		WITH resolved AS (
-			DELETE FROM webhook_events WHERE id = ANY ($1::uuid[]) RETURNING id
-		), marked AS (
-			INSERT INTO processed_webhook_events (event_id)
-			SELECT unnest($2::text[])
-			ON CONFLICT DO NOTHING
-		), recorded AS (
-			INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-			SELECT a.source, a.event_id, a.duration_ms, 'succeeded', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
-			FROM unnest($3::text[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[], $9::int[])
-			     AS a(source, event_id, duration_ms, http_status, error, path, attempt)
-		)
-		SELECT count(*) FROM resolved`,
-		append([]any{ids, eventIDs}, c.args()...)...).Scan(&deleted)
-	if err != nil {
-		return 0, fmt.Errorf("resolve batch: %w", err)
-	}
-	return deleted, nil
+	return append([]any{ids, eventIDs}, c.args()...)
 }
 
 // RescheduleBatch records failed attempts of claimed events in one
@@ -161,6 +242,32 @@ func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status
 	if len(failed) == 0 {
 		return nil, nil
 	}
+	statuses, args := rescheduleBatchArgs(failed)
+	if _, err := s.db.Exec(ctx, rescheduleBatchSQL, args...); err != nil {
+		return nil, fmt.Errorf("reschedule batch: %w", err)
+	}
+	return statuses, nil
+}
+
+const rescheduleBatchSQL = `
+	WITH f AS (
+		SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[], $4::int[], $5::text[])
+		       AS f(id, status, delay, attempts, error)
+	), rescheduled AS (
+		UPDATE webhook_events e
+		SET status = f.status, attempts = f.attempts, last_error = f.error,
+		    last_attempt_at = now(), manual_retry = false,
+		    next_retry_at = CASE WHEN f.status = 'dead' THEN e.next_retry_at
+		                         ELSE now() + make_interval(secs => f.delay) END
+		FROM f
+		WHERE e.id = f.id
+	)
+	INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+	SELECT a.source, a.event_id, a.duration_ms, 'failed', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+	FROM unnest($6::text[], $7::text[], $8::float8[], $9::int[], $10::text[], $11::text[], $12::int[])
+	     AS a(source, event_id, duration_ms, http_status, error, path, attempt)`
+
+func rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
 	var c attemptColumns
 	ids := make([]string, len(failed))
 	statuses := make([]Status, len(failed))
@@ -177,28 +284,7 @@ func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status
 		statusText[i] = string(statuses[i])
 		delays[i] = RetryDelay(a.Number).Seconds()
 	}
-	_, err := s.db.Exec(ctx, `
-		WITH f AS (
-			SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[], $4::int[], $5::text[])
-			       AS f(id, status, delay, attempts, error)
-		), rescheduled AS (
-			UPDATE webhook_events e
-			SET status = f.status, attempts = f.attempts, last_error = f.error,
-			    last_attempt_at = now(), manual_retry = false,
-			    next_retry_at = CASE WHEN f.status = 'dead' THEN e.next_retry_at
-			                         ELSE now() + make_interval(secs => f.delay) END
-			FROM f
-			WHERE e.id = f.id
-		)
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-		SELECT a.source, a.event_id, a.duration_ms, 'failed', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
-		FROM unnest($6::text[], $7::text[], $8::float8[], $9::int[], $10::text[], $11::text[], $12::int[])
-		     AS a(source, event_id, duration_ms, http_status, error, path, attempt)`,
-		append([]any{ids, statusText, delays, c.number, c.errors}, c.args()...)...)
-	if err != nil {
-		return nil, fmt.Errorf("reschedule batch: %w", err)
-	}
-	return statuses, nil
+	return statuses, append([]any{ids, statusText, delays, c.number, c.errors}, c.args()...)
 }
 
 // ReleaseBatch hands claimed events back to the queue, due at once, with
@@ -209,17 +295,46 @@ func (s *Store) ReleaseBatch(ctx context.Context, released []Event) (int64, erro
 	if len(released) == 0 {
 		return 0, nil
 	}
-	ids := make([]string, len(released))
-	for i, e := range released {
-		ids[i] = e.ID.String()
-	}
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events SET next_retry_at = now()
-		WHERE id = ANY ($1::uuid[]) AND status IN ('failed', 'retrying')`, ids)
+	tag, err := s.db.Exec(ctx, releaseBatchSQL, eventRowIDs(released))
 	if err != nil {
 		return 0, fmt.Errorf("release batch: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+const releaseBatchSQL = `
+	UPDATE webhook_events SET next_retry_at = now()
+	WHERE id = ANY ($1::uuid[]) AND status IN ('failed', 'retrying')`
+
+func eventRowIDs(events []Event) []string {
+	ids := make([]string, len(events))
+	for i, e := range events {
+		ids[i] = e.ID.String()
+	}
+	return ids
+}
+
+// CommitSettled writes a batch's outcomes as ResolveBatch, RescheduleBatch
+// and ReleaseBatch do, and commits, in one round trip when the Tx came from
+// LockClaims. It returns the new status of each failed event, in order.
+func (t *Tx) CommitSettled(ctx context.Context, done, failed []Settled, released []Event) ([]Status, error) {
+	b := &pgx.Batch{}
+	if len(done) > 0 {
+		b.Queue(resolveBatchSQL, resolveBatchArgs(done)...)
+	}
+	var statuses []Status
+	if len(failed) > 0 {
+		var args []any
+		statuses, args = rescheduleBatchArgs(failed)
+		b.Queue(rescheduleBatchSQL, args...)
+	}
+	if len(released) > 0 {
+		b.Queue(releaseBatchSQL, eventRowIDs(released))
+	}
+	if err := t.tx.commitWith(ctx, b); err != nil {
+		return nil, fmt.Errorf("settle batch: %w", err)
+	}
+	return statuses, nil
 }
 
 // attemptColumns holds attempts column by column, for an INSERT from unnest.

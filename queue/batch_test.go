@@ -113,3 +113,99 @@ func TestResolveAndRescheduleBatch(t *testing.T) {
 		}
 	}
 }
+
+func TestLockClaims_LocksAndReadsStatesInOneGo(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	for _, id := range []string{"evt_held", "evt_marked", "evt_reclaimed", "evt_busy"} {
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id})
+	}
+	claimed := claim(t, s)
+	if len(claimed) != 4 {
+		t.Fatalf("claimed %d, want 4", len(claimed))
+	}
+	if err := s.MarkProcessed(t.Context(), "evt_marked"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(t.Context(), `
+		UPDATE webhook_events SET next_retry_at = next_retry_at + interval '1 second' WHERE event_id = 'evt_reclaimed'`); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := s.TryLockEvent(t.Context(), "evt_busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Rollback(t.Context())
+
+	tx, states, err := s.LockClaims(t.Context(), claimed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	want := map[string]queue.ClaimState{
+		"evt_held": queue.ClaimHeld, "evt_marked": queue.ClaimProcessed,
+		"evt_reclaimed": queue.ClaimLost, "evt_busy": queue.ClaimBusy,
+	}
+	for i, e := range claimed {
+		if states[i] != want[e.EventID] {
+			t.Errorf("%s: got state %d, want %d", e.EventID, states[i], want[e.EventID])
+		}
+	}
+	// The batch holds the locks it took, and only those.
+	if _, err := s.TryLockEvent(t.Context(), "evt_held"); !errors.Is(err, queue.ErrEventLocked) {
+		t.Errorf("lock of a batch-locked event: got %v, want ErrEventLocked", err)
+	}
+}
+
+func TestCommitSettled_WritesEveryOutcomeWithTheCommit(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	for _, id := range []string{"evt_ok", "evt_retry", "evt_cut"} {
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id, Attempts: 1, Status: queue.StatusRetrying})
+	}
+	claimed := claim(t, s)
+	byID := map[string]queue.Event{}
+	for _, e := range claimed {
+		byID[e.EventID] = e
+	}
+	tx, _, err := s.LockClaims(t.Context(), claimed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	ok, retry := byID["evt_ok"], byID["evt_retry"]
+	statuses, err := tx.CommitSettled(t.Context(),
+		[]queue.Settled{{Event: ok, Attempt: &queue.NewAttempt{Source: ok.Source, EventID: ok.EventID,
+			Succeeded: true, HTTPStatus: 200, Path: queue.PathRetry, Number: 2}}},
+		[]queue.Settled{{Event: retry, Attempt: &queue.NewAttempt{Source: retry.Source, EventID: retry.EventID,
+			HTTPStatus: 500, Error: "downstream answered 500", Path: queue.PathRetry, Number: 2}}},
+		[]queue.Event{byID["evt_cut"]})
+	if err != nil || len(statuses) != 1 || statuses[0] != queue.StatusRetrying {
+		t.Fatalf("CommitSettled: got %v, %v; want [retrying]", statuses, err)
+	}
+
+	var rows string
+	if err := pool.QueryRow(t.Context(), `
+		SELECT string_agg(event_id || ':' || status || ':' || attempts || ':' || (next_retry_at <= now()), ' ' ORDER BY event_id)
+		FROM webhook_events`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if want := "evt_cut:retrying:1:true evt_retry:retrying:2:false"; rows != want {
+		t.Errorf("queue rows: got %q, want %q", rows, want)
+	}
+	if processed, _, err := s.EventState(t.Context(), queue.SourceStripe, "evt_ok"); err != nil || !processed {
+		t.Errorf("evt_ok: processed %v, %v; want its marker", processed, err)
+	}
+	for id, want := range map[string]int{"evt_ok": 1, "evt_retry": 1, "evt_cut": 0} {
+		attempts, err := s.Attempts(t.Context(), queue.SourceStripe, id)
+		if err != nil || len(attempts) != want {
+			t.Errorf("%s attempts: got %d, %v; want %d", id, len(attempts), err, want)
+		}
+	}
+	// The locks went with the commit.
+	again, err := s.TryLockEvent(t.Context(), "evt_retry")
+	if err != nil {
+		t.Fatalf("lock after the commit: %v", err)
+	}
+	_ = again.Rollback(t.Context())
+}

@@ -91,9 +91,10 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Ret
 }
 
 // Run retries due events until ctx is cancelled, then stops claiming, lets
-// the batch in flight finish for up to StopTimeout, and returns nil. Batches
-// follow each other at once while they come back full; after a short one it
-// waits Interval. A database error is logged and retried after Interval.
+// the batches in flight finish for up to StopTimeout, and returns nil. It
+// runs batchLoops loops of batches; in each, batches follow each other at
+// once while they come back full, and after a short one it waits Interval.
+// A database error is logged and retried after Interval.
 func (r *Retrier) Run(ctx context.Context) error {
 	// Processing and the writes of outcomes run on workCtx, which outlives
 	// ctx by StopTimeout: cancelling ctx only stops new claims.
@@ -106,14 +107,31 @@ func (r *Retrier) Run(ctx context.Context) error {
 	defer stop()
 
 	r.logger.InfoContext(ctx, "retry loop started", "interval", r.cfg.Interval,
-		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency)
+		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "batch_loops", batchLoops)
+	var wg sync.WaitGroup
+	for range batchLoops {
+		wg.Go(func() { r.loop(ctx, workCtx) })
+	}
+	wg.Wait()
+	r.logger.Info("retry loop stopped")
+	return nil
+}
+
+// batchLoops is how many batches are in flight at once. A batch spends its
+// time in turns on the database (claim, lock, settle) and on the app
+// (processing); with two, one batch's processing overlaps the next one's
+// database work, so a backlog drains with neither side waiting on the other.
+// The claim keeps the batches apart, as it does across replicas.
+const batchLoops = 2
+
+// loop claims and settles batches one after another until ctx is cancelled.
+func (r *Retrier) loop(ctx, workCtx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.logger.Info("retry loop stopped")
-			return nil
+			return
 		case <-timer.C:
 		}
 		if ctx.Err() != nil {
@@ -164,34 +182,20 @@ func (r *Retrier) recordTick(ctx context.Context) {
 	}
 }
 
-// settle locks the claimed events in one statement, processes the ones
-// still to do concurrently, and writes all outcomes in the locking
-// transaction: one statement for the successes, one for the failures. An
-// event whose lock is held elsewhere is left claimed; it is due again after
-// the claim window.
+// settle locks the claimed events and reads their states in one round
+// trip, processes the ones still to do concurrently, and writes all outcomes
+// with the COMMIT of the locking transaction in one more: one statement for
+// the successes, one for the failures. An event whose lock is held elsewhere
+// is left claimed; it is due again after the claim window.
 func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
-	ids := make([]string, len(claimed))
-	byID := make(map[string]queue.Event, len(claimed))
-	for i, e := range claimed {
-		ids[i] = e.EventID
-		byID[e.EventID] = e
-	}
-	tx, locked, err := r.store.TryLockEvents(ctx, ids)
+	tx, states, err := r.store.LockClaims(ctx, claimed)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	held := make([]queue.Event, len(locked))
-	for i, id := range locked {
-		held[i] = byID[id]
-	}
-	states, err := tx.ClaimStates(ctx, held)
-	if err != nil {
-		return err
-	}
 	var todo, done []queue.Settled
-	for i, e := range held {
+	for i, e := range claimed {
 		switch states[i] {
 		case queue.ClaimHeld:
 			todo = append(todo, queue.Settled{Event: e})
@@ -220,17 +224,8 @@ func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
 	}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if _, err := tx.ResolveBatch(writeCtx, done); err != nil {
-		return err
-	}
-	statuses, err := tx.RescheduleBatch(writeCtx, failed)
+	statuses, err := tx.CommitSettled(writeCtx, done, failed, released)
 	if err != nil {
-		return err
-	}
-	if _, err := tx.ReleaseBatch(writeCtx, released); err != nil {
-		return err
-	}
-	if err := tx.Commit(writeCtx); err != nil {
 		return err
 	}
 	if len(released) > 0 {

@@ -364,6 +364,47 @@ func TestRetrier(t *testing.T) {
 		}
 	})
 
+	t.Run("RunOverlapsBatchesAndProcessesEachEventOnce", func(t *testing.T) {
+		t.Parallel()
+		store, pool := queuetest.NewStore(t)
+		const events = 300
+		if _, err := pool.Exec(t.Context(), `
+			INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
+			SELECT 'stripe', 'evt_run_' || i, 'invoice.paid', '{}', now() - interval '1 minute'
+			FROM generate_series(1, $1) i`, events); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		runs := map[string]int{}
+		p := worker.ProcessorFunc(func(_ context.Context, d worker.Delivery) worker.Result {
+			mu.Lock()
+			runs[d.EventID]++
+			mu.Unlock()
+			return worker.Result{}
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- newRetrier(store, p, 20).Run(ctx) }()
+		queuetest.WaitFor(t, 30*time.Second, "the backlog drained", func() bool { return queued(t, pool) == 0 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run: got %v, want nil", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(runs) != events {
+			t.Errorf("events processed: got %d, want %d", len(runs), events)
+		}
+		for id, n := range runs {
+			if n != 1 {
+				t.Errorf("%s processed %d times, want 1", id, n)
+			}
+		}
+		if m := markers(t, pool); m != events {
+			t.Errorf("markers %d, want %d", m, events)
+		}
+	})
+
 	t.Run("RunFinishesInFlightWorkOnStop", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
