@@ -168,11 +168,13 @@ func receiverRounds(ctx context.Context, o options) error {
 		results := make([]loadResult, len(targets))
 		for j, t := range targets {
 			hookdCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
+			pgCPU := backendsCPU(ctx, t.dbURL)
 			if results[j], err = postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, i); err != nil {
 				return fmt.Errorf("%s: %w", t.bin, err)
 			}
 			results[j].hookdCPU = processCPU(t.h.cmd.Process.Pid) - hookdCPU
 			results[j].loadgenCPU = processCPU(os.Getpid()) - selfCPU
+			results[j].postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
 		}
 		pg2, err := pgbench(ctx, o, targets[0].dbURL, "receiver_2rt.sql")
 		if err != nil {
@@ -186,9 +188,10 @@ func receiverRounds(ctx context.Context, o options) error {
 			}
 			rounds[j] = append(rounds[j], r)
 			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB"+
-				" | CPU per event: hookd %.0f µs, loadgen %.0f µs\n",
+				" | CPU per event: hookd %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
 				t.bin, r.events, ms(r.p50), ms(r.p99), r.events/r.pg5, r.events/r.pg2, r.rssMiB,
-				perEvent(results[j].hookdCPU, results[j].count), perEvent(results[j].loadgenCPU, results[j].count))
+				perEvent(results[j].hookdCPU, results[j].count), perEvent(results[j].postgresCPU, results[j].count),
+				perEvent(results[j].loadgenCPU, results[j].count))
 			if n := results[j].notProcessed; n > 0 {
 				fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
 			}
@@ -232,6 +235,7 @@ func pgbench(ctx context.Context, o options, dbURL, script string) (float64, err
 type loadResult struct {
 	count                int
 	hookdCPU, loadgenCPU time.Duration
+	postgresCPU          time.Duration // of hookd's backends
 	perSecond            float64
 	p50, p99             time.Duration
 	notProcessed         int64
@@ -349,6 +353,10 @@ type drainRound struct {
 	took      time.Duration
 	idle      float64 // share of CPU time idle, 0..1
 	rssMiB    float64
+	// CPU time used by hookd and by this process (the sink, mostly) while
+	// the backlog was seeded and drained.
+	hookdCPU, sinkCPU time.Duration
+	postgresCPU       time.Duration // of the database's backends
 }
 
 func drainRounds(ctx context.Context, o options) error {
@@ -375,8 +383,10 @@ func drainRounds(ctx context.Context, o options) error {
 				return fmt.Errorf("%s: %w", t.bin, err)
 			}
 			rounds[j] = append(rounds[j], r)
-			fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s\n",
-				t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage())
+			fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
+				" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
+				t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+				perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
 		}
 	}
 	fmt.Printf("medians of %d rounds:\n", o.drainRounds)
@@ -401,10 +411,15 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 	if err := seedDue(ctx, conn, n, round); err != nil {
 		return drainRound{}, err
 	}
+	hookdCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
+	pgCPU := backendsCPU(ctx, t.dbURL)
 	r, err := timeDrain(ctx, conn, sink, n)
 	if err != nil {
 		return drainRound{}, err
 	}
+	r.hookdCPU = processCPU(t.h.cmd.Process.Pid) - hookdCPU
+	r.sinkCPU = processCPU(os.Getpid()) - selfCPU
+	r.postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
 	if got := sink.requests.Load(); got != int64(n) {
 		return drainRound{}, fmt.Errorf("the sink got %d requests for %d events", got, n)
 	}
@@ -677,6 +692,43 @@ func processCPU(pid int) time.Duration {
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	const clockTicks = 100 // USER_HZ, 100 on Linux
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// backendCPU is the CPU time each backend of one database has used.
+type backendCPU map[int]time.Duration
+
+// backendsCPU reads the CPU time of the PostgreSQL backends connected to
+// dbURL's database (PostgreSQL runs on this machine), or nothing when it
+// cannot.
+func backendsCPU(ctx context.Context, dbURL string) backendCPU {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	cpu := backendCPU{}
+	for _, pid := range pids {
+		cpu[int(pid)] = processCPU(int(pid))
+	}
+	return cpu
+}
+
+// since returns the CPU time the backends used since start; a backend
+// that started meanwhile counts whole.
+func (b backendCPU) since(start backendCPU) time.Duration {
+	var total time.Duration
+	for pid, d := range b {
+		total += d - start[pid]
+	}
+	return total
 }
 
 func perEvent(d time.Duration, events int) float64 {
