@@ -49,7 +49,7 @@ func (s *Store) TryLockEvents(ctx context.Context, eventIDs []string) (*Tx, []st
 		_ = tx.Rollback(ctx)
 		return nil, nil, fmt.Errorf("lock events: %w", err)
 	}
-	return newTx(tx), locked, nil
+	return s.newTx(tx), locked, nil
 }
 
 // ClaimState is where a claimed event stands once its lock is held.
@@ -236,7 +236,7 @@ func resolveBatchArgs(done []Settled) []any {
 
 // RescheduleBatch records failed attempts of claimed events in one
 // statement, as ScheduleRetry does for one: each event's attempts become its
-// Attempt's Number, and it becomes retrying, due after RetryDelay, or dead at
+// Attempt's Number, and it becomes retrying, due after s.RetryDelay, or dead at
 // MaxAttempts. It returns the new status of each event, in order.
 func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status, error) {
 	if len(failed) == 0 {
@@ -282,7 +282,7 @@ func rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
 			statuses[i] = StatusDead
 		}
 		statusText[i] = string(statuses[i])
-		delays[i] = RetryDelay(a.Number).Seconds()
+		delays[i] = s.RetryDelay(a.Number).Seconds()
 	}
 	return statuses, append([]any{ids, statusText, delays, c.number, c.errors}, c.args()...)
 }

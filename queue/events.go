@@ -46,6 +46,32 @@ func RetryDelay(attempts int) time.Duration {
 	return backoff[min(max(attempts, 0), MaxAttempts-1)]
 }
 
+// demoBackoffDivisor turns each hour of the backoff schedule into a second,
+// so the demo shows a whole life (failed, retried, dead) in half a minute.
+const demoBackoffDivisor = time.Hour / time.Second
+
+// WithDemoBackoff makes the Store run the backoff schedule in seconds, not
+// hours: every wait is 3,600 times shorter (24 hours become 24 seconds),
+// while the number of attempts and the order of the waits stay the policy's.
+// It exists for `make run`'s demo, where a person should see an event go
+// dead within a minute; with it, Stripe's three days of redeliveries are no
+// longer covered, so production never sets it.
+func WithDemoBackoff() Option { return func(s *Store) { s.demoBackoff = true } }
+
+// DemoBackoff reports whether the Store runs the demo's backoff.
+func (s *Store) DemoBackoff() bool { return s.demoBackoff }
+
+// RetryDelay is how long this Store makes an event that has now failed
+// attempts retries wait: the policy's RetryDelay, shortened under
+// WithDemoBackoff.
+func (s *Store) RetryDelay(attempts int) time.Duration {
+	d := RetryDelay(attempts)
+	if s.demoBackoff {
+		d /= demoBackoffDivisor
+	}
+	return d
+}
+
 const (
 	// DefaultClaimBatch is the seed's batch size for ClaimDue.
 	DefaultClaimBatch = 10
@@ -87,17 +113,18 @@ type FailedEvent struct {
 	Error     string
 }
 
-// Enqueue puts a failed event on the retry queue, due in one minute, and
+// Enqueue puts a failed event on the retry queue, due after RetryDelay(0)
+// (one minute, the seed's column default), and
 // reports whether it inserted a row: an event already on the queue (same
 // source and event id) keeps its one row, whatever its status.
 func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err error) {
 	var id uuid.UUID
 	err = s.db.QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now())
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7))
 		ON CONFLICT (source, event_id) DO NOTHING
 		RETURNING id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error).Scan(&id)
+		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds()).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -182,7 +209,7 @@ func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
 }
 
 // ScheduleRetry records a failed retry: the event now has attempts failed
-// retries. Below MaxAttempts it becomes retrying, due after RetryDelay; at
+// retries. Below MaxAttempts it becomes retrying, due after s.RetryDelay; at
 // MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
 func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
 	status := StatusRetrying
@@ -195,7 +222,7 @@ func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, l
 		    next_retry_at = CASE WHEN $2 = 'dead' THEN next_retry_at
 		                         ELSE now() + make_interval(secs => $5) END
 		WHERE id = $1`,
-		id, status, attempts, lastError, RetryDelay(attempts).Seconds())
+		id, status, attempts, lastError, s.RetryDelay(attempts).Seconds())
 	if err != nil {
 		return "", fmt.Errorf("schedule retry of %s: %w", id, err)
 	}

@@ -59,7 +59,7 @@ func (s *Store) BeginEvent(ctx context.Context, source, eventID string) (tx *Tx,
 		}
 		return nil, false, false, ErrEventLocked
 	}
-	return &Tx{Store: Store{db: t}, tx: t}, processed, queued, nil
+	return &Tx{Store: s.on(t), tx: t}, processed, queued, nil
 }
 
 // CommitProcessed writes the dedup marker of an event processed on its

@@ -46,11 +46,26 @@ type Store struct {
 	// pool is the pool db is, for the statements that need a connection of
 	// their own (BeginEvent); nil in the Store of a Tx.
 	pool *pgxpool.Pool
+	// demoBackoff shortens the backoff schedule for the demo; see
+	// WithDemoBackoff.
+	demoBackoff bool
 }
 
+// Option changes how a Store behaves.
+type Option func(*Store)
+
 // New returns a Store over pool.
-func New(pool *pgxpool.Pool) *Store {
-	return &Store{db: pool, pool: pool}
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{db: pool, pool: pool}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// on returns a Store like s that runs its queries on db, a transaction.
+func (s *Store) on(db DBTX) Store {
+	return Store{db: db, demoBackoff: s.demoBackoff}
 }
 
 // Tx is a Store bound to one open transaction, as returned by TryLockEvent.
@@ -72,8 +87,8 @@ type txHandle interface {
 	commitWith(ctx context.Context, b *pgx.Batch) error
 }
 
-func newTx(tx pgx.Tx) *Tx {
-	return &Tx{Store: Store{db: tx}, tx: pgxTx{tx}}
+func (s *Store) newTx(tx pgx.Tx) *Tx {
+	return &Tx{Store: s.on(tx), tx: pgxTx{tx}}
 }
 
 // pgxTx is a transaction begun by pgx: its Commit is a round trip of its own.
@@ -171,7 +186,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		return fn(newTx(tx))
+		return fn(s.newTx(tx))
 	})
 }
 
@@ -213,7 +228,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 		_ = tx.Rollback(ctx)
 		return nil, ErrEventLocked
 	}
-	return newTx(tx), nil
+	return s.newTx(tx), nil
 }
 
 // Ping checks that the database answers a query.

@@ -296,6 +296,6 @@ func (r *Retrier) report(ctx context.Context, todo, failed []queue.Settled, stat
 		}
 		r.logger.WarnContext(ctx, "retry failed", "event_id", f.Event.EventID,
 			"event_type", f.Event.EventType, "attempt", f.Attempt.Number,
-			"next_in", queue.RetryDelay(f.Attempt.Number), "err", f.Attempt.Error)
+			"next_in", r.store.RetryDelay(f.Attempt.Number), "err", f.Attempt.Error)
 	}
 }
