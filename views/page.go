@@ -26,6 +26,9 @@ type Page struct {
 	Error string
 	// Now is when the page is rendered, to show times as ages.
 	Now time.Time
+	// DemoBackoff is set while the retry schedule runs in seconds for the
+	// demo; every page then says so, so nobody mistakes it for production.
+	DemoBackoff bool
 }
 
 // Can reports whether the signed-in account may act as role.

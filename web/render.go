@@ -35,6 +35,8 @@ func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 		CSRF:  sessionCSRF(c),
 		Flash: session(c).PopString(c.Request().Context(), sessFlash),
 		Now:   time.Now(),
+
+		DemoBackoff: d.store.DemoBackoff(),
 	}
 }
 
@@ -81,7 +83,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	}
 	// An error is about this moment; nobody should be shown it again.
 	c.Response().Header().Set("Cache-Control", "no-store")
-	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now()}
+	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
 	if p.User != nil {
 		// The layout's sign-out form needs the token.
 		p.CSRF = sessionCSRF(c)
@@ -107,7 +109,7 @@ func titleFor(status int) string {
 	return http.StatusText(status)
 }
 
-// handleStatic serves the embedded stylesheet and htmx.
+// handleStatic serves the embedded stylesheet, htmx and the favicon.
 func handleStatic() echo.HandlerFunc {
 	files := http.StripPrefix("/static/", http.FileServerFS(static.FS))
 	return func(c echo.Context) error {
