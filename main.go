@@ -6,11 +6,12 @@
 //
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
-//	hookd send-test-event [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
+//	hookd send-test-event [-n 50] [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
 //	hookd user add EMAIL [-role viewer|operator|admin]
 //	                add a dashboard account; the password is read from the terminal or stdin
 //	hookd user passwd EMAIL
 //	                set an account's password, read the same way
+//	hookd demo-app  run the app `make run` forwards to, which fails some events on purpose
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -19,12 +20,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -46,7 +43,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/stripe/stripe-go/v82/webhook"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/term"
 
@@ -93,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return migrate(ctx, cfg, stdout)
 	case "send-test-event":
 		return sendTestEvent(ctx, args, getenv, stdout, stderr)
+	case "demo-app":
+		return demoApp(ctx, args, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
 	case "version":
@@ -111,11 +109,12 @@ const usage = `Usage: hookd <command> [flags]
 Commands:
   serve            run the webhook receiver, retry loop, pruner and dashboard (default)
   migrate          apply the database migrations and exit
-  send-test-event  post a signed sample Stripe event to a receiver
+  send-test-event  post signed sample Stripe events to a receiver (-n 50: a realistic mix)
   user add EMAIL [-role viewer|operator|admin]
                    add a dashboard account (the password is read from the terminal or stdin)
   user passwd EMAIL
                    set an account's password, read the same way
+  demo-app         run the demo app make run forwards to, which fails some events on purpose
   version          print the version
 
 Run "hookd <command> -h" for a command's flags.
@@ -219,7 +218,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
-	store := queue.New(pool)
+	store := queue.New(pool, storeOptions(cfg, logger)...)
 	if cfg.AdminEmail != "" {
 		if cfg.AdminPassword == "" {
 			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
@@ -374,6 +373,7 @@ type Config struct {
 	AlertURL         Secret
 	AlertPendingAge  time.Duration
 	PublicURL        string
+	DemoBackoff      bool
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -444,6 +444,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+	{flag: "demo-backoff", env: "HOOKD_DEMO_BACKOFF", def: "false", boolean: true, usage: "for make run's demo only: retries wait seconds, not hours (24h becomes 24s)",
+		set: func(c *Config, v string) error { return parseBool(&c.DemoBackoff, v) }},
 }
 
 // parseConfig builds the Config for a command: a flag overrides its
@@ -756,108 +758,4 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 		return "", errors.New("read password: expected it on the first line of stdin")
 	}
 	return strings.TrimRight(line, "\r\n"), nil
-}
-
-// sendTestEvent posts one realistic, correctly signed Stripe event to a
-// hookd receiver and prints the answer, so an operator can check a
-// deployment end to end without a Stripe account at hand.
-func sendTestEvent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookd send-test-event", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	eventType := fs.String("type", "invoice.paid", "the event's type")
-	target := fs.String("url", "http://localhost:8080/webhooks/stripe", "the receiver to post to")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: hookd send-test-event [flags]\n\n"+
-			"Signs the event with the first secret of $STRIPE_WEBHOOK_SECRET.\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var secrets []Secret
-	if err := parseSecrets(&secrets, getenv("STRIPE_WEBHOOK_SECRET")); err != nil {
-		return fmt.Errorf("STRIPE_WEBHOOK_SECRET: %v", err)
-	}
-	if len(secrets) == 0 {
-		return errors.New("STRIPE_WEBHOOK_SECRET: set it to the receiver's signing secret")
-	}
-
-	payload, id, err := sampleEvent(*eventType, time.Now())
-	if err != nil {
-		return err
-	}
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
-		Payload: payload, Secret: secrets[0].Reveal(),
-	})
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, *target, bytes.NewReader(payload))
-	if err != nil {
-		return fmt.Errorf("-url: %v", err)
-	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("Stripe-Signature", signed.Header)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("send %s: %w", id, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	fmt.Fprintf(stdout, "sent %s (%s) to %s\n%s: %s\n", id, *eventType, *target, resp.Status, strings.TrimSpace(string(body)))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the receiver answered %s", resp.Status)
-	}
-	return nil
-}
-
-// sampleEvent returns a Stripe event of eventType shaped like the ones
-// Stripe sends (API version, data.object, request), with fresh ids.
-func sampleEvent(eventType string, now time.Time) ([]byte, string, error) {
-	if eventType == "" {
-		return nil, "", errors.New("-type: must not be empty")
-	}
-	object, prefix := "invoice", "in"
-	switch {
-	case strings.HasPrefix(eventType, "charge."):
-		object, prefix = "charge", "ch"
-	case strings.HasPrefix(eventType, "payment_intent."):
-		object, prefix = "payment_intent", "pi"
-	case strings.HasPrefix(eventType, "customer.subscription."):
-		object, prefix = "subscription", "sub"
-	case strings.HasPrefix(eventType, "customer."):
-		object, prefix = "customer", "cus"
-	case strings.HasPrefix(eventType, "checkout.session."):
-		object, prefix = "checkout.session", "cs_test"
-	}
-	id := "evt_test_" + randomID()
-	event := map[string]any{
-		"id":          id,
-		"object":      "event",
-		"api_version": "2025-03-31.basil",
-		"created":     now.Unix(),
-		"data": map[string]any{"object": map[string]any{
-			"id":       prefix + "_test_" + randomID(),
-			"object":   object,
-			"amount":   2000,
-			"currency": "usd",
-			"customer": "cus_test_" + randomID(),
-			"livemode": false,
-			"metadata": map[string]string{"sent_by": "hookd send-test-event"},
-		}},
-		"livemode":         false,
-		"pending_webhooks": 1,
-		"request":          map[string]any{"id": nil, "idempotency_key": nil},
-		"type":             eventType,
-	}
-	b, err := json.Marshal(event)
-	if err != nil {
-		return nil, "", fmt.Errorf("build sample event: %w", err)
-	}
-	return b, id, nil
-}
-
-func randomID() string {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

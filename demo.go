@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/demoapp"
+)
+
+// storeOptions turns the demo's settings into the queue's options, saying
+// loudly when the demo backoff is on.
+func storeOptions(cfg Config, logger *slog.Logger) []queue.Option {
+	if !cfg.DemoBackoff {
+		return nil
+	}
+	logger.Warn("HOOKD_DEMO_BACKOFF is on: retries wait seconds, not hours, so events go dead within a minute; never set it in production")
+	return []queue.Option{queue.WithDemoBackoff()}
+}
+
+// demoApp runs `hookd demo-app`: the app `make run` forwards to, which
+// fails some events on purpose so the dashboard has a story to tell. It
+// listens where HOOKD_FORWARD_URL points, so the demo's hookd and its app
+// share one setting, and checks signatures with HOOKD_FORWARD_SECRET.
+func demoApp(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hookd demo-app", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "listen address (default: the host and port of $HOOKD_FORWARD_URL)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: hookd demo-app [flags]\n\n"+
+			"Takes most events; answers some with a 500, lets some time out, and rejects\n"+
+			"%s with a 422 until it is dead. For make run's demo only.\n\n", demoapp.RejectedType)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *addr == "" {
+		forwardURL := getenv("HOOKD_FORWARD_URL")
+		if forwardURL == "" {
+			return errors.New("HOOKD_FORWARD_URL: set it to where hookd forwards, where the demo app then listens (or pass -addr)")
+		}
+		u, err := url.Parse(forwardURL)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("HOOKD_FORWARD_URL: not an absolute http URL (got %q)", forwardURL)
+		}
+		*addr = u.Host
+	}
+	secret := getenv("HOOKD_FORWARD_SECRET")
+	if err := checkForwardSecret(secret); err != nil {
+		return fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "demo-app")
+	app, err := demoapp.New(secret, logger)
+	if err != nil {
+		return fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("demo app: %v", err)
+	}
+	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("demo app listening", "addr", ln.Addr().String(), "verifies_signatures", secret != "")
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("demo app: %w", err)
+	case <-ctx.Done():
+	}
+	// A hanging delivery would hold Shutdown for minutes; the demo has no
+	// work worth waiting for.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	logger.Info("demo app stopped")
+	return nil
+}
