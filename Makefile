@@ -15,9 +15,13 @@ TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmod
 PLAYWRIGHT_DRIVER_PATH ?= $(HOME)/.cache/hookd/playwright-driver-1.64.1
 export TEST_DATABASE_URL PLAYWRIGHT_DRIVER_PATH
 
-# Local settings for `make run` (a signing secret and the first admin's
-# password), made once and kept out of git.
+# Local settings for `make run` (a signing secret, the key hookd signs
+# forwarded events with, and the first admin's password), made once and kept
+# out of git. Values set here win over the demo's.
 DEV_ENV := .cache/dev.env
+# The demo `make run` tells: hookd forwards to `hookd demo-app`, which fails
+# some events on purpose, and retries wait seconds instead of hours.
+DEMO_ENV := .ci/demo.env
 
 .PHONY: run test db browser build check bench bench-load
 .DEFAULT_GOAL := run
@@ -39,21 +43,36 @@ $(DEV_ENV):
 	  echo "HOOKD_ADMIN_PASSWORD=$$(head -c 12 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"; \
 	} > $@
 
+# The demo app runs in the background for as long as hookd runs; Ctrl-C
+# stops both.
 run: db build $(DEV_ENV)
-	@set -a; . ./$(DEV_ENV); set +a; \
+	@grep -q '^HOOKD_FORWARD_SECRET=' $(DEV_ENV) || \
+	  echo "HOOKD_FORWARD_SECRET=whsec_$$(head -c 24 /dev/urandom | base64)" >> $(DEV_ENV)
+	@set -a; DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}"; \
+	. ./$(DEMO_ENV); . ./$(DEV_ENV); set +a; \
+	port=$${HOOKD_ADDR:-:8080}; port=$${port##*:}; base="http://localhost:$$port"; \
+	to=""; [ "$$port" = 8080 ] || to=" -url $$base/webhooks/stripe"; \
+	./bin/hookd demo-app & demo=$$!; \
+	trap 'kill $$demo 2>/dev/null' EXIT; \
 	echo; \
-	echo "hookd is starting on http://localhost:8080"; \
-	echo "  dashboard:  http://localhost:8080/  (sign in as $$HOOKD_ADMIN_EMAIL, password $$HOOKD_ADMIN_PASSWORD)"; \
-	echo "  add people: DATABASE_URL=$(DEV_DATABASE_URL) ./bin/hookd user add EMAIL -role operator"; \
-	echo "  health:     http://localhost:8080/healthz   metrics: http://localhost:8080/metrics"; \
-	echo "  send a signed test event from another terminal:"; \
-	echo "    STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -type invoice.paid"; \
-	echo "  settings for this local run are in $(DEV_ENV)"; \
-	echo "  processor:  HOOKD_PROCESSOR=discard, chosen for this trial run: each event is accepted and"; \
-	echo "              marked processed without reaching any app (run ./bin/hookd serve with"; \
-	echo "              HOOKD_FORWARD_URL set to forward events to your app)"; \
+	echo "hookd is starting on $$base, forwarding every event to a demo app"; \
+	echo "($$HOOKD_FORWARD_URL) that takes most of them and fails some on purpose:"; \
+	echo "a 500 while its Redis is down, a timeout, and a 422 for every customer.subscription.updated."; \
+	echo "Demo backoff: retries wait seconds, not hours."; \
 	echo; \
-	DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}" HOOKD_PROCESSOR=discard exec ./bin/hookd serve
+	echo "  1. Open $$base/ and sign in as $$HOOKD_ADMIN_EMAIL, password $$HOOKD_ADMIN_PASSWORD"; \
+	echo "  2. From another terminal in this folder, send 50 signed Stripe events:"; \
+	echo "       STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -n 50$$to"; \
+	echo "  3. Watch the overview: most events are processed at once; the failed ones wait on"; \
+	echo "     Pending with their errors and are retried within seconds."; \
+	echo "  4. About 30 seconds later the customer.subscription.updated events are Dead."; \
+	echo "     Open one and press Retry: the demo app takes it this time, and it is processed."; \
+	echo; \
+	echo "  add people: DATABASE_URL=$$DATABASE_URL ./bin/hookd user add EMAIL -role operator"; \
+	echo "  health:     $$base/healthz   metrics: $$base/metrics"; \
+	echo "  settings:   $(DEV_ENV) (yours, kept out of git) over $(DEMO_ENV) (the demo's)"; \
+	echo; \
+	./bin/hookd serve
 
 # Static checks first: they are cheap and say most precisely what is wrong.
 check:
