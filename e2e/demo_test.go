@@ -121,9 +121,9 @@ func TestDemo_TheWholeStoryFromMakeRun(t *testing.T) {
 		queuetest.WaitFor(t, 20*time.Second, dead+" processed", func() bool {
 			return h.count(t, `SELECT count(*) FROM processed_webhook_events WHERE event_id = $1`, dead) == 1
 		})
-		visit(t, page, "/events?status=dead&q="+url.QueryEscape(dead))
-		must(t, expect.Locator(page.GetByText(dead+" was processed successfully")).ToBeVisible(),
-			"the search says the retried event was processed")
+		visit(t, page, "/search?q="+url.QueryEscape(dead))
+		must(t, expect.Locator(page.GetByTestId("search-how")).ToContainText("which a person asked for"),
+			"Find an event says a person's retry processed it")
 		must(t, expect.Locator(page.GetByTestId("demo-banner")).ToBeVisible(), "the banner is on every page")
 	})
 
@@ -132,7 +132,8 @@ func TestDemo_TheWholeStoryFromMakeRun(t *testing.T) {
 		// that is meant to be one.
 		other := subscriptions()[0]
 		for _, path := range []string{"/", "/events?status=dead", "/events?status=pending", "/events?status=failed",
-			"/events?status=retrying", "/events/" + h.queueID(t, other), "/audit", "/accounts"} {
+			"/events?status=retrying", "/events/" + h.queueID(t, other), "/failures", "/search?q=" + other,
+			"/audit", "/accounts"} {
 			visit(t, page, path)
 			must(t, page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad}), "load "+path)
 		}
