@@ -142,7 +142,7 @@ func (s *Store) LockClaims(ctx context.Context, claimed []Event) (*Tx, []ClaimSt
 			states[i] = ClaimBusy
 		}
 	}
-	return &Tx{Store: Store{db: t}, tx: t}, states, nil
+	return &Tx{Store: s.on(t), tx: t}, states, nil
 }
 
 // collect reads the rows of a batch's next query.
@@ -242,7 +242,7 @@ func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status
 	if len(failed) == 0 {
 		return nil, nil
 	}
-	statuses, args := rescheduleBatchArgs(failed)
+	statuses, args := s.rescheduleBatchArgs(failed)
 	if _, err := s.db.Exec(ctx, rescheduleBatchSQL, args...); err != nil {
 		return nil, fmt.Errorf("reschedule batch: %w", err)
 	}
@@ -267,7 +267,7 @@ const rescheduleBatchSQL = `
 	FROM unnest($6::text[], $7::text[], $8::float8[], $9::int[], $10::text[], $11::text[], $12::int[])
 	     AS a(source, event_id, duration_ms, http_status, error, path, attempt)`
 
-func rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
+func (s *Store) rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
 	var c attemptColumns
 	ids := make([]string, len(failed))
 	statuses := make([]Status, len(failed))
@@ -325,7 +325,7 @@ func (t *Tx) CommitSettled(ctx context.Context, done, failed []Settled, released
 	var statuses []Status
 	if len(failed) > 0 {
 		var args []any
-		statuses, args = rescheduleBatchArgs(failed)
+		statuses, args = t.rescheduleBatchArgs(failed)
 		b.Queue(rescheduleBatchSQL, args...)
 	}
 	if len(released) > 0 {
