@@ -12,6 +12,7 @@
 //	hookd user passwd EMAIL
 //	                set an account's password, read the same way
 //	hookd demo-app  run the app `make run` forwards to, which fails some events on purpose
+//	hookd doctor    check the configuration end to end, one line per check
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return sendTestEvent(ctx, args, getenv, stdout, stderr)
 	case "demo-app":
 		return demoApp(ctx, args, getenv, stdout, stderr)
+	case "doctor":
+		return doctorCommand(ctx, args, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
 	case "version":
@@ -115,6 +118,7 @@ Commands:
   user passwd EMAIL
                    set an account's password, read the same way
   demo-app         run the demo app make run forwards to, which fails some events on purpose
+  doctor           check the configuration end to end: database, secret, app, timeouts, Stripe, clock
   version          print the version
 
 Run "hookd <command> -h" for a command's flags.
@@ -374,6 +378,7 @@ type Config struct {
 	AlertPendingAge  time.Duration
 	PublicURL        string
 	DemoBackoff      bool
+	StripeAPIURL     string
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -444,6 +449,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: "https://api.stripe.com", usage: "Stripe API base URL (for an egress proxy, or tests)",
+		set: func(c *Config, v string) error { c.StripeAPIURL = v; return checkURL(v) }},
 	{flag: "demo-backoff", env: "HOOKD_DEMO_BACKOFF", def: "false", boolean: true, usage: "for make run's demo only: retries wait seconds, not hours (24h becomes 24s)",
 		set: func(c *Config, v string) error { return parseBool(&c.DemoBackoff, v) }},
 }

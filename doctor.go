@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/doctor"
+)
+
+// doctorCommand runs `hookd doctor`: every check of package doctor against
+// the configuration hookd serve would run with, one line each. It exits
+// non-zero only when a check fails.
+func doctorCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig("doctor", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	results := doctor.Run(ctx, doctor.Config{
+		DatabaseURL:     cfg.DatabaseURL,
+		StripeSecrets:   reveal(cfg.StripeSecrets),
+		Discard:         cfg.Processor == processorDiscard,
+		ForwardURL:      cfg.ForwardURL,
+		ForwardSecret:   cfg.ForwardSecret.Reveal(),
+		ForwardTimeout:  cfg.ForwardTimeout,
+		ClaimWindow:     queue.DefaultClaimWindow,
+		MarkerRetention: cfg.MarkerRetention,
+		DemoBackoff:     cfg.DemoBackoff,
+		StripeAPIURL:    cfg.StripeAPIURL,
+	})
+	if failed := doctor.Write(stdout, results); failed > 0 {
+		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))
+	}
+	return nil
+}

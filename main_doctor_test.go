@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// hookd doctor reads the configuration hookd serve reads, prints a line per
+// check, and exits non-zero only when one fails.
+func TestRunDoctor(t *testing.T) {
+	t.Parallel()
+	status := http.StatusOK
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
+	t.Cleanup(app.Close)
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", time.Now().UTC().Format(http.TimeFormat))
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(stripe.Close)
+	env := map[string]string{
+		"DATABASE_URL":          queuetest.NewDatabaseURL(t),
+		"STRIPE_WEBHOOK_SECRET": "whsec_" + strings.Repeat("Ab1", 11),
+		"HOOKD_FORWARD_URL":     app.URL + "/stripe-events",
+		"HOOKD_FORWARD_SECRET":  "whsec_ZG9jdG9yLW1haW4tdGVzdA==",
+		"HOOKD_STRIPE_API_URL":  stripe.URL,
+	}
+	doctor := func() (string, error) {
+		var out bytes.Buffer
+		err := run(t.Context(), []string{"doctor"}, func(k string) string { return env[k] }, strings.NewReader(""), &out, io.Discard)
+		return out.String(), err
+	}
+
+	out, err := doctor()
+	if err != nil {
+		t.Fatalf("doctor on a good configuration: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok    database", "ok    signing secret", "ok    forward to app", "ok    clock", "0 failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	status = http.StatusInternalServerError
+	out, err = doctor()
+	if err == nil || !strings.Contains(err.Error(), "1 of") || !strings.Contains(out, "fail  forward to app") {
+		t.Errorf("doctor with an app answering 500: %v\n%s\nwant the forward check to fail and a non-nil error", err, out)
+	}
+}

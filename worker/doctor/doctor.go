@@ -1,0 +1,338 @@
+// Package doctor checks a hookd configuration end to end, the way the first
+// day in production asks: is the database reachable and migrated, is the
+// signing secret Stripe's, does the app answer a signed test delivery, are
+// the timeouts and the retention safe, does Stripe's API know the endpoint,
+// and is the clock right. Each check says ok, warn or fail, and what to do.
+//
+// It changes nothing: it writes no row, applies no migration, and the one
+// request it sends the app is a hookd.ping event, which apps may ignore.
+package doctor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/worker"
+)
+
+// Status is the verdict of one check.
+type Status string
+
+const (
+	// OK: nothing to do.
+	OK Status = "ok"
+	// Warn: hookd works, but something deserves a look.
+	Warn Status = "warn"
+	// Fail: hookd will lose, refuse or mishandle events until it is fixed.
+	Fail Status = "fail"
+	// Skip: the check needs a setting that is not set.
+	Skip Status = "skip"
+)
+
+// Result is the outcome of one check: its name, its verdict, and one line
+// saying what was found and what to do.
+type Result struct {
+	Check  string
+	Status Status
+	Detail string
+}
+
+// Config is the configuration to check, as hookd serve would run with it.
+type Config struct {
+	DatabaseURL string
+	// StripeSecrets are STRIPE_WEBHOOK_SECRET's secrets.
+	StripeSecrets []string
+	// Discard is set when HOOKD_PROCESSOR=discard.
+	Discard        bool
+	ForwardURL     string
+	ForwardSecret  string
+	ForwardTimeout time.Duration
+	// ClaimWindow is the retry loop's claim window.
+	ClaimWindow     time.Duration
+	MarkerRetention time.Duration
+	DemoBackoff     bool
+	// StripeAPIURL is where Stripe's API is; its Date header is the clock
+	// hookd's is compared with.
+	StripeAPIURL string
+	// HTTPClient reaches Stripe's API. Default: a client with a 10 s
+	// timeout.
+	HTTPClient *http.Client
+}
+
+// Run runs every check, in order, and returns their results.
+func Run(ctx context.Context, cfg Config) []Result {
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	return []Result{
+		Database(ctx, cfg.DatabaseURL),
+		SigningSecret(cfg.StripeSecrets),
+		Forward(ctx, cfg),
+		ForwardSignature(cfg),
+		ForwardTimeout(cfg.ForwardTimeout, cfg.ClaimWindow),
+		Retention(cfg.MarkerRetention),
+		Backoff(cfg.DemoBackoff),
+		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
+	}
+}
+
+// Write prints one line per result, then a summary, and returns how many
+// checks failed.
+func Write(w io.Writer, results []Result) (failed int) {
+	var warned int
+	for _, r := range results {
+		fmt.Fprintf(w, "%-5s %-18s %s\n", r.Status, r.Check, r.Detail)
+		switch r.Status {
+		case Fail:
+			failed++
+		case Warn:
+			warned++
+		}
+	}
+	fmt.Fprintf(w, "\n%d checks: %d failed, %d warnings\n", len(results), failed, warned)
+	return failed
+}
+
+// Database checks that the database answers and its schema is this
+// binary's.
+func Database(ctx context.Context, databaseURL string) Result {
+	const name = "database"
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return Result{name, Fail, fmt.Sprintf("DATABASE_URL does not parse: %v", err)}
+	}
+	pcfg.MaxConns = 1
+	where := fmt.Sprintf("%s:%d/%s as %s", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port,
+		pcfg.ConnConfig.Database, pcfg.ConnConfig.User)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return Result{name, Fail, fmt.Sprintf("cannot connect to %s: %v; check DATABASE_URL", where, err)}
+	}
+	defer pool.Close()
+	if err := pool.Ping(ctx); err != nil {
+		return Result{name, Fail, fmt.Sprintf("cannot connect to %s: %v; check DATABASE_URL and that PostgreSQL runs", where, err)}
+	}
+	st, err := migrations.Check(ctx, pool)
+	if err != nil {
+		return Result{name, Fail, fmt.Sprintf("reachable at %s, but %v", where, err)}
+	}
+	switch {
+	case len(st.Unknown) > 0:
+		return Result{name, Warn, fmt.Sprintf("reachable at %s; the schema has migrations this hookd does not know "+
+			"(versions %v): a newer hookd migrated it, run that one", where, st.Unknown)}
+	case len(st.Pending) == st.Known:
+		return Result{name, Warn, fmt.Sprintf("reachable at %s, but not migrated yet: hookd serve migrates it at start, "+
+			"or run hookd migrate first", where)}
+	case len(st.Pending) > 0:
+		return Result{name, Warn, fmt.Sprintf("reachable at %s; %d migrations pending (%s): hookd serve applies them at start, "+
+			"or run hookd migrate first", where, len(st.Pending), strings.Join(st.Pending, ", "))}
+	}
+	return Result{name, OK, fmt.Sprintf("reachable at %s; schema up to date (%d migrations)", where, st.Known)}
+}
+
+// stripeSecretShape is what follows whsec_ in the signing secrets Stripe
+// shows: 32 letters and digits on an endpoint's page, 64 hex digits from
+// the Stripe CLI. Anything else was most likely cut short or pasted with
+// something around it.
+var stripeSecretShape = regexp.MustCompile(`^whsec_[A-Za-z0-9]{24,}$`)
+
+// SigningSecret checks STRIPE_WEBHOOK_SECRET's secrets have Stripe's shape.
+func SigningSecret(secrets []string) Result {
+	const name = "signing secret"
+	if len(secrets) == 0 {
+		return Result{name, Fail, "STRIPE_WEBHOOK_SECRET is not set: the receiver answers 503 to every delivery; " +
+			"copy the endpoint's signing secret (whsec_...) from Stripe's dashboard"}
+	}
+	for i, s := range secrets {
+		if !stripeSecretShape.MatchString(s) {
+			return Result{name, Warn, fmt.Sprintf("secret %d of %d is not shaped like Stripe's (whsec_ and 32 letters "+
+				"and digits, %d characters here): copy it again, whole, from the endpoint's page", i+1, len(secrets), len(s))}
+		}
+	}
+	if len(secrets) > 1 {
+		return Result{name, OK, fmt.Sprintf("%d secrets, shaped like Stripe's: any of them verifies a delivery; "+
+			"remove the old one when Stripe's overlap ends", len(secrets))}
+	}
+	return Result{name, OK, "shaped like Stripe's (whsec_...)"}
+}
+
+// PingType is the event type of the test delivery Forward sends. Apps may
+// ignore it; they must answer it 2xx.
+const PingType = "hookd.ping"
+
+// Forward sends the app a signed hookd.ping through hookd's own forwarder,
+// exactly as an event would go, and checks it answers 2xx, without a
+// redirect, well within HOOKD_FORWARD_TIMEOUT.
+func Forward(ctx context.Context, cfg Config) Result {
+	const name = "forward to app"
+	if cfg.Discard {
+		return Result{name, Warn, "HOOKD_PROCESSOR=discard: events are marked processed without reaching any app; " +
+			"for trials only, set HOOKD_PROCESSOR=forward and HOOKD_FORWARD_URL for production"}
+	}
+	if cfg.ForwardURL == "" {
+		return Result{name, Fail, "HOOKD_FORWARD_URL is not set: hookd serve refuses to start; set it to your app's webhook URL"}
+	}
+	f, err := worker.NewForwarder(cfg.ForwardURL, cfg.ForwardSecret)
+	if err != nil {
+		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_SECRET: %v", err)}
+	}
+	id := "evt_hookd_ping_" + randomHex(8)
+	payload := fmt.Appendf(nil, `{"id":%q,"object":"event","type":%q,"created":%d,"livemode":false,`+
+		`"data":{"object":{"object":"hookd.ping","sent_by":"hookd doctor"}}}`, id, PingType, time.Now().Unix())
+	timeout := cfg.ForwardTimeout
+	if timeout <= 0 {
+		timeout = worker.DefaultProcessTimeout
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	res := f.Process(pingCtx, worker.Delivery{EventID: id, EventType: PingType, Payload: payload})
+	took := time.Since(start)
+	switch {
+	case res.HTTPStatus >= 300 && res.HTTPStatus < 400:
+		return Result{name, Fail, fmt.Sprintf("%s redirects (%v): hookd never follows a redirect, so every event would fail; "+
+			"set HOOKD_FORWARD_URL to the final URL", cfg.ForwardURL, res.Err)}
+	case res.Err != nil:
+		return Result{name, Fail, fmt.Sprintf("%s did not take a %s test delivery: %v; make the app answer 2xx "+
+			"to %s (it may ignore the event)", cfg.ForwardURL, PingType, res.Err, PingType)}
+	case took > timeout/2:
+		return Result{name, Warn, fmt.Sprintf("%s answered %d, but took %s of HOOKD_FORWARD_TIMEOUT's %s: a slower "+
+			"moment turns deliveries into retries; answer first, work later", cfg.ForwardURL, res.HTTPStatus,
+			took.Round(time.Millisecond), timeout)}
+	}
+	return Result{name, OK, fmt.Sprintf("%s answered a signed %s with %d in %s", cfg.ForwardURL, PingType,
+		res.HTTPStatus, took.Round(time.Millisecond))}
+}
+
+// ForwardSignature checks forwarded events are signed, so the app can tell
+// them from anyone else's requests.
+func ForwardSignature(cfg Config) Result {
+	const name = "forward signature"
+	switch {
+	case cfg.Discard || cfg.ForwardURL == "":
+		return Result{name, Skip, "nothing is forwarded"}
+	case cfg.ForwardSecret == "":
+		return Result{name, Warn, "HOOKD_FORWARD_SECRET is not set: your app cannot tell hookd's deliveries from " +
+			"anyone's; set it (whsec_<base64>) and verify the webhook-signature header in the app"}
+	}
+	return Result{name, OK, "events carry a Standard Webhooks signature (webhook-signature) under HOOKD_FORWARD_SECRET"}
+}
+
+// ForwardTimeout checks HOOKD_FORWARD_TIMEOUT leaves the retry loop's claim
+// window room, and is neither too short for an app nor long enough to keep
+// Stripe waiting.
+func ForwardTimeout(timeout, claimWindow time.Duration) Result {
+	const name = "forward timeout"
+	switch {
+	case timeout >= claimWindow:
+		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s is not below the retry loop's claim window of %s: "+
+			"a slow retry would be claimed again while it runs; set it well below", timeout, claimWindow)}
+	case timeout < time.Second:
+		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: an app that takes a second now and then "+
+			"turns every such moment into a retry", timeout)}
+	case timeout > 30*time.Second:
+		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: the first attempt runs while Stripe waits for "+
+			"hookd's answer, and Stripe gives up and redelivers long before; keep it at seconds", timeout)}
+	}
+	return Result{name, OK, fmt.Sprintf("%s, below the retry loop's claim window of %s", timeout, claimWindow)}
+}
+
+// stripeRedelivery is how long Stripe redelivers an event it could not
+// deliver: three days. A marker must outlive it.
+const stripeRedelivery = 72 * time.Hour
+
+// Retention checks dedup markers outlive Stripe's redeliveries.
+func Retention(retention time.Duration) Result {
+	const name = "marker retention"
+	switch {
+	case retention < stripeRedelivery:
+		return Result{name, Fail, fmt.Sprintf("HOOKD_MARKER_RETENTION %s is shorter than Stripe's 3 days of redeliveries: "+
+			"a late redelivery would be processed twice; set at least 72h", retention)}
+	case retention < stripeRedelivery+24*time.Hour:
+		return Result{name, Warn, fmt.Sprintf("HOOKD_MARKER_RETENTION %s only just outlives Stripe's 3 days of "+
+			"redeliveries; the default of 720h leaves room for a manual retry days later", retention)}
+	}
+	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's 3 days of redeliveries", retention)}
+}
+
+// Backoff says whether the retry schedule is the real one.
+func Backoff(demo bool) Result {
+	const name = "retry backoff"
+	if demo {
+		return Result{name, Warn, "HOOKD_DEMO_BACKOFF is on: retries wait seconds, not hours, and events go dead " +
+			"within a minute; it is for make run's demo, unset it"}
+	}
+	return Result{name, OK, "1m, 5m, 30m, 2h, 24h, then dead"}
+}
+
+// signatureTolerance is how old a Stripe signature may be: stripe-go's
+// default, which the receiver uses.
+const signatureTolerance = 300 * time.Second
+
+// Clock compares this machine's clock with the Date header of Stripe's API:
+// the receiver refuses signatures older than 300 s by this clock, so a
+// clock running ahead refuses Stripe's deliveries as stale.
+func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
+	const name = "clock"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(apiURL, "/")+"/v1/", nil)
+	if err != nil {
+		return Result{name, Warn, fmt.Sprintf("HOOKD_STRIPE_API_URL %q: %v", apiURL, err)}
+	}
+	sent := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return Result{name, Warn, fmt.Sprintf("could not reach Stripe's API at %s to compare clocks (%v); "+
+			"check outbound HTTPS, and that NTP keeps this clock right", apiURL, unwrapURLError(err))}
+	}
+	resp.Body.Close()
+	received := time.Now()
+	stripeNow, err := http.ParseTime(resp.Header.Get("Date"))
+	if err != nil {
+		return Result{name, Warn, fmt.Sprintf("Stripe's API at %s sent no usable Date header to compare clocks with", apiURL)}
+	}
+	// Date has whole seconds and was stamped somewhere in the round trip.
+	local := sent.Add(received.Sub(sent) / 2)
+	ahead := local.Sub(stripeNow.Add(500 * time.Millisecond)).Round(time.Second)
+	switch {
+	case ahead > signatureTolerance:
+		return Result{name, Fail, fmt.Sprintf("this clock is %s ahead of Stripe's: every signature looks older than "+
+			"%s and is refused; sync it with NTP", ahead, signatureTolerance)}
+	case ahead > 30*time.Second:
+		return Result{name, Warn, fmt.Sprintf("this clock is %s ahead of Stripe's, which leaves a delivery %s of the "+
+			"%s a signature is good for; sync it with NTP", ahead, signatureTolerance-ahead, signatureTolerance)}
+	case ahead < -30*time.Second:
+		return Result{name, Warn, fmt.Sprintf("this clock is %s behind Stripe's: replayed signatures stay good that "+
+			"much longer, and times on the dashboard are off; sync it with NTP", -ahead)}
+	}
+	return Result{name, OK, fmt.Sprintf("%s off Stripe's, well within the %s a signature is good for",
+		max(ahead, -ahead), signatureTolerance)}
+}
+
+// unwrapURLError drops the method and URL net/http wraps an error in, which
+// the line names already.
+func unwrapURLError(err error) error {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		return uerr.Err
+	}
+	return err
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,256 @@
+package doctor_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker/doctor"
+)
+
+// expect fails t unless r has the status and its detail holds every want.
+func expect(t *testing.T, r doctor.Result, status doctor.Status, want ...string) {
+	t.Helper()
+	if r.Status != status {
+		t.Errorf("%s: %s %q, want %s", r.Check, r.Status, r.Detail, status)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(r.Detail, w) {
+			t.Errorf("%s: %q lacks %q", r.Check, r.Detail, w)
+		}
+	}
+}
+
+func TestDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	t.Run("ok", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Database(ctx, queuetest.NewDatabaseURL(t)), doctor.OK, "schema up to date")
+	})
+	// A database changed with SQL the way each state arises.
+	changed := func(t *testing.T, sql string) string {
+		u := queuetest.NewDatabaseURL(t)
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	t.Run("warn pending", func(t *testing.T) {
+		t.Parallel()
+		u := changed(t, `DELETE FROM goose_db_version WHERE version_id = (SELECT max(version_id) FROM goose_db_version)`)
+		expect(t, doctor.Database(ctx, u), doctor.Warn, "1 migrations pending", "hookd migrate")
+	})
+	t.Run("warn never migrated", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Database(ctx, changed(t, `DROP TABLE goose_db_version`)), doctor.Warn, "not migrated yet")
+	})
+	t.Run("warn newer schema", func(t *testing.T) {
+		t.Parallel()
+		u := changed(t, `INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, true)`)
+		expect(t, doctor.Database(ctx, u), doctor.Warn, "versions [99999]", "a newer hookd")
+	})
+	t.Run("fail unreachable", func(t *testing.T) {
+		t.Parallel()
+		// Nothing listens on port 1.
+		expect(t, doctor.Database(ctx, "postgres://hookd@127.0.0.1:1/hookd?connect_timeout=5"), doctor.Fail,
+			"cannot connect to 127.0.0.1:1/hookd as hookd", "check DATABASE_URL")
+	})
+	t.Run("fail unparsable", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Database(ctx, "postgres://%zz"), doctor.Fail, "DATABASE_URL does not parse")
+	})
+}
+
+func TestSigningSecret(t *testing.T) {
+	t.Parallel()
+	dashboard := "whsec_" + strings.Repeat("aB3", 10) + "xy"
+	cli := "whsec_" + strings.Repeat("0f", 32)
+	expect(t, doctor.SigningSecret([]string{dashboard}), doctor.OK, "shaped like Stripe's")
+	expect(t, doctor.SigningSecret([]string{cli, dashboard}), doctor.OK, "2 secrets", "remove the old one")
+	expect(t, doctor.SigningSecret([]string{dashboard, "whsec_abc"}), doctor.Warn, "secret 2 of 2", "copy it again")
+	expect(t, doctor.SigningSecret([]string{`whsec_` + strings.Repeat("a", 32) + `"`}), doctor.Warn, "not shaped like Stripe's")
+	expect(t, doctor.SigningSecret(nil), doctor.Fail, "answers 503", "STRIPE_WEBHOOK_SECRET")
+}
+
+// fakeApp is the user's app: it answers what the test tells it, and keeps
+// the last request it got.
+type fakeApp struct {
+	srv  *httptest.Server
+	last atomic.Pointer[http.Request]
+	body atomic.Pointer[[]byte]
+}
+
+func newFakeApp(t *testing.T, answer http.HandlerFunc) *fakeApp {
+	a := &fakeApp{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		a.last.Store(r)
+		a.body.Store(&b)
+		answer(w, r)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+const forwardSecret = "whsec_ZG9jdG9yLXRlc3Qta2V5"
+
+func TestForward(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg := func(url string) doctor.Config {
+		return doctor.Config{ForwardURL: url, ForwardSecret: forwardSecret, ForwardTimeout: 2 * time.Second}
+	}
+
+	t.Run("ok", func(t *testing.T) {
+		t.Parallel()
+		app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		expect(t, doctor.Forward(ctx, cfg(app.srv.URL+"/stripe")), doctor.OK, "answered a signed hookd.ping with 204")
+		r := app.last.Load()
+		if r.Header.Get("Hookd-Event-Type") != doctor.PingType || !strings.HasPrefix(r.Header.Get("webhook-signature"), "v1,") {
+			t.Errorf("the app got type %q, signature %q; want a signed %s", r.Header.Get("Hookd-Event-Type"),
+				r.Header.Get("webhook-signature"), doctor.PingType)
+		}
+		var event struct{ ID, Type string }
+		if err := json.Unmarshal(*app.body.Load(), &event); err != nil || event.Type != doctor.PingType ||
+			event.ID != r.Header.Get("Hookd-Event-Id") {
+			t.Errorf("the ping's body is %s (%v); want an event of type %s with the header's id", *app.body.Load(), err, doctor.PingType)
+		}
+	})
+	t.Run("warn slow", func(t *testing.T) {
+		t.Parallel()
+		// Slower than half the timeout, by design of this app.
+		app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(1200 * time.Millisecond)
+		})
+		expect(t, doctor.Forward(ctx, cfg(app.srv.URL)), doctor.Warn, "answered 200, but took", "answer first")
+	})
+	t.Run("warn discard", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Forward(ctx, doctor.Config{Discard: true}), doctor.Warn, "HOOKD_PROCESSOR=discard")
+	})
+	t.Run("fail error answer", func(t *testing.T) {
+		t.Parallel()
+		app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "unknown event type hookd.ping", http.StatusBadRequest)
+		})
+		expect(t, doctor.Forward(ctx, cfg(app.srv.URL)), doctor.Fail, "downstream answered 400: unknown event type hookd.ping",
+			"make the app answer 2xx to hookd.ping")
+	})
+	t.Run("fail redirect", func(t *testing.T) {
+		t.Parallel()
+		app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "https://app.example.com/stripe", http.StatusMovedPermanently)
+		})
+		expect(t, doctor.Forward(ctx, cfg(app.srv.URL)), doctor.Fail, "redirects", "https://app.example.com/stripe",
+			"set HOOKD_FORWARD_URL to the final URL")
+	})
+	t.Run("fail no answer", func(t *testing.T) {
+		t.Parallel()
+		app := newFakeApp(t, func(http.ResponseWriter, *http.Request) {})
+		app.srv.Close()
+		expect(t, doctor.Forward(ctx, cfg(app.srv.URL)), doctor.Fail, "no answer from downstream")
+	})
+	t.Run("fail no url", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Forward(ctx, doctor.Config{}), doctor.Fail, "HOOKD_FORWARD_URL is not set")
+	})
+}
+
+func TestForwardSignature(t *testing.T) {
+	t.Parallel()
+	expect(t, doctor.ForwardSignature(doctor.Config{ForwardURL: "http://app", ForwardSecret: forwardSecret}), doctor.OK, "webhook-signature")
+	expect(t, doctor.ForwardSignature(doctor.Config{ForwardURL: "http://app"}), doctor.Warn, "HOOKD_FORWARD_SECRET is not set")
+	expect(t, doctor.ForwardSignature(doctor.Config{Discard: true}), doctor.Skip, "nothing is forwarded")
+}
+
+func TestForwardTimeout(t *testing.T) {
+	t.Parallel()
+	window := queue.DefaultClaimWindow
+	expect(t, doctor.ForwardTimeout(10*time.Second, window), doctor.OK, "below the retry loop's claim window of 2m0s")
+	expect(t, doctor.ForwardTimeout(300*time.Millisecond, window), doctor.Warn, "turns every such moment into a retry")
+	expect(t, doctor.ForwardTimeout(45*time.Second, window), doctor.Warn, "keep it at seconds")
+	expect(t, doctor.ForwardTimeout(window, window), doctor.Fail, "is not below the retry loop's claim window")
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	expect(t, doctor.Retention(720*time.Hour), doctor.OK, "longer than Stripe's 3 days")
+	expect(t, doctor.Retention(80*time.Hour), doctor.Warn, "only just outlives")
+	expect(t, doctor.Retention(48*time.Hour), doctor.Fail, "processed twice", "at least 72h")
+}
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	expect(t, doctor.Backoff(false), doctor.OK, "1m, 5m, 30m, 2h, 24h")
+	expect(t, doctor.Backoff(true), doctor.Warn, "HOOKD_DEMO_BACKOFF is on")
+}
+
+// fakeStripeClock answers as Stripe's API does to a request without a key,
+// with its Date header offset from this clock.
+func fakeStripeClock(t *testing.T, offset time.Duration) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Date", time.Now().Add(offset).UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"You did not provide an API key. You need to provide your API key in the `+
+			`Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",`+
+			`"type":"invalid_request_error"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestClock(t *testing.T) {
+	t.Parallel()
+	ctx, client := t.Context(), &http.Client{Timeout: 5 * time.Second}
+	expect(t, doctor.Clock(ctx, client, fakeStripeClock(t, 0)), doctor.OK, "off Stripe's")
+	expect(t, doctor.Clock(ctx, client, fakeStripeClock(t, -time.Minute)), doctor.Warn, "ahead of Stripe's", "sync it with NTP")
+	expect(t, doctor.Clock(ctx, client, fakeStripeClock(t, 2*time.Minute)), doctor.Warn, "behind Stripe's")
+	expect(t, doctor.Clock(ctx, client, fakeStripeClock(t, -10*time.Minute)), doctor.Fail, "every signature looks older")
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	expect(t, doctor.Clock(ctx, client, gone.URL), doctor.Warn, "could not reach Stripe's API", "NTP")
+}
+
+// Run goes through every check, and Write says how many failed.
+func TestRunAndWrite(t *testing.T) {
+	t.Parallel()
+	app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {})
+	results := doctor.Run(context.Background(), doctor.Config{
+		DatabaseURL:     queuetest.NewDatabaseURL(t),
+		StripeSecrets:   []string{"whsec_" + strings.Repeat("x", 32)},
+		ForwardURL:      app.srv.URL,
+		ForwardSecret:   forwardSecret,
+		ForwardTimeout:  5 * time.Second,
+		ClaimWindow:     queue.DefaultClaimWindow,
+		MarkerRetention: 48 * time.Hour,
+		StripeAPIURL:    fakeStripeClock(t, 0),
+	})
+	var out bytes.Buffer
+	if failed := doctor.Write(&out, results); failed != 1 {
+		t.Errorf("Write counted %d failed checks, want 1 (the retention):\n%s", failed, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != len(results)+2 || !strings.HasPrefix(lines[0], "ok    database") ||
+		!strings.Contains(lines[len(lines)-1], "1 failed, 0 warnings") {
+		t.Errorf("output:\n%s\nwant one line per check, then the counts", out.String())
+	}
+}
