@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -151,6 +152,15 @@ func TestCommitProcessed_LostConnectionCommitsNothing(t *testing.T) {
 	if _, err := pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
 		t.Fatal(err)
 	}
+	// pg_terminate_backend only signals the backend; its locks go when it
+	// has exited.
+	queuetest.WaitFor(t, 10*time.Second, "the terminated backend to exit", func() bool {
+		var alive bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, pid).Scan(&alive); err != nil {
+			t.Fatal(err)
+		}
+		return !alive
+	})
 	if err := tx.CommitProcessed(ctx, "evt_lost"); err == nil {
 		t.Fatal("CommitProcessed on a terminated connection succeeded")
 	}
