@@ -212,7 +212,7 @@ func Forward(ctx context.Context, cfg Config) Result {
 	case took > timeout/2:
 		return Result{name, Warn, fmt.Sprintf("%s answered %d, but took %s of HOOKD_FORWARD_TIMEOUT's %s: a slower "+
 			"moment turns deliveries into retries; answer first, work later", cfg.ForwardURL, res.HTTPStatus,
-			took.Round(time.Millisecond), timeout)}
+			took.Round(time.Millisecond), short(timeout))}
 	}
 	return Result{name, OK, fmt.Sprintf("%s answered a signed %s with %d in %s", cfg.ForwardURL, PingType,
 		res.HTTPStatus, took.Round(time.Millisecond))}
@@ -240,15 +240,15 @@ func ForwardTimeout(timeout, claimWindow time.Duration) Result {
 	switch {
 	case timeout >= claimWindow:
 		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s is not below the retry loop's claim window of %s: "+
-			"a slow retry would be claimed again while it runs; set it well below", timeout, claimWindow)}
+			"a slow retry would be claimed again while it runs; set it well below", short(timeout), short(claimWindow))}
 	case timeout < time.Second:
 		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: an app that takes a second now and then "+
-			"turns every such moment into a retry", timeout)}
+			"turns every such moment into a retry", short(timeout))}
 	case timeout > 30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: the first attempt runs while Stripe waits for "+
-			"hookd's answer, and Stripe gives up and redelivers long before; keep it at seconds", timeout)}
+			"hookd's answer, and Stripe gives up and redelivers long before; keep it at seconds", short(timeout))}
 	}
-	return Result{name, OK, fmt.Sprintf("%s, below the retry loop's claim window of %s", timeout, claimWindow)}
+	return Result{name, OK, fmt.Sprintf("%s, below the retry loop's claim window of %s", short(timeout), short(claimWindow))}
 }
 
 // stripeRedelivery is how long Stripe redelivers an event it could not
@@ -261,12 +261,12 @@ func Retention(retention time.Duration) Result {
 	switch {
 	case retention < stripeRedelivery:
 		return Result{name, Fail, fmt.Sprintf("HOOKD_MARKER_RETENTION %s is shorter than Stripe's 3 days of redeliveries: "+
-			"a late redelivery would be processed twice; set at least 72h", retention)}
+			"a late redelivery would be processed twice; set at least 72h", short(retention))}
 	case retention < stripeRedelivery+24*time.Hour:
 		return Result{name, Warn, fmt.Sprintf("HOOKD_MARKER_RETENTION %s only just outlives Stripe's 3 days of "+
-			"redeliveries; the default of 720h leaves room for a manual retry days later", retention)}
+			"redeliveries; the default of 720h leaves room for a manual retry days later", short(retention))}
 	}
-	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's 3 days of redeliveries", retention)}
+	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's 3 days of redeliveries", short(retention))}
 }
 
 // Backoff says whether the retry schedule is the real one.
@@ -310,16 +310,16 @@ func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	switch {
 	case ahead > signatureTolerance:
 		return Result{name, Fail, fmt.Sprintf("this clock is %s ahead of Stripe's: every signature looks older than "+
-			"%s and is refused; sync it with NTP", ahead, signatureTolerance)}
+			"%s and is refused; sync it with NTP", short(ahead), short(signatureTolerance))}
 	case ahead > 30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s ahead of Stripe's, which leaves a delivery %s of the "+
-			"%s a signature is good for; sync it with NTP", ahead, signatureTolerance-ahead, signatureTolerance)}
+			"%s a signature is good for; sync it with NTP", short(ahead), short(signatureTolerance-ahead), short(signatureTolerance))}
 	case ahead < -30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s behind Stripe's: replayed signatures stay good that "+
-			"much longer, and times on the dashboard are off; sync it with NTP", -ahead)}
+			"much longer, and times on the dashboard are off; sync it with NTP", short(-ahead))}
 	}
 	return Result{name, OK, fmt.Sprintf("%s off Stripe's, well within the %s a signature is good for",
-		max(ahead, -ahead), signatureTolerance)}
+		short(max(ahead, -ahead)), short(signatureTolerance))}
 }
 
 // unwrapURLError drops the method and URL net/http wraps an error in, which
@@ -329,6 +329,18 @@ func unwrapURLError(err error) error {
 		return uerr.Err
 	}
 	return err
+}
+
+// short writes a duration as people do: 720h, 2m, 10s.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 func randomHex(n int) string {

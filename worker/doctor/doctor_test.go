@@ -184,7 +184,7 @@ func TestForwardSignature(t *testing.T) {
 func TestForwardTimeout(t *testing.T) {
 	t.Parallel()
 	window := queue.DefaultClaimWindow
-	expect(t, doctor.ForwardTimeout(10*time.Second, window), doctor.OK, "below the retry loop's claim window of 2m0s")
+	expect(t, doctor.ForwardTimeout(10*time.Second, window), doctor.OK, "10s, below the retry loop's claim window of 2m")
 	expect(t, doctor.ForwardTimeout(300*time.Millisecond, window), doctor.Warn, "turns every such moment into a retry")
 	expect(t, doctor.ForwardTimeout(45*time.Second, window), doctor.Warn, "keep it at seconds")
 	expect(t, doctor.ForwardTimeout(window, window), doctor.Fail, "is not below the retry loop's claim window")
@@ -192,7 +192,7 @@ func TestForwardTimeout(t *testing.T) {
 
 func TestRetention(t *testing.T) {
 	t.Parallel()
-	expect(t, doctor.Retention(720*time.Hour), doctor.OK, "longer than Stripe's 3 days")
+	expect(t, doctor.Retention(720*time.Hour), doctor.OK, "720h, longer than Stripe's 3 days")
 	expect(t, doctor.Retention(80*time.Hour), doctor.Warn, "only just outlives")
 	expect(t, doctor.Retention(48*time.Hour), doctor.Fail, "processed twice", "at least 72h")
 }
