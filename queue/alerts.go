@@ -78,9 +78,11 @@ type DeadEvent struct {
 
 // TakeNewlyDead marks the dead events not announced yet as announced and
 // returns them, oldest death first. Each death is returned by exactly one
-// call, whichever replica makes it, because the mark is a row update: a
-// concurrent call waits for the first one's rows and then finds them
-// announced.
+// call, whichever replica makes it, because the mark is a row update under
+// the row's lock. A row another transaction holds (a person sending it
+// back, say) is skipped rather than waited for, so the check never waits
+// on, or deadlocks with, a bulk retry; it is taken at the next check if it
+// is still dead.
 //
 // The mark is the statement's clock_timestamp(), not now(): a death's
 // last_attempt_at is the start of the retry loop's transaction, which may
@@ -90,7 +92,10 @@ func (t *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
 	rows, err := t.db.Query(ctx, `
 		WITH taken AS (
 			UPDATE webhook_events SET dead_alerted_at = clock_timestamp()
-			WHERE status = 'dead' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
+			WHERE id = ANY (ARRAY(
+				SELECT id FROM webhook_events
+				WHERE status = 'dead' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
+				FOR UPDATE SKIP LOCKED))
 			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
 		)
 		SELECT event_id, event_type, died_at FROM taken ORDER BY died_at, event_id`)
