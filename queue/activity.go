@@ -42,6 +42,7 @@ type ActivityBucket struct {
 // ActivityRange selects the buckets of a chart: Buckets steps of Step, the
 // last one holding End (the database's now() when zero). Step is a whole
 // number of minutes; buckets start at multiples of it since the Unix epoch.
+// A step of whole hours is read from the hourly sums.
 type ActivityRange struct {
 	Step    time.Duration
 	Buckets int
@@ -71,10 +72,24 @@ func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCount
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
 	}
+	// One statement for both tables, so the minute and the hour charts
+	// never disagree.
 	_, err := s.db.Exec(ctx, `
-		INSERT INTO activity_minutes AS a (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
-		VALUES (date_trunc('minute', now()), $1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (minute, replica) DO UPDATE SET
+		WITH minute AS (
+			INSERT INTO activity_minutes AS a (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+			VALUES (date_bin('1 minute', now(), timestamptz 'epoch'), $1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (minute, replica) DO UPDATE SET
+				received = a.received + excluded.received,
+				processed = a.processed + excluded.processed,
+				queued = a.queued + excluded.queued,
+				retried = a.retried + excluded.retried,
+				dead = a.dead + excluded.dead,
+				rejected = a.rejected + excluded.rejected,
+				bad_signature = a.bad_signature + excluded.bad_signature
+		)
+		INSERT INTO activity_hours AS a (hour, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		VALUES (date_bin('1 hour', now(), timestamptz 'epoch'), $1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (hour, replica) DO UPDATE SET
 			received = a.received + excluded.received,
 			processed = a.processed + excluded.processed,
 			queued = a.queued + excluded.queued,
@@ -100,23 +115,26 @@ func (s *Store) Activity(ctx context.Context, r ActivityRange) ([]ActivityBucket
 	if r.Step < time.Minute || r.Step%time.Minute != 0 || r.Buckets < 1 {
 		return nil, fmt.Errorf("activity: step %s and %d buckets: want whole minutes and at least one bucket", r.Step, r.Buckets)
 	}
+	table, column := "activity_minutes", "minute"
+	if r.Step%time.Hour == 0 {
+		table, column = "activity_hours", "hour"
+	}
 	var end *time.Time
 	if !r.End.IsZero() {
 		end = &r.End
 	}
 	// The rows are summed per bucket first and joined to the series of
-	// buckets afterwards, so the range is one index scan of the primary key.
+	// buckets afterwards, so the range is one scan of the primary key.
 	rows, err := s.db.Query(ctx, `
 		WITH bounds AS (
-			SELECT to_timestamp(floor(extract(epoch FROM coalesce($1::timestamptz, now())) / $2) * $2) AS last
+			SELECT date_bin($2, coalesce($1::timestamptz, now()), timestamptz 'epoch') AS last
 		), sums AS (
-			SELECT to_timestamp(floor(extract(epoch FROM a.minute) / $2) * $2) AS start,
+			SELECT date_bin($2, a.`+column+`, timestamptz 'epoch') AS start,
 			       sum(received) AS received, sum(processed) AS processed, sum(queued) AS queued,
 			       sum(retried) AS retried, sum(dead) AS dead, sum(rejected) AS rejected,
 			       sum(bad_signature) AS bad_signature
-			FROM activity_minutes a, bounds
-			WHERE a.minute >= bounds.last - make_interval(secs => $2 * ($3 - 1))
-			  AND a.minute < bounds.last + make_interval(secs => $2)
+			FROM `+table+` a, bounds
+			WHERE a.`+column+` >= bounds.last - $2 * ($3 - 1) AND a.`+column+` < bounds.last + $2
 			GROUP BY 1
 		)
 		SELECT b.start,
@@ -124,12 +142,10 @@ func (s *Store) Activity(ctx context.Context, r ActivityRange) ([]ActivityBucket
 		       coalesce(s.queued, 0)::bigint AS queued, coalesce(s.retried, 0)::bigint AS retried,
 		       coalesce(s.dead, 0)::bigint AS dead, coalesce(s.rejected, 0)::bigint AS rejected,
 		       coalesce(s.bad_signature, 0)::bigint AS bad_signature
-		FROM bounds,
-		     generate_series(bounds.last - make_interval(secs => $2 * ($3 - 1)), bounds.last,
-		                     make_interval(secs => $2)) AS b(start)
+		FROM bounds, generate_series(bounds.last - $2 * ($3 - 1), bounds.last, $2) AS b(start)
 		LEFT JOIN sums s ON s.start = b.start
 		ORDER BY b.start`,
-		end, r.Step.Seconds(), r.Buckets)
+		end, r.Step, r.Buckets)
 	if err != nil {
 		return nil, fmt.Errorf("read activity: %w", err)
 	}
@@ -154,12 +170,16 @@ func (s *Store) SignatureFailures(ctx context.Context, within time.Duration) (in
 	return n, nil
 }
 
-// PruneActivity deletes the activity rows older than ActivityRetention and
-// returns how many it deleted: at most a day's rows per replica when the
-// pruner runs hourly, so one statement.
+// PruneActivity deletes the activity rows, per minute and per hour, older
+// than ActivityRetention and returns how many per-minute rows it deleted:
+// at most a day's rows per replica when the pruner runs hourly, so one
+// statement.
 func (s *Store) PruneActivity(ctx context.Context) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM activity_minutes WHERE minute < now() - make_interval(secs => $1)`,
-		ActivityRetention.Seconds())
+	tag, err := s.db.Exec(ctx, `
+		WITH hours AS (
+			DELETE FROM activity_hours WHERE hour < now() - $1::interval
+		)
+		DELETE FROM activity_minutes WHERE minute < now() - $1::interval`, ActivityRetention)
 	if err != nil {
 		return 0, fmt.Errorf("prune activity: %w", err)
 	}

@@ -12,13 +12,21 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
-// insertActivity writes one replica's counts of one minute, as flushes
-// would have left them.
+// insertActivity writes one replica's counts of one minute, and adds them to
+// its hour, as flushes would have left them.
 func insertActivity(t *testing.T, pool *pgxpool.Pool, minute time.Time, replica string, c queue.ActivityCounts) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `
-		INSERT INTO activity_minutes (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		WITH minute AS (
+			INSERT INTO activity_minutes (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		)
+		INSERT INTO activity_hours AS a (hour, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		VALUES (date_bin('1 hour', $1::timestamptz, timestamptz 'epoch'), $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (hour, replica) DO UPDATE SET received = a.received + excluded.received,
+			processed = a.processed + excluded.processed, queued = a.queued + excluded.queued,
+			retried = a.retried + excluded.retried, dead = a.dead + excluded.dead,
+			rejected = a.rejected + excluded.rejected, bad_signature = a.bad_signature + excluded.bad_signature`,
 		minute, replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
 	if err != nil {
 		t.Fatalf("insert activity: %v", err)
@@ -130,13 +138,16 @@ func TestActivity(t *testing.T) {
 		if err := store.AddActivity(t.Context(), "b", queue.ActivityCounts{Received: 1}); err != nil {
 			t.Fatal(err)
 		}
-		var rows, received int64
-		if err := pool.QueryRow(t.Context(), `SELECT count(*), sum(received) FROM activity_minutes`).Scan(&rows, &received); err != nil {
-			t.Fatal(err)
-		}
-		// Three flushes of a may straddle a minute: two rows then.
-		if rows < 2 || rows > 3 || received != 7 {
-			t.Errorf("got %d rows receiving %d; want a row per replica and minute, 7 received", rows, received)
+		for _, table := range []string{"activity_minutes", "activity_hours"} {
+			var rows, received int64
+			if err := pool.QueryRow(t.Context(), `SELECT count(*), sum(received) FROM `+table).Scan(&rows, &received); err != nil {
+				t.Fatal(err)
+			}
+			// Three flushes of a may straddle a minute or an hour: two
+			// rows then.
+			if rows < 2 || rows > 3 || received != 7 {
+				t.Errorf("%s: got %d rows receiving %d; want a row per replica and step, 7 received", table, rows, received)
+			}
 		}
 		n, err := store.SignatureFailures(t.Context(), 5*time.Minute)
 		if err != nil || n != 3 {
@@ -187,16 +198,22 @@ func TestActivity(t *testing.T) {
 			INSERT INTO activity_minutes (minute, replica, received) VALUES
 			  (date_trunc('minute', now()) - interval '8 days 1 minute', 'a', 1),
 			  (date_trunc('minute', now()) - interval '7 days 23 hours', 'a', 1),
-			  (date_trunc('minute', now()), 'a', 1)`); err != nil {
+			  (date_trunc('minute', now()), 'a', 1);
+			INSERT INTO activity_hours (hour, replica, received) VALUES
+			  (date_trunc('hour', now()) - interval '8 days 1 hour', 'a', 1),
+			  (date_trunc('hour', now()) - interval '7 days 22 hours', 'a', 1),
+			  (date_trunc('hour', now()), 'a', 1)`); err != nil {
 			t.Fatal(err)
 		}
 		n, err := store.PruneActivity(t.Context())
 		if err != nil || n != 1 {
 			t.Fatalf("pruned %d, %v; want 1", n, err)
 		}
-		var left int64
-		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM activity_minutes`).Scan(&left); err != nil || left != 2 {
-			t.Errorf("left %d rows, %v; want 2", left, err)
+		for _, table := range []string{"activity_minutes", "activity_hours"} {
+			var left int64
+			if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&left); err != nil || left != 2 {
+				t.Errorf("%s: left %d rows, %v; want 2", table, left, err)
+			}
 		}
 	})
 }

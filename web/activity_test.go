@@ -20,7 +20,11 @@ func TestOverview_ChartsDrawTheCountsWithTextAlternatives(t *testing.T) {
 		  (date_trunc('minute', now()), 'a', 5, 3, 2, 0, 0, 0, 0),
 		  (date_trunc('minute', now()), 'b', 7, 7, 0, 4, 1, 0, 0),
 		  (date_trunc('minute', now()) - interval '3 minutes', 'a', 2, 0, 0, 0, 0, 2, 2),
-		  (date_trunc('minute', now()) - interval '3 hours', 'a', 100, 0, 0, 0, 0, 0, 0)`); err != nil {
+		  (date_trunc('minute', now()) - interval '3 hours', 'a', 100, 0, 0, 0, 0, 0, 0);
+		INSERT INTO activity_hours (hour, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		SELECT date_bin('1 hour', minute, timestamptz 'epoch'), replica, sum(received), sum(processed), sum(queued),
+		       sum(retried), sum(dead), sum(rejected), sum(bad_signature)
+		FROM activity_minutes GROUP BY 1, 2`); err != nil {
 		t.Fatal(err)
 	}
 	c := b.client(t)

@@ -46,18 +46,21 @@ func TestActivity(t *testing.T) {
 		stop()
 		flushing.Wait()
 
-		var got queue.ActivityCounts
-		if err := pool.QueryRow(t.Context(), `
-			SELECT sum(received), sum(processed), sum(queued), sum(retried), sum(dead), sum(rejected), sum(bad_signature)
-			FROM activity_minutes`).Scan(&got.Received, &got.Processed, &got.Queued, &got.Retried, &got.Dead,
-			&got.Rejected, &got.BadSignature); err != nil {
-			t.Fatal(err)
-		}
 		total := int64(replicas * goroutines * perGoroutine)
 		want := queue.ActivityCounts{Received: total, Processed: total / 5, Queued: total / 5,
 			Rejected: 2 * total / 5, BadSignature: total / 5}
-		if got != want {
-			t.Errorf("stored %+v, want %+v", got, want)
+		// The per-minute and the per-hour counts alike.
+		for _, table := range []string{"activity_minutes", "activity_hours"} {
+			var got queue.ActivityCounts
+			if err := pool.QueryRow(t.Context(), `
+				SELECT sum(received), sum(processed), sum(queued), sum(retried), sum(dead), sum(rejected), sum(bad_signature)
+				FROM `+table).Scan(&got.Received, &got.Processed, &got.Queued, &got.Retried, &got.Dead,
+				&got.Rejected, &got.BadSignature); err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Errorf("%s: stored %+v, want %+v", table, got, want)
+			}
 		}
 		// Each replica writes its own rows only: one per minute it flushed in.
 		if n := count(t, pool, `SELECT count(DISTINCT replica) FROM activity_minutes`); n != replicas {
