@@ -88,18 +88,47 @@ type activityBar struct {
 	Text    string
 }
 
+// labels names each bucket, once for all the charts and the table.
+func (a Activity) labels() []string {
+	labels := make([]string, len(a.Buckets))
+	for i, b := range a.Buckets {
+		labels[i] = a.bucketLabel(b.Start)
+	}
+	return labels
+}
+
+// activityRow is one bucket of the table: its name and every count.
+type activityRow struct {
+	Label  string
+	Counts []string
+}
+
+// rows is the table of every count of every bucket.
+func (a Activity) rows(labels []string) []activityRow {
+	rows := make([]activityRow, len(a.Buckets))
+	for i, b := range a.Buckets {
+		counts := make([]string, len(activitySeriesList))
+		for j, s := range activitySeriesList {
+			counts[j] = Count(s.count(b.ActivityCounts))
+		}
+		rows[i] = activityRow{Label: labels[i], Counts: counts}
+	}
+	return rows
+}
+
 // charts draws each series.
-func (a Activity) charts() []activityChart {
+func (a Activity) charts(labels []string) []activityChart {
 	out := make([]activityChart, len(activitySeriesList))
 	for i, s := range activitySeriesList {
 		c := activityChart{activitySeries: s, ViewBox: fmt.Sprintf("0 0 %d %d", len(a.Buckets)*barSlot, chartHeight)}
-		for _, b := range a.Buckets {
+		for j, b := range a.Buckets {
 			n := s.count(b.ActivityCounts)
 			c.Total += n
 			if n > c.Peak {
-				c.Peak, c.PeakAt = n, a.bucketLabel(b.Start)
+				c.Peak, c.PeakAt = n, labels[j]
 			}
 		}
+		c.Bars = make([]activityBar, 0, len(a.Buckets))
 		for j, b := range a.Buckets {
 			n := s.count(b.ActivityCounts)
 			// A bar of one among thousands still shows; an empty bucket is
@@ -113,7 +142,7 @@ func (a Activity) charts() []activityChart {
 				Y:    strconv.FormatFloat(chartHeight-h, 'f', 1, 64),
 				H:    strconv.FormatFloat(h, 'f', 1, 64),
 				Zero: n == 0,
-				Text: a.bucketLabel(b.Start) + ": " + Count(n) + " " + s.Verb,
+				Text: labels[j] + ": " + Count(n) + " " + s.Verb,
 			})
 		}
 		out[i] = c
