@@ -53,7 +53,7 @@ run: db build $(DEV_ENV)
 	port=$${HOOKD_ADDR:-:8080}; port=$${port##*:}; base="http://localhost:$$port"; \
 	to=""; [ "$$port" = 8080 ] || to=" -url $$base/webhooks/stripe"; \
 	./bin/hookd demo-app & demo=$$!; \
-	trap 'kill $$demo 2>/dev/null' EXIT; \
+	trap 'kill $$demo 2>/dev/null || true' EXIT; \
 	echo; \
 	echo "hookd is starting on $$base, forwarding every event to a demo app"; \
 	echo "($$HOOKD_FORWARD_URL) that takes most of them and fails some on purpose:"; \
