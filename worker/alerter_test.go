@@ -288,11 +288,13 @@ func TestAlerter(t *testing.T) {
 		hook := newIncomingWebhook(t)
 		hook.failFirst = 3
 		var log syncLog
-		a := worker.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), alerterConfig(hook.srv.URL))
+		cfg := alerterConfig(hook.srv.URL)
+		cfg.PublicURL = "" // links are then paths
+		a := worker.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
 		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_down", Status: queue.StatusDead, Attempts: 5})
 		runAlerter(t, a)
 		texts := hook.waitTexts(t, 1)
-		wantContains(t, texts[0], "1 event went dead", "evt_dead_down")
+		wantContains(t, texts[0], "1 event went dead", "evt_dead_down", " /events?status=dead")
 		hook.mu.Lock()
 		posts := hook.posts
 		hook.mu.Unlock()
