@@ -65,9 +65,9 @@ const ActivityRetention = 8 * 24 * time.Hour
 // cannot count them twice. After any other error they may have been added.
 var ErrActivityNotAdded = errors.New("activity counts not added")
 
-// AddActivity adds c to replica's counts of the current minute. Each
-// replica writes only rows of its own, so no two writers ever wait on one
-// row; its flushes within a minute add to the same row.
+// AddActivity adds c to replica's counts of the current minute and of the
+// current hour. Each replica writes only rows of its own, so no two writers
+// ever wait on one row; its flushes within a minute add to the same row.
 func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCounts) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
