@@ -49,6 +49,8 @@ import (
 
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 )
@@ -223,11 +225,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		logger.Info("migration applied", "file", name)
 	}
 	store := queue.New(pool, storeOptions(cfg, logger)...)
+	accts := accounts.New(pool)
 	if cfg.AdminEmail != "" {
 		if cfg.AdminPassword == "" {
 			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
 		}
-		u, created, err := store.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
+		u, created, err := accts.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
 		if err != nil {
 			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
 		}
@@ -252,7 +255,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
-	pruner := worker.NewPruner(store, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
+	pruner := worker.NewPruner(store, accts, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
 
 	// With a listener of its own, /metrics is not on the main address,
 	// where whoever reaches the receiver could scrape it.
@@ -260,7 +263,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.MetricsAddr != "" {
 		mainGatherer = nil
 	}
-	handler := web.NewServer(logger, store, receiver, metrics, mainGatherer, web.Options{
+	handler := web.NewServer(logger, web.Stores{Queue: store, Accounts: accts, Audit: audit.New(pool)}, receiver, metrics, mainGatherer, web.Options{
 		MaxBody:         cfg.MaxBody,
 		Sessions:        sessions,
 		SecureCookies:   cfg.SecureCookies,
@@ -689,7 +692,7 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	if sub != "add" && sub != "passwd" {
 		return errors.New(userUsage)
 	}
-	roleName := string(queue.RoleViewer)
+	roleName := string(accounts.RoleViewer)
 	for i := 0; sub == "add" && i < len(rest); i++ {
 		switch a := rest[i]; {
 		case a == "-role" || a == "--role":
@@ -705,7 +708,7 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 			i--
 		}
 	}
-	role, err := queue.ParseRole(roleName)
+	role, err := accounts.ParseRole(roleName)
 	if err != nil {
 		return err
 	}
@@ -723,16 +726,16 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	defer pool.Close()
-	store := queue.New(pool)
+	accts := accounts.New(pool)
 	if sub == "add" {
-		u, err := store.CreateUser(ctx, email, password, role)
+		u, err := accts.CreateUser(ctx, email, password, role)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "added %s (%s)\n", u.Email, u.Role)
 		return nil
 	}
-	if err := store.SetPassword(ctx, email, password); errors.Is(err, queue.ErrNotFound) {
+	if err := accts.SetPassword(ctx, email, password); errors.Is(err, accounts.ErrNotFound) {
 		return fmt.Errorf("no account for %s", email)
 	} else if err != nil {
 		return err

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -487,8 +487,8 @@ func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := queue.New(pool)
-	if err := store.SetPassword(t.Context(), "root@example.com", "changed on purpose"); err != nil {
+	accts := accounts.New(pool)
+	if err := accts.SetPassword(t.Context(), "root@example.com", "changed on purpose"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -499,7 +499,7 @@ func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 	if !strings.Contains(stderr.String(), "password and role are left as they are") {
 		t.Errorf("second start's log does not say the account was left alone:\n%s", stderr)
 	}
-	if _, err := store.Authenticate(t.Context(), "root@example.com", "changed on purpose"); err != nil {
+	if _, err := accts.Authenticate(t.Context(), "root@example.com", "changed on purpose"); err != nil {
 		t.Errorf("the changed password no longer works after a restart: %v", err)
 	}
 }

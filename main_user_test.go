@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -57,12 +57,12 @@ func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store := queue.New(pool)
-	if _, err := store.Authenticate(ctx, "ops@example.com", "first password"); !errors.Is(err, queue.ErrBadCredentials) {
+	accts := accounts.New(pool)
+	if _, err := accts.Authenticate(ctx, "ops@example.com", "first password"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Errorf("the old password still works: %v", err)
 	}
-	u, err := store.Authenticate(ctx, "ops@example.com", "second password")
-	if err != nil || u.Role != queue.RoleOperator {
+	u, err := accts.Authenticate(ctx, "ops@example.com", "second password")
+	if err != nil || u.Role != accounts.RoleOperator {
 		t.Errorf("new password: %v, role %s; want operator", err, u.Role)
 	}
 }

@@ -2,7 +2,8 @@
 // make a redelivered Stripe event a no-op, the per-event advisory lock that
 // serializes concurrent deliveries of one event, and the retry queue that keeps
 // every event whose processing failed until it succeeds or a person gives up
-// on it. All of hookd's SQL lives here.
+// on it. The dashboard's accounts and its audit log are stores of their own,
+// in queue/accounts and queue/audit.
 //
 // Every timestamp is taken from the database's now(), so replicas on different
 // machines share one clock.

@@ -12,12 +12,12 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"strconv"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 // AccountList is the accounts page: every account and the add form.
 type AccountList struct {
-	Users []queue.User
+	Users []Account
 	Add   AccountForm
 }
 
@@ -25,18 +25,18 @@ type AccountList struct {
 // sent back: after a refusal it is typed again.
 type AccountForm struct {
 	Email string
-	Role  queue.Role
+	Role  accounts.Role
 	Error string
 }
 
 // roles are the choices of every role select, least allowed first.
-var roles = []queue.Role{queue.RoleViewer, queue.RoleOperator, queue.RoleAdmin}
+var roles = []accounts.Role{accounts.RoleViewer, accounts.RoleOperator, accounts.RoleAdmin}
 
-func accountURL(u queue.User, action string) templ.SafeURL {
+func accountURL(u Account, action string) templ.SafeURL {
 	return templ.URL("/accounts/" + strconv.FormatInt(u.ID, 10) + "/" + action)
 }
 
-func isSelf(p Page, u queue.User) bool { return p.User != nil && p.User.ID == u.ID }
+func isSelf(p Page, u Account) bool { return p.User != nil && p.User.ID == u.ID }
 
 // Accounts lists every account with a role form and a Remove button each,
 // then the form that adds one. The signed-in admin's own row has neither:
@@ -292,9 +292,9 @@ func Accounts(p Page, l AccountList) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var11 string
-			templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(queue.MinPasswordLength)).Resolve(ctx)
+			templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(accounts.MinPasswordLength)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/accounts.templ`, Line: 129, Col: 55}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/accounts.templ`, Line: 129, Col: 58}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 			if templ_7745c5c3_Err != nil {
@@ -305,9 +305,9 @@ func Accounts(p Page, l AccountList) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var12 string
-			templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(queue.MinPasswordLength))
+			templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(accounts.MinPasswordLength))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/accounts.templ`, Line: 132, Col: 95}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/accounts.templ`, Line: 132, Col: 98}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 			if templ_7745c5c3_Err != nil {
@@ -335,7 +335,7 @@ func Accounts(p Page, l AccountList) templ.Component {
 	})
 }
 
-func roleSelect(id string, current queue.Role) templ.Component {
+func roleSelect(id string, current accounts.Role) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -420,7 +420,7 @@ func roleSelect(id string, current queue.Role) templ.Component {
 }
 
 // AccountRemoveConfirm asks before removing an account.
-func AccountRemoveConfirm(p Page, u queue.User) templ.Component {
+func AccountRemoveConfirm(p Page, u Account) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/audit"
 )
 
 // Count formats n for people: 1234567 as "1,234,567".
@@ -125,19 +126,19 @@ func describeFilter(f queue.EventFilter) string {
 
 // ActionLabel names an audit action for people. Most are stored as one
 // readable word already; the others are spelled out.
-func ActionLabel(a queue.AuditAction) string {
+func ActionLabel(a audit.Action) string {
 	switch a {
-	case queue.AuditRetryAll:
+	case audit.RetryAll:
 		return "retry all"
-	case queue.AuditRetryNow:
+	case audit.RetryNow:
 		return "retry now"
-	case queue.AuditRetryGroup:
+	case audit.RetryGroup:
 		return "retry group"
-	case queue.AuditAccountAdd:
+	case audit.AccountAdd:
 		return "account added"
-	case queue.AuditAccountRole:
+	case audit.AccountRole:
 		return "role changed"
-	case queue.AuditAccountRemove:
+	case audit.AccountRemove:
 		return "account removed"
 	}
 	return string(a)

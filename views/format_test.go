@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 )
 
@@ -62,14 +62,14 @@ func TestShorten(t *testing.T) {
 
 func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 	t.Parallel()
-	for a, want := range map[queue.AuditAction]string{
-		queue.AuditLogin:         "login",
-		queue.AuditRetry:         "retry",
-		queue.AuditRetryAll:      "retry all",
-		queue.AuditRetryNow:      "retry now",
-		queue.AuditAccountAdd:    "account added",
-		queue.AuditAccountRole:   "role changed",
-		queue.AuditAccountRemove: "account removed",
+	for a, want := range map[audit.Action]string{
+		audit.Login:         "login",
+		audit.Retry:         "retry",
+		audit.RetryAll:      "retry all",
+		audit.RetryNow:      "retry now",
+		audit.AccountAdd:    "account added",
+		audit.AccountRole:   "role changed",
+		audit.AccountRemove: "account removed",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)

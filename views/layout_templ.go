@@ -9,7 +9,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/hookd/hookd/queue"
+import "github.com/hookd/hookd/queue/accounts"
 
 // Layout is the frame of every page: the nav for a signed-in account, the
 // flash and error messages, then the page's own content. Its htmx-config
@@ -76,7 +76,7 @@ func Layout(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if p.Can(queue.RoleAdmin) {
+			if p.Can(accounts.RoleAdmin) {
 				templ_7745c5c3_Err = navLink(p, "accounts", "/accounts", "Accounts").Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -6,7 +6,7 @@ package views
 import (
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 // Page is what the layout of every page needs.
@@ -17,7 +17,7 @@ type Page struct {
 	Nav string
 	// User is the signed-in account; nil on the sign-in and error pages
 	// shown without a session.
-	User *queue.User
+	User *Account
 	// CSRF is the token every form carries as _csrf.
 	CSRF string
 	// Flash is a one-time message about the last action; Error an error
@@ -32,6 +32,15 @@ type Page struct {
 }
 
 // Can reports whether the signed-in account may act as role.
-func (p Page) Can(role queue.Role) bool {
+func (p Page) Can(role accounts.Role) bool {
 	return p.User != nil && p.User.Role.Allows(role)
+}
+
+// Account is what a page shows of a dashboard account. It has no password
+// hash, so no page can show one.
+type Account struct {
+	ID        int64
+	Email     string
+	Role      accounts.Role
+	CreatedAt time.Time
 }

@@ -9,13 +9,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 )
 
 // The accounts page, for admins. Every change runs in one transaction with
 // its audit entry; the rules that keep an admin in charge (nobody changes
-// or removes their own account, the last admin stays) live in queue, which
+// or removes their own account, the last admin stays) live in accounts, which
 // checks them on locked rows.
 
 const noSuchAccount = "There is no such account; it may have been removed. Nothing was changed."
@@ -23,17 +24,17 @@ const noSuchAccount = "There is no such account; it may have been removed. Nothi
 // renderAccounts renders the accounts page: add is the add form's state,
 // errMsg a refusal of a change to a listed account.
 func (d *dashboard) renderAccounts(c echo.Context, status int, add views.AccountForm, errMsg string) error {
-	users, err := d.store.Users(c.Request().Context())
+	users, err := d.accounts.Users(c.Request().Context())
 	if err != nil {
 		return err
 	}
 	if add.Role == "" {
 		// The least a new account may do, as with `hookd user add`.
-		add.Role = queue.RoleViewer
+		add.Role = accounts.RoleViewer
 	}
 	p := d.page(c, "Accounts", "accounts")
 	p.Error = errMsg
-	return render(c, status, views.Accounts(p, views.AccountList{Users: users, Add: add}))
+	return render(c, status, views.Accounts(p, views.AccountList{Users: accountViews(users), Add: add}))
 }
 
 func (d *dashboard) handleAccounts() echo.HandlerFunc {
@@ -42,15 +43,28 @@ func (d *dashboard) handleAccounts() echo.HandlerFunc {
 	}
 }
 
+// accountView is what a page shows of u: everything but its password hash.
+func accountView(u accounts.User) views.Account {
+	return views.Account{ID: u.ID, Email: u.Email, Role: u.Role, CreatedAt: u.CreatedAt}
+}
+
+func accountViews(users []accounts.User) []views.Account {
+	out := make([]views.Account, len(users))
+	for i, u := range users {
+		out[i] = accountView(u)
+	}
+	return out
+}
+
 // accountText names an account and its role in flashes and the audit log.
-func accountText(u queue.User) string {
+func accountText(u accounts.User) string {
 	return fmt.Sprintf("%s (%s)", u.Email, u.Role)
 }
 
-// refusal returns the reason of a *queue.RefusedError as a sentence
+// refusal returns the reason of an *accounts.RefusedError as a sentence
 // starting with what did not happen, and ok false for any other error.
 func refusal(err error, what string) (string, bool) {
-	var refused *queue.RefusedError
+	var refused *accounts.RefusedError
 	if !errors.As(err, &refused) {
 		return "", false
 	}
@@ -61,19 +75,19 @@ func (d *dashboard) handleAddAccount() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
 		form := views.AccountForm{Email: strings.TrimSpace(c.FormValue("email"))}
-		role, err := queue.ParseRole(c.FormValue("role"))
+		role, err := accounts.ParseRole(c.FormValue("role"))
 		if err != nil {
 			form.Error = "Not added: " + err.Error() + "."
 			return d.renderAccounts(c, http.StatusUnprocessableEntity, form, "")
 		}
 		form.Role = role
-		var u queue.User
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		var u accounts.User
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 			var err error
 			if u, err = tx.CreateUser(ctx, form.Email, c.FormValue("password"), role); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, currentUser(c).Email, queue.AuditAccountAdd, accountText(u), 1)
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.AccountAdd, accountText(u), 1)
 		})
 		if msg, ok := refusal(err, "Not added"); ok {
 			form.Error = msg
@@ -103,7 +117,7 @@ func (d *dashboard) accountChangeFailed(c echo.Context, err error, what string) 
 	if msg, ok := refusal(err, what); ok {
 		return d.renderAccounts(c, http.StatusConflict, views.AccountForm{}, msg)
 	}
-	if errors.Is(err, queue.ErrNotFound) {
+	if errors.Is(err, accounts.ErrNotFound) {
 		return d.renderAccounts(c, http.StatusNotFound, views.AccountForm{}, noSuchAccount)
 	}
 	return err
@@ -116,19 +130,19 @@ func (d *dashboard) handleSetRole() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		role, err := queue.ParseRole(c.FormValue("role"))
+		role, err := accounts.ParseRole(c.FormValue("role"))
 		if err != nil {
 			return d.renderAccounts(c, http.StatusUnprocessableEntity, views.AccountForm{},
 				"Not changed: "+err.Error()+".")
 		}
 		me := currentUser(c)
-		var before queue.User
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		var before accounts.User
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 			var err error
 			if before, err = tx.SetRole(ctx, me.ID, id, role); err != nil || before.Role == role {
 				return err
 			}
-			return tx.Audit(ctx, me.Email, queue.AuditAccountRole,
+			return audit.Record(ctx, tx.PgxTx(), me.Email, audit.AccountRole,
 				fmt.Sprintf("%s from %s to %s", before.Email, before.Role, role), 1)
 		})
 		if err != nil {
@@ -152,11 +166,11 @@ func (d *dashboard) handleRemovePreview() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		u, err := d.store.User(c.Request().Context(), id)
+		u, err := d.accounts.User(c.Request().Context(), id)
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not removed")
 		}
-		return render(c, http.StatusOK, views.AccountRemoveConfirm(d.page(c, "Remove account?", "accounts"), u))
+		return render(c, http.StatusOK, views.AccountRemoveConfirm(d.page(c, "Remove account?", "accounts"), accountView(u)))
 	}
 }
 
@@ -168,13 +182,13 @@ func (d *dashboard) handleRemove() echo.HandlerFunc {
 			return err
 		}
 		me := currentUser(c)
-		var removed queue.User
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		var removed accounts.User
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 			var err error
 			if removed, err = tx.RemoveUser(ctx, me.ID, id); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, me.Email, queue.AuditAccountRemove, accountText(removed), 1)
+			return audit.Record(ctx, tx.PgxTx(), me.Email, audit.AccountRemove, accountText(removed), 1)
 		})
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not removed")

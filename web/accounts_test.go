@@ -11,13 +11,14 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 )
 
 // createAccount adds an account straight through the store, as the CLI does.
-func createAccount(t *testing.T, b *testBundle, email string, role queue.Role) queue.User {
+func createAccount(t *testing.T, b *testBundle, email string, role accounts.Role) accounts.User {
 	t.Helper()
-	u, err := b.store.CreateUser(context.Background(), email, testPassword, role)
+	u, err := b.accounts.CreateUser(context.Background(), email, testPassword, role)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,13 +80,13 @@ func userCount(t *testing.T, b *testBundle) int {
 
 func accountAudits(t *testing.T, b *testBundle) int {
 	t.Helper()
-	return countAudit(t, b, queue.AuditAccountAdd) + countAudit(t, b, queue.AuditAccountRole) +
-		countAudit(t, b, queue.AuditAccountRemove)
+	return countAudit(t, b, audit.AccountAdd) + countAudit(t, b, audit.AccountRole) +
+		countAudit(t, b, audit.AccountRemove)
 }
 
-func roleNow(t *testing.T, b *testBundle, id int64) queue.Role {
+func roleNow(t *testing.T, b *testBundle, id int64) accounts.Role {
 	t.Helper()
-	u, err := b.store.User(context.Background(), id)
+	u, err := b.accounts.User(context.Background(), id)
 	if err != nil {
 		t.Fatalf("account %d: %v", id, err)
 	}
@@ -96,7 +97,7 @@ func TestAccounts_AdminAddsAnAccountThatCanSignIn(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	admin := b.client(t)
-	me := admin.signIn(queue.RoleAdmin)
+	me := admin.signIn(accounts.RoleAdmin)
 
 	page := admin.get("/accounts")
 	wantStatus(t, page, http.StatusOK)
@@ -115,8 +116,8 @@ func TestAccounts_AdminAddsAnAccountThatCanSignIn(t *testing.T) {
 			t.Errorf("the add form has no label %q", label)
 		}
 	}
-	if min, _ := page.doc.Find(`input[name="password"][type="password"]`).Attr("minlength"); min != strconv.Itoa(queue.MinPasswordLength) {
-		t.Errorf("password minlength %q, want %d", min, queue.MinPasswordLength)
+	if min, _ := page.doc.Find(`input[name="password"][type="password"]`).Attr("minlength"); min != strconv.Itoa(accounts.MinPasswordLength) {
+		t.Errorf("password minlength %q, want %d", min, accounts.MinPasswordLength)
 	}
 
 	r := admin.submit(formWith(page.doc.Selection, "Add account"), url.Values{
@@ -137,10 +138,10 @@ func TestAccounts_AdminAddsAnAccountThatCanSignIn(t *testing.T) {
 		t.Errorf("the new account gets %d on the dead list, want 200", r.status)
 	}
 
-	if n := countAudit(t, b, queue.AuditAccountAdd); n != 1 {
+	if n := countAudit(t, b, audit.AccountAdd); n != 1 {
 		t.Fatalf("%d account_add entries, want 1", n)
 	}
-	if a := lastAudit(t, b, queue.AuditAccountAdd); a.Email != me.Email || a.Target != "new@example.com (operator)" || a.Count != 1 {
+	if a := lastAudit(t, b, audit.AccountAdd); a.Email != me.Email || a.Target != "new@example.com (operator)" || a.Count != 1 {
 		t.Errorf("audit entry %+v, want account_add of new@example.com (operator) by %s", a, me.Email)
 	}
 	audit := admin.get("/audit")
@@ -153,12 +154,12 @@ func TestAccounts_RoleChangeTakesEffectOnTheNextRequest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	admin := b.client(t)
-	me := admin.signIn(queue.RoleAdmin)
+	me := admin.signIn(accounts.RoleAdmin)
 	other := b.client(t)
-	u := other.signIn(queue.RoleViewer)
+	u := other.signIn(accounts.RoleViewer)
 	wantStatus(t, other.get("/accounts"), http.StatusForbidden)
 
-	change := func(role queue.Role) {
+	change := func(role accounts.Role) {
 		t.Helper()
 		page := admin.get("/accounts")
 		form := formWith(accountRow(page.doc, u.Email), "Save role")
@@ -171,17 +172,17 @@ func TestAccounts_RoleChangeTakesEffectOnTheNextRequest(t *testing.T) {
 		}
 	}
 
-	change(queue.RoleAdmin)
+	change(accounts.RoleAdmin)
 	// The same session, not signed in again.
 	wantStatus(t, other.get("/accounts"), http.StatusOK)
-	if a := lastAudit(t, b, queue.AuditAccountRole); a.Email != me.Email ||
+	if a := lastAudit(t, b, audit.AccountRole); a.Email != me.Email ||
 		a.Target != "viewer@example.com from viewer to admin" || a.Count != 1 {
 		t.Errorf("audit entry %+v, want account_role of viewer@example.com from viewer to admin by %s", a, me.Email)
 	}
 
-	change(queue.RoleViewer)
+	change(accounts.RoleViewer)
 	wantStatus(t, other.get("/accounts"), http.StatusForbidden)
-	if n := countAudit(t, b, queue.AuditAccountRole); n != 2 {
+	if n := countAudit(t, b, audit.AccountRole); n != 2 {
 		t.Errorf("%d account_role entries after two changes, want 2", n)
 	}
 
@@ -190,7 +191,7 @@ func TestAccounts_RoleChangeTakesEffectOnTheNextRequest(t *testing.T) {
 	if got := testid(page.doc, "flash"); !strings.Contains(got, "already viewer") {
 		t.Errorf("flash %q, want one saying the account is already viewer", got)
 	}
-	if n := countAudit(t, b, queue.AuditAccountRole); n != 2 {
+	if n := countAudit(t, b, audit.AccountRole); n != 2 {
 		t.Errorf("%d account_role entries after a change to the same role, want 2", n)
 	}
 }
@@ -199,9 +200,9 @@ func TestAccounts_RemovedAccountsSessionStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	admin := b.client(t)
-	me := admin.signIn(queue.RoleAdmin)
+	me := admin.signIn(accounts.RoleAdmin)
 	op := b.client(t)
-	u := op.signIn(queue.RoleOperator)
+	u := op.signIn(accounts.RoleOperator)
 	wantStatus(t, op.get("/"), http.StatusOK)
 
 	page := admin.get("/accounts")
@@ -210,7 +211,7 @@ func TestAccounts_RemovedAccountsSessionStopsAtOnce(t *testing.T) {
 	if text := confirm.doc.Find("h1").Text(); text != "Remove "+u.Email+"?" {
 		t.Fatalf("confirmation asks %q, want %q", text, "Remove "+u.Email+"?")
 	}
-	if _, err := b.store.User(context.Background(), u.ID); err != nil {
+	if _, err := b.accounts.User(context.Background(), u.ID); err != nil {
 		t.Fatalf("the confirmation page removed the account: %v", err)
 	}
 	if confirm.doc.Find(`a:contains("Cancel")`).Length() != 1 {
@@ -234,10 +235,10 @@ func TestAccounts_RemovedAccountsSessionStopsAtOnce(t *testing.T) {
 	again.get("/login")
 	wantStatus(t, again.post("/login", url.Values{"email": {u.Email}, "password": {testPassword}}), http.StatusUnauthorized)
 
-	if n := countAudit(t, b, queue.AuditAccountRemove); n != 1 {
+	if n := countAudit(t, b, audit.AccountRemove); n != 1 {
 		t.Fatalf("%d account_remove entries, want 1", n)
 	}
-	if a := lastAudit(t, b, queue.AuditAccountRemove); a.Email != me.Email || a.Target != u.Email+" (operator)" {
+	if a := lastAudit(t, b, audit.AccountRemove); a.Email != me.Email || a.Target != u.Email+" (operator)" {
 		t.Errorf("audit entry %+v, want account_remove of %s (operator) by %s", a, u.Email, me.Email)
 	}
 }
@@ -245,9 +246,9 @@ func TestAccounts_RemovedAccountsSessionStopsAtOnce(t *testing.T) {
 func TestAccounts_OnlyAdminsSeeOrChangeThem(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	target := createAccount(t, b, "target@example.com", queue.RoleOperator)
+	target := createAccount(t, b, "target@example.com", accounts.RoleOperator)
 	id := strconv.FormatInt(target.ID, 10)
-	for _, role := range []queue.Role{queue.RoleViewer, queue.RoleOperator} {
+	for _, role := range []accounts.Role{accounts.RoleViewer, accounts.RoleOperator} {
 		c := b.client(t)
 		c.signIn(role)
 		if c.get("/").doc.Find(`nav a:contains("Accounts")`).Length() != 0 {
@@ -271,7 +272,7 @@ func TestAccounts_OnlyAdminsSeeOrChangeThem(t *testing.T) {
 	if n := userCount(t, b); n != 3 {
 		t.Errorf("%d accounts, want the 3 there were", n)
 	}
-	if got := roleNow(t, b, target.ID); got != queue.RoleOperator {
+	if got := roleNow(t, b, target.ID); got != accounts.RoleOperator {
 		t.Errorf("target is %s, want operator", got)
 	}
 	if n := accountAudits(t, b); n != 0 {
@@ -283,9 +284,9 @@ func TestAccounts_AdminCannotChangeOwnAccount(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// A second admin, so "the last admin" is not why it is refused.
-	createAccount(t, b, "other-admin@example.com", queue.RoleAdmin)
+	createAccount(t, b, "other-admin@example.com", accounts.RoleAdmin)
 	c := b.client(t)
-	me := c.signIn(queue.RoleAdmin)
+	me := c.signIn(accounts.RoleAdmin)
 
 	page := c.get("/accounts")
 	own := accountRow(page.doc, me.Email)
@@ -303,7 +304,7 @@ func TestAccounts_AdminCannotChangeOwnAccount(t *testing.T) {
 	if got := alertText(r); !strings.Contains(got, "your own account") {
 		t.Errorf("alert %q, want one about your own account", got)
 	}
-	if got := roleNow(t, b, me.ID); got != queue.RoleAdmin {
+	if got := roleNow(t, b, me.ID); got != accounts.RoleAdmin {
 		t.Errorf("the admin is now %s", got)
 	}
 	if n := accountAudits(t, b); n != 0 {
@@ -318,8 +319,8 @@ func TestAccounts_AdminCannotChangeOwnAccount(t *testing.T) {
 func TestAccounts_TwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := createAccount(t, b, "a@example.com", queue.RoleAdmin)
-	bee := createAccount(t, b, "b@example.com", queue.RoleAdmin)
+	a := createAccount(t, b, "a@example.com", accounts.RoleAdmin)
+	bee := createAccount(t, b, "b@example.com", accounts.RoleAdmin)
 	ca, cb := b.client(t), b.client(t)
 	ca.signInAs(a.Email)
 	cb.signInAs(bee.Email)
@@ -335,7 +336,7 @@ func TestAccounts_TwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, tc := range []struct {
 		c      *client
-		victim queue.User
+		victim accounts.User
 	}{{ca, bee}, {cb, a}} {
 		form := url.Values{"_csrf": {tc.c.csrf}, "role": {"operator"}}
 		req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/accounts/"+strconv.FormatInt(tc.victim.ID, 10)+"/role",
@@ -378,7 +379,7 @@ func TestAccounts_TwoAdminsDemotingEachOtherLeaveOneAdmin(t *testing.T) {
 	if won != 1 || refused != 1 || admins != 1 {
 		t.Errorf("%d demotions won, %d refused, %d admins left; want 1, 1, 1", won, refused, admins)
 	}
-	if n := countAudit(t, b, queue.AuditAccountRole); n != 1 {
+	if n := countAudit(t, b, audit.AccountRole); n != 1 {
 		t.Errorf("%d account_role entries, want the 1 demotion that happened", n)
 	}
 }
@@ -387,14 +388,14 @@ func TestAccounts_AddRefusalsSayWhyAndStoreNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
-	createAccount(t, b, "taken@example.com", queue.RoleViewer)
+	c.signIn(accounts.RoleAdmin)
+	createAccount(t, b, "taken@example.com", accounts.RoleViewer)
 
 	for _, tc := range []struct {
 		name, email, password, role, want string
 	}{
 		{"DuplicateEmail", "Taken@Example.com", testPassword, "viewer", "exists already"},
-		{"ShortPassword", "new@example.com", "short", "operator", "at least " + strconv.Itoa(queue.MinPasswordLength) + " characters"},
+		{"ShortPassword", "new@example.com", "short", "operator", "at least " + strconv.Itoa(accounts.MinPasswordLength) + " characters"},
 		{"BadEmail", "not-an-email", testPassword, "viewer", "not an email address"},
 		{"UnknownRole", "new@example.com", testPassword, "root", "unknown role"},
 	} {
@@ -426,8 +427,8 @@ func TestAccounts_PostWithoutCSRFTokenIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
-	target := createAccount(t, b, "target@example.com", queue.RoleOperator)
+	c.signIn(accounts.RoleAdmin)
+	target := createAccount(t, b, "target@example.com", accounts.RoleOperator)
 	id := strconv.FormatInt(target.ID, 10)
 	for path, form := range map[string]url.Values{
 		"/accounts":                           {"email": {"new@example.com"}, "password": {testPassword}, "role": {"viewer"}},
@@ -441,7 +442,7 @@ func TestAccounts_PostWithoutCSRFTokenIsRefused(t *testing.T) {
 	if n := userCount(t, b); n != 2 {
 		t.Errorf("%d accounts, want 2", n)
 	}
-	if got := roleNow(t, b, target.ID); got != queue.RoleOperator {
+	if got := roleNow(t, b, target.ID); got != accounts.RoleOperator {
 		t.Errorf("target is %s, want operator", got)
 	}
 	if n := accountAudits(t, b); n != 0 {
@@ -453,7 +454,7 @@ func TestAccounts_UnknownAccountIs404(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	c.get("/accounts")
 	for _, path := range []string{"/accounts/999999/role", "/accounts/999999/remove/preview",
 		"/accounts/999999/remove", "/accounts/not-a-number/remove"} {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 func TestOverview_ChartsDrawTheCountsWithTextAlternatives(t *testing.T) {
@@ -28,7 +28,7 @@ func TestOverview_ChartsDrawTheCountsWithTextAlternatives(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 
 	for _, tc := range []struct {
 		path          string

@@ -19,7 +19,8 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 )
 
@@ -229,7 +230,7 @@ func (d *dashboard) csrfKey(ctx context.Context) ([]byte, error) {
 	d.csrfKeyMu.Lock()
 	defer d.csrfKeyMu.Unlock()
 	if d.csrfKeyBytes == nil {
-		key, err := d.store.SigningKey(ctx, "csrf")
+		key, err := d.accounts.SigningKey(ctx, "csrf")
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +306,7 @@ func readForm(c echo.Context) error {
 // requireRole lets through only a signed-in account whose role allows need.
 // Without a session it sends the person to sign in and back; with too low a
 // role it answers 403.
-func (d *dashboard) requireRole(need queue.Role) echo.MiddlewareFunc {
+func (d *dashboard) requireRole(need accounts.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			ctx := c.Request().Context()
@@ -314,13 +315,13 @@ func (d *dashboard) requireRole(need queue.Role) echo.MiddlewareFunc {
 			if id == 0 {
 				return redirectToLogin(c)
 			}
-			u, err := d.store.User(ctx, id)
-			if err != nil && !errors.Is(err, queue.ErrNotFound) {
+			u, err := d.accounts.User(ctx, id)
+			if err != nil && !errors.Is(err, accounts.ErrNotFound) {
 				return err
 			}
 			// The account was removed, or its password changed, since
 			// this session signed in: the session ends here.
-			if errors.Is(err, queue.ErrNotFound) || sm.GetString(ctx, sessPassword) != u.PasswordStamp() {
+			if errors.Is(err, accounts.ErrNotFound) || sm.GetString(ctx, sessPassword) != u.PasswordStamp() {
 				if err := sm.Destroy(ctx); err != nil {
 					return err
 				}
@@ -336,8 +337,8 @@ func (d *dashboard) requireRole(need queue.Role) echo.MiddlewareFunc {
 	}
 }
 
-func currentUser(c echo.Context) *queue.User {
-	u, _ := c.Get(ctxUser).(*queue.User)
+func currentUser(c echo.Context) *accounts.User {
+	u, _ := c.Get(ctxUser).(*accounts.User)
 	return u
 }
 
@@ -395,8 +396,8 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
 		addr := c.RealIP()
-		account := queue.LoginKey{Key: "account:" + strings.ToLower(email) + "|ip:" + addr, Free: freeAttemptsPerAccount}
-		address := queue.LoginKey{Key: "ip:" + addr, Free: freeAttemptsPerAddr}
+		account := accounts.LoginKey{Key: "account:" + strings.ToLower(email) + "|ip:" + addr, Free: freeAttemptsPerAccount}
+		address := accounts.LoginKey{Key: "ip:" + addr, Free: freeAttemptsPerAddr}
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")
@@ -423,7 +424,7 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		// statement that decides whether it may be checked at all, so
 		// concurrent guesses get no more checks than the count allows, and
 		// a locked-out guesser learns nothing from further guesses.
-		wait, err := d.store.AdmitLogin(ctx, account, address)
+		wait, err := d.accounts.AdmitLogin(ctx, account, address)
 		if err != nil {
 			return err
 		}
@@ -431,22 +432,22 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 			return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
 		}
 
-		u, err := d.store.Authenticate(ctx, email, password)
-		if errors.Is(err, queue.ErrBadCredentials) {
+		u, err := d.accounts.Authenticate(ctx, email, password)
+		if errors.Is(err, accounts.ErrBadCredentials) {
 			return refuse(http.StatusUnauthorized, "Wrong email or password.")
 		}
 		if err != nil {
 			return err
 		}
 
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 			if err := tx.ClearLoginFailures(ctx, account.Key); err != nil {
 				return err
 			}
 			if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, u.Email, queue.AuditLogin, "", 0)
+			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
 		})
 		if err != nil {
 			return err
@@ -476,8 +477,8 @@ func (d *dashboard) handleLogout() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
 		u := currentUser(c)
-		if err := d.store.InTx(ctx, func(tx *queue.Tx) error {
-			return tx.Audit(ctx, u.Email, queue.AuditLogout, "", 0)
+		if err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Logout, "", 0)
 		}); err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )
@@ -41,7 +43,7 @@ func TestAuth_PagesRedirectToLoginAndBack(t *testing.T) {
 		}
 	}
 
-	if _, err := b.store.CreateUser(context.Background(), "Ana@Example.com", testPassword, queue.RoleViewer); err != nil {
+	if _, err := b.accounts.CreateUser(context.Background(), "Ana@Example.com", testPassword, accounts.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
 	// Emails are matched without case.
@@ -57,7 +59,7 @@ func TestAuth_PagesRedirectToLoginAndBack(t *testing.T) {
 			t.Errorf("nav has no link %q", link)
 		}
 	}
-	if lastAudit(t, b, queue.AuditLogin).Email != "Ana@Example.com" {
+	if lastAudit(t, b, audit.Login).Email != "Ana@Example.com" {
 		t.Errorf("login not audited with the account's email")
 	}
 }
@@ -76,7 +78,7 @@ func TestAuth_PublicRoutesNeedNoSession(t *testing.T) {
 func TestAuth_NextMustBeLocal(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if _, err := b.store.CreateUser(context.Background(), "op@example.com", testPassword, queue.RoleOperator); err != nil {
+	if _, err := b.accounts.CreateUser(context.Background(), "op@example.com", testPassword, accounts.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
 	for _, next := range []string{"https://evil.example/", "//evil.example/x", `/\evil.example`, "javascript:alert(1)"} {
@@ -94,7 +96,7 @@ func TestAuth_WrongPasswordIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	if _, err := b.store.CreateUser(context.Background(), "op@example.com", testPassword, queue.RoleOperator); err != nil {
+	if _, err := b.accounts.CreateUser(context.Background(), "op@example.com", testPassword, accounts.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
 	for _, email := range []string{"op@example.com", "nobody@example.com"} {
@@ -108,7 +110,7 @@ func TestAuth_WrongPasswordIsRefused(t *testing.T) {
 	if r := c.get("/"); r.status != http.StatusSeeOther {
 		t.Fatalf("after a failed sign-in GET / gives %d, want a redirect to /login", r.status)
 	}
-	if n := countAudit(t, b, queue.AuditLogin); n != 0 {
+	if n := countAudit(t, b, audit.Login); n != 0 {
 		t.Errorf("%d login entries after failed sign-ins, want 0", n)
 	}
 }
@@ -117,7 +119,7 @@ func TestAuth_RepeatedFailuresLockTheAccountOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	if _, err := b.store.CreateUser(ctx, "op@example.com", testPassword, queue.RoleOperator); err != nil {
+	if _, err := b.accounts.CreateUser(ctx, "op@example.com", testPassword, accounts.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
 	c := b.client(t)
@@ -144,7 +146,7 @@ func TestAuth_RepeatedFailuresLockTheAccountOut(t *testing.T) {
 
 	// Another account from the same address is not locked out.
 	other := b.client(t)
-	other.signIn(queue.RoleViewer)
+	other.signIn(accounts.RoleViewer)
 }
 
 // Behind a trusted proxy each client is its own address: a guesser from
@@ -167,7 +169,7 @@ func TestAuth_ThrottleIsPerAccountAndAddress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupWith(t, web.Options{TrustedProxies: tc.trusted}, httptest.NewServer)
-			if _, err := b.store.CreateUser(context.Background(), "admin@example.com", testPassword, queue.RoleAdmin); err != nil {
+			if _, err := b.accounts.CreateUser(context.Background(), "admin@example.com", testPassword, accounts.RoleAdmin); err != nil {
 				t.Fatal(err)
 			}
 			signIn := func(from, password string) response {
@@ -207,7 +209,7 @@ func TestAuth_LogoutEndsTheSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	u := c.signIn(queue.RoleViewer)
+	u := c.signIn(accounts.RoleViewer)
 	c.get("/")
 	u0, _ := url.Parse(b.srv.URL)
 	stolen := c.http.Jar.Cookies(u0)
@@ -227,7 +229,7 @@ func TestAuth_LogoutEndsTheSession(t *testing.T) {
 	if r := replay.get("/"); r.status != http.StatusSeeOther {
 		t.Errorf("replayed session cookie: GET / gives %d, want a redirect to /login", r.status)
 	}
-	if e := lastAudit(t, b, queue.AuditLogout); e.Email != u.Email {
+	if e := lastAudit(t, b, audit.Logout); e.Email != u.Email {
 		t.Errorf("logout audited for %q, want %q", e.Email, u.Email)
 	}
 }
@@ -249,7 +251,7 @@ func TestAuth_SessionCookieFlags(t *testing.T) {
 			b := setupWith(t, web.Options{SecureCookies: tc.secure}, tc.newServer)
 			c := b.client(t)
 			c.get("/login")
-			if _, err := b.store.CreateUser(context.Background(), "v@example.com", testPassword, queue.RoleViewer); err != nil {
+			if _, err := b.accounts.CreateUser(context.Background(), "v@example.com", testPassword, accounts.RoleViewer); err != nil {
 				t.Fatal(err)
 			}
 			r := c.post("/login", url.Values{"email": {"v@example.com"}, "password": {testPassword}})
@@ -274,7 +276,7 @@ func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
 	pages := map[string]response{"/login": anon.get("/login")}
 
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	dead := insertDead(t, b, "evt_forms")
 	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
 	for _, path := range []string{"/", "/events?status=dead", "/events?status=pending",
@@ -283,7 +285,7 @@ func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
 	}
 	pages["prune confirmation"] = c.post("/prune/preview", url.Values{"days": {"30"}})
 	pages["retry all confirmation"] = c.post("/events/retry-all/preview", nil)
-	other, err := b.store.CreateUser(context.Background(), "other@example.com", testPassword, queue.RoleViewer)
+	other, err := b.accounts.CreateUser(context.Background(), "other@example.com", testPassword, accounts.RoleViewer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestCSRF_PostWithoutValidTokenChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	dead := insertDead(t, b, "evt_csrf")
 
 	for name, token := range map[string]string{"missing": "", "wrong": "not-the-token"} {
@@ -321,7 +323,7 @@ func TestCSRF_PostWithoutValidTokenChangesNothing(t *testing.T) {
 	if e := eventNow(t, b, dead); e.Status != queue.StatusDead || e.ManualRetry {
 		t.Errorf("after refused POSTs the event is %s (manual_retry %v), want dead and untouched", e.Status, e.ManualRetry)
 	}
-	if n := countAudit(t, b, queue.AuditRetry); n != 0 {
+	if n := countAudit(t, b, audit.Retry); n != 0 {
 		t.Errorf("%d retry entries, want 0", n)
 	}
 
@@ -336,7 +338,7 @@ func TestSecurityHeaders(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	want := map[string]string{
 		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
 		"X-Frame-Options":         "DENY",
@@ -362,7 +364,7 @@ func TestAuth_PasswordChangeEndsTheAccountsSessions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	u, err := b.store.CreateUser(ctx, "ops@example.com", testPassword, queue.RoleOperator)
+	u, err := b.accounts.CreateUser(ctx, "ops@example.com", testPassword, accounts.RoleOperator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,10 +377,10 @@ func TestAuth_PasswordChangeEndsTheAccountsSessions(t *testing.T) {
 	}
 	laptop, phone := signIn(u.Email, testPassword), signIn(u.Email, testPassword)
 	other := b.client(t)
-	other.signIn(queue.RoleViewer)
+	other.signIn(accounts.RoleViewer)
 
 	const newPassword = "a brand new passphrase"
-	if err := b.store.SetPassword(ctx, u.Email, newPassword); err != nil {
+	if err := b.accounts.SetPassword(ctx, u.Email, newPassword); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]*client{"laptop": laptop, "phone": phone} {
@@ -397,7 +399,7 @@ func TestDashboardPagesAreNotCached(t *testing.T) {
 	b := setup(t)
 	anon := b.client(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	dead := insertDead(t, b, "evt_no_store")
 	pages := map[string]response{
 		"GET /login (anonymous)": anon.get("/login"),

@@ -18,6 +18,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
 )
@@ -29,6 +31,8 @@ const perPage = 50
 type dashboard struct {
 	logger   *slog.Logger
 	store    *queue.Store
+	accounts *accounts.Store
+	audit    *audit.Log
 	opts     Options
 	sessions sessionManagers
 	// passwordChecks holds a token per password check running.
@@ -38,11 +42,13 @@ type dashboard struct {
 	csrfKeyBytes []byte
 }
 
-func newDashboard(logger *slog.Logger, store *queue.Store, opts Options) *dashboard {
+func newDashboard(logger *slog.Logger, stores Stores, opts Options) *dashboard {
 	opts = withDefaults(opts)
 	return &dashboard{
 		logger:   logger.With("component", "dashboard"),
-		store:    store,
+		store:    stores.Queue,
+		accounts: stores.Accounts,
+		audit:    stores.Audit,
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 
@@ -174,7 +180,7 @@ func (d *dashboard) handlePrune() echo.HandlerFunc {
 			if err := tx.RecordPrune(ctx, removed); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, currentUser(c).Email, queue.AuditPrune, "markers older than "+daysText(days), removed)
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Prune, "markers older than "+daysText(days), removed)
 		})
 		if err != nil {
 			return err
@@ -327,7 +333,7 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 
 // retryOne sends one event back for a retry with act, in one transaction
 // with its audit entry, and returns to the page the button was on.
-func (d *dashboard) retryOne(c echo.Context, action queue.AuditAction,
+func (d *dashboard) retryOne(c echo.Context, action audit.Action,
 	act func(context.Context, *queue.Tx, uuid.UUID) (bool, error), notApplicable string) error {
 	ctx := c.Request().Context()
 	id, err := eventID(c)
@@ -344,7 +350,7 @@ func (d *dashboard) retryOne(c echo.Context, action queue.AuditAction,
 		if done, err = act(ctx, tx, id); err != nil || !done {
 			return err
 		}
-		return tx.Audit(ctx, currentUser(c).Email, action, e.EventID, 1)
+		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, e.EventID, 1)
 	})
 	if err != nil {
 		return err
@@ -359,7 +365,7 @@ func (d *dashboard) retryOne(c echo.Context, action queue.AuditAction,
 
 func (d *dashboard) handleRetry() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.retryOne(c, queue.AuditRetry, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
+		return d.retryOne(c, audit.Retry, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
 			return tx.RetryDead(ctx, id)
 		}, "is not dead any more")
 	}
@@ -367,7 +373,7 @@ func (d *dashboard) handleRetry() echo.HandlerFunc {
 
 func (d *dashboard) handleRetryNow() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.retryOne(c, queue.AuditRetryNow, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
+		return d.retryOne(c, audit.RetryNow, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
 			return tx.RetryNow(ctx, id)
 		}, "is not pending any more")
 	}
@@ -395,7 +401,7 @@ func (d *dashboard) handleRetryAll() echo.HandlerFunc {
 			if n, err = tx.RetryDeadMatching(ctx, f); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, currentUser(c).Email, queue.AuditRetryAll, filterText(f), n)
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryAll, filterText(f), n)
 		})
 		if err != nil {
 			return err
@@ -430,17 +436,26 @@ func filterText(f queue.EventFilter) string {
 	return "dead events with " + strings.Join(parts, ", ")
 }
 
+// auditRows is what the audit page shows of entries.
+func auditRows(entries []audit.Entry) []views.AuditRow {
+	rows := make([]views.AuditRow, len(entries))
+	for i, e := range entries {
+		rows[i] = views.AuditRow{At: e.At, Email: e.Email, Action: e.Action, Target: e.Target, Count: e.Count}
+	}
+	return rows
+}
+
 func (d *dashboard) handleAudit() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		pageNum, err := strconv.Atoi(c.QueryParam("page"))
 		if err != nil || pageNum < 1 {
 			pageNum = 1
 		}
-		page, err := d.store.AuditLog(c.Request().Context(), perPage, (pageNum-1)*perPage)
+		page, err := d.audit.Read(c.Request().Context(), perPage, (pageNum-1)*perPage)
 		if err != nil {
 			return err
 		}
-		l := views.AuditList{Page: page, PageNum: pageNum, PerPage: perPage}
+		l := views.AuditList{Entries: auditRows(page.Entries), Total: page.Total, PageNum: pageNum, PerPage: perPage}
 		if pageNum > 1 {
 			l.Prev = "/audit?page=" + strconv.Itoa(pageNum-1)
 		}

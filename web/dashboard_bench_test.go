@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )
@@ -106,10 +107,10 @@ func benchServer(b *testing.B) (http.Handler, *http.Cookie) {
 		b.Fatal(err)
 	}
 	store := queue.New(pool)
-	if _, _, err := store.EnsureAdmin(ctx, "bench@example.com", testPassword); err != nil {
+	if _, _, err := accounts.New(pool).EnsureAdmin(ctx, "bench@example.com", testPassword); err != nil {
 		b.Fatal(err)
 	}
-	h := web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)})
+	h := web.NewServer(slog.New(slog.DiscardHandler), storesOn(store, pool), nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)})
 
 	srv := httptest.NewServer(h)
 	defer srv.Close()

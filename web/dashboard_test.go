@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -69,7 +71,7 @@ func TestOverview_ShowsTheQueue(t *testing.T) {
 	}
 
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	for _, path := range []string{"/", "/overview/stats"} {
 		r := c.get(path)
 		wantStatus(t, r, http.StatusOK)
@@ -113,7 +115,7 @@ func TestRetry_SendsADeadEventBackAndAuditsIt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	u := c.signIn(queue.RoleOperator)
+	u := c.signIn(accounts.RoleOperator)
 	dead := insertDead(t, b, "evt_retry_me")
 	other := insertDead(t, b, "evt_leave_me")
 
@@ -136,7 +138,7 @@ func TestRetry_SendsADeadEventBackAndAuditsIt(t *testing.T) {
 	if e := eventNow(t, b, other); e.Status != queue.StatusDead {
 		t.Errorf("the other dead event is %s, want dead", e.Status)
 	}
-	a := lastAudit(t, b, queue.AuditRetry)
+	a := lastAudit(t, b, audit.Retry)
 	if a.Email != u.Email || a.Target != "evt_retry_me" || a.Count != 1 {
 		t.Errorf("audit entry %+v, want retry of evt_retry_me by %s, count 1", a, u.Email)
 	}
@@ -146,7 +148,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	var match, rest []queue.Event
 	for i := range 3 {
 		match = append(match, queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_match_%d", i),
@@ -190,7 +192,7 @@ func TestRetryAll_ActsOnTheFilterAfterConfirmation(t *testing.T) {
 			t.Errorf("%s (outside the filter) is %s, want dead", e.EventID, got.Status)
 		}
 	}
-	if a := lastAudit(t, b, queue.AuditRetryAll); a.Count != 3 || !strings.Contains(a.Target, "invoice.paid") {
+	if a := lastAudit(t, b, audit.RetryAll); a.Count != 3 || !strings.Contains(a.Target, "invoice.paid") {
 		t.Errorf("audit entry %+v, want retry_all of 3 naming the filter", a)
 	}
 }
@@ -199,7 +201,7 @@ func TestRetryNow_MakesAPendingEventDue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_later", Status: queue.StatusRetrying, Attempts: 2, DueIn: 2 * time.Hour})
 
 	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_first", Status: queue.StatusFailed, DueIn: time.Minute})
@@ -233,7 +235,7 @@ func TestRetryNow_MakesAPendingEventDue(t *testing.T) {
 		t.Errorf("after retry now: due %v, manual %v, attempts %d, status %s; want true, true, 2, retrying",
 			due, got.ManualRetry, got.Attempts, got.Status)
 	}
-	if a := lastAudit(t, b, queue.AuditRetryNow); a.Target != "evt_later" || a.Count != 1 {
+	if a := lastAudit(t, b, audit.RetryNow); a.Target != "evt_later" || a.Count != 1 {
 		t.Errorf("audit entry %+v", a)
 	}
 }
@@ -242,7 +244,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	insertMarkers(t, b, "evt_old_", 1234, 40*24*time.Hour)
 	insertMarkers(t, b, "evt_new_", 2, time.Hour)
 
@@ -273,7 +275,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	if ws.PrunerRun == nil || ws.PrunerRemoved != 1234 {
 		t.Errorf("worker status after prune: %+v, want a run that removed 1234", ws)
 	}
-	if a := lastAudit(t, b, queue.AuditPrune); a.Count != 1234 || !strings.Contains(a.Target, "30 days") {
+	if a := lastAudit(t, b, audit.Prune); a.Count != 1234 || !strings.Contains(a.Target, "30 days") {
 		t.Errorf("audit entry %+v", a)
 	}
 }
@@ -282,7 +284,7 @@ func TestPrune_RejectsBadDays(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	insertMarkers(t, b, "evt_old_", 3, 40*24*time.Hour)
 	for _, days := range []string{"0", "-3", "abc", "", "1.5", "1", "2"} {
 		for _, path := range []string{"/prune/preview", "/prune"} {
@@ -300,7 +302,7 @@ func TestPrune_RejectsBadDays(t *testing.T) {
 	if n := markerCount(t, b); n != 3 {
 		t.Errorf("%d markers left after bad input, want 3", n)
 	}
-	if n := countAudit(t, b, queue.AuditPrune); n != 0 {
+	if n := countAudit(t, b, audit.Prune); n != 0 {
 		t.Errorf("%d prune entries, want 0", n)
 	}
 }
@@ -309,7 +311,7 @@ func TestPrune_ThreeDaysIsTheShortestWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleAdmin)
+	c.signIn(accounts.RoleAdmin)
 	insertMarkers(t, b, "evt_older_", 4, 4*24*time.Hour)
 	insertMarkers(t, b, "evt_within_", 2, 2*24*time.Hour)
 	c.get("/")
@@ -330,7 +332,7 @@ func TestRoles_ForbiddenActionsAreHiddenAndRefused(t *testing.T) {
 	insertMarkers(t, b, "evt_old_", 3, 40*24*time.Hour)
 
 	viewer := b.client(t)
-	viewer.signIn(queue.RoleViewer)
+	viewer.signIn(accounts.RoleViewer)
 	list := viewer.get("/events?status=dead")
 	if n := list.doc.Find("main button").Length(); n != 1 { // Filter
 		t.Errorf("viewer sees %d buttons on the dead list, want only Filter", n)
@@ -349,7 +351,7 @@ func TestRoles_ForbiddenActionsAreHiddenAndRefused(t *testing.T) {
 	}
 
 	op := b.client(t)
-	op.signIn(queue.RoleOperator)
+	op.signIn(accounts.RoleOperator)
 	if op.get("/").doc.Find(`input[name="days"]`).Length() != 0 {
 		t.Error("operator sees the prune form")
 	}
@@ -369,7 +371,7 @@ func TestEvents_PagesFiltersAndSearch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 
 	empty := c.get("/events?status=dead")
 	if !strings.Contains(empty.doc.Find("main").Text(), "No dead events") {
@@ -439,7 +441,7 @@ func TestEvent_DetailEscapesThePayload(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	hostile := `{"id":"evt_hostile","type":"invoice.paid","data":{"note":"</pre><script>alert(1)</script>"}}`
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_hostile", Status: queue.StatusDead, Attempts: 5,
 		Payload: hostile, LastError: "<img src=x onerror=alert(2)>"})
@@ -474,7 +476,7 @@ func TestEvent_UnknownOrMalformedIDIs404(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "evt_123"} {
 		r := c.get("/events/" + id)
 		wantStatus(t, r, http.StatusNotFound)
@@ -490,7 +492,7 @@ func TestAudit_ListsActionsNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	u := c.signIn(queue.RoleOperator)
+	u := c.signIn(accounts.RoleOperator)
 	dead := insertDead(t, b, "evt_audited")
 	c.get("/events?status=dead")
 	c.post("/events/"+dead.ID.String()+"/retry", nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )
@@ -36,11 +37,12 @@ func TestExplain_DashboardUsesIndexes(t *testing.T) {
 	}
 
 	store := queue.New(pool)
-	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(),
+	stores := storesOn(store, pool)
+	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), stores, nil, nil, prometheus.NewRegistry(),
 		web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
 	t.Cleanup(srv.Close)
-	c := (&testBundle{srv: srv, store: store, pool: pool}).client(t)
-	c.signIn(queue.RoleViewer)
+	c := (&testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}).client(t)
+	c.signIn(accounts.RoleViewer)
 
 	for _, path := range []string{
 		"/",

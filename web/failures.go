@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 )
 
@@ -80,7 +81,7 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 			if revived, err = tx.RetryDeadMatching(ctx, g.Filter(queue.StatusDead)); err != nil {
 				return err
 			}
-			return tx.Audit(ctx, currentUser(c).Email, queue.AuditRetryGroup,
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryGroup,
 				"type="+g.EventType+", error "+strconv.Quote(g.ErrorGroup), revived+hastened)
 		})
 		if err != nil {

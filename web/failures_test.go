@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -15,7 +17,7 @@ func TestFailures_EmptyStateSaysWhatLandsThere(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	r := c.get("/failures")
 	wantStatus(t, r, http.StatusOK)
 	if text := r.doc.Find(".empty").Text(); !strings.Contains(text, "No failures") ||
@@ -36,7 +38,7 @@ func TestFailures_GroupsLinkToTheirEvents(t *testing.T) {
 		queuetest.InsertEvent(t, b.pool, e)
 	}
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	r := c.get("/failures")
 	wantStatus(t, r, http.StatusOK)
 	rows := r.doc.Find(`[data-testid="failure-group"]`)
@@ -84,7 +86,7 @@ func TestRetryGroup_ConfirmsThenRetriesTheWholeGroupAndAuditsIt(t *testing.T) {
 		Status: queue.StatusDead, Attempts: 5, LastError: "downstream answered 404: no route"})
 
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	r := c.get("/failures")
 	form := r.doc.Find(`[data-testid="failure-group"]`).First().Find("form")
 	action, _ := form.Attr("action")
@@ -125,7 +127,7 @@ func TestRetryGroup_ConfirmsThenRetriesTheWholeGroupAndAuditsIt(t *testing.T) {
 			t.Errorf("%s (%s, %s) outside the group was changed", e.EventID, e.EventType, *e.LastError)
 		}
 	}
-	a := lastAudit(t, b, queue.AuditRetryGroup)
+	a := lastAudit(t, b, audit.RetryGroup)
 	if a.Count != 3 || !strings.Contains(a.Target, "invoice.paid") || !strings.Contains(a.Target, "timeout after <n>s for <id>") {
 		t.Errorf("audit entry %+v, want retry_group of 3 naming the type and the error", a)
 	}
@@ -138,7 +140,7 @@ func TestRetryGroup_ViewersAreRefusedAndEmptyFormsAreBadRequests(t *testing.T) {
 	form := url.Values{"type": {dead.EventType}, "group": {"downstream returned <n>"}}
 
 	viewer := b.client(t)
-	viewer.signIn(queue.RoleViewer)
+	viewer.signIn(accounts.RoleViewer)
 	for _, path := range []string{"/failures/retry/preview", "/failures/retry"} {
 		wantStatus(t, viewer.post(path, form), http.StatusForbidden)
 	}
@@ -147,7 +149,7 @@ func TestRetryGroup_ViewersAreRefusedAndEmptyFormsAreBadRequests(t *testing.T) {
 	}
 
 	op := b.client(t)
-	op.signIn(queue.RoleOperator)
+	op.signIn(accounts.RoleOperator)
 	op.get("/failures")
 	for _, f := range []url.Values{{"type": {dead.EventType}}, {"group": {"downstream returned <n>"}}} {
 		for _, path := range []string{"/failures/retry/preview", "/failures/retry"} {

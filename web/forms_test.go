@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 // A form far larger than any dashboard form is refused with a 413 saying
@@ -31,7 +32,7 @@ func TestForms_LargerThan64KiBIs413(t *testing.T) {
 	}
 
 	c := b.client(t)
-	c.signIn(queue.RoleOperator)
+	c.signIn(accounts.RoleOperator)
 	form := url.Values{"_csrf": {c.csrf}, "type": {big}}.Encode()
 	// No Content-Length: the limit is found while reading.
 	req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/events/retry-all/preview",
@@ -60,7 +61,7 @@ func TestForms_MultipartIsAnsweredWithoutReadingTheBody(t *testing.T) {
 	b := setup(t)
 	dead := insertDead(t, b, "evt_multipart")
 	signedIn := b.client(t)
-	signedIn.signIn(queue.RoleOperator)
+	signedIn.signIn(accounts.RoleOperator)
 	srvURL, err := url.Parse(b.srv.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +138,7 @@ func TestLogin_PageStoresNoSession(t *testing.T) {
 	}
 
 	// A wrong password stores nothing either.
-	if _, err := b.store.CreateUser(context.Background(), "v@example.com", testPassword, queue.RoleViewer); err != nil {
+	if _, err := b.accounts.CreateUser(context.Background(), "v@example.com", testPassword, accounts.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
 	c := b.client(t)

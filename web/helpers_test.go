@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )
@@ -25,9 +27,16 @@ const testPassword = "correct horse battery"
 
 // testBundle is a dashboard served over HTTP on a database of its own.
 type testBundle struct {
-	srv   *httptest.Server
-	store *queue.Store
-	pool  *pgxpool.Pool
+	srv      *httptest.Server
+	store    *queue.Store
+	accounts *accounts.Store
+	audit    *audit.Log
+	pool     *pgxpool.Pool
+}
+
+// storesOn returns the server's stores over pool, with store as its queue.
+func storesOn(store *queue.Store, pool *pgxpool.Pool) web.Stores {
+	return web.Stores{Queue: store, Accounts: accounts.New(pool), Audit: audit.New(pool)}
 }
 
 func setup(t *testing.T) *testBundle {
@@ -41,9 +50,10 @@ func setupWith(t *testing.T, opts web.Options, newServer func(http.Handler) *htt
 	t.Helper()
 	store, pool := queuetest.NewStore(t)
 	opts.Sessions = pgxstore.NewWithCleanupInterval(pool, 0)
-	srv := newServer(web.NewServer(slog.New(slog.DiscardHandler), store, nil, nil, prometheus.NewRegistry(), opts))
+	stores := storesOn(store, pool)
+	srv := newServer(web.NewServer(slog.New(slog.DiscardHandler), stores, nil, nil, prometheus.NewRegistry(), opts))
 	t.Cleanup(srv.Close)
-	return &testBundle{srv: srv, store: store, pool: pool}
+	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
 }
 
 // client is one browser: its own cookies, redirects not followed so tests
@@ -139,9 +149,9 @@ func (c *client) follow(r response) response {
 }
 
 // signIn creates an account with role and signs the client in with it.
-func (c *client) signIn(role queue.Role) queue.User {
+func (c *client) signIn(role accounts.Role) accounts.User {
 	c.t.Helper()
-	u, err := c.b.store.CreateUser(context.Background(), string(role)+"@example.com", testPassword, role)
+	u, err := c.b.accounts.CreateUser(context.Background(), string(role)+"@example.com", testPassword, role)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -179,9 +189,9 @@ func wantStatus(t *testing.T, r response, want int) {
 }
 
 // auditEntries returns the audit log, newest first.
-func auditEntries(t *testing.T, b *testBundle) []queue.AuditEntry {
+func auditEntries(t *testing.T, b *testBundle) []audit.Entry {
 	t.Helper()
-	page, err := b.store.AuditLog(context.Background(), 100, 0)
+	page, err := b.audit.Read(context.Background(), 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +199,7 @@ func auditEntries(t *testing.T, b *testBundle) []queue.AuditEntry {
 }
 
 // lastAudit returns the newest audit entry with action, failing without one.
-func lastAudit(t *testing.T, b *testBundle, action queue.AuditAction) queue.AuditEntry {
+func lastAudit(t *testing.T, b *testBundle, action audit.Action) audit.Entry {
 	t.Helper()
 	for _, e := range auditEntries(t, b) {
 		if e.Action == action {
@@ -197,10 +207,10 @@ func lastAudit(t *testing.T, b *testBundle, action queue.AuditAction) queue.Audi
 		}
 	}
 	t.Fatalf("no %s entry in the audit log", action)
-	return queue.AuditEntry{}
+	return audit.Entry{}
 }
 
-func countAudit(t *testing.T, b *testBundle, action queue.AuditAction) int {
+func countAudit(t *testing.T, b *testBundle, action audit.Action) int {
 	t.Helper()
 	n := 0
 	for _, e := range auditEntries(t, b) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )
@@ -42,10 +43,11 @@ func TestLayout_LinksAFaviconThatIsServed(t *testing.T) {
 func TestLayout_DemoBackoffBanner(t *testing.T) {
 	t.Parallel()
 	pool := queuetest.NewPool(t)
-	demo := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), queue.New(pool, queue.WithDemoBackoff()),
+	stores := storesOn(queue.New(pool, queue.WithDemoBackoff()), pool)
+	demo := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), stores,
 		nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
 	t.Cleanup(demo.Close)
-	db := &testBundle{srv: demo, store: queue.New(pool, queue.WithDemoBackoff()), pool: pool}
+	db := &testBundle{srv: demo, store: stores.Queue, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
 	c := db.client(t)
 	for _, path := range []string{"/login", "/no-such-page"} {
 		banner := c.get(path).doc.Find(`[data-testid="demo-banner"]`).Text()
@@ -53,7 +55,7 @@ func TestLayout_DemoBackoffBanner(t *testing.T) {
 			t.Errorf("%s with the demo backoff: banner %q, want it to say so", path, banner)
 		}
 	}
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	if c.get("/").doc.Find(`[data-testid="demo-banner"]`).Length() != 1 {
 		t.Error("the overview shows no demo banner")
 	}

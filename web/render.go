@@ -25,13 +25,23 @@ func render(c echo.Context, status int, page templ.Component) error {
 	return c.HTMLBlob(status, buf.Bytes())
 }
 
+// signedIn is what pages show of the signed-in account; nil without one.
+func signedIn(c echo.Context) *views.Account {
+	u := currentUser(c)
+	if u == nil {
+		return nil
+	}
+	a := accountView(*u)
+	return &a
+}
+
 // page returns what the layout needs for this request, taking the flash
 // message out of the session: it is shown once.
 func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 	return views.Page{
 		Title: title,
 		Nav:   nav,
-		User:  currentUser(c),
+		User:  signedIn(c),
 		CSRF:  sessionCSRF(c),
 		Flash: session(c).PopString(c.Request().Context(), sessFlash),
 		Now:   time.Now(),
@@ -83,7 +93,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	}
 	// An error is about this moment; nobody should be shown it again.
 	c.Response().Header().Set("Cache-Control", "no-store")
-	p := views.Page{Title: titleFor(status), User: currentUser(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
+	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
 	if p.User != nil {
 		// The layout's sign-out form needs the token.
 		p.CSRF = sessionCSRF(c)

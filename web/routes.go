@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
 )
 
@@ -26,9 +27,9 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	// group with middleware also claims every unmatched path and method,
 	// which would turn the receiver's 405s into redirects to /login.
 	session := []echo.MiddlewareFunc{d.loadSession, d.checkCSRF}
-	viewer := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleViewer)})
-	operator := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleOperator)})
-	admin := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(queue.RoleAdmin)})
+	viewer := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleViewer)})
+	operator := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleOperator)})
+	admin := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleAdmin)})
 
 	e.GET("/login", d.handleLoginPage(), session...)
 	e.POST("/login", d.handleLogin(), session...)

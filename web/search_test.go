@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -57,7 +58,7 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 		Attempts: 5, LastError: "downstream answered 500: nope"})
 
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	for _, tc := range []struct {
 		q, answer, says string
 	}{
@@ -88,7 +89,7 @@ func TestSearch_EmptyAndOverlongQueries(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 
 	r := c.get("/search")
 	wantStatus(t, r, http.StatusOK)
@@ -111,7 +112,7 @@ func TestSearch_BoxOnEveryPageAndSignInRequired(t *testing.T) {
 		t.Errorf("search without a session: %d to %q, want a redirect to /login", r.status, r.header.Get("Location"))
 	}
 	c := b.client(t)
-	c.signIn(queue.RoleViewer)
+	c.signIn(accounts.RoleViewer)
 	for _, path := range []string{"/", "/events?status=dead", "/events?status=pending", "/failures", "/audit", "/search"} {
 		form := c.get(path).doc.Find(`header form[action="/search"]`)
 		if form.Length() != 1 || form.Find(`input[name="q"]`).Length() != 1 {

@@ -1,6 +1,7 @@
 // Package web is hookd's HTTP surface: the Stripe receiver, the operations
 // endpoints and the support dashboard. It stays thin: the receiver's pipeline
-// lives in worker, every query in queue, every page in views.
+// lives in worker, every query in the store packages (queue and below it),
+// every page in views.
 //
 // Its guarantee to Stripe: a 2xx means the event was processed or is durably
 // queued; anything else is a 4xx saying why it was refused, or a 503 asking
@@ -20,8 +21,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/worker"
 )
+
+// Stores are the stores the server reads and writes, all over one database.
+type Stores struct {
+	Queue    *queue.Store
+	Accounts *accounts.Store
+	Audit    *audit.Log
+}
 
 // Options configures the receiver's limits and the dashboard.
 type Options struct {
@@ -53,7 +63,7 @@ type Options struct {
 // hands webhooks to the pipeline, metrics counts them, gatherer is what
 // /metrics serves. A nil gatherer serves no /metrics here: it has a
 // listener of its own (NewMetricsHandler).
-func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
+func NewServer(logger *slog.Logger, stores Stores, receiver *worker.Receiver,
 	metrics *worker.Metrics, gatherer prometheus.Gatherer, opts Options) http.Handler {
 	opts = withDefaults(opts)
 	e := echo.New()
@@ -63,9 +73,9 @@ func NewServer(logger *slog.Logger, store *queue.Store, receiver *worker.Receive
 	e.Use(middleware.RequestID())
 	e.Use(securityHeaders)
 
-	d := newDashboard(logger, store, opts)
+	d := newDashboard(logger, stores, opts)
 	e.HTTPErrorHandler = d.handleError
-	addRoutes(e, logger, store, receiver, metrics, gatherer, opts.MaxBody, d)
+	addRoutes(e, logger, stores.Queue, receiver, metrics, gatherer, opts.MaxBody, d)
 	return e
 }
 

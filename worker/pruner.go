@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 // MinMarkerRetention is Stripe's redelivery window: Stripe redelivers an
@@ -34,22 +35,25 @@ type PrunerConfig struct {
 // Pruner deletes old dedup markers on a schedule, and with them the attempt
 // history of resolved events. Dead and pending events keep their history.
 type Pruner struct {
-	store   *queue.Store
-	logger  *slog.Logger
-	cfg     PrunerConfig
-	metrics *Metrics
+	store    *queue.Store
+	accounts *accounts.Store
+	logger   *slog.Logger
+	cfg      PrunerConfig
+	metrics  *Metrics
 }
 
-// NewPruner returns a Pruner over store.
-func NewPruner(store *queue.Store, logger *slog.Logger, cfg PrunerConfig) *Pruner {
+// NewPruner returns a Pruner over store, and over accts for what signing
+// in to the dashboard leaves behind.
+func NewPruner(store *queue.Store, accts *accounts.Store, logger *slog.Logger, cfg PrunerConfig) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
 	cfg.Retention = cmp.Or(cfg.Retention, 30*24*time.Hour)
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
 	return &Pruner{
-		store:   store,
-		logger:  logger.With("component", "pruner"),
-		cfg:     cfg,
-		metrics: cfg.Metrics,
+		store:    store,
+		accounts: accts,
+		logger:   logger.With("component", "pruner"),
+		cfg:      cfg,
+		metrics:  cfg.Metrics,
 	}
 }
 
@@ -90,11 +94,11 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err := p.store.RecordPrune(ctx, markers); err != nil {
 		return markers, err
 	}
-	sessions, err := p.store.DeleteExpiredSessions(ctx)
+	sessions, err := p.accounts.DeleteExpiredSessions(ctx)
 	if err != nil {
 		return markers, err
 	}
-	logins, err := p.store.DeleteStaleLoginFailures(ctx)
+	logins, err := p.accounts.DeleteStaleLoginFailures(ctx)
 	if err != nil {
 		return markers, err
 	}

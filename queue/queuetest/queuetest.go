@@ -26,6 +26,7 @@ import (
 
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 )
 
 // DefaultURL is the server the tests use when TEST_DATABASE_URL is unset:
@@ -208,4 +209,12 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// NewAccounts returns an accounts Store on a fresh database for t, and its
+// pool for the assertions a test makes in SQL.
+func NewAccounts(t testing.TB) (*accounts.Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := NewPool(t)
+	return accounts.New(pool), pool
 }

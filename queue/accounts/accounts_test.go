@@ -1,4 +1,4 @@
-package queue_test
+package accounts_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
-func createUser(t *testing.T, s *queue.Store, email string, role queue.Role) queue.User {
+func createUser(t *testing.T, s *accounts.Store, email string, role accounts.Role) accounts.User {
 	t.Helper()
 	u, err := s.CreateUser(context.Background(), email, "long enough", role)
 	if err != nil {
@@ -20,23 +20,23 @@ func createUser(t *testing.T, s *queue.Store, email string, role queue.Role) que
 	return u
 }
 
-func setRole(s *queue.Store, actor, id int64, role queue.Role) error {
+func setRole(s *accounts.Store, actor, id int64, role accounts.Role) error {
 	ctx := context.Background()
-	return s.InTx(ctx, func(tx *queue.Tx) error {
+	return s.InTx(ctx, func(tx *accounts.Tx) error {
 		_, err := tx.SetRole(ctx, actor, id, role)
 		return err
 	})
 }
 
-func removeUser(s *queue.Store, actor, id int64) error {
+func removeUser(s *accounts.Store, actor, id int64) error {
 	ctx := context.Background()
-	return s.InTx(ctx, func(tx *queue.Tx) error {
+	return s.InTx(ctx, func(tx *accounts.Tx) error {
 		_, err := tx.RemoveUser(ctx, actor, id)
 		return err
 	})
 }
 
-func roleOf(t *testing.T, s *queue.Store, id int64) queue.Role {
+func roleOf(t *testing.T, s *accounts.Store, id int64) accounts.Role {
 	t.Helper()
 	u, err := s.User(context.Background(), id)
 	if err != nil {
@@ -47,16 +47,16 @@ func roleOf(t *testing.T, s *queue.Store, id int64) queue.Role {
 
 func wantRefused(t *testing.T, what string, err error) {
 	t.Helper()
-	if refused := (*queue.RefusedError)(nil); !errors.As(err, &refused) {
+	if refused := (*accounts.RefusedError)(nil); !errors.As(err, &refused) {
 		t.Fatalf("%s: got %v, want a *RefusedError", what, err)
 	}
 }
 
 func TestCreateUser_RefusesWithAReason(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, pool := queuetest.NewAccounts(t)
 	ctx := context.Background()
-	createUser(t, s, "taken@example.com", queue.RoleViewer)
+	createUser(t, s, "taken@example.com", accounts.RoleViewer)
 	for _, tc := range []struct{ name, email, password string }{
 		{"NoAt", "nobody.example.com", "long enough"},
 		{"NothingBeforeAt", "@example.com", "long enough"},
@@ -65,7 +65,7 @@ func TestCreateUser_RefusesWithAReason(t *testing.T) {
 		{"ShortPassword", "new@example.com", "short"},
 		{"TakenInAnotherCase", "TAKEN@example.com", "long enough"},
 	} {
-		_, err := s.CreateUser(ctx, tc.email, tc.password, queue.RoleViewer)
+		_, err := s.CreateUser(ctx, tc.email, tc.password, accounts.RoleViewer)
 		wantRefused(t, tc.name, err)
 	}
 	var n int
@@ -79,10 +79,10 @@ func TestCreateUser_RefusesWithAReason(t *testing.T) {
 
 func TestUsers_ListsEveryAccountByEmailWithoutHashes(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewStore(t)
-	createUser(t, s, "zed@example.com", queue.RoleViewer)
-	createUser(t, s, "Amy@example.com", queue.RoleAdmin)
-	createUser(t, s, "bob@example.com", queue.RoleOperator)
+	s, _ := queuetest.NewAccounts(t)
+	createUser(t, s, "zed@example.com", accounts.RoleViewer)
+	createUser(t, s, "Amy@example.com", accounts.RoleAdmin)
+	createUser(t, s, "bob@example.com", accounts.RoleOperator)
 	users, err := s.Users(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -108,67 +108,67 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("ChangesAnotherAccountAndReturnsItAsItWas", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
+		s, _ := queuetest.NewAccounts(t)
 		ctx := context.Background()
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		op := createUser(t, s, "op@example.com", queue.RoleOperator)
-		var before queue.User
-		err := s.InTx(ctx, func(tx *queue.Tx) error {
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		op := createUser(t, s, "op@example.com", accounts.RoleOperator)
+		var before accounts.User
+		err := s.InTx(ctx, func(tx *accounts.Tx) error {
 			var err error
-			before, err = tx.SetRole(ctx, admin.ID, op.ID, queue.RoleAdmin)
+			before, err = tx.SetRole(ctx, admin.ID, op.ID, accounts.RoleAdmin)
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if before.Role != queue.RoleOperator || before.Email != op.Email {
+		if before.Role != accounts.RoleOperator || before.Email != op.Email {
 			t.Errorf("returned %s (%s), want op@example.com as it was (operator)", before.Email, before.Role)
 		}
-		if got := roleOf(t, s, op.ID); got != queue.RoleAdmin {
+		if got := roleOf(t, s, op.ID); got != accounts.RoleAdmin {
 			t.Errorf("role after the change %s, want admin", got)
 		}
 	})
 
 	t.Run("RefusesTheActorsOwnRole", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		createUser(t, s, "other-admin@example.com", queue.RoleAdmin)
-		wantRefused(t, "demote self", setRole(s, admin.ID, admin.ID, queue.RoleViewer))
-		if got := roleOf(t, s, admin.ID); got != queue.RoleAdmin {
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
+		wantRefused(t, "demote self", setRole(s, admin.ID, admin.ID, accounts.RoleViewer))
+		if got := roleOf(t, s, admin.ID); got != accounts.RoleAdmin {
 			t.Errorf("role %s after a refused self-demotion, want admin", got)
 		}
 	})
 
 	t.Run("RefusesToDemoteTheLastAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		// An actor who has lost the admin role since the request came in.
-		former := createUser(t, s, "former@example.com", queue.RoleOperator)
-		wantRefused(t, "demote the last admin", setRole(s, former.ID, admin.ID, queue.RoleOperator))
-		if got := roleOf(t, s, admin.ID); got != queue.RoleAdmin {
+		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
+		wantRefused(t, "demote the last admin", setRole(s, former.ID, admin.ID, accounts.RoleOperator))
+		if got := roleOf(t, s, admin.ID); got != accounts.RoleAdmin {
 			t.Errorf("the last admin is now %s", got)
 		}
 	})
 
 	t.Run("RefusesAnActorWhoIsNoLongerAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		former := createUser(t, s, "former@example.com", queue.RoleOperator)
-		viewer := createUser(t, s, "viewer@example.com", queue.RoleViewer)
-		wantRefused(t, "promote by a non-admin", setRole(s, former.ID, viewer.ID, queue.RoleAdmin))
-		if got := roleOf(t, s, viewer.ID); got != queue.RoleViewer {
+		s, _ := queuetest.NewAccounts(t)
+		createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
+		viewer := createUser(t, s, "viewer@example.com", accounts.RoleViewer)
+		wantRefused(t, "promote by a non-admin", setRole(s, former.ID, viewer.ID, accounts.RoleAdmin))
+		if got := roleOf(t, s, viewer.ID); got != accounts.RoleViewer {
 			t.Errorf("role %s after a refused change, want viewer", got)
 		}
 	})
 
 	t.Run("UnknownAccountIsNotFound", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		if err := setRole(s, admin.ID, admin.ID+1000, queue.RoleViewer); !errors.Is(err, queue.ErrNotFound) {
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		if err := setRole(s, admin.ID, admin.ID+1000, accounts.RoleViewer); !errors.Is(err, accounts.ErrNotFound) {
 			t.Errorf("got %v, want ErrNotFound", err)
 		}
 	})
@@ -178,10 +178,10 @@ func TestSetRole(t *testing.T) {
 	// always remains.
 	t.Run("TwoAdminsDemotingEachOtherLeaveOneAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, pool := queuetest.NewStore(t)
+		s, pool := queuetest.NewAccounts(t)
 		ctx := context.Background()
-		a := createUser(t, s, "a@example.com", queue.RoleAdmin)
-		b := createUser(t, s, "b@example.com", queue.RoleAdmin)
+		a := createUser(t, s, "a@example.com", accounts.RoleAdmin)
+		b := createUser(t, s, "b@example.com", accounts.RoleAdmin)
 		for round := range 8 {
 			if _, err := pool.Exec(ctx, `UPDATE users SET role = 'admin'`); err != nil {
 				t.Fatal(err)
@@ -192,7 +192,7 @@ func TestSetRole(t *testing.T) {
 			for i, pair := range [][2]int64{{a.ID, b.ID}, {b.ID, a.ID}} {
 				wg.Go(func() {
 					<-start
-					errs[i] = setRole(s, pair[0], pair[1], queue.RoleOperator)
+					errs[i] = setRole(s, pair[0], pair[1], accounts.RoleOperator)
 				})
 			}
 			close(start)
@@ -222,34 +222,34 @@ func TestRemoveUser(t *testing.T) {
 
 	t.Run("RemovesAnotherAccount", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		other := createUser(t, s, "other-admin@example.com", queue.RoleAdmin)
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		other := createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
 		if err := removeUser(s, admin.ID, other.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.User(context.Background(), other.ID); !errors.Is(err, queue.ErrNotFound) {
+		if _, err := s.User(context.Background(), other.ID); !errors.Is(err, accounts.ErrNotFound) {
 			t.Errorf("removed account: got %v, want ErrNotFound", err)
 		}
-		if err := removeUser(s, admin.ID, other.ID); !errors.Is(err, queue.ErrNotFound) {
+		if err := removeUser(s, admin.ID, other.ID); !errors.Is(err, accounts.ErrNotFound) {
 			t.Errorf("removing it again: got %v, want ErrNotFound", err)
 		}
 	})
 
 	t.Run("RefusesTheActorsOwnAccount", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		createUser(t, s, "other-admin@example.com", queue.RoleAdmin)
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
 		wantRefused(t, "remove self", removeUser(s, admin.ID, admin.ID))
 		roleOf(t, s, admin.ID)
 	})
 
 	t.Run("RefusesToRemoveTheLastAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewStore(t)
-		admin := createUser(t, s, "admin@example.com", queue.RoleAdmin)
-		former := createUser(t, s, "former@example.com", queue.RoleOperator)
+		s, _ := queuetest.NewAccounts(t)
+		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
+		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
 		wantRefused(t, "remove the last admin", removeUser(s, former.ID, admin.ID))
 		roleOf(t, s, admin.ID)
 	})

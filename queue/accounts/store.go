@@ -1,0 +1,62 @@
+// Package accounts holds the dashboard's accounts in PostgreSQL: who may sign
+// in, with which role and password, how fast sign-ins may be tried, and the
+// housekeeping of what signing in leaves behind (expired sessions, stale
+// sign-in counts, the keys forms are signed with).
+//
+// The rules that keep an admin in charge (nobody changes or removes their
+// own account, the last admin stays) are decided here, on locked rows. An
+// account change and its audit entry commit together: run the change on a
+// Tx from InTx and write the entry with audit.Record on its PgxTx.
+package accounts
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotFound is returned when the account asked for does not exist.
+var ErrNotFound = errors.New("no such account")
+
+// dbtx is what both *pgxpool.Pool and pgx.Tx provide, so every Store
+// method runs the same way on the pool or inside a transaction.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store runs the account queries against a pool or, as the Store inside a
+// Tx, against one transaction.
+type Store struct {
+	db dbtx
+}
+
+// New returns a Store over pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{db: pool}
+}
+
+// Tx is a Store bound to one open transaction, as given by InTx: the
+// account changes that must be decided on locked rows (SetRole,
+// RemoveUser) are only on it.
+type Tx struct {
+	Store
+	tx pgx.Tx
+}
+
+// InTx runs fn in a transaction: committed when fn returns nil, rolled back
+// when it returns an error.
+func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		return fn(&Tx{Store: Store{db: tx}, tx: tx})
+	})
+}
+
+// PgxTx returns the transaction itself, for the writes of other stores that
+// must commit with the account change: its audit entry (audit.Record).
+func (t *Tx) PgxTx() pgx.Tx { return t.tx }
