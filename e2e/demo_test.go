@@ -97,12 +97,20 @@ func TestDemo_TheWholeStoryFromMakeRun(t *testing.T) {
 		must(t, expect.Locator(rows.Filter(playwright.LocatorFilterOptions{
 			Has: page.Locator(`td[data-label="Attempts"]`).GetByText(regexp.MustCompile(`^[2-4]$`)),
 		}).First()).ToBeVisible(), "an event retried at least twice")
+		// The app's crashes wait beside them, with the framework's error.
+		visit(t, page, "/events?status=pending&error=ECONNREFUSED")
+		must(t, expect.Locator(rows.First()).ToContainText(`downstream answered 500: {"statusCode":500,"code":"ECONNREFUSED"`),
+			"a crashed delivery waits on Pending with its error")
 	})
 
 	var dead string
 	step(t, "EventsGoDead", func(t *testing.T) {
 		queuetest.WaitFor(t, 90*time.Second, "the five subscription updates dead", func() bool {
 			return h.count(t, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`) == 5
+		})
+		// The crashes went through on the same retry that killed the rest.
+		queuetest.WaitFor(t, 30*time.Second, "nothing left pending", func() bool {
+			return h.count(t, `SELECT count(*) FROM webhook_events WHERE status <> 'dead'`) == 0
 		})
 		visit(t, page, "/events?status=dead")
 		rows := page.Locator(`tr[data-testid="event-row"]`)

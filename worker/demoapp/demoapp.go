@@ -55,8 +55,15 @@ const (
 	// event goes dead; the next delivery, a person's Retry, is taken, as
 	// if a fix had been deployed meanwhile.
 	RejectedDeliveries = 6
+	// CrashedDeliveries is how many deliveries of a crashing event the app
+	// answers with a 500: the inline attempt and four retries, as if its
+	// Redis were down for the half minute they take under the demo
+	// backoff. The fifth retry is taken: such an event stays on Pending,
+	// showing its error, as long as the rejected ones, then goes through
+	// at the moment they go dead.
+	CrashedDeliveries = 5
 	// crashPercent and hangPercent are the shares of other events that
-	// crash on their first two deliveries and hang on their first.
+	// crash and that hang on their first delivery.
 	crashPercent = 16
 	hangPercent  = 10
 )
@@ -77,7 +84,7 @@ func Decide(eventID, eventType string, delivery int) Outcome {
 	h := fnv.New32a()
 	h.Write([]byte(eventID))
 	switch bucket := h.Sum32() % 100; {
-	case bucket < crashPercent && delivery <= 2:
+	case bucket < crashPercent && delivery <= CrashedDeliveries:
 		return Crash
 	case bucket >= crashPercent && bucket < crashPercent+hangPercent && delivery == 1:
 		return Hang
