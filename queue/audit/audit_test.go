@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -37,5 +38,59 @@ func TestAudit_RolledBackWithItsAction(t *testing.T) {
 	}
 	if got, _ := s.Event(ctx, dead.ID); got.Status != queue.StatusDead {
 		t.Errorf("event %s after the rollback, want dead", got.Status)
+	}
+}
+
+// An account change and its entry commit together: rolled back after both
+// were written, neither is left; committed, both are.
+func TestAudit_CommitsWithTheAccountChange(t *testing.T) {
+	t.Parallel()
+	accts, pool := queuetest.NewAccounts(t)
+	log := audit.New(pool)
+	ctx := context.Background()
+	admin, err := accts.CreateUser(ctx, "admin@example.com", "long enough", accounts.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := accts.CreateUser(ctx, "op@example.com", "long enough", accounts.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	demote := func(then error) error {
+		return accts.InTx(ctx, func(tx *accounts.Tx) error {
+			if _, err := tx.SetRole(ctx, admin.ID, op.ID, accounts.RoleViewer); err != nil {
+				return err
+			}
+			if err := audit.Record(ctx, tx.PgxTx(), admin.Email, audit.AccountRole, "op@example.com from operator to viewer", 1); err != nil {
+				return err
+			}
+			return then
+		})
+	}
+	roleAndEntries := func() (accounts.Role, int64) {
+		t.Helper()
+		u, err := accts.User(ctx, op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, err := log.Read(ctx, 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Role, page.Total
+	}
+
+	boom := errors.New("boom")
+	if err := demote(boom); !errors.Is(err, boom) {
+		t.Fatalf("InTx: %v", err)
+	}
+	if role, n := roleAndEntries(); role != accounts.RoleOperator || n != 0 {
+		t.Errorf("after the rollback: role %s, %d entries; want operator and none", role, n)
+	}
+	if err := demote(nil); err != nil {
+		t.Fatal(err)
+	}
+	if role, n := roleAndEntries(); role != accounts.RoleViewer || n != 1 {
+		t.Errorf("after the commit: role %s, %d entries; want viewer and one", role, n)
 	}
 }
