@@ -19,6 +19,7 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 	}
 	results := doctor.Run(ctx, doctor.Config{
 		DatabaseURL:     cfg.DatabaseURL,
+		AdminEmail:      cfg.AdminEmail,
 		StripeSecrets:   reveal(cfg.StripeSecrets),
 		Discard:         cfg.Processor == processorDiscard,
 		ForwardURL:      cfg.ForwardURL,

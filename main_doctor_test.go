@@ -26,6 +26,8 @@ func TestRunDoctor(t *testing.T) {
 	t.Cleanup(stripe.Close)
 	env := map[string]string{
 		"DATABASE_URL":          queuetest.NewDatabaseURL(t),
+		"HOOKD_ADMIN_EMAIL":     "ops@example.com",
+		"HOOKD_ADMIN_PASSWORD":  "correct horse battery",
 		"STRIPE_WEBHOOK_SECRET": "whsec_" + strings.Repeat("Ab1", 11),
 		"HOOKD_FORWARD_URL":     app.URL + "/stripe-events",
 		"HOOKD_FORWARD_SECRET":  "whsec_ZG9jdG9yLW1haW4tdGVzdA==",

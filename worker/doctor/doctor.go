@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
 )
 
@@ -52,6 +53,8 @@ type Result struct {
 // Config is the configuration to check, as hookd serve would run with it.
 type Config struct {
 	DatabaseURL string
+	// AdminEmail is HOOKD_ADMIN_EMAIL.
+	AdminEmail string
 	// StripeSecrets are STRIPE_WEBHOOK_SECRET's secrets.
 	StripeSecrets []string
 	// Discard is set when HOOKD_PROCESSOR=discard.
@@ -78,6 +81,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 	}
 	return []Result{
 		Database(ctx, cfg.DatabaseURL),
+		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
 		SigningSecret(cfg.StripeSecrets),
 		Forward(ctx, cfg),
 		ForwardSignature(cfg),
@@ -105,27 +109,38 @@ func Write(w io.Writer, results []Result) (failed int) {
 	return failed
 }
 
+// connect opens a one-connection pool on databaseURL and checks it answers;
+// where says which database, for the messages.
+func connect(ctx context.Context, databaseURL string) (pool *pgxpool.Pool, where string, err error) {
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("DATABASE_URL does not parse: %v", err)
+	}
+	pcfg.MaxConns = 1
+	where = fmt.Sprintf("%s:%d/%s as %s", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port,
+		pcfg.ConnConfig.Database, pcfg.ConnConfig.User)
+	pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, where, fmt.Errorf("cannot connect to %s: %v; check DATABASE_URL", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, where, fmt.Errorf("cannot connect to %s: %v; check DATABASE_URL and that PostgreSQL runs", where, err)
+	}
+	return pool, where, nil
+}
+
 // Database checks that the database answers and its schema is this
 // binary's.
 func Database(ctx context.Context, databaseURL string) Result {
 	const name = "database"
-	pcfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return Result{name, Fail, fmt.Sprintf("DATABASE_URL does not parse: %v", err)}
-	}
-	pcfg.MaxConns = 1
-	where := fmt.Sprintf("%s:%d/%s as %s", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port,
-		pcfg.ConnConfig.Database, pcfg.ConnConfig.User)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, where, err := connect(ctx, databaseURL)
 	if err != nil {
-		return Result{name, Fail, fmt.Sprintf("cannot connect to %s: %v; check DATABASE_URL", where, err)}
+		return Result{name, Fail, err.Error()}
 	}
 	defer pool.Close()
-	if err := pool.Ping(ctx); err != nil {
-		return Result{name, Fail, fmt.Sprintf("cannot connect to %s: %v; check DATABASE_URL and that PostgreSQL runs", where, err)}
-	}
 	st, err := migrations.Check(ctx, pool)
 	if err != nil {
 		return Result{name, Fail, fmt.Sprintf("reachable at %s, but %v", where, err)}
@@ -142,6 +157,41 @@ func Database(ctx context.Context, databaseURL string) Result {
 			"or run hookd migrate first", where, len(st.Pending), strings.Join(st.Pending, ", "))}
 	}
 	return Result{name, OK, fmt.Sprintf("reachable at %s; schema up to date (%d migrations)", where, st.Known)}
+}
+
+// Accounts checks someone can sign in to the dashboard, and someone can
+// manage its accounts. adminEmail is HOOKD_ADMIN_EMAIL, whose account
+// hookd serve makes at start.
+func Accounts(ctx context.Context, databaseURL, adminEmail string) Result {
+	const name = "dashboard accounts"
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, _, err := connect(ctx, databaseURL)
+	if err != nil {
+		return Result{name, Skip, "not checked: the database does not answer"}
+	}
+	defer pool.Close()
+	users, err := accounts.New(pool).Users(ctx)
+	if err != nil {
+		return Result{name, Skip, "not checked: the schema is not migrated yet"}
+	}
+	admins := 0
+	for _, u := range users {
+		if u.Role == accounts.RoleAdmin {
+			admins++
+		}
+	}
+	switch {
+	case adminEmail != "" && admins == 0:
+		return Result{name, OK, fmt.Sprintf("%d accounts; hookd serve makes %s an admin at start", len(users), adminEmail)}
+	case len(users) == 0:
+		return Result{name, Fail, "nobody can sign in to the dashboard: run hookd user add you@example.com -role admin, " +
+			"or set HOOKD_ADMIN_EMAIL and HOOKD_ADMIN_PASSWORD"}
+	case admins == 0:
+		return Result{name, Warn, fmt.Sprintf("%d accounts, none of them an admin: nobody can add, re-role or remove "+
+			"accounts on the dashboard; hookd user add EMAIL -role admin makes one", len(users))}
+	}
+	return Result{name, OK, fmt.Sprintf("%d accounts, %d of them admins", len(users), admins)}
 }
 
 // stripeSecretShape is what follows whsec_ in the signing secrets Stripe

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/doctor"
 )
@@ -236,6 +238,7 @@ func TestRunAndWrite(t *testing.T) {
 	app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {})
 	results := doctor.Run(context.Background(), doctor.Config{
 		DatabaseURL:     queuetest.NewDatabaseURL(t),
+		AdminEmail:      "ops@example.com",
 		StripeSecrets:   []string{"whsec_" + strings.Repeat("x", 32)},
 		ForwardURL:      app.srv.URL,
 		ForwardSecret:   forwardSecret,
@@ -253,4 +256,44 @@ func TestRunAndWrite(t *testing.T) {
 		!strings.Contains(lines[len(lines)-1], "1 failed, 0 warnings") {
 		t.Errorf("output:\n%s\nwant one line per check, then the counts", out.String())
 	}
+}
+
+func TestAccounts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// withUsers is a fresh database holding accounts of the given roles.
+	withUsers := func(t *testing.T, roles ...accounts.Role) string {
+		u := queuetest.NewDatabaseURL(t)
+		pool, err := pgxpool.New(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		for i, r := range roles {
+			if _, err := accounts.New(pool).CreateUser(ctx, fmt.Sprintf("person%d@example.com", i), "correct horse battery", r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return u
+	}
+	t.Run("ok", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Accounts(ctx, withUsers(t, accounts.RoleAdmin, accounts.RoleViewer), ""), doctor.OK, "2 accounts, 1 of them admins")
+	})
+	t.Run("ok bootstrap", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Accounts(ctx, withUsers(t), "ops@example.com"), doctor.OK, "makes ops@example.com an admin at start")
+	})
+	t.Run("warn no admin", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Accounts(ctx, withUsers(t, accounts.RoleOperator), ""), doctor.Warn, "none of them an admin")
+	})
+	t.Run("fail nobody", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Accounts(ctx, withUsers(t), ""), doctor.Fail, "nobody can sign in", "hookd user add")
+	})
+	t.Run("skip unreachable", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.Accounts(ctx, "postgres://hookd@127.0.0.1:1/hookd?connect_timeout=5", ""), doctor.Skip, "does not answer")
+	})
 }
