@@ -175,6 +175,24 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 // max_connections of 100.
 const defaultMaxConns = 30
 
+// inlineConcurrency is how many deliveries may be processed while Stripe
+// waits, each holding a pooled connection for as long as the app takes. The
+// default is half the pool: the other half stays free for what must keep
+// answering while the app is slow, namely the deliveries deferred to the
+// queue (a few milliseconds each), the retry loop's claim and batch, the
+// pruner, the dashboard and /readyz. A setting that leaves no connection
+// free is refused.
+func inlineConcurrency(configured int64, maxConns int32) (int, error) {
+	if configured == 0 {
+		return max(1, int(maxConns)/2), nil
+	}
+	if configured >= int64(maxConns) {
+		return 0, fmt.Errorf("HOOKD_INLINE_CONCURRENCY: must be below the database pool's %d connections, "+
+			"so a slow app leaves some for the dashboard, the retry loop and /readyz (got %d)", maxConns, configured)
+	}
+	return int(configured), nil
+}
+
 func describeDB(c *pgxpool.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
 }
@@ -224,6 +242,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
+	inline, err := inlineConcurrency(cfg.InlineConcurrency, pool.Config().MaxConns)
+	if err != nil {
+		return err
+	}
 	store := queue.New(pool, storeOptions(cfg, logger)...)
 	accts := accounts.New(pool)
 	if cfg.AdminEmail != "" {
@@ -251,7 +273,8 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	activity := worker.NewActivity(store, logger, worker.ActivityConfig{})
 	metrics := worker.NewMetrics(reg, activity)
 	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
-		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics})
+		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
+		InlineConcurrency: inline})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
@@ -382,6 +405,10 @@ type Config struct {
 	PublicURL        string
 	DemoBackoff      bool
 	StripeAPIURL     string
+
+	// InlineConcurrency is 0 unless set: serve then derives it from the
+	// pool size.
+	InlineConcurrency int64
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -442,6 +469,13 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: "32", usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
+	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", usage: "deliveries processed at once while Stripe waits; past it a new event is queued at once and answered 200 (default: half the database pool's connections, 15 of the default 30)",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			return parsePositiveInt(&c.InlineConcurrency, v)
+		}},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,

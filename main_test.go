@@ -110,6 +110,7 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"RetentionBelowStripesRedeliveryWindow", map[string]string{"HOOKD_MARKER_RETENTION": "71h"}, nil,
 			`HOOKD_MARKER_RETENTION: must be at least 72h: Stripe redelivers an event for up to 3 days`},
 		{"RetentionFlagBelowStripesRedeliveryWindow", nil, []string{"-marker-retention", "24h"}, "-marker-retention: must be at least 72h"},
+		{"ZeroInlineConcurrency", map[string]string{"HOOKD_INLINE_CONCURRENCY": "0"}, nil, "HOOKD_INLINE_CONCURRENCY: must be greater than zero"},
 		{"UnknownProcessor", map[string]string{"HOOKD_PROCESSOR": "drop"}, nil, `HOOKD_PROCESSOR: must be forward or discard (got "drop")`},
 		{"BadForwardSecret", map[string]string{"HOOKD_FORWARD_SECRET": "whsec_!!!"}, nil, "HOOKD_FORWARD_SECRET: the part after whsec_ is not valid base64"},
 		{"BadTrustedProxy", map[string]string{"HOOKD_TRUSTED_PROXIES": "10.0.0.0/8, nginx"}, nil, `HOOKD_TRUSTED_PROXIES: "nginx" is not a CIDR`},
@@ -136,6 +137,23 @@ func TestParseConfig_RetentionOfStripesWindowIsAccepted(t *testing.T) {
 	cfg, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_MARKER_RETENTION": "72h"}), new(bytes.Buffer))
 	if err != nil || cfg.MarkerRetention != 72*time.Hour {
 		t.Fatalf("72h: got %v, %v; want it accepted", cfg.MarkerRetention, err)
+	}
+}
+
+func TestInlineConcurrencyLeavesConnectionsFree(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		configured int64
+		maxConns   int32
+		want       int
+	}{{0, defaultMaxConns, 15}, {0, 4, 2}, {0, 1, 1}, {8, defaultMaxConns, 8}, {29, defaultMaxConns, 29}} {
+		if got, err := inlineConcurrency(tc.configured, tc.maxConns); err != nil || got != tc.want {
+			t.Errorf("inlineConcurrency(%d, pool %d) = %d, %v; want %d", tc.configured, tc.maxConns, got, err, tc.want)
+		}
+	}
+	_, err := inlineConcurrency(30, defaultMaxConns)
+	if err == nil || !strings.Contains(err.Error(), "HOOKD_INLINE_CONCURRENCY: must be below the database pool's 30 connections") {
+		t.Errorf("as many as the pool: got %v, want a refusal naming the variable and the pool", err)
 	}
 }
 
@@ -204,7 +222,7 @@ func TestRun_UnreachableDatabaseIsOneLine(t *testing.T) {
 
 const testSecret = "whsec_main_test"
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -238,7 +256,7 @@ func (s *syncBuffer) String() string {
 // database unless env names one,
 // waits until /readyz answers 200, and returns the base URL and a stop
 // function that cancels the context and returns run's error.
-func startServe(t *testing.T, env map[string]string) (string, func() error, *syncBuffer) {
+func startServe(t testing.TB, env map[string]string) (string, func() error, *syncBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	if env["DATABASE_URL"] == "" {

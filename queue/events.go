@@ -134,6 +134,28 @@ func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err 
 	return true, nil
 }
 
+// Defer puts an event that was not processed at all on the retry queue, due
+// at once, with e.Error as its last error: the receiver defers a delivery so
+// when the app is too busy to take it while Stripe waits. No attempt was
+// made, so attempts stay 0 and last_attempt_at empty. Like Enqueue, it
+// reports whether it inserted a row.
+func (s *Store) Defer(ctx context.Context, e FailedEvent) (inserted bool, err error) {
+	var id uuid.UUID
+	err = s.db.QueryRow(ctx, `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, next_retry_at)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now())
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING id`,
+		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("defer event: %w", err)
+	}
+	return true, nil
+}
+
 // IsQueued reports whether the event has a row on the retry queue, in any
 // status.
 func (s *Store) IsQueued(ctx context.Context, source, eventID string) (bool, error) {

@@ -27,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		activity: activity,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_webhooks_received_total",
-			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued (200); bad_signature, bad_payload, too_large (4xx); locked, no_secret, unavailable (503).",
+			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued, deferred (200); bad_signature, bad_payload, too_large (4xx); locked, no_secret, unavailable (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hookd_processing_duration_seconds",

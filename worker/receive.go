@@ -56,6 +56,9 @@ const (
 	// Queued: the processor failed and the event is committed to the retry
 	// queue.
 	Queued
+	// Deferred: every inline slot was taken, so the event is committed to
+	// the retry queue, due at once, without being processed.
+	Deferred
 )
 
 func (o Outcome) String() string {
@@ -68,6 +71,8 @@ func (o Outcome) String() string {
 		return "already_queued"
 	case Queued:
 		return "queued"
+	case Deferred:
+		return "deferred"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -85,6 +90,11 @@ type ReceiverConfig struct {
 	ProcessTimeout time.Duration
 	// Metrics, when set, records processing durations.
 	Metrics *Metrics
+	// InlineConcurrency bounds the deliveries processed at once while
+	// Stripe waits; a new event past it is deferred to the retry queue and
+	// answered at once. Zero: no bound (hookd serve derives one from its
+	// pool size).
+	InlineConcurrency int
 }
 
 // Receiver runs the pipeline for one delivery from Stripe.
@@ -95,6 +105,7 @@ type Receiver struct {
 	proc    Processor
 	timeout time.Duration
 	metrics *Metrics
+	inline  inlineSlots
 }
 
 // NewReceiver returns a Receiver over store. It logs at once when no secret
@@ -111,6 +122,7 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		timeout: cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout),
 		metrics: cfg.Metrics,
+		inline:  newInlineSlots(cfg.InlineConcurrency),
 	}
 }
 
@@ -165,6 +177,11 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 	if queued {
 		return AlreadyQueued, nil
 	}
+	release, ok := r.inline.tryAcquire()
+	if !ok {
+		return r.deferBusy(ctx, tx, ev, payload, sigHeader)
+	}
+	defer release()
 
 	res, took := process(ctx, r.proc, r.timeout, Delivery{
 		EventID: ev.ID, EventType: ev.Type, Payload: payload, Attempt: 0,
