@@ -86,7 +86,8 @@ func (a *Activity) received(outcome string) {
 	switch outcome {
 	case Processed.String():
 		a.add(actProcessed, 1)
-	case Queued.String():
+	case Queued.String(), Deferred.String():
+		// A deferred event is on the queue as surely as a failed one.
 		a.add(actQueued, 1)
 	case "bad_signature":
 		a.add(actRejected, 1)

@@ -1,10 +1,13 @@
 package worker_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -105,5 +108,27 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 		if p.runs[id] != 1 {
 			t.Errorf("%s reached the app %d times, want 1", id, p.runs[id])
 		}
+	}
+}
+
+func TestActivity_DeferredCountsAsQueued(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	act := worker.NewActivity(store, discardLogger, worker.ActivityConfig{FlushInterval: time.Millisecond})
+	metrics := worker.NewMetrics(prometheus.NewRegistry(), act)
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		_ = act.Run(ctx)
+		close(done)
+	}()
+	for range 3 {
+		metrics.Received(worker.Deferred.String())
+	}
+	// Stopping flushes what is left.
+	stop()
+	<-done
+	if n := count(t, pool, `SELECT coalesce(sum(queued), 0) FROM activity_minutes`); n != 3 {
+		t.Errorf("queued in the chart counts: got %d, want the 3 deferred events", n)
 	}
 }
