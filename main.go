@@ -279,6 +279,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
 	pruner := worker.NewPruner(store, accts, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
+	rejections := worker.NewRejectionLog(store, logger, worker.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
 
 	// With a listener of its own, /metrics is not on the main address,
 	// where whoever reaches the receiver could scrape it.
@@ -293,6 +294,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		TrustedProxies:  cfg.TrustedProxies,
 		MarkerRetention: cfg.MarkerRetention,
 		RetryInterval:   cfg.RetryInterval,
+		Rejections:      rejections,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -340,7 +342,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer close(flushed)
 		_ = activity.Run(flushCtx)
 	}()
-	defer func() { stopFlushing(); <-flushed }()
+	rejectionsFlushed := make(chan struct{})
+	go func() {
+		defer close(rejectionsFlushed)
+		_ = rejections.Run(flushCtx)
+	}()
+	defer func() { stopFlushing(); <-flushed; <-rejectionsFlushed }()
 	g.Go(func() error {
 		<-gctx.Done()
 		logger.Info("shutting down: no new requests, finishing the ones in flight")

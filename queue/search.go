@@ -10,7 +10,8 @@ import (
 )
 
 // Whereabouts is everything hookd still knows about one Stripe event id:
-// its queue row, its dedup marker, its attempts. Markers and the attempts of
+// its queue row, its dedup marker, its attempts, the refused deliveries
+// that claimed it. Markers and the attempts of
 // resolved events are pruned after the marker retention, so an event older
 // than that is as unknown as one never delivered.
 type Whereabouts struct {
@@ -22,12 +23,15 @@ type Whereabouts struct {
 	ProcessedAt *time.Time
 	// Attempts are its processing attempts, oldest first.
 	Attempts []Attempt
+	// Refused are the newest refused deliveries whose body claimed this
+	// id, at most maxRefusedShown; RefusedTotal counts them all.
+	Refused      []Rejection
+	RefusedTotal int64
 }
 
-// Seen reports whether hookd has any record of the event being accepted.
-func (w Whereabouts) Seen() bool {
-	return w.Queued != nil || w.ProcessedAt != nil || len(w.Attempts) > 0
-}
+// maxRefusedShown bounds the refusals FindEvent returns: the rejection log
+// filtered by the id has them all.
+const maxRefusedShown = 20
 
 // FindEvent says where the Stripe event eventID is.
 func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, error) {
@@ -52,5 +56,10 @@ func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, err
 	if w.Attempts, err = s.Attempts(ctx, SourceStripe, eventID); err != nil {
 		return Whereabouts{}, err
 	}
+	refused, err := s.Rejections(ctx, RejectionFilter{ClaimedEventID: eventID, Limit: maxRefusedShown})
+	if err != nil {
+		return Whereabouts{}, err
+	}
+	w.Refused, w.RefusedTotal = refused.Rejections, refused.Total
 	return w, nil
 }

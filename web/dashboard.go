@@ -65,7 +65,12 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval)}, nil
+	refused, err := d.store.RejectionsByReason(ctx, 24*time.Hour)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
+	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
+		Refused: refused}, nil
 }
 
 func (d *dashboard) retentionDays() string {

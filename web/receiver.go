@@ -21,21 +21,34 @@ const lockedRetryAfter = "5"
 // event is processed or durably queued, 400 with the reason for a delivery
 // that can never succeed, 413 for a body over maxBody, 503 for anything
 // Stripe should deliver again.
-func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, maxBody int64) echo.HandlerFunc {
+//
+// Every 4xx is noted in rejections, with the client's address.
+func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, maxBody int64,
+	rejections *worker.RejectionLog) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
+		sigHeader := req.Header.Get("Stripe-Signature")
+		refuse := func(status int, err error, payload []byte) {
+			rejections.Record(worker.Refusal{Err: err, HTTPStatus: status, RemoteAddr: c.RealIP(),
+				Payload: payload, SigHeader: sigHeader})
+		}
 		payload, err := io.ReadAll(io.LimitReader(req.Body, maxBody+1))
 		if int64(len(payload)) > maxBody {
 			metrics.Received("too_large")
-			return c.String(http.StatusRequestEntityTooLarge, "body larger than the limit\n")
+			refuse(http.StatusRequestEntityTooLarge, worker.ErrTooLarge, payload)
+			return c.String(http.StatusRequestEntityTooLarge, worker.ErrTooLarge.Error()+"\n")
 		}
 		if err != nil {
 			metrics.Received("bad_payload")
-			return c.String(http.StatusBadRequest, "cannot read body\n")
+			refuse(http.StatusBadRequest, worker.ErrUnreadableBody, payload)
+			return c.String(http.StatusBadRequest, worker.ErrUnreadableBody.Error()+"\n")
 		}
-		outcome, err := receiver.Receive(req.Context(), payload, req.Header.Get("Stripe-Signature"))
+		outcome, err := receiver.Receive(req.Context(), payload, sigHeader)
 		status, label, body := receiveAnswer(outcome, err)
 		metrics.Received(label)
+		if status >= 400 && status < 500 {
+			refuse(status, err, payload)
+		}
 		switch label {
 		case "locked":
 			c.Response().Header().Set("Retry-After", lockedRetryAfter)
@@ -67,5 +80,17 @@ func receiveAnswer(outcome worker.Outcome, err error) (status int, label, body s
 		return http.StatusServiceUnavailable, "no_secret", "no signing secret configured"
 	default:
 		return http.StatusServiceUnavailable, "unavailable", "temporarily unavailable"
+	}
+}
+
+// handleStripeWebhookMethod refuses anything but a POST to the receiver
+// with a 405, and notes it: a probe or a misconfigured sender shows up in
+// the rejection log like any other refusal.
+func handleStripeWebhookMethod(rejections *worker.RejectionLog) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		rejections.Record(worker.Refusal{Err: worker.ErrMethodNotAllowed, HTTPStatus: http.StatusMethodNotAllowed,
+			RemoteAddr: c.RealIP()})
+		c.Response().Header().Set(echo.HeaderAllow, http.MethodPost)
+		return c.String(http.StatusMethodNotAllowed, worker.ErrMethodNotAllowed.Error()+"\n")
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"log/slog"
+	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
@@ -21,7 +22,9 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	if gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(metricsHandler(gatherer)))
 	}
-	e.POST("/webhooks/stripe", handleStripeWebhook(logger, receiver, metrics, maxBody))
+	e.POST("/webhooks/stripe", handleStripeWebhook(logger, receiver, metrics, maxBody, d.opts.Rejections))
+	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
+		"/webhooks/stripe", handleStripeWebhookMethod(d.opts.Rejections))
 
 	// The dashboard. Middleware is given per route, not per echo group: a
 	// group with middleware also claims every unmatched path and method,
@@ -47,6 +50,7 @@ func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *
 	e.POST("/events/retry-all", d.handleRetryAll(), operator...)
 	e.GET("/search", d.handleSearch(), viewer...)
 	e.GET("/failures", d.handleFailures(), viewer...)
+	e.GET("/rejections", d.handleRejections(), viewer...)
 	e.POST("/failures/retry/preview", d.handleRetryGroupPreview(), operator...)
 	e.POST("/failures/retry", d.handleRetryGroup(), operator...)
 	e.GET("/audit", d.handleAudit(), viewer...)

@@ -57,6 +57,9 @@ type Options struct {
 	// the nearest address in it that is not one of them. Without any, it is
 	// the connection's address, as a client can set the header itself.
 	TrustedProxies []*net.IPNet
+	// Rejections, when set, records the deliveries the receiver refuses
+	// with a 4xx, for the rejection log.
+	Rejections *worker.RejectionLog
 }
 
 // NewServer returns the handler serving every route of hookd: receiver

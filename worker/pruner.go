@@ -76,9 +76,10 @@ func (p *Pruner) Run(ctx context.Context) error {
 
 // RunOnce deletes the markers and attempt history older than the
 // retention, records the run for the dashboard, deletes expired dashboard
-// sessions, sign-in counts old enough to start over and the chart counts
-// older than queue.ActivityRetention, and returns how many markers it
-// deleted.
+// sessions, sign-in counts old enough to start over, the chart counts
+// older than queue.ActivityRetention and the refused deliveries older than
+// the retention or beyond queue.MaxRejections, and returns how many markers
+// it deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -106,10 +107,14 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 {
+	rejections, err := p.store.PruneRejections(ctx, p.cfg.Retention, queue.MaxRejections)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 || rejections > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", activity,
-			"older_than", p.cfg.Retention)
+			"refused_deliveries", rejections, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

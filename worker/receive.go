@@ -29,6 +29,19 @@ var (
 	ErrNoSecret = errors.New("no Stripe signing secret configured")
 )
 
+// Why a delivery was refused, for the rejection log. Each is an
+// ErrBadSignature or an ErrBadPayload, with the same message, and is
+// wrapped with the reason the sender is told.
+var (
+	ErrNoSignature        = fmt.Errorf("%w", ErrBadSignature)
+	ErrMalformedSignature = fmt.Errorf("%w", ErrBadSignature)
+	ErrStaleSignature     = fmt.Errorf("%w", ErrBadSignature)
+	ErrWrongSignature     = fmt.Errorf("%w", ErrBadSignature)
+	ErrNotJSON            = fmt.Errorf("%w", ErrBadPayload)
+	ErrBadEventID         = fmt.Errorf("%w", ErrBadPayload)
+	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
+)
+
 // SignatureTolerance is how old a signature's timestamp may be: Stripe's
 // own libraries' default, which bounds how long a captured delivery can be
 // replayed.
@@ -239,18 +252,18 @@ func (r *Receiver) verify(payload []byte, sigHeader string) error {
 		case err == nil:
 			return nil
 		case errors.Is(err, webhook.ErrNotSigned):
-			return fmt.Errorf("%w: no Stripe-Signature header", ErrBadSignature)
+			return fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
 		case errors.Is(err, webhook.ErrInvalidHeader):
-			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrBadSignature)
+			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
 		case errors.Is(err, webhook.ErrTooOld):
-			return fmt.Errorf("%w: timestamp older than the 300 s tolerance, or missing", ErrBadSignature)
+			return fmt.Errorf("%w: timestamp older than the 300 s tolerance, or missing", ErrStaleSignature)
 		case errors.Is(err, webhook.ErrNoValidSignature):
 			continue
 		default:
-			return fmt.Errorf("%w: %v", ErrBadSignature, err)
+			return fmt.Errorf("%w: %v", ErrMalformedSignature, err)
 		}
 	}
-	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrBadSignature)
+	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
 }
 
 // event is the part of a Stripe event the pipeline reads.
@@ -273,34 +286,34 @@ func parseEvent(payload []byte) (event, error) {
 		Type json.RawMessage `json:"type"`
 	}
 	if !utf8.Valid(payload) {
-		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrBadPayload)
+		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
 	}
 	if err := json.Unmarshal(payload, &raw); err != nil {
-		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrBadPayload)
+		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
 	}
 	var ev event
-	if err := stringField(raw.ID, "id", &ev.ID); err != nil {
+	if err := stringField(raw.ID, "id", ErrBadEventID, &ev.ID); err != nil {
 		return event{}, err
 	}
-	if err := stringField(raw.Type, "type", &ev.Type); err != nil {
+	if err := stringField(raw.Type, "type", ErrBadEventType, &ev.Type); err != nil {
 		return event{}, err
 	}
 	return ev, nil
 }
 
-func stringField(raw json.RawMessage, name string, dst *string) error {
+func stringField(raw json.RawMessage, name string, bad error, dst *string) error {
 	if len(raw) == 0 {
-		return fmt.Errorf("%w: no %q field", ErrBadPayload, name)
+		return fmt.Errorf("%w: no %q field", bad, name)
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("%w: %q is not a string", ErrBadPayload, name)
+		return fmt.Errorf("%w: %q is not a string", bad, name)
 	}
 	if *dst == "" || len(*dst) > maxIDLen {
-		return fmt.Errorf("%w: %q must have 1 to %d characters", ErrBadPayload, name, maxIDLen)
+		return fmt.Errorf("%w: %q must have 1 to %d characters", bad, name, maxIDLen)
 	}
 	for _, c := range *dst {
 		if !unicode.IsPrint(c) {
-			return fmt.Errorf("%w: %q has unprintable characters", ErrBadPayload, name)
+			return fmt.Errorf("%w: %q has unprintable characters", bad, name)
 		}
 	}
 	return nil

@@ -1,0 +1,54 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func TestPruneRejections_KeepsTheNewestWithinTheRetention(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	var rs []queue.Rejection
+	// 40 days old, then one a minute for the last 30 minutes.
+	for i := range 5 {
+		rs = append(rs, queue.Rejection{At: now.Add(-40*24*time.Hour - time.Duration(i)*time.Minute),
+			Reason: queue.RejectWrongSignature, HTTPStatus: 400, Detail: "old"})
+	}
+	for i := range 30 {
+		rs = append(rs, queue.Rejection{At: now.Add(-time.Duration(i) * time.Minute), Reason: queue.RejectNoSignature,
+			HTTPStatus: 400, Detail: "recent", Count: int64(i%3 + 1)})
+	}
+	if err := s.RecordRejections(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+
+	byReason, err := s.RejectionsByReason(ctx, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(byReason) != 1 || byReason[0].Reason != queue.RejectNoSignature || byReason[0].Count != 60 {
+		t.Errorf("last 24 h by reason: %+v, want 60 no_signature (30 rows adding up to 60)", byReason)
+	}
+
+	deleted, err := s.PruneRejections(ctx, 30*24*time.Hour, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted != 15 {
+		t.Errorf("pruned %d rows, want the 5 older than 30 days and the 10 beyond the newest 20", deleted)
+	}
+	var left int64
+	var oldest time.Time
+	if err := pool.QueryRow(ctx, `SELECT count(*), min(at) FROM webhook_rejections`).Scan(&left, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if left != 20 || now.Sub(oldest) > 20*time.Minute {
+		t.Errorf("%d rows left, the oldest %s old; want the newest 20, none older than 20 minutes", left, now.Sub(oldest))
+	}
+}

@@ -1,0 +1,107 @@
+package views
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// RejectionList is one page of the rejection log.
+type RejectionList struct {
+	Filter queue.RejectionFilter
+	Page   queue.RejectionPage
+	// PageNum is the 1-based page shown, PerPage the page size.
+	PageNum, PerPage int
+	// Prev and Next are the neighbouring pages' URLs, empty at either end.
+	Prev, Next string
+	// RetentionDays is how long the log keeps a refusal.
+	RetentionDays int
+	// Tolerance is how old a signature may be; a wrong signature younger
+	// than that was made just now, with another secret.
+	Tolerance time.Duration
+}
+
+// Filtered reports whether any filter narrows the list.
+func (l RejectionList) Filtered() bool { return l.Filter.Reason != "" || l.Filter.ClaimedEventID != "" }
+
+func (l RejectionList) from() int64 { return int64((l.PageNum-1)*l.PerPage + 1) }
+func (l RejectionList) to() int64   { return l.from() + int64(len(l.Page.Rejections)) - 1 }
+
+// rejectReasons are the rejection log's reasons in the order the filter
+// offers them, with their names for people.
+var rejectReasons = []struct {
+	Reason queue.RejectReason
+	Label  string
+}{
+	{queue.RejectWrongSignature, "Wrong signature"},
+	{queue.RejectStaleSignature, "Stale signature"},
+	{queue.RejectNoSignature, "No signature"},
+	{queue.RejectBadSignature, "Malformed signature"},
+	{queue.RejectTooLarge, "Body too large"},
+	{queue.RejectBadJSON, "Not JSON"},
+	{queue.RejectBadID, "No event id"},
+	{queue.RejectBadType, "No event type"},
+	{queue.RejectMethod, "Not a POST"},
+	{queue.RejectUnreadableBody, "Body unreadable"},
+}
+
+// KnownRejectReason reports whether r is a reason the log records.
+func KnownRejectReason(r queue.RejectReason) bool {
+	for _, k := range rejectReasons {
+		if k.Reason == r {
+			return true
+		}
+	}
+	return false
+}
+
+// RejectReasonLabel names a refusal reason for people.
+func RejectReasonLabel(r queue.RejectReason) string {
+	for _, k := range rejectReasons {
+		if k.Reason == r {
+			return k.Label
+		}
+	}
+	return string(r)
+}
+
+// skewText says how a signature's timestamp stood against the clock that
+// refused it: "4 min before the server's clock", "12 s after it".
+func skewText(d time.Duration) string {
+	switch {
+	case d >= -time.Second && d <= time.Second:
+		return "at the server's time"
+	case d > 0:
+		return span(d) + " before the server's clock"
+	default:
+		return span(-d) + " ahead of the server's clock"
+	}
+}
+
+// signatureNote reads a signature failure for people: what its timestamp
+// and the secrets say about who sent it.
+func signatureNote(r queue.Rejection, tolerance time.Duration) string {
+	skew, ok := r.SignatureSkew()
+	switch r.Reason {
+	case queue.RejectStaleSignature:
+		if !ok {
+			return "The header has no timestamp."
+		}
+		if r.SignatureMatches != nil && *r.SignatureMatches {
+			return fmt.Sprintf("Signed with a configured secret, but %s: a sender's clock that is off, or a replayed delivery.", skewText(skew))
+		}
+		return fmt.Sprintf("Signed %s, and with no configured secret: not a Stripe delivery for this endpoint.", skewText(skew))
+	case queue.RejectWrongSignature:
+		if ok && skew < tolerance && skew > -tolerance {
+			return fmt.Sprintf("Signed %s, with another secret: is STRIPE_WEBHOOK_SECRET this endpoint's signing secret?", skewText(skew))
+		}
+		if ok {
+			return fmt.Sprintf("Signed %s, with another secret.", skewText(skew))
+		}
+	}
+	if ok {
+		return "Signed " + skewText(skew) + "."
+	}
+	return ""
+}

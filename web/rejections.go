@@ -1,0 +1,62 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/worker"
+)
+
+// rejectionsURL is the URL of one page of the rejection log under f.
+func rejectionsURL(f queue.RejectionFilter, page int) string {
+	q := url.Values{}
+	if f.Reason != "" {
+		q.Set("reason", string(f.Reason))
+	}
+	if f.ClaimedEventID != "" {
+		q.Set("q", f.ClaimedEventID)
+	}
+	if page > 1 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	if len(q) == 0 {
+		return "/rejections"
+	}
+	return "/rejections?" + q.Encode()
+}
+
+func (d *dashboard) handleRejections() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		f := queue.RejectionFilter{
+			Reason:         queue.RejectReason(c.QueryParam("reason")),
+			ClaimedEventID: strings.TrimSpace(c.QueryParam("q")),
+		}
+		if f.Reason != "" && !views.KnownRejectReason(f.Reason) {
+			return echo.NewHTTPError(http.StatusBadRequest, "There is no refusal reason "+strconv.Quote(string(f.Reason))+".")
+		}
+		pageNum, err := strconv.Atoi(c.QueryParam("page"))
+		if err != nil || pageNum < 1 {
+			pageNum = 1
+		}
+		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
+		page, err := d.store.Rejections(c.Request().Context(), f)
+		if err != nil {
+			return err
+		}
+		l := views.RejectionList{Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
+			RetentionDays: max(1, int(d.opts.MarkerRetention.Hours()/24)), Tolerance: worker.SignatureTolerance}
+		if pageNum > 1 {
+			l.Prev = rejectionsURL(f, pageNum-1)
+		}
+		if int64(f.Offset+len(page.Rejections)) < page.Total {
+			l.Next = rejectionsURL(f, pageNum+1)
+		}
+		return render(c, http.StatusOK, views.Rejections(d.page(c, "Refused deliveries", "rejections"), l))
+	}
+}

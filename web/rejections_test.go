@@ -1,0 +1,259 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/workertest"
+)
+
+// rejectionBundle is the receiver and the dashboard with a rejection log.
+type rejectionBundle struct {
+	*testBundle
+	log *worker.RejectionLog
+}
+
+func setupRejections(t *testing.T, maxBody int64) *rejectionBundle {
+	t.Helper()
+	store, pool := queuetest.NewStore(t)
+	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{
+		Secrets: []string{testSecret}, PerFlush: 1000})
+	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{Secrets: []string{testSecret}})
+	stores := storesOn(store, pool)
+	srv := httptest.NewServer(web.NewServer(discardLogger, stores, receiver, nil, prometheus.NewRegistry(), web.Options{
+		MaxBody: maxBody, Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Rejections: log}))
+	t.Cleanup(srv.Close)
+	return &rejectionBundle{log: log, testBundle: &testBundle{srv: srv, store: store, accounts: stores.Accounts,
+		audit: stores.Audit, pool: pool}}
+}
+
+// flushed writes what the log holds and returns the whole log, newest first.
+func (b *rejectionBundle) flushed(t *testing.T) []queue.Rejection {
+	t.Helper()
+	if err := b.log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.store.Rejections(context.Background(), queue.RejectionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return page.Rejections
+}
+
+func TestRejections_EveryRefusalIsLoggedWithItsReason(t *testing.T) {
+	t.Parallel()
+	b := setupRejections(t, 4096)
+	const secretBody = "card_holder_name_that_must_never_be_stored"
+	event := func(id string) []byte {
+		return []byte(`{"id":"` + id + `","object":"event","type":"invoice.paid","data":{"object":{"note":"` + secretBody + `"}}}`)
+	}
+	now := time.Now()
+	stale := now.Add(-10 * time.Minute)
+	for _, tc := range []struct {
+		name        string
+		method      string
+		body        []byte
+		sig         string
+		wantStatus  int
+		wantReason  queue.RejectReason
+		wantClaimed string
+		wantSigned  *time.Time
+		wantMatches *bool
+	}{
+		{name: "TooLarge", body: append(event("evt_big"), bytes.Repeat([]byte(" "), 5000)...),
+			sig: workertest.Sign(event("evt_big"), testSecret, now), wantStatus: 413, wantReason: queue.RejectTooLarge, wantClaimed: "evt_big",
+			wantSigned: &now},
+		{name: "NoSignature", body: event("evt_unsigned"), wantStatus: 400, wantReason: queue.RejectNoSignature, wantClaimed: "evt_unsigned"},
+		{name: "MalformedSignature", body: event("evt_malformed"), sig: "t=notanumber,v1=abc", wantStatus: 400,
+			wantReason: queue.RejectBadSignature, wantClaimed: "evt_malformed"},
+		{name: "StaleWithTheRightSecret", body: event("evt_drift"), sig: workertest.Sign(event("evt_drift"), testSecret, stale),
+			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_drift", wantSigned: &stale, wantMatches: ptr(true)},
+		{name: "StaleWithAnotherSecret", body: event("evt_forged_old"), sig: workertest.Sign(event("evt_forged_old"), "whsec_other", stale),
+			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_forged_old", wantSigned: &stale, wantMatches: ptr(false)},
+		{name: "WrongSecret", body: event("evt_wrong"), sig: workertest.Sign(event("evt_wrong"), "whsec_other", now),
+			wantStatus: 400, wantReason: queue.RejectWrongSignature, wantClaimed: "evt_wrong", wantSigned: &now},
+		{name: "NotJSON", body: []byte("id=evt_form&type=x"), sig: workertest.Sign([]byte("id=evt_form&type=x"), testSecret, now),
+			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
+		{name: "NotUTF8", body: []byte("{\"id\":\"evt_bin\xff\"}"), sig: workertest.Sign([]byte("{\"id\":\"evt_bin\xff\"}"), testSecret, now),
+			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
+		{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), sig: workertest.Sign([]byte(`{"type":"invoice.paid"}`), testSecret, now),
+			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
+		{name: "NoType", body: []byte(`{"id":"evt_typeless"}`), sig: workertest.Sign([]byte(`{"id":"evt_typeless"}`), testSecret, now),
+			wantStatus: 400, wantReason: queue.RejectBadType, wantClaimed: "evt_typeless", wantSigned: &now},
+		{name: "IDNotAString", body: []byte(`{"id":42,"type":"x"}`), sig: workertest.Sign([]byte(`{"id":42,"type":"x"}`), testSecret, now),
+			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
+		{name: "NotAPost", method: http.MethodGet, wantStatus: 405, wantReason: queue.RejectMethod},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			req, err := http.NewRequest(method, b.srv.URL+"/webhooks/stripe", bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.sig != "" {
+				req.Header.Set("Stripe-Signature", tc.sig)
+			}
+			got := do(t, req)
+			if got.status != tc.wantStatus {
+				t.Fatalf("answered %d %q, want %d", got.status, got.body, tc.wantStatus)
+			}
+			rows := b.flushed(t)
+			r := rows[0]
+			if r.Reason != tc.wantReason || r.HTTPStatus != tc.wantStatus || r.Count != 1 {
+				t.Errorf("logged %s (%d) ×%d, want %s (%d) ×1", r.Reason, r.HTTPStatus, r.Count, tc.wantReason, tc.wantStatus)
+			}
+			if r.Detail != strings.TrimSpace(got.body) {
+				t.Errorf("logged detail %q, want what the sender was told, %q", r.Detail, got.body)
+			}
+			if r.RemoteAddr != "127.0.0.1" {
+				t.Errorf("logged remote address %q, want 127.0.0.1", r.RemoteAddr)
+			}
+			if claimed := deref(r.ClaimedEventID); claimed != tc.wantClaimed {
+				t.Errorf("logged claimed id %q, want %q", claimed, tc.wantClaimed)
+			}
+			switch {
+			case tc.wantSigned == nil && r.SignedAt != nil:
+				t.Errorf("logged a signature time %s for a request without one", r.SignedAt)
+			case tc.wantSigned != nil && (r.SignedAt == nil || r.SignedAt.Unix() != tc.wantSigned.Unix()):
+				t.Errorf("logged signature time %v, want %s", r.SignedAt, tc.wantSigned)
+			}
+			if tc.wantMatches != nil && (r.SignatureMatches == nil || *r.SignatureMatches != *tc.wantMatches) {
+				t.Errorf("logged signature_matches %v, want %v", r.SignatureMatches, *tc.wantMatches)
+			}
+			if strings.Contains(r.Detail, secretBody) {
+				t.Error("the body reached the log")
+			}
+		})
+	}
+
+	var stored int64
+	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_rejections
+		WHERE row_to_json(webhook_rejections)::text LIKE '%' || $1 || '%'`, secretBody).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != 0 {
+		t.Errorf("%d rejection rows hold part of a body", stored)
+	}
+	if n := count(t, b.pool, `SELECT count(*) FROM webhook_events`) + count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`); n != 0 {
+		t.Errorf("refused deliveries left %d queue rows or markers", n)
+	}
+}
+
+func TestRejections_AcceptedDeliveriesAreNotLogged(t *testing.T) {
+	t.Parallel()
+	b := setupRejections(t, 1<<20)
+	body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+	if got := post(t, b.srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 {
+		t.Fatalf("got %d %q, want 200", got.status, got.body)
+	}
+	if rows := b.flushed(t); len(rows) != 0 {
+		t.Errorf("an accepted delivery was logged as refused: %+v", rows)
+	}
+}
+
+func TestRejections_PageOverviewAndSearch(t *testing.T) {
+	t.Parallel()
+	b := setupRejections(t, 1<<20)
+	wrong := func(id string) {
+		body := workertest.StripeEvent(id, "invoice.paid")
+		if got := post(t, b.srv, body, workertest.Sign(body, "whsec_other", time.Now())); got.status != 400 {
+			t.Fatalf("got %d, want 400", got.status)
+		}
+	}
+	wrong("evt_refused_1")
+	wrong("evt_refused_1")
+	wrong("evt_refused_2")
+	if got := post(t, b.srv, []byte(`{}`), ""); got.status != 400 {
+		t.Fatalf("got %d, want 400", got.status)
+	}
+	b.flushed(t)
+
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+
+	r := c.get("/rejections")
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc.Find(`[data-testid="rejection-row"]`)
+	if rows.Length() != 4 {
+		t.Fatalf("%d rows on /rejections, want 4", rows.Length())
+	}
+	first := rows.Last() // oldest
+	if text := strings.Join(strings.Fields(first.Text()), " "); !strings.Contains(text, "Wrong signature") ||
+		!strings.Contains(text, "evt_refused_1 (unverified)") || !strings.Contains(text, "127.0.0.1") ||
+		!strings.Contains(text, "is STRIPE_WEBHOOK_SECRET this endpoint's signing secret?") {
+		t.Errorf("a wrong-secret row reads %q", text)
+	}
+	if n := c.get("/rejections?reason=wrong_signature").doc.Find(`[data-testid="rejection-row"]`).Length(); n != 3 {
+		t.Errorf("filtered by reason: %d rows, want 3", n)
+	}
+	if n := c.get("/rejections?q=evt_refused_1").doc.Find(`[data-testid="rejection-row"]`).Length(); n != 2 {
+		t.Errorf("filtered by claimed id: %d rows, want 2", n)
+	}
+	wantStatus(t, c.get("/rejections?reason=nonsense"), http.StatusBadRequest)
+
+	overview := c.get("/")
+	if got := testid(overview.doc, "count-refused"); got != "4" {
+		t.Errorf("overview: %q refused in 24 h, want 4", got)
+	}
+	var reasons []string
+	overview.doc.Find(`[data-testid="refused-by-reason"] li`).Each(func(_ int, li *goquery.Selection) {
+		reasons = append(reasons, strings.Join(strings.Fields(li.Text()), " "))
+	})
+	if got := strings.Join(reasons, "; "); got != "3 Wrong signature; 1 No signature" {
+		t.Errorf("overview: refused by reason %q", got)
+	}
+
+	answer, text := searchAnswer(t, c, "evt_refused_1")
+	if answer != "rejected" || !strings.Contains(text, "2 deliveries whose body claimed this id were refused") {
+		t.Errorf("search for a refused event: %q saying %q", answer, text)
+	}
+	if n := c.get("/search?q=evt_refused_1").doc.Find(`[data-testid="search-refusal"]`).Length(); n != 2 {
+		t.Errorf("the search lists %d refusals, want 2", n)
+	}
+}
+
+func TestRejections_EmptyStateAndSignInRequired(t *testing.T) {
+	t.Parallel()
+	b := setupRejections(t, 1<<20)
+	anon := b.client(t)
+	if r := anon.get("/rejections"); r.status != http.StatusSeeOther {
+		t.Errorf("/rejections without a session: %d, want a redirect to sign in", r.status)
+	}
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	r := c.get("/rejections")
+	wantStatus(t, r, http.StatusOK)
+	if text := strings.Join(strings.Fields(r.doc.Find(".empty").Text()), " "); !strings.Contains(text, "No refused deliveries") ||
+		!strings.Contains(text, "Deliveries hookd refuses land here") {
+		t.Errorf("empty rejection log says %q", text)
+	}
+	if got := testid(c.get("/").doc, "count-refused"); got != "0" {
+		t.Errorf("overview: %q refused, want 0", got)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,280 @@
+package worker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// Refusals decided before the pipeline runs, by the HTTP handler.
+var (
+	// ErrTooLarge is a body over the receiver's size limit.
+	ErrTooLarge = errors.New("body larger than the limit")
+	// ErrUnreadableBody is a body that could not be read to its end.
+	ErrUnreadableBody = errors.New("cannot read body")
+	// ErrMethodNotAllowed is a request to the receiver that is not a POST.
+	ErrMethodNotAllowed = errors.New("method not allowed: Stripe POSTs its events")
+)
+
+// Refusal is one delivery the receiver refused with a 4xx, as the HTTP
+// handler saw it.
+type Refusal struct {
+	// Err is why: what Receive returned, or ErrTooLarge,
+	// ErrUnreadableBody, ErrMethodNotAllowed.
+	Err        error
+	HTTPStatus int
+	RemoteAddr string
+	// Payload is the body as read (up to the size limit) and SigHeader the
+	// Stripe-Signature header. Neither is stored: only the event id the
+	// body claims and the signature's timestamp are taken from them.
+	Payload   []byte
+	SigHeader string
+}
+
+// RejectionLogConfig configures a RejectionLog. Zero fields get the
+// defaults below.
+type RejectionLogConfig struct {
+	// Secrets are the receiver's signing secrets. With them, a signature
+	// refused as stale is told apart: made with a configured secret (the
+	// sender's clock is off, or the delivery is a replay) or not.
+	Secrets []string
+	// PerFlush is how many refusals between two writes are recorded one
+	// row each. The rest are added up into one row per reason, with a
+	// count, so a flood of bad requests costs at most PerFlush rows plus
+	// one per reason every FlushInterval, not a row per request.
+	// Default: 10.
+	PerFlush int
+	// FlushInterval is how often the recorded refusals are written, in one
+	// statement. Default: 1 s.
+	FlushInterval time.Duration
+	// StopTimeout bounds each write, the last one too, which Run makes
+	// once its context is cancelled. Default: 5 s.
+	StopTimeout time.Duration
+}
+
+// claimScanBytes is how much of a refused body is read for the event id it
+// claims. Stripe puts "id" first; a body that hides it deeper is not worth
+// parsing a megabyte for.
+const claimScanBytes = 16 << 10
+
+// RejectionLog records the deliveries the receiver refused, for the
+// dashboard's rejection log. Record never waits on the database: refusals
+// are kept in memory and written every FlushInterval, so a crash loses at
+// most that much of the log, and a flood of bad requests becomes at most
+// PerFlush rows plus one row per reason per write: with the defaults, 10
+// refusals a second recorded one by one and the rest counted. A nil
+// *RejectionLog records nothing.
+type RejectionLog struct {
+	store  *queue.Store
+	logger *slog.Logger
+	cfg    RejectionLogConfig
+
+	mu       sync.Mutex
+	admitted int // refusals since the last write recorded one by one
+	pending  []queue.Rejection
+	extra    map[queue.RejectReason]*queue.Rejection
+}
+
+// NewRejectionLog returns a RejectionLog writing to store.
+func NewRejectionLog(store *queue.Store, logger *slog.Logger, cfg RejectionLogConfig) *RejectionLog {
+	cfg.PerFlush = cmp.Or(cfg.PerFlush, 10)
+	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	return &RejectionLog{
+		store:  store,
+		logger: logger.With("component", "rejections"),
+		cfg:    cfg,
+		extra:  map[queue.RejectReason]*queue.Rejection{},
+	}
+}
+
+// Record notes a refused delivery for the next write.
+func (l *RejectionLog) Record(r Refusal) {
+	if l == nil {
+		return
+	}
+	now := time.Now()
+	reason := rejectReason(r.Err)
+	l.mu.Lock()
+	one := l.admitted < l.cfg.PerFlush
+	if one {
+		l.admitted++
+	} else if sum, ok := l.extra[reason]; ok {
+		sum.Count++
+	} else {
+		l.extra[reason] = &queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus,
+			Detail: refusalText(r.Err), RemoteAddr: r.RemoteAddr, Count: 1}
+	}
+	l.mu.Unlock()
+	if !one {
+		return
+	}
+	// Read the body and the header outside the lock: concurrent refusals
+	// only wait for each other's bookkeeping.
+	row := l.describe(now, reason, r)
+	l.mu.Lock()
+	l.pending = append(l.pending, row)
+	l.mu.Unlock()
+}
+
+// describe makes the row of one refusal.
+func (l *RejectionLog) describe(now time.Time, reason queue.RejectReason, r Refusal) queue.Rejection {
+	row := queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus, Detail: refusalText(r.Err),
+		RemoteAddr: r.RemoteAddr, ClaimedEventID: claimedEventID(r.Payload), Count: 1}
+	if t, ok := signatureTime(r.SigHeader); ok {
+		row.SignedAt = &t
+	}
+	if reason == queue.RejectStaleSignature {
+		matches := false
+		for _, secret := range l.cfg.Secrets {
+			if webhook.ValidatePayloadIgnoringTolerance(r.Payload, r.SigHeader, secret) == nil {
+				matches = true
+				break
+			}
+		}
+		row.SignatureMatches = &matches
+	}
+	return row
+}
+
+// Flush writes the refusals recorded since the last flush. Those it could
+// not write are dropped: the log is for people reading it, and keeping them
+// would let an unreachable database grow the process's memory.
+func (l *RejectionLog) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	rows := l.pending
+	l.pending, l.admitted = nil, 0
+	for reason, sum := range l.extra {
+		rows = append(rows, *sum)
+		delete(l.extra, reason)
+	}
+	l.mu.Unlock()
+	return l.store.RecordRejections(ctx, rows)
+}
+
+// Run writes every FlushInterval until ctx is cancelled, then once more,
+// bounded by StopTimeout, and returns nil. A failed write is logged.
+func (l *RejectionLog) Run(ctx context.Context) error {
+	ticker := time.NewTicker(l.cfg.FlushInterval)
+	defer ticker.Stop()
+	flush := func() error {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.StopTimeout)
+		defer cancel()
+		return l.Flush(flushCtx)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if err := flush(); err != nil {
+				l.logger.Warn("last refused deliveries not logged at stop", "err", err)
+			}
+			return nil
+		case <-ticker.C:
+		}
+		if err := flush(); err != nil {
+			l.logger.WarnContext(ctx, "refused deliveries since the last write not logged", "err", err)
+		}
+	}
+}
+
+// rejectReason maps why a delivery was refused to the rejection log's
+// reason: the one place that does.
+func rejectReason(err error) queue.RejectReason {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return queue.RejectTooLarge
+	case errors.Is(err, ErrMethodNotAllowed):
+		return queue.RejectMethod
+	case errors.Is(err, ErrUnreadableBody):
+		return queue.RejectUnreadableBody
+	case errors.Is(err, ErrNoSignature):
+		return queue.RejectNoSignature
+	case errors.Is(err, ErrStaleSignature):
+		return queue.RejectStaleSignature
+	case errors.Is(err, ErrWrongSignature):
+		return queue.RejectWrongSignature
+	case errors.Is(err, ErrBadSignature):
+		return queue.RejectBadSignature
+	case errors.Is(err, ErrBadEventID):
+		return queue.RejectBadID
+	case errors.Is(err, ErrBadEventType):
+		return queue.RejectBadType
+	case errors.Is(err, ErrBadPayload):
+		return queue.RejectBadJSON
+	}
+	// A 4xx no case above knows: the body, or what was read of it, is what
+	// the receiver could not use.
+	return queue.RejectUnreadableBody
+}
+
+func refusalText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// signatureTime returns the t= timestamp of a Stripe-Signature header.
+func signatureTime(header string) (time.Time, bool) {
+	for part := range strings.SplitSeq(header, ",") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(part), "t=")
+		if !ok {
+			continue
+		}
+		unix, err := strconv.ParseInt(v, 10, 64)
+		// Beyond year 9999 PostgreSQL cannot store it, and it is no clock.
+		if err != nil || unix < 0 || unix > 253402300799 {
+			return time.Time{}, false
+		}
+		return time.Unix(unix, 0), true
+	}
+	return time.Time{}, false
+}
+
+// claimedEventID returns the top-level "id" a body claims, read with a
+// streaming decoder from its first claimScanBytes so a large body is not
+// parsed whole; nil when there is none, or none that could be an event id.
+func claimedEventID(payload []byte) *string {
+	dec := json.NewDecoder(bytes.NewReader(payload[:min(len(payload), claimScanBytes)]))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key != "id" {
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			continue
+		}
+		var id string
+		if dec.Decode(&id) != nil || id == "" || len(id) > maxIDLen {
+			return nil
+		}
+		for _, c := range id {
+			// U+FFFD stands for bytes that were not UTF-8.
+			if !unicode.IsPrint(c) || c == utf8.RuneError {
+				return nil
+			}
+		}
+		return &id
+	}
+	return nil
+}
