@@ -287,7 +287,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.MetricsAddr != "" {
 		mainGatherer = nil
 	}
-	handler := web.NewServer(logger, web.Stores{Queue: store, Accounts: accts, Audit: audit.New(pool)}, receiver, metrics, mainGatherer, web.Options{
+	handler := web.NewServer(web.Options{
+		Logger:          logger,
+		Stores:          web.Stores{Queue: store, Accounts: accts, Audit: audit.New(pool)},
+		Receiver:        receiver,
+		Metrics:         metrics,
+		Gatherer:        mainGatherer,
 		MaxBody:         cfg.MaxBody,
 		Sessions:        sessions,
 		SecureCookies:   cfg.SecureCookies,

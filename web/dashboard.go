@@ -42,13 +42,13 @@ type dashboard struct {
 	csrfKeyBytes []byte
 }
 
-func newDashboard(logger *slog.Logger, stores Stores, opts Options) *dashboard {
+func newDashboard(opts Options) *dashboard {
 	opts = withDefaults(opts)
 	return &dashboard{
-		logger:   logger.With("component", "dashboard"),
-		store:    stores.Queue,
-		accounts: stores.Accounts,
-		audit:    stores.Audit,
+		logger:   opts.Logger.With("component", "dashboard"),
+		store:    opts.Stores.Queue,
+		accounts: opts.Stores.Accounts,
+		audit:    opts.Stores.Audit,
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 

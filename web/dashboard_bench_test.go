@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -110,7 +109,8 @@ func benchServer(b *testing.B) (http.Handler, *http.Cookie) {
 	if _, _, err := accounts.New(pool).EnsureAdmin(ctx, "bench@example.com", testPassword); err != nil {
 		b.Fatal(err)
 	}
-	h := web.NewServer(slog.New(slog.DiscardHandler), storesOn(store, pool), nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)})
+	h := web.NewServer(web.Options{Stores: storesOn(store, pool), Gatherer: prometheus.NewRegistry(),
+		Sessions: pgxstore.NewWithCleanupInterval(pool, 0)})
 
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 
@@ -38,8 +37,8 @@ func TestExplain_DashboardUsesIndexes(t *testing.T) {
 
 	store := queue.New(pool)
 	stores := storesOn(store, pool)
-	srv := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), stores, nil, nil, prometheus.NewRegistry(),
-		web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
+	srv := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
+		Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
 	t.Cleanup(srv.Close)
 	c := (&testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}).client(t)
 	c.signIn(accounts.RoleViewer)

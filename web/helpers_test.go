@@ -3,7 +3,6 @@ package web_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -44,14 +43,15 @@ func setup(t *testing.T) *testBundle {
 	return setupWith(t, web.Options{}, httptest.NewServer)
 }
 
-// setupWith serves the dashboard with opts (its Sessions filled in) through
+// setupWith serves the dashboard with opts (its stores and Sessions filled in) through
 // newServer: httptest.NewServer or httptest.NewTLSServer.
 func setupWith(t *testing.T, opts web.Options, newServer func(http.Handler) *httptest.Server) *testBundle {
 	t.Helper()
 	store, pool := queuetest.NewStore(t)
 	opts.Sessions = pgxstore.NewWithCleanupInterval(pool, 0)
 	stores := storesOn(store, pool)
-	srv := newServer(web.NewServer(slog.New(slog.DiscardHandler), stores, nil, nil, prometheus.NewRegistry(), opts))
+	opts.Stores, opts.Gatherer = stores, prometheus.NewRegistry()
+	srv := newServer(web.NewServer(opts))
 	t.Cleanup(srv.Close)
 	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
 }

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,8 +43,8 @@ func TestLayout_DemoBackoffBanner(t *testing.T) {
 	t.Parallel()
 	pool := queuetest.NewPool(t)
 	stores := storesOn(queue.New(pool, queue.WithDemoBackoff()), pool)
-	demo := httptest.NewServer(web.NewServer(slog.New(slog.DiscardHandler), stores,
-		nil, nil, prometheus.NewRegistry(), web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
+	demo := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
+		Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
 	t.Cleanup(demo.Close)
 	db := &testBundle{srv: demo, store: stores.Queue, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
 	c := db.client(t)

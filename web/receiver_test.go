@@ -39,7 +39,8 @@ func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int
 	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
 		Secrets: []string{testSecret}, Processor: p, Metrics: metrics,
 	})
-	srv := httptest.NewServer(web.NewServer(discardLogger, web.Stores{Queue: store}, receiver, metrics, reg, web.Options{MaxBody: maxBody}))
+	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
+		Receiver: receiver, Metrics: metrics, Gatherer: reg, MaxBody: maxBody}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -252,7 +253,8 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{})
-		srv := httptest.NewServer(web.NewServer(discardLogger, web.Stores{Queue: store}, receiver, nil, prometheus.NewRegistry(), web.Options{}))
+		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
+			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
 		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
 		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {

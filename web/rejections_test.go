@@ -34,8 +34,8 @@ func setupRejections(t *testing.T, maxBody int64) *rejectionBundle {
 		Secrets: []string{testSecret}, PerFlush: 1000})
 	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{Secrets: []string{testSecret}})
 	stores := storesOn(store, pool)
-	srv := httptest.NewServer(web.NewServer(discardLogger, stores, receiver, nil, prometheus.NewRegistry(), web.Options{
-		MaxBody: maxBody, Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Rejections: log}))
+	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: stores, Receiver: receiver,
+		Gatherer: prometheus.NewRegistry(), MaxBody: maxBody, Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Rejections: log}))
 	t.Cleanup(srv.Close)
 	return &rejectionBundle{log: log, testBundle: &testBundle{srv: srv, store: store, accounts: stores.Accounts,
 		audit: stores.Audit, pool: pool}}

@@ -74,7 +74,8 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
 			Secrets: []string{testSecret}, Processor: down,
 		})
-		srv := httptest.NewServer(web.NewServer(discardLogger, storesOn(store, pool), receiver, nil, prometheus.NewRegistry(), web.Options{}))
+		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: storesOn(store, pool),
+			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
 		replicas = append(replicas, replica{srv, worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
 			Processor: down, BatchSize: 7, Interval: 5 * time.Millisecond,

@@ -1,30 +1,25 @@
 package web
 
 import (
-	"log/slog"
 	"net/http"
 	"slices"
 
 	"github.com/labstack/echo/v4"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/worker"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.
-func addRoutes(e *echo.Echo, logger *slog.Logger, store *queue.Store, receiver *worker.Receiver,
-	metrics *worker.Metrics, gatherer prometheus.Gatherer, maxBody int64, d *dashboard) {
+func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.GET("/healthz", handleHealthz())
-	e.GET("/readyz", handleReadyz(logger, store))
+	e.GET("/readyz", handleReadyz(opts.Logger, opts.Stores.Queue))
 	e.GET("/static/*", handleStatic())
-	if gatherer != nil {
-		e.GET("/metrics", echo.WrapHandler(metricsHandler(gatherer)))
+	if opts.Gatherer != nil {
+		e.GET("/metrics", echo.WrapHandler(metricsHandler(opts.Gatherer)))
 	}
-	e.POST("/webhooks/stripe", handleStripeWebhook(logger, receiver, metrics, maxBody, d.opts.Rejections))
+	e.POST("/webhooks/stripe", handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics, opts.MaxBody, opts.Rejections))
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
-		"/webhooks/stripe", handleStripeWebhookMethod(d.opts.Rejections))
+		"/webhooks/stripe", handleStripeWebhookMethod(opts.Rejections))
 
 	// The dashboard. Middleware is given per route, not per echo group: a
 	// group with middleware also claims every unmatched path and method,

@@ -33,8 +33,23 @@ type Stores struct {
 	Audit    *audit.Log
 }
 
-// Options configures the receiver's limits and the dashboard.
+// Options is everything NewServer needs: what it serves from, and the
+// receiver's limits and the dashboard's settings. One struct, so a new
+// dependency is one field and the call sites name what they pass.
 type Options struct {
+	// Logger receives the server's logs; nil discards them.
+	Logger *slog.Logger
+	// Stores are the stores the dashboard and /readyz read and write.
+	Stores Stores
+	// Receiver runs a webhook through the pipeline; nil only in tests that
+	// serve the dashboard alone, which must not post to /webhooks/stripe.
+	Receiver *worker.Receiver
+	// Metrics counts the receiver's answers; nil counts nothing.
+	Metrics *worker.Metrics
+	// Gatherer is what /metrics serves; nil serves no /metrics here, as it
+	// has a listener of its own (NewMetricsHandler).
+	Gatherer prometheus.Gatherer
+
 	// MaxBody is the largest webhook body accepted, in bytes; larger ones
 	// get a 413. Zero means 1 MiB.
 	MaxBody int64
@@ -62,12 +77,8 @@ type Options struct {
 	Rejections *worker.RejectionLog
 }
 
-// NewServer returns the handler serving every route of hookd: receiver
-// hands webhooks to the pipeline, metrics counts them, gatherer is what
-// /metrics serves. A nil gatherer serves no /metrics here: it has a
-// listener of its own (NewMetricsHandler).
-func NewServer(logger *slog.Logger, stores Stores, receiver *worker.Receiver,
-	metrics *worker.Metrics, gatherer prometheus.Gatherer, opts Options) http.Handler {
+// NewServer returns the handler serving every route of hookd.
+func NewServer(opts Options) http.Handler {
 	opts = withDefaults(opts)
 	e := echo.New()
 	e.HideBanner = true
@@ -76,9 +87,9 @@ func NewServer(logger *slog.Logger, stores Stores, receiver *worker.Receiver,
 	e.Use(middleware.RequestID())
 	e.Use(securityHeaders)
 
-	d := newDashboard(logger, stores, opts)
+	d := newDashboard(opts)
 	e.HTTPErrorHandler = d.handleError
-	addRoutes(e, logger, stores.Queue, receiver, metrics, gatherer, opts.MaxBody, d)
+	addRoutes(e, opts, d)
 	return e
 }
 
@@ -112,6 +123,9 @@ func clientAddress(trusted []*net.IPNet) echo.IPExtractor {
 }
 
 func withDefaults(opts Options) Options {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	opts.MaxBody = cmp.Or(opts.MaxBody, 1<<20)
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, 30*24*time.Hour)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, 5*time.Second)
