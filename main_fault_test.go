@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // dbProxy stands between hookd and PostgreSQL so a test can cut the
@@ -165,13 +165,13 @@ func TestDatabaseOutageNeverAnswers200WithoutCommitting(t *testing.T) {
 					return
 				default:
 				}
-				d := faultDelivery{id: workertest.NewEventID(), eventType: "invoice.paid"}
+				d := faultDelivery{id: stripeevent.NewID("evt"), eventType: "invoice.paid"}
 				if (s+n)%4 == 0 {
 					d.eventType = failingType
 				}
-				body := workertest.StripeEvent(d.id, d.eventType)
+				body := stripeevent.Minimal(d.id, d.eventType)
 				req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(body))
-				req.Header.Set("Stripe-Signature", workertest.Sign(body, testSecret, time.Now()))
+				req.Header.Set("Stripe-Signature", stripeevent.Sign(body, testSecret, time.Now()))
 				d.sent = time.Now()
 				resp, err := client.Do(req)
 				d.answered, d.err = time.Now(), err

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // slowApp is the user's app when it is slow: it holds every event it gets
@@ -71,15 +71,15 @@ func burst(base string, n int) ([]string, <-chan delivery) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = workertest.NewEventID()
+		ids[i] = stripeevent.NewID("evt")
 	}
 	answers := make(chan delivery, n)
 	for _, id := range ids {
 		go func() {
-			body := workertest.StripeEvent(id, "invoice.paid")
+			body := stripeevent.Minimal(id, "invoice.paid")
 			req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Stripe-Signature", workertest.Sign(body, testSecret, time.Now()))
+			req.Header.Set("Stripe-Signature", stripeevent.Sign(body, testSecret, time.Now()))
 			start := time.Now()
 			resp, err := client.Do(req)
 			d := delivery{id: id, err: err}

@@ -25,9 +25,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
-	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const (
@@ -240,16 +240,14 @@ func (h *hookd) sendEvent(t *testing.T, typ, object string) (string, []byte) {
 // answer, for callers that must not stop the test from another goroutine.
 func (h *hookd) postEvent(typ, object string) (id string, payload []byte, status int, body []byte, err error) {
 	id = "evt_e2e" + randomHex(8)
-	payload = fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,"livemode":false,"type":%q,"data":{"object":%s}}`,
-		id, time.Now().Unix(), typ, object)
-	signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: webhookSecret})
+	payload = stripeevent.Event{ID: id, Type: typ, Created: time.Now(), Object: []byte(object)}.JSON()
 
 	req, err := http.NewRequest(http.MethodPost, h.url("/webhooks/stripe"), bytes.NewReader(payload))
 	if err != nil {
 		return id, payload, 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("Stripe-Signature", signed.Header)
+	req.Header.Set("Stripe-Signature", stripeevent.Sign(payload, webhookSecret, time.Now()))
 	client := &http.Client{Timeout: 15 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // BenchmarkReceiverHTTP posts real signed Stripe events, each new, over HTTP
@@ -42,12 +43,9 @@ func BenchmarkReceiverHTTP(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var mine []time.Duration
 		for pb.Next() {
-			body := fmt.Appendf(nil, `{"id":"%s%d","object":"event","api_version":"2025-03-31.basil","created":%d,`+
-				`"data":{"object":{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd"}},`+
-				`"livemode":false,"pending_webhooks":1,"type":"invoice.paid"}`,
-				prefix, seq.Add(1), time.Now().Unix())
+			body := stripeevent.Minimal(prefix+strconv.FormatInt(seq.Add(1), 10), "invoice.paid")
 			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-			req.Header.Set("Stripe-Signature", workertest.Sign(body, testSecret, time.Now()))
+			req.Header.Set("Stripe-Signature", stripeevent.Sign(body, testSecret, time.Now()))
 			t0 := time.Now()
 			resp, err := client.Do(req)
 			if err != nil {

@@ -23,7 +23,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const testSecret = "whsec_test_secret"
@@ -96,9 +96,9 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		for _, want := range []string{"processed\n", "duplicate\n"} {
-			if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != want {
+			if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != want {
 				t.Errorf("got %d %q, want 200 %q", got.status, got.body, want)
 			}
 		}
@@ -113,8 +113,8 @@ func TestStripeWebhook(t *testing.T) {
 		srv := newServer(t, store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 			return worker.Result{Err: fmt.Errorf("downstream answered 502: bad gateway"), HTTPStatus: 502}
 		}), 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
 			t.Errorf("got %d %q, want 200 queued", got.status, got.body)
 		}
 		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
@@ -126,8 +126,8 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, _ := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now().Add(time.Hour))); got.status != 200 {
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now().Add(time.Hour))); got.status != 200 {
 			t.Errorf("got %d %q, want 200", got.status, got.body)
 		}
 	})
@@ -149,8 +149,8 @@ func TestStripeWebhook(t *testing.T) {
 			return worker.Result{}
 		})
 		srv := newServer(t, store, p, 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		sig := workertest.Sign(body, testSecret, time.Now())
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		sig := stripeevent.Sign(body, testSecret, time.Now())
 
 		start := make(chan struct{})
 		statuses := make(chan answer, deliveries)
@@ -190,8 +190,8 @@ func TestStripeWebhook(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		srv := newServer(t, store, worker.Discard, 1024)
-		good := workertest.StripeEvent("evt_bad_input", "invoice.paid")
-		signed := func(b []byte) (string, []byte) { return workertest.Sign(b, testSecret, time.Now()), b }
+		good := stripeevent.Minimal("evt_bad_input", "invoice.paid")
+		signed := func(b []byte) (string, []byte) { return stripeevent.Sign(b, testSecret, time.Now()), b }
 		tests := []struct {
 			name       string
 			body       []byte
@@ -202,9 +202,9 @@ func TestStripeWebhook(t *testing.T) {
 			{name: "NoHeader", body: good, sig: "", wantStatus: 400, wantBody: "no Stripe-Signature header"},
 			{name: "MalformedHeader", body: good, sig: "t=1,v1", wantStatus: 400, wantBody: "malformed Stripe-Signature header"},
 			{name: "NoV1Signature", body: good, sig: fmt.Sprintf("t=%d,v0=abc", time.Now().Unix()), wantStatus: 400, wantBody: "no v1 signature matches"},
-			{name: "WrongSecret", body: good, sig: workertest.Sign(good, "whsec_other", time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
-			{name: "StaleTimestamp", body: good, sig: workertest.Sign(good, testSecret, time.Now().Add(-301*time.Second)), wantStatus: 400, wantBody: "older than the 300 s tolerance"},
-			{name: "BodyNotMatchingSignature", body: append([]byte(" "), good...), sig: workertest.Sign(good, testSecret, time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
+			{name: "WrongSecret", body: good, sig: stripeevent.Sign(good, "whsec_other", time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
+			{name: "StaleTimestamp", body: good, sig: stripeevent.Sign(good, testSecret, time.Now().Add(-301*time.Second)), wantStatus: 400, wantBody: "older than the 300 s tolerance"},
+			{name: "BodyNotMatchingSignature", body: append([]byte(" "), good...), sig: stripeevent.Sign(good, testSecret, time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
 			{name: "NotJSON", body: []byte("id=evt_1&type=x"), wantStatus: 400, wantBody: "not a JSON object"},
 			{name: "JSONArray", body: []byte(`[{"id":"evt_1","type":"x"}]`), wantStatus: 400, wantBody: "not a JSON object"},
 			{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), wantStatus: 400, wantBody: `no "id" field`},
@@ -256,8 +256,8 @@ func TestStripeWebhook(t *testing.T) {
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Errorf("got %d %q, want 503", got.status, got.body)
 		}
 		if n := stored(t, pool); n != 0 {
@@ -303,23 +303,23 @@ func TestStripeWebhook(t *testing.T) {
 			return worker.Result{}
 		})
 		srv := newServer(t, store, p, 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 
-		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
+		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Fatalf("delivery while the database goes away: got %d %q, want 503", got.status, got.body)
 		}
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)
 		if got := do(t, req); got.status != 503 {
 			t.Errorf("readyz without database: got %d, want 503", got.status)
 		}
-		if got := post(t, srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 503 {
+		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Errorf("redelivery without database: got %d %q, want 503", got.status, got.body)
 		}
 
 		setAllowed(true)
 		var last answer
 		queuetest.WaitFor(t, 10*time.Second, "a redelivery to succeed", func() bool {
-			last = post(t, srv, body, workertest.Sign(body, testSecret, time.Now()))
+			last = post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now()))
 			if last.status != 200 && last.status != 503 {
 				t.Fatalf("redelivery: got %d %q, want 200 or 503", last.status, last.body)
 			}
@@ -342,8 +342,8 @@ func TestStripeWebhook(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		srv := newServer(t, store, worker.Discard, 1<<20)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		post(t, srv, body, workertest.Sign(body, testSecret, time.Now()))
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now()))
 		post(t, srv, body, "")
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
 		got := do(t, req)

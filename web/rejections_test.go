@@ -18,7 +18,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // rejectionBundle is the receiver and the dashboard with a rejection log.
@@ -75,26 +75,26 @@ func TestRejections_EveryRefusalIsLoggedWithItsReason(t *testing.T) {
 		wantMatches *bool
 	}{
 		{name: "TooLarge", body: append(event("evt_big"), bytes.Repeat([]byte(" "), 5000)...),
-			sig: workertest.Sign(event("evt_big"), testSecret, now), wantStatus: 413, wantReason: queue.RejectTooLarge, wantClaimed: "evt_big",
+			sig: stripeevent.Sign(event("evt_big"), testSecret, now), wantStatus: 413, wantReason: queue.RejectTooLarge, wantClaimed: "evt_big",
 			wantSigned: &now},
 		{name: "NoSignature", body: event("evt_unsigned"), wantStatus: 400, wantReason: queue.RejectNoSignature, wantClaimed: "evt_unsigned"},
 		{name: "MalformedSignature", body: event("evt_malformed"), sig: "t=notanumber,v1=abc", wantStatus: 400,
 			wantReason: queue.RejectBadSignature, wantClaimed: "evt_malformed"},
-		{name: "StaleWithTheRightSecret", body: event("evt_drift"), sig: workertest.Sign(event("evt_drift"), testSecret, stale),
+		{name: "StaleWithTheRightSecret", body: event("evt_drift"), sig: stripeevent.Sign(event("evt_drift"), testSecret, stale),
 			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_drift", wantSigned: &stale, wantMatches: ptr(true)},
-		{name: "StaleWithAnotherSecret", body: event("evt_forged_old"), sig: workertest.Sign(event("evt_forged_old"), "whsec_other", stale),
+		{name: "StaleWithAnotherSecret", body: event("evt_forged_old"), sig: stripeevent.Sign(event("evt_forged_old"), "whsec_other", stale),
 			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_forged_old", wantSigned: &stale, wantMatches: ptr(false)},
-		{name: "WrongSecret", body: event("evt_wrong"), sig: workertest.Sign(event("evt_wrong"), "whsec_other", now),
+		{name: "WrongSecret", body: event("evt_wrong"), sig: stripeevent.Sign(event("evt_wrong"), "whsec_other", now),
 			wantStatus: 400, wantReason: queue.RejectWrongSignature, wantClaimed: "evt_wrong", wantSigned: &now},
-		{name: "NotJSON", body: []byte("id=evt_form&type=x"), sig: workertest.Sign([]byte("id=evt_form&type=x"), testSecret, now),
+		{name: "NotJSON", body: []byte("id=evt_form&type=x"), sig: stripeevent.Sign([]byte("id=evt_form&type=x"), testSecret, now),
 			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
-		{name: "NotUTF8", body: []byte("{\"id\":\"evt_bin\xff\"}"), sig: workertest.Sign([]byte("{\"id\":\"evt_bin\xff\"}"), testSecret, now),
+		{name: "NotUTF8", body: []byte("{\"id\":\"evt_bin\xff\"}"), sig: stripeevent.Sign([]byte("{\"id\":\"evt_bin\xff\"}"), testSecret, now),
 			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
-		{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), sig: workertest.Sign([]byte(`{"type":"invoice.paid"}`), testSecret, now),
+		{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), sig: stripeevent.Sign([]byte(`{"type":"invoice.paid"}`), testSecret, now),
 			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
-		{name: "NoType", body: []byte(`{"id":"evt_typeless"}`), sig: workertest.Sign([]byte(`{"id":"evt_typeless"}`), testSecret, now),
+		{name: "NoType", body: []byte(`{"id":"evt_typeless"}`), sig: stripeevent.Sign([]byte(`{"id":"evt_typeless"}`), testSecret, now),
 			wantStatus: 400, wantReason: queue.RejectBadType, wantClaimed: "evt_typeless", wantSigned: &now},
-		{name: "IDNotAString", body: []byte(`{"id":42,"type":"x"}`), sig: workertest.Sign([]byte(`{"id":42,"type":"x"}`), testSecret, now),
+		{name: "IDNotAString", body: []byte(`{"id":42,"type":"x"}`), sig: stripeevent.Sign([]byte(`{"id":42,"type":"x"}`), testSecret, now),
 			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
 		{name: "NotAPost", method: http.MethodGet, wantStatus: 405, wantReason: queue.RejectMethod},
 	} {
@@ -159,8 +159,8 @@ func TestRejections_EveryRefusalIsLoggedWithItsReason(t *testing.T) {
 func TestRejections_AcceptedDeliveriesAreNotLogged(t *testing.T) {
 	t.Parallel()
 	b := setupRejections(t, 1<<20)
-	body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-	if got := post(t, b.srv, body, workertest.Sign(body, testSecret, time.Now())); got.status != 200 {
+	body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+	if got := post(t, b.srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 {
 		t.Fatalf("got %d %q, want 200", got.status, got.body)
 	}
 	if rows := b.flushed(t); len(rows) != 0 {
@@ -172,8 +172,8 @@ func TestRejections_PageOverviewAndSearch(t *testing.T) {
 	t.Parallel()
 	b := setupRejections(t, 1<<20)
 	wrong := func(id string) {
-		body := workertest.StripeEvent(id, "invoice.paid")
-		if got := post(t, b.srv, body, workertest.Sign(body, "whsec_other", time.Now())); got.status != 400 {
+		body := stripeevent.Minimal(id, "invoice.paid")
+		if got := post(t, b.srv, body, stripeevent.Sign(body, "whsec_other", time.Now())); got.status != 400 {
 			t.Fatalf("got %d, want 400", got.status)
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // flakyDownstream fails each event's first run and accepts the later ones,
@@ -92,14 +92,14 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	const events = 40
 	bodies := make([][]byte, events)
 	for i := range bodies {
-		bodies[i] = workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		bodies[i] = stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 	}
 	var wg sync.WaitGroup
 	for round := range 2 {
 		for _, body := range bodies {
 			for _, r := range replicas {
 				wg.Go(func() {
-					got := post(t, r.srv, body, workertest.Sign(body, testSecret, time.Now()))
+					got := post(t, r.srv, body, stripeevent.Sign(body, testSecret, time.Now()))
 					if got.status != 200 && got.status != 503 {
 						t.Errorf("round %d: got %d %q, want 200 or 503", round, got.status, got.body)
 					}

@@ -12,7 +12,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
@@ -25,13 +25,13 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 		Secrets: []string{testSecret}, Processor: p, InlineConcurrency: slots,
 	})
 	deliver := func(body []byte) (worker.Outcome, error) {
-		return r.Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
+		return r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 	}
 
 	bodies := make(map[string][]byte, events)
 	for range events {
-		id := workertest.NewEventID()
-		bodies[id] = workertest.StripeEvent(id, "invoice.paid")
+		id := stripeevent.NewID("evt")
+		bodies[id] = stripeevent.Minimal(id, "invoice.paid")
 	}
 	// Every event at once, while the app holds each one it gets.
 	type answer struct {

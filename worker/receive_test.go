@@ -9,7 +9,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 func TestReceive(t *testing.T) {
@@ -20,10 +20,10 @@ func TestReceive(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		p := &countingProcessor{}
 		r := newReceiver(store, p)
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 
 		for i, want := range []worker.Outcome{worker.Processed, worker.Duplicate} {
-			got, err := r.Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
+			got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 			if err != nil || got != want {
 				t.Fatalf("delivery %d: got %v, %v; want %v", i, got, err, want)
 			}
@@ -46,11 +46,11 @@ func TestReceive(t *testing.T) {
 		p := &countingProcessor{}
 		p.fail.Store(true)
 		r := newReceiver(store, p)
-		id := workertest.NewEventID()
-		body := workertest.StripeEvent(id, "invoice.paid")
+		id := stripeevent.NewID("evt")
+		body := stripeevent.Minimal(id, "invoice.paid")
 
 		for i, want := range []worker.Outcome{worker.Queued, worker.AlreadyQueued} {
-			got, err := r.Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
+			got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 			if err != nil || got != want {
 				t.Fatalf("delivery %d: got %v, %v; want %v", i, got, err, want)
 			}
@@ -80,11 +80,11 @@ func TestReceive(t *testing.T) {
 	t.Run("DeadEventRedeliveredStaysDead", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
-		id := workertest.NewEventID()
+		id := stripeevent.NewID("evt")
 		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id, Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		p := &countingProcessor{}
-		body := workertest.StripeEvent(id, "invoice.paid")
-		got, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
+		body := stripeevent.Minimal(id, "invoice.paid")
+		got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 		if err != nil || got != worker.AlreadyQueued {
 			t.Fatalf("got %v, %v; want AlreadyQueued", got, err)
 		}
@@ -100,8 +100,8 @@ func TestReceive(t *testing.T) {
 			Secrets: []string{"whsec_old", "whsec_new"},
 		})
 		for _, secret := range []string{"whsec_old", "whsec_new"} {
-			body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-			if got, err := r.Receive(t.Context(), body, workertest.Sign(body, secret, time.Now())); err != nil || got != worker.Processed {
+			body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+			if got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, secret, time.Now())); err != nil || got != worker.Processed {
 				t.Errorf("signed with %s: got %v, %v; want Processed", secret, got, err)
 			}
 		}
@@ -113,8 +113,8 @@ func TestReceive(t *testing.T) {
 		r := newReceiver(store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 			panic("handler bug")
 		}))
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		if got, err := r.Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		if got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
 			t.Fatalf("got %v, %v; want Queued", got, err)
 		}
 		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE last_error = 'processor panicked: handler bug'`); got != 1 {
@@ -126,8 +126,8 @@ func TestReceive(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{})
-		body := workertest.StripeEvent(workertest.NewEventID(), "invoice.paid")
-		if _, err := r.Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); !errors.Is(err, worker.ErrNoSecret) {
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		if _, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); !errors.Is(err, worker.ErrNoSecret) {
 			t.Errorf("got %v, want ErrNoSecret", err)
 		}
 		if got := markers(t, pool) + queued(t, pool); got != 0 {

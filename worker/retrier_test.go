@@ -14,7 +14,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 func newRetrier(store *queue.Store, p worker.Processor, batch int) *worker.Retrier {
@@ -98,9 +98,9 @@ func TestRetrier(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		p := &countingProcessor{}
 		p.fail.Store(true)
-		id := workertest.NewEventID()
-		body := workertest.StripeEvent(id, "invoice.paid")
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
+		id := stripeevent.NewID("evt")
+		body := stripeevent.Minimal(id, "invoice.paid")
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
 			t.Fatalf("inline: got %v, %v; want Queued", got, err)
 		}
 		r := newRetrier(store, p, 10)
@@ -263,14 +263,14 @@ func TestRetrier(t *testing.T) {
 		}()
 		<-p.started
 		body := []byte(e.Payload)
-		if _, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); !errors.Is(err, queue.ErrEventLocked) {
+		if _, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); !errors.Is(err, queue.ErrEventLocked) {
 			t.Errorf("inline during retry: got %v, want ErrEventLocked", err)
 		}
 		close(p.release)
 		if err := <-done; err != nil {
 			t.Fatalf("retry batch: %v", err)
 		}
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now())); err != nil || got != worker.Duplicate {
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Duplicate {
 			t.Errorf("redelivery after retry: got %v, %v; want Duplicate", got, err)
 		}
 		if got := p.total(); got != 1 {
@@ -281,8 +281,8 @@ func TestRetrier(t *testing.T) {
 	t.Run("RetryWhileInlineRunsLeavesTheEvent", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
-		id := workertest.NewEventID()
-		body := workertest.StripeEvent(id, "invoice.paid")
+		id := stripeevent.NewID("evt")
+		body := stripeevent.Minimal(id, "invoice.paid")
 		p := newBlockingProcessor()
 		type answer struct {
 			o   worker.Outcome
@@ -290,7 +290,7 @@ func TestRetrier(t *testing.T) {
 		}
 		done := make(chan answer, 1)
 		go func() {
-			o, err := newReceiver(store, p).Receive(t.Context(), body, workertest.Sign(body, testSecret, time.Now()))
+			o, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 			done <- answer{o, err}
 		}()
 		<-p.started

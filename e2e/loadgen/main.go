@@ -48,7 +48,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const webhookSecret = "whsec_loadgen_secret"
@@ -264,13 +265,12 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 			var mine []time.Duration
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				body := gen.next()
-				signed := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret})
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 				if err != nil {
 					panic(err)
 				}
 				req.Header.Set("Content-Type", "application/json; charset=utf-8")
-				req.Header.Set("Stripe-Signature", signed.Header)
+				req.Header.Set("Stripe-Signature", stripeevent.Sign(body, webhookSecret, time.Now()))
 				t0 := time.Now()
 				resp, err := client.Do(req)
 				if err == nil {
@@ -335,17 +335,15 @@ func newEventGen(prefix string) *eventGen {
 func (g *eventGen) next() []byte {
 	g.seq++
 	id := g.prefix + strconv.Itoa(g.seq)
-	body := fmt.Appendf(nil, `{"id":%q,"object":"event","api_version":"2025-03-31.basil","created":%d,`+
-		`"data":{"object":{"id":"in_%s","object":"invoice","account_country":"US","amount_due":2000,"amount_paid":2000,`+
+	object := fmt.Appendf(nil, `{"id":"in_%s","object":"invoice","account_country":"US","amount_due":2000,"amount_paid":2000,`+
 		`"amount_remaining":0,"attempt_count":1,"attempted":true,"billing_reason":"subscription_cycle",`+
 		`"collection_method":"charge_automatically","currency":"usd","customer":"cus_%s","customer_email":"jenny@example.com",`+
 		`"lines":{"object":"list","data":[{"id":"il_%s","object":"line_item","amount":2000,"currency":"usd",`+
 		`"description":"1 × Pro (at $20.00 / month)","period":{"end":1767225600,"start":1764547200},"quantity":1}],`+
 		`"has_more":false,"total_count":1},"livemode":false,"metadata":{"note":%q},"paid":true,"status":"paid",`+
-		`"subtotal":2000,"total":2000}},"livemode":false,"pending_webhooks":1,`+
-		`"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`,
-		id, time.Now().Unix(), id, g.pad[:14], id, g.pad[:160+g.seq%850])
-	return body
+		`"subtotal":2000,"total":2000}`,
+		id, g.pad[:14], id, g.pad[:160+g.seq%850])
+	return stripeevent.Event{ID: id, Type: "invoice.paid", Created: time.Now(), Object: object}.JSON()
 }
 
 type drainRound struct {
@@ -437,7 +435,7 @@ func seedDue(ctx context.Context, conn *pgx.Conn, n, round int) error {
 	for i := range events {
 		body := gen.next()
 		id := gen.prefix + strconv.Itoa(gen.seq)
-		sig := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: webhookSecret}).Header
+		sig := stripeevent.Sign(body, webhookSecret, time.Now())
 		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due}
 		attempts[i] = []any{"stripe", id, 12.5, "failed", int32(503), "downstream answered 503", "inline", int32(0)}
 	}

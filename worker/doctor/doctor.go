@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // Status is the verdict of one check.
@@ -241,8 +242,8 @@ func Forward(ctx context.Context, cfg Config) Result {
 		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_SECRET: %v", err)}
 	}
 	id := "evt_hookd_ping_" + randomHex(8)
-	payload := fmt.Appendf(nil, `{"id":%q,"object":"event","type":%q,"created":%d,"livemode":false,`+
-		`"data":{"object":{"object":"hookd.ping","sent_by":"hookd doctor"}}}`, id, PingType, time.Now().Unix())
+	payload := stripeevent.Event{ID: id, Type: PingType, Created: time.Now(),
+		Object: []byte(`{"object":"hookd.ping","sent_by":"hookd doctor"}`)}.JSON()
 	timeout := cfg.ForwardTimeout
 	if timeout <= 0 {
 		timeout = worker.DefaultProcessTimeout

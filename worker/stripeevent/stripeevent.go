@@ -1,12 +1,15 @@
-// Package stripeevent makes Stripe events as Stripe sends them: the
-// pretty-printed JSON of an event envelope around a realistic object
-// (invoice, payment intent, charge, customer, subscription, checkout
-// session), 1 to 2 KB each, and their Stripe-Signature header, signed by
-// stripe-go's own webhook package. `hookd send-test-event` sends them, and
-// the demo mixes them.
+// Package stripeevent makes Stripe events as Stripe sends them, and their
+// Stripe-Signature header, signed by stripe-go's own webhook package. It is
+// the one place hookd builds an event: `hookd send-test-event` and the demo
+// send realistic ones (Sample: the pretty-printed JSON of an event envelope
+// around an invoice, payment intent, charge, customer, subscription or
+// checkout session, 1 to 2 KB each), and the tests, the e2e suite, the load
+// generator and `hookd doctor` build theirs around an object of their own
+// (Event, Minimal).
 package stripeevent
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -16,8 +19,57 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 )
 
-// APIVersion is the API version the samples are rendered in.
+// APIVersion is the API version the events are rendered in.
 const APIVersion = "2025-03-31.basil"
+
+// Event is a Stripe event: the envelope Stripe posts around the API object
+// the event is about.
+type Event struct {
+	ID      string // evt_...
+	Type    string // e.g. invoice.paid
+	Created time.Time
+	// Object is data.object: the JSON of the object, copied as it is.
+	Object []byte
+	// PreviousAttributes is data.previous_attributes, the changed fields'
+	// old values, for an *.updated event; nil for the others.
+	PreviousAttributes []byte
+	// RequestID and IdempotencyKey name the API request that caused the
+	// event; empty for an event no request caused, which Stripe sends as
+	// null.
+	RequestID, IdempotencyKey string
+}
+
+// JSON returns the event compact, its fields in Stripe's order.
+func (e Event) JSON() []byte {
+	b := fmt.Appendf(nil, `{"id":%s,"object":"event","api_version":%s,"created":%d,"data":{"object":%s`,
+		jsonString(e.ID), jsonString(APIVersion), e.Created.Unix(), e.Object)
+	if e.PreviousAttributes != nil {
+		b = fmt.Appendf(b, `,"previous_attributes":%s`, e.PreviousAttributes)
+	}
+	return fmt.Appendf(b, `},"livemode":false,"pending_webhooks":1,"request":{"id":%s,"idempotency_key":%s},"type":%s}`,
+		jsonNullable(e.RequestID), jsonNullable(e.IdempotencyKey), jsonString(e.Type))
+}
+
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+func jsonNullable(s string) []byte {
+	if s == "" {
+		return []byte("null")
+	}
+	return jsonString(s)
+}
+
+// minimalObject is the data.object of a Minimal event: a small invoice.
+const minimalObject = `{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd"}`
+
+// Minimal returns a small event of eventType with id, created now, around
+// a small invoice: for tests, where only the envelope matters.
+func Minimal(id, eventType string) []byte {
+	return Event{ID: id, Type: eventType, Created: time.Now(), Object: []byte(minimalObject)}.JSON()
+}
 
 // Types are the event types Sample renders with an object of their own;
 // any other type gets an invoice.
@@ -56,28 +108,21 @@ func Sample(eventType, sentBy string, now time.Time) (payload []byte, id string,
 	}
 	f := newFixture(now, sentBy)
 	object, previous := f.object(eventType)
-	id = NewID("evt")
-	data := map[string]any{"object": object}
-	if previous != nil {
-		data["previous_attributes"] = previous
-	}
-	event := map[string]any{
-		"id":               id,
-		"object":           "event",
-		"api_version":      APIVersion,
-		"created":          now.Unix(),
-		"data":             data,
-		"livemode":         false,
-		"pending_webhooks": 1,
-		"request":          map[string]any{"id": NewID("req"), "idempotency_key": newUUID()},
-		"type":             eventType,
-	}
-	// Stripe posts its events pretty-printed, two spaces deep.
-	payload, err = json.MarshalIndent(event, "", "  ")
-	if err != nil {
+	e := Event{ID: NewID("evt"), Type: eventType, Created: now, RequestID: NewID("req"), IdempotencyKey: newUUID()}
+	if e.Object, err = json.Marshal(object); err != nil {
 		return nil, "", fmt.Errorf("render %s event: %w", eventType, err)
 	}
-	return payload, id, nil
+	if previous != nil {
+		if e.PreviousAttributes, err = json.Marshal(previous); err != nil {
+			return nil, "", fmt.Errorf("render %s event: %w", eventType, err)
+		}
+	}
+	// Stripe posts its events pretty-printed, two spaces deep.
+	var out bytes.Buffer
+	if err := json.Indent(&out, e.JSON(), "", "  "); err != nil {
+		return nil, "", fmt.Errorf("render %s event: %w", eventType, err)
+	}
+	return out.Bytes(), e.ID, nil
 }
 
 // Sign returns the Stripe-Signature header Stripe would send with payload,
