@@ -22,7 +22,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -53,6 +52,7 @@ import (
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/forwardsig"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -680,17 +680,8 @@ func parseSecrets(dst *[]Secret, v string) error {
 }
 
 func checkForwardSecret(v string) error {
-	if v == "" {
-		return nil
-	}
-	rest, ok := strings.CutPrefix(v, "whsec_")
-	if !ok {
-		return errors.New("must look like whsec_<base64>")
-	}
-	if _, err := base64.StdEncoding.DecodeString(rest); err != nil || rest == "" {
-		return errors.New("the part after whsec_ is not valid base64")
-	}
-	return nil
+	_, err := forwardsig.ParseSecret(v)
+	return err
 }
 
 // newProcessor returns the processor HOOKD_PROCESSOR chooses. Forwarding

@@ -3,9 +3,6 @@ package worker
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookd/hookd/worker/forwardsig"
 )
 
 // Forwarder is the default Processor: it POSTs each event's exact payload to
@@ -52,14 +51,11 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 		},
 		now: time.Now,
 	}
-	if secret != "" {
-		rest, ok := strings.CutPrefix(secret, "whsec_")
-		key, err := base64.StdEncoding.DecodeString(rest)
-		if !ok || err != nil || len(key) == 0 {
-			return nil, errors.New("forward secret must look like whsec_<base64>")
-		}
-		f.key = key
+	key, err := forwardsig.ParseSecret(secret)
+	if err != nil {
+		return nil, err
 	}
+	f.key = key
 	return f, nil
 }
 
@@ -79,10 +75,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	req.Header.Set("Hookd-Event-Type", d.EventType)
 	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
 	if f.key != nil {
-		ts := strconv.FormatInt(f.now().Unix(), 10)
-		req.Header.Set("webhook-id", d.EventID)
-		req.Header.Set("webhook-timestamp", ts)
-		req.Header.Set("webhook-signature", "v1,"+sign(f.key, d.EventID, ts, d.Payload))
+		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
 	}
 
 	resp, err := f.client.Do(req)
@@ -129,16 +122,4 @@ func errorLocation(loc string) string {
 		return loc[:errorBodyLen] + "…"
 	}
 	return loc
-}
-
-// sign is the Standard Webhooks signature: base64 of HMAC-SHA256 over
-// "id.timestamp.body" with the decoded secret.
-func sign(key []byte, id, ts string, body []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id))
-	mac.Write([]byte{'.'})
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

@@ -11,20 +11,16 @@
 package demoapp
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/hookd/hookd/worker/forwardsig"
 )
 
 // Outcome is what the demo app does with one delivery.
@@ -110,14 +106,11 @@ type App struct {
 // every delivery, as a real app should, and answers 401 to a bad one.
 func New(forwardSecret string, logger *slog.Logger) (*App, error) {
 	a := &App{logger: logger, maxHang: 2 * time.Minute, seen: map[string]int{}, outcomes: map[Outcome]int{}}
-	if forwardSecret != "" {
-		rest, ok := strings.CutPrefix(forwardSecret, "whsec_")
-		key, err := base64.StdEncoding.DecodeString(rest)
-		if !ok || err != nil || len(key) == 0 {
-			return nil, errors.New("the forward secret must look like whsec_<base64>")
-		}
-		a.key = key
+	key, err := forwardsig.ParseSecret(forwardSecret)
+	if err != nil {
+		return nil, err
 	}
+	a.key = key
 	return a, nil
 }
 
@@ -216,24 +209,7 @@ func rejection(body []byte) string {
 // HOOKD_FORWARD_SECRET: base64 HMAC-SHA256 of "id.timestamp.body", within
 // five minutes of now.
 func (a *App) verify(h http.Header, body []byte) bool {
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || id == "" {
-		return false
-	}
-	if d := time.Since(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return false
-	}
-	mac := hmac.New(sha256.New, a.key)
-	fmt.Fprintf(mac, "%s.%s.", id, ts)
-	mac.Write(body)
-	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	for sig := range strings.FieldsSeq(h.Get("webhook-signature")) {
-		if v, ok := strings.CutPrefix(sig, "v1,"); ok && hmac.Equal([]byte(v), []byte(want)) {
-			return true
-		}
-	}
-	return false
+	return forwardsig.Verify(h, a.key, body, time.Now(), 5*time.Minute)
 }
 
 func (a *App) serveStatus(w http.ResponseWriter) {
