@@ -1171,7 +1171,7 @@ func RetryAllConfirm(p Page, f queue.EventFilter, count int64, back string) temp
 			}
 			if f.EventType != "" || f.ErrorContains != "" || f.EventID != "" || f.ErrorGroup != "" {
 				var templ_7745c5c3_Var55 string
-				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(describeFilter(f))
+				templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs(DescribeFilter(f))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/events.templ`, Line: 257, Col: 24}
 				}

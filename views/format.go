@@ -106,8 +106,10 @@ func statusText(status int) string {
 	return fmt.Sprintf("%d %s", status, http.StatusText(status))
 }
 
-// describeFilter says in words what an event filter keeps.
-func describeFilter(f queue.EventFilter) string {
+// DescribeFilter says in words what an event filter keeps, "" for no
+// filter: the list's heading and the audit log's entry for a bulk retry
+// say it alike.
+func DescribeFilter(f queue.EventFilter) string {
 	var parts []string
 	if f.EventType != "" {
 		parts = append(parts, "type "+f.EventType)

@@ -422,23 +422,10 @@ func (d *dashboard) handleRetryAll() echo.HandlerFunc {
 
 // filterText records a bulk retry's filter in the audit log.
 func filterText(f queue.EventFilter) string {
-	var parts []string
-	if f.EventType != "" {
-		parts = append(parts, "type="+f.EventType)
+	if filter := views.DescribeFilter(f); filter != "" {
+		return "dead events with " + filter
 	}
-	if f.ErrorContains != "" {
-		parts = append(parts, "error~"+strconv.Quote(f.ErrorContains))
-	}
-	if f.EventID != "" {
-		parts = append(parts, "id="+f.EventID)
-	}
-	if f.ErrorGroup != "" {
-		parts = append(parts, "error group "+strconv.Quote(f.ErrorGroup))
-	}
-	if len(parts) == 0 {
-		return "all dead events"
-	}
-	return "dead events with " + strings.Join(parts, ", ")
+	return "all dead events"
 }
 
 // auditRows is what the audit page shows of entries.

@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -82,7 +81,7 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 				return err
 			}
 			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryGroup,
-				"type="+g.EventType+", error "+strconv.Quote(g.ErrorGroup), revived+hastened)
+				views.DescribeFilter(g.Filter(queue.StatusDead)), revived+hastened)
 		})
 		if err != nil {
 			return err
