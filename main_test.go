@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -233,30 +233,11 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the program's goroutines
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startServe runs `hookd serve` with env on its own port, and on its own
 // database unless env names one,
 // waits until /readyz answers 200, and returns the base URL and a stop
 // function that cancels the context and returns run's error.
-func startServe(t testing.TB, env map[string]string) (string, func() error, *syncBuffer) {
+func startServe(t testing.TB, env map[string]string) (string, func() error, *e2etest.SyncBuffer) {
 	t.Helper()
 	addr := freeAddr(t)
 	if env["DATABASE_URL"] == "" {
@@ -266,7 +247,7 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *syn
 	getenv := func(k string) string { return env[k] }
 
 	ctx, cancel := context.WithCancel(t.Context())
-	stderr := &syncBuffer{}
+	stderr := &e2etest.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, getenv, strings.NewReader(""), io.Discard, stderr) }()
 	stop := func() error {

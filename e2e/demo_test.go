@@ -17,6 +17,7 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -243,7 +244,7 @@ func demoEnv(t *testing.T) []string {
 func startDemoApp(t *testing.T, env []string) string {
 	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	log := &syncBuffer{}
+	log := &e2etest.SyncBuffer{}
 	cmd := exec.Command(hookdBin, "demo-app")
 	cmd.Env = append(append(environWithout("DATABASE_URL", "HOOKD_", "STRIPE_"), env...),
 		"HOOKD_FORWARD_URL=http://"+addr+"/stripe-events")

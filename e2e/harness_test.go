@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/mxschmitt/playwright-go"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
@@ -51,7 +52,7 @@ type hookd struct {
 	baseURL    string
 	db         *pgxpool.Pool
 	downstream *downstream
-	log        *syncBuffer
+	log        *e2etest.SyncBuffer
 	pid        int
 }
 
@@ -61,7 +62,7 @@ type hookd struct {
 func startHookd(t *testing.T, env ...string) *hookd {
 	t.Helper()
 	dbURL := queuetest.NewDatabaseURL(t)
-	h := &hookd{downstream: newDownstream(t), log: &syncBuffer{}}
+	h := &hookd{downstream: newDownstream(t), log: &e2etest.SyncBuffer{}}
 
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
@@ -279,11 +280,7 @@ func (h *hookd) exec(t *testing.T, sql string, args ...any) {
 // count runs a query returning one integer.
 func (h *hookd) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	if err := h.db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
+	return int(queuetest.Count(t, h.db, sql, args...))
 }
 
 // queueID returns the uuid of the queue row of a Stripe event id.
@@ -474,31 +471,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// syncBuffer collects hookd's output; the process writes it while the test
-// reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) Bytes() []byte { return []byte(b.String()) }
-
-func (b *syncBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Reset()
 }

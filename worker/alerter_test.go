@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
@@ -287,7 +288,7 @@ func TestAlerter(t *testing.T) {
 		store, pool := queuetest.NewStore(t)
 		hook := newIncomingWebhook(t)
 		hook.failFirst = 3
-		var log syncLog
+		var log e2etest.SyncBuffer
 		cfg := alerterConfig(hook.srv.URL)
 		cfg.PublicURL = "" // links are then paths
 		a := worker.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
@@ -347,22 +348,4 @@ func TestAlerter(t *testing.T) {
 		// behind it arrive; the others were dropped, and logged.
 		hook.waitTexts(t, 2)
 	})
-}
-
-// syncLog is a log the alerter writes while the test reads it.
-type syncLog struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

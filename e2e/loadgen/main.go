@@ -49,6 +49,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -533,7 +534,7 @@ func (s *sink) close() { _ = s.srv.Close() }
 type hookd struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *bytes.Buffer
+	logs *e2etest.SyncBuffer
 	done chan error
 }
 
@@ -560,8 +561,8 @@ func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []strin
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HOOKD_ADDR="+addr,
 		"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)
-	h := &hookd{cmd: cmd, url: "http://" + addr, logs: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: h.logs}, &lockedWriter{w: h.logs}
+	h := &hookd{cmd: cmd, url: "http://" + addr, logs: &e2etest.SyncBuffer{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
@@ -600,17 +601,6 @@ func (h *hookd) stop() {
 		_ = h.cmd.Process.Kill()
 		<-h.done
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func freePort() (int, error) {
