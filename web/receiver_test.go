@@ -75,17 +75,8 @@ func do(t *testing.T, req *http.Request) answer {
 	return answer{resp.StatusCode, string(b), resp.Header}
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), sql).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 func stored(t *testing.T, pool *pgxpool.Pool) int64 {
-	return count(t, pool, `SELECT (SELECT count(*) FROM processed_webhook_events) + (SELECT count(*) FROM webhook_events)
+	return queuetest.Count(t, pool, `SELECT (SELECT count(*) FROM processed_webhook_events) + (SELECT count(*) FROM webhook_events)
 		+ (SELECT count(*) FROM webhook_attempts)`)
 }
 
@@ -102,7 +93,7 @@ func TestStripeWebhook(t *testing.T) {
 				t.Errorf("got %d %q, want 200 %q", got.status, got.body, want)
 			}
 		}
-		if got := count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 	})
@@ -117,7 +108,7 @@ func TestStripeWebhook(t *testing.T) {
 		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
 			t.Errorf("got %d %q, want 200 queued", got.status, got.body)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
 			t.Errorf("queue rows: got %d, want 1", got)
 		}
 	})
@@ -181,7 +172,7 @@ func TestStripeWebhook(t *testing.T) {
 		if got := runs.Load(); got != 1 {
 			t.Errorf("processor runs: got %d, want 1", got)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 	})
@@ -328,7 +319,7 @@ func TestStripeWebhook(t *testing.T) {
 		if last.body != "processed\n" {
 			t.Errorf("redelivery: got %q, want processed", last.body)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 		req, _ = http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)

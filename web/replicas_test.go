@@ -115,7 +115,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 			`UPDATE webhook_events SET next_retry_at = now() - interval '1 second' WHERE next_retry_at > now()`); err != nil {
 			t.Fatal(err)
 		}
-		return count(t, pools[0], `SELECT count(*) FROM webhook_events`) == 0
+		return queuetest.Count(t, pools[0], `SELECT count(*) FROM webhook_events`) == 0
 	})
 	cancel()
 	loops.Wait()
@@ -133,7 +133,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 			t.Errorf("%s processed successfully %d times, want 1", id, n)
 		}
 	}
-	if got := count(t, pools[1], `SELECT count(*) FROM processed_webhook_events`); got != events {
+	if got := queuetest.Count(t, pools[1], `SELECT count(*) FROM processed_webhook_events`); got != events {
 		t.Errorf("markers: got %d, want %d", got, events)
 	}
 }

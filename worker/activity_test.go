@@ -63,7 +63,7 @@ func TestActivity(t *testing.T) {
 			}
 		}
 		// Each replica writes its own rows only: one per minute it flushed in.
-		if n := count(t, pool, `SELECT count(DISTINCT replica) FROM activity_minutes`); n != replicas {
+		if n := queuetest.Count(t, pool, `SELECT count(DISTINCT replica) FROM activity_minutes`); n != replicas {
 			t.Errorf("rows of %d replicas, want %d", n, replicas)
 		}
 	})
@@ -85,7 +85,7 @@ func TestActivity(t *testing.T) {
 		if err := act.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := count(t, pool, `SELECT sum(received) + 10 * sum(processed) + 100 * sum(rejected) FROM activity_minutes`); got != 4+30+100 {
+		if got := queuetest.Count(t, pool, `SELECT sum(received) + 10 * sum(processed) + 100 * sum(rejected) FROM activity_minutes`); got != 4+30+100 {
 			t.Errorf("got %d, want 4 received, 3 processed, 1 rejected (134)", got)
 		}
 	})

@@ -339,7 +339,7 @@ func TestAlerter(t *testing.T) {
 			exec(t, pool, `DELETE FROM webhook_events`)
 			check(t, a)
 		}
-		states := count(t, pool, `SELECT count(*) FROM alert_conditions WHERE active`)
+		states := queuetest.Count(t, pool, `SELECT count(*) FROM alert_conditions WHERE active`)
 		if states != 0 {
 			t.Errorf("%d conditions still active after clearing, want 0", states)
 		}

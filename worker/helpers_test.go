@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
 )
 
@@ -33,21 +34,12 @@ func (p *countingProcessor) Process(_ context.Context, _ worker.Delivery) worker
 	return worker.Result{HTTPStatus: 200}
 }
 
-func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 func markers(t testing.TB, pool *pgxpool.Pool) int64 {
-	return count(t, pool, `SELECT count(*) FROM processed_webhook_events`)
+	return queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`)
 }
 
 func queued(t testing.TB, pool *pgxpool.Pool) int64 {
-	return count(t, pool, `SELECT count(*) FROM webhook_events`)
+	return queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`)
 }
 
 func newReceiver(store *queue.Store, p worker.Processor) *worker.Receiver {

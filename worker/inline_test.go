@@ -71,7 +71,7 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 		  AND last_error LIKE 'deferred: the app was busy%'`).Scan(&n); err != nil || n != events-slots {
 		t.Fatalf("deferred rows: got %d, %v; want %d, due now, attempts 0, saying why", n, err, events-slots)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
 		t.Errorf("%d attempts recorded while the app held every slot, want 0", n)
 	}
 	// Dedup and the lock still apply.
@@ -128,7 +128,7 @@ func TestActivity_DeferredCountsAsQueued(t *testing.T) {
 	// Stopping flushes what is left.
 	stop()
 	<-done
-	if n := count(t, pool, `SELECT coalesce(sum(queued), 0) FROM activity_minutes`); n != 3 {
+	if n := queuetest.Count(t, pool, `SELECT coalesce(sum(queued), 0) FROM activity_minutes`); n != 3 {
 		t.Errorf("queued in the chart counts: got %d, want the 3 deferred events", n)
 	}
 }

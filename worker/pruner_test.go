@@ -32,16 +32,16 @@ func TestPruner(t *testing.T) {
 		if err != nil || removed != 1 {
 			t.Fatalf("run: removed %d, %v; want 1", removed, err)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_new'`); got != 1 || markers(t, pool) != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_new'`); got != 1 || markers(t, pool) != 1 {
 			t.Errorf("markers left: want only evt_new")
 		}
-		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = 'evt_old'`); got != 0 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = 'evt_old'`); got != 0 {
 			t.Errorf("old resolved attempts left: got %d, want 0", got)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1`, dead.EventID); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1`, dead.EventID); got != 1 {
 			t.Errorf("dead event's attempts: got %d, want 1 (never pruned)", got)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`); got != 1 {
 			t.Errorf("dead rows: got %d, want 1", got)
 		}
 		ws, err := store.WorkerStatus(t.Context())
@@ -66,13 +66,13 @@ func TestPruner(t *testing.T) {
 		if _, err := p.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || count(t, pool, `SELECT count(*) FROM sessions`) != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || queuetest.Count(t, pool, `SELECT count(*) FROM sessions`) != 1 {
 			t.Errorf("sessions left: want only the live one")
 		}
 		// A count an hour old starts over at the next attempt: nothing
 		// is lost by deleting it, and every address leaves one.
-		if got := count(t, pool, `SELECT count(*) FROM login_failures WHERE key = 'ip:192.0.2.2'`); got != 1 ||
-			count(t, pool, `SELECT count(*) FROM login_failures`) != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM login_failures WHERE key = 'ip:192.0.2.2'`); got != 1 ||
+			queuetest.Count(t, pool, `SELECT count(*) FROM login_failures`) != 1 {
 			t.Errorf("sign-in counts left: want only the recent one")
 		}
 	})

@@ -35,7 +35,7 @@ func TestReceive(t *testing.T) {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 		// Processed on its first delivery: the marker is its whole record.
-		if got := count(t, pool, `SELECT count(*) FROM webhook_attempts`); got != 0 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); got != 0 {
 			t.Errorf("attempt rows: got %d, want 0", got)
 		}
 	})
@@ -88,7 +88,7 @@ func TestReceive(t *testing.T) {
 		if err != nil || got != worker.AlreadyQueued {
 			t.Fatalf("got %v, %v; want AlreadyQueued", got, err)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, id); n != 1 || p.runs.Load() != 0 {
+		if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, id); n != 1 || p.runs.Load() != 0 {
 			t.Errorf("dead rows: got %d, processor runs %d; want 1, 0", n, p.runs.Load())
 		}
 	})
@@ -117,7 +117,7 @@ func TestReceive(t *testing.T) {
 		if got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
 			t.Fatalf("got %v, %v; want Queued", got, err)
 		}
-		if got := count(t, pool, `SELECT count(*) FROM webhook_events WHERE last_error = 'processor panicked: handler bug'`); got != 1 {
+		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE last_error = 'processor panicked: handler bug'`); got != 1 {
 			t.Errorf("queue rows with the panic as last error: got %d, want 1", got)
 		}
 	})

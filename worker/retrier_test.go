@@ -484,10 +484,10 @@ func TestRetrier(t *testing.T) {
 		if after := read(); !maps.Equal(after, before) {
 			t.Errorf("rows after shutdown:\n got %v\nwant %v: status, attempts and last error unchanged", after, before)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+		if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
 			t.Errorf("%d attempts recorded, want none: a cut run is no attempt", n)
 		}
-		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 4 {
+		if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 4 {
 			t.Errorf("%d of 4 rows due, want all released and due again at once", n)
 		}
 
