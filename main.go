@@ -437,6 +437,14 @@ func (s Secret) Reveal() string { return string(s) }
 
 // setting is one configuration value: its flag, its environment variable, its
 // built-in default and how to store it in the Config.
+//
+// Where a default lives: a setting that only main uses (the listen address,
+// the shutdown timeout, the log level) has its default here, as a literal. A
+// setting that configures a package has its default there, as an exported
+// DefaultX constant the package also falls back to when the field is zero,
+// and the table renders that constant: so `hookd serve -h`, a test that
+// builds a worker with a zero config, and a deployment without the variable
+// all get the same value, from one line.
 type setting struct {
 	flag, env, def, usage string
 	// secret settings show no value in -h and never echo the value in errors.
@@ -461,11 +469,11 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
 	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
 		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
-	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: "10s", usage: "how long the processor waits for the forward URL",
+	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: durationText(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardTimeout, v) }},
-	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: "5s", usage: "how often the retry loop looks for due events when idle",
+	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: durationText(worker.DefaultRetryInterval), usage: "how often the retry loop looks for due events when idle",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
-	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: "720h", usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
+	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: durationText(worker.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
 		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
 	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account created at start when no account has this email (never changed afterwards)",
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
@@ -475,11 +483,11 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
 	{flag: "trusted-proxies", env: "HOOKD_TRUSTED_PROXIES", usage: "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (none: the connection's address is the client's)",
 		set: func(c *Config, v string) error { return parseCIDRs(&c.TrustedProxies, v) }},
-	{flag: "max-body", env: "HOOKD_MAX_BODY", def: "1048576", usage: "largest webhook body accepted, in bytes",
+	{flag: "max-body", env: "HOOKD_MAX_BODY", def: strconv.Itoa(web.DefaultMaxBody), usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
-	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: "500", usage: "due events the retry loop claims and settles together (at most 1000)",
+	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: strconv.Itoa(worker.DefaultRetryBatch), usage: "due events the retry loop claims and settles together (at most " + strconv.Itoa(worker.MaxRetryBatch) + ")",
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
-	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: "32", usage: "processors the retry loop runs at once",
+	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", usage: "deliveries processed at once while Stripe waits; past it a new event is queued at once and answered 200 (default: half the database pool's connections, 15 of the default 30)",
 		set: func(c *Config, v string) error {
@@ -492,7 +500,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,
 		set: func(c *Config, v string) error { c.AlertURL = Secret(v); return checkURL(v) }},
-	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: "1h", usage: "alert when the oldest pending event is older than this",
+	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: durationText(worker.DefaultAlertPendingAge), usage: "alert when the oldest pending event is older than this",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
 	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
@@ -558,6 +566,20 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			queue.DefaultClaimWindow, cfg.ForwardTimeout)
 	}
 	return cfg, nil
+}
+
+// durationText writes a default duration as people type it, in its largest
+// whole unit: 720h, 10s, not 720h0m0s.
+func durationText(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return d.String()
 }
 
 func parsePositiveDuration(dst *time.Duration, v string) error {

@@ -51,7 +51,7 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 
 	// MaxBody is the largest webhook body accepted, in bytes; larger ones
-	// get a 413. Zero means 1 MiB.
+	// get a 413. Zero means DefaultMaxBody.
 	MaxBody int64
 	// Sessions keeps the dashboard's sessions; in production the pgxstore
 	// over the same database, so any replica serves any session.
@@ -61,11 +61,11 @@ type Options struct {
 	// Requests that arrive over TLS always get a Secure cookie.
 	SecureCookies bool
 	// MarkerRetention is the pruner's retention; the manual prune offers
-	// it, in days, as its default. Zero means 30 days.
+	// it, in days, as its default. Zero means worker.DefaultMarkerRetention.
 	MarkerRetention time.Duration
 	// RetryInterval is the retry loop's idle interval; the overview calls
 	// the loop stalled when it has not ticked for several of them (and at
-	// least 30 seconds). Zero means 5 seconds.
+	// least 30 seconds). Zero means worker.DefaultRetryInterval.
 	RetryInterval time.Duration
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
 	// believed: the client address, which sign-in throttling counts by, is
@@ -76,6 +76,10 @@ type Options struct {
 	// with a 4xx, for the rejection log.
 	Rejections *worker.RejectionLog
 }
+
+// DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a
+// few KB, and its largest stay far below it.
+const DefaultMaxBody = 1 << 20
 
 // NewServer returns the handler serving every route of hookd.
 func NewServer(opts Options) http.Handler {
@@ -126,8 +130,8 @@ func withDefaults(opts Options) Options {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts.MaxBody = cmp.Or(opts.MaxBody, 1<<20)
-	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, 30*24*time.Hour)
-	opts.RetryInterval = cmp.Or(opts.RetryInterval, 5*time.Second)
+	opts.MaxBody = cmp.Or(opts.MaxBody, DefaultMaxBody)
+	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, worker.DefaultMarkerRetention)
+	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
 	return opts
 }

@@ -31,7 +31,7 @@ type AlerterConfig struct {
 	// ones of up to one interval. Default: 1 minute.
 	Interval time.Duration
 	// PendingAge is the age of the oldest pending event past which it is
-	// alerted on. Default: 1 hour.
+	// alerted on. Default: DefaultAlertPendingAge.
 	PendingAge time.Duration
 	// StalledAfter is how long the retry loop may go without looking for
 	// due events before it counts as stalled. Default:
@@ -56,6 +56,11 @@ type AlerterConfig struct {
 	StopTimeout time.Duration
 }
 
+// DefaultAlertPendingAge is HOOKD_ALERT_PENDING_AGE's default: an event
+// pending for an hour has failed its 1-minute, 5-minute and 30-minute
+// retries, which is past a blip.
+const DefaultAlertPendingAge = time.Hour
+
 // Signature-failure burst: SignatureBurst failures within SignatureWindow
 // start the condition; it clears once the window holds fewer than half as
 // many, so a rate hovering around the threshold does not flap.
@@ -69,7 +74,7 @@ const (
 // interval when idle: several missed polls, not one, since a poll can wait
 // behind a long batch, and never under 30 seconds.
 func RetrierStalledAfter(interval time.Duration) time.Duration {
-	return max(30*time.Second, 3*cmp.Or(interval, 5*time.Second))
+	return max(30*time.Second, 3*cmp.Or(interval, DefaultRetryInterval))
 }
 
 // firstDeadIDs is how many ids of newly dead events an alert names.
@@ -92,7 +97,7 @@ type Alerter struct {
 // NewAlerter returns an Alerter over store.
 func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Alerter {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
-	cfg.PendingAge = cmp.Or(cfg.PendingAge, time.Hour)
+	cfg.PendingAge = cmp.Or(cfg.PendingAge, DefaultAlertPendingAge)
 	cfg.StalledAfter = cmp.Or(cfg.StalledAfter, RetrierStalledAfter(0))
 	cfg.DeadQuiet = cmp.Or(cfg.DeadQuiet, 10*time.Minute)
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 10*time.Second)

@@ -16,6 +16,11 @@ import (
 // again. No retention, scheduled or manual, may be shorter.
 const MinMarkerRetention = 72 * time.Hour
 
+// DefaultMarkerRetention is HOOKD_MARKER_RETENTION's default: ten times
+// Stripe's redelivery window, so an event retried by hand days after its
+// first delivery still finds its marker.
+const DefaultMarkerRetention = 30 * 24 * time.Hour
+
 // PrunerConfig configures a Pruner. Zero fields get the defaults below.
 type PrunerConfig struct {
 	// Interval is how often the pruner runs; it also runs once at start.
@@ -24,7 +29,7 @@ type PrunerConfig struct {
 	// Retention is the age after which dedup markers, and the attempt
 	// history of events no longer queued, are deleted. Stripe redelivers
 	// for up to three days, so it should not be below MinMarkerRetention.
-	// Default: 30 days.
+	// Default: DefaultMarkerRetention.
 	Retention time.Duration
 	// Timeout bounds one run. Default: 1 minute.
 	Timeout time.Duration
@@ -46,7 +51,7 @@ type Pruner struct {
 // in to the dashboard leaves behind.
 func NewPruner(store *queue.Store, accts *accounts.Store, logger *slog.Logger, cfg PrunerConfig) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
-	cfg.Retention = cmp.Or(cfg.Retention, 30*24*time.Hour)
+	cfg.Retention = cmp.Or(cfg.Retention, DefaultMarkerRetention)
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
 	return &Pruner{
 		store:    store,

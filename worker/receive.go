@@ -47,7 +47,9 @@ var (
 // replayed.
 const SignatureTolerance = 300 * time.Second
 
-// DefaultProcessTimeout bounds one processor run unless configured.
+// DefaultProcessTimeout bounds one processor run unless configured: it is
+// HOOKD_FORWARD_TIMEOUT's default, well within the time Stripe waits for
+// an answer.
 const DefaultProcessTimeout = 10 * time.Second
 
 // writeTimeout bounds the writes of an outcome once the processor has run.

@@ -14,7 +14,7 @@ import (
 // RetrierConfig configures a Retrier. Zero fields get the defaults below.
 type RetrierConfig struct {
 	// Interval is how long the loop waits after a batch that was not full
-	// before it looks for due events again. Default: 5 s.
+	// before it looks for due events again. Default: DefaultRetryInterval.
 	Interval time.Duration
 	// BatchSize is how many due events one batch claims, locks and settles
 	// together. Each held lock takes a slot in PostgreSQL's shared lock
@@ -43,7 +43,14 @@ type RetrierConfig struct {
 	Metrics *Metrics
 }
 
+// The defaults of the settings a user can change (HOOKD_RETRY_INTERVAL,
+// HOOKD_RETRY_BATCH, HOOKD_RETRY_CONCURRENCY): hookd's settings table shows
+// these, so a zero field here and an unset variable mean the same.
 const (
+	// DefaultRetryInterval is how often an idle retry loop looks for due
+	// events: a retry is at most this late, and an idle replica costs one
+	// cheap query per interval.
+	DefaultRetryInterval = 5 * time.Second
 	// DefaultRetryBatch is where BenchmarkRetrierDrain stops improving: on
 	// 2 cores, 500 and 1000 drained a 10,000-event backlog equally fast and
 	// well ahead of 100 and 250, and 500 holds half the locks.
@@ -75,7 +82,7 @@ type Retrier struct {
 
 // NewRetrier returns a Retrier over store.
 func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Retrier {
-	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultRetryInterval)
 	cfg.BatchSize = min(cmp.Or(cfg.BatchSize, DefaultRetryBatch), MaxRetryBatch)
 	cfg.ClaimWindow = cmp.Or(cfg.ClaimWindow, queue.DefaultClaimWindow)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultRetryConcurrency)

@@ -302,20 +302,17 @@ func ForwardTimeout(timeout, claimWindow time.Duration) Result {
 	return Result{name, OK, fmt.Sprintf("%s, below the retry loop's claim window of %s", short(timeout), short(claimWindow))}
 }
 
-// stripeRedelivery is how long Stripe redelivers an event it could not
-// deliver: three days. A marker must outlive it.
-const stripeRedelivery = 72 * time.Hour
-
 // Retention checks dedup markers outlive Stripe's redeliveries.
 func Retention(retention time.Duration) Result {
 	const name = "marker retention"
 	switch {
-	case retention < stripeRedelivery:
+	case retention < worker.MinMarkerRetention:
 		return Result{name, Fail, fmt.Sprintf("HOOKD_MARKER_RETENTION %s is shorter than Stripe's 3 days of redeliveries: "+
 			"a late redelivery would be processed twice; set at least 72h", short(retention))}
-	case retention < stripeRedelivery+24*time.Hour:
+	case retention < worker.MinMarkerRetention+24*time.Hour:
 		return Result{name, Warn, fmt.Sprintf("HOOKD_MARKER_RETENTION %s only just outlives Stripe's 3 days of "+
-			"redeliveries; the default of 720h leaves room for a manual retry days later", short(retention))}
+			"redeliveries; the default of %s leaves room for a manual retry days later", short(retention),
+			short(worker.DefaultMarkerRetention))}
 	}
 	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's 3 days of redeliveries", short(retention))}
 }
@@ -329,10 +326,6 @@ func Backoff(demo bool) Result {
 	}
 	return Result{name, OK, "1m, 5m, 30m, 2h, 24h, then dead"}
 }
-
-// signatureTolerance is how old a Stripe signature may be: stripe-go's
-// default, which the receiver uses.
-const signatureTolerance = 300 * time.Second
 
 // Clock compares this machine's clock with the Date header of Stripe's API:
 // the receiver refuses signatures older than 300 s by this clock, so a
@@ -359,18 +352,18 @@ func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	local := sent.Add(received.Sub(sent) / 2)
 	ahead := local.Sub(stripeNow.Add(500 * time.Millisecond)).Round(time.Second)
 	switch {
-	case ahead > signatureTolerance:
+	case ahead > worker.SignatureTolerance:
 		return Result{name, Fail, fmt.Sprintf("this clock is %s ahead of Stripe's: every signature looks older than "+
-			"%s and is refused; sync it with NTP", short(ahead), short(signatureTolerance))}
+			"%s and is refused; sync it with NTP", short(ahead), short(worker.SignatureTolerance))}
 	case ahead > 30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s ahead of Stripe's, which leaves a delivery %s of the "+
-			"%s a signature is good for; sync it with NTP", short(ahead), short(signatureTolerance-ahead), short(signatureTolerance))}
+			"%s a signature is good for; sync it with NTP", short(ahead), short(worker.SignatureTolerance-ahead), short(worker.SignatureTolerance))}
 	case ahead < -30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s behind Stripe's: replayed signatures stay good that "+
 			"much longer, and times on the dashboard are off; sync it with NTP", short(-ahead))}
 	}
 	return Result{name, OK, fmt.Sprintf("%s off Stripe's, well within the %s a signature is good for",
-		short(max(ahead, -ahead)), short(signatureTolerance))}
+		short(max(ahead, -ahead)), short(worker.SignatureTolerance))}
 }
 
 // unwrapURLError drops the method and URL net/http wraps an error in, which
