@@ -2,12 +2,13 @@ package accounts_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -15,63 +16,108 @@ import (
 
 func TestAdmitLogin_WaitGrowsAfterTheFreeAttempts(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewAccounts(t)
+	s, _ := queuetest.NewAccounts(t)
 	ctx := context.Background()
 	account := accounts.LoginKey{Key: "account:a@example.com|ip:192.0.2.1", Free: 3}
 	address := accounts.LoginKey{Key: "ip:192.0.2.1", Free: 50}
-	admit := func() time.Duration {
-		t.Helper()
-		d, err := s.AdmitLogin(ctx, account, address)
-		if err != nil {
+	// Everything runs in one transaction, where every statement reads the
+	// same now(): the waits are the rule's exact values, however long the
+	// machine takes between two statements. The transaction is rolled back.
+	err := s.InTx(ctx, func(tx *accounts.Tx) error {
+		db := tx.PgxTx()
+		admit := func() time.Duration {
+			t.Helper()
+			d, err := tx.AdmitLogin(ctx, account, address)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		// The free attempts, and one more: it is the fourth that makes the
+		// next one wait.
+		for i := range 4 {
+			if d := admit(); d != 0 {
+				t.Fatalf("attempt %d must wait %s, want it admitted", i+1, d)
+			}
+		}
+		if d := admit(); d != time.Second {
+			t.Fatalf("the fifth attempt at once: wait %s, want 1s", d)
+		}
+		if got := loginCount(t, db, account.Key); got != 4 {
+			t.Errorf("account count %d after a refused attempt, want 4: a refused attempt is not counted", got)
+		}
+		// Past the free attempts the wait doubles with every attempt, from one
+		// second up to the 15-minute ceiling, and runs from the last attempt.
+		setFailures := func(failures int, since time.Duration) {
+			t.Helper()
+			if _, err := db.Exec(ctx, `
+				UPDATE login_failures SET failures = $2, last_failed_at = now() - make_interval(secs => $3)
+				WHERE key = $1`, account.Key, failures, since.Seconds()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for failures, want := range map[int]time.Duration{
+			4: time.Second, 5: 2 * time.Second, 6: 4 * time.Second, 7: 8 * time.Second,
+			13: 512 * time.Second, 14: 15 * time.Minute, 40: 15 * time.Minute,
+		} {
+			setFailures(failures, 0)
+			if d, err := tx.LoginDelay(ctx, account.Key, account.Free); err != nil || d != want {
+				t.Errorf("after %d attempts the delay is %s (%v), want %s", failures, d, err, want)
+			}
+		}
+		setFailures(7, 3*time.Second)
+		if d, err := tx.LoginDelay(ctx, account.Key, account.Free); err != nil || d != 5*time.Second {
+			t.Fatalf("3s after the 7th attempt the delay is %s (%v), want 5s", d, err)
+		}
+		if d := admit(); d != 5*time.Second {
+			t.Fatalf("an attempt 3s after the 7th: wait %s, want 5s", d)
+		}
+		setFailures(7, 8*time.Second)
+		if d := admit(); d != 0 {
+			t.Fatalf("an attempt 8s after the 7th: wait %s, want it admitted", d)
+		}
+		if got := loginCount(t, db, account.Key); got != 8 {
+			t.Errorf("account count %d after an admitted 8th attempt, want 8", got)
+		}
+		if got := loginCount(t, db, address.Key); got != 5 {
+			t.Errorf("address count %d, want 5: only admitted attempts count against it", got)
+		}
+		setFailures(7, time.Hour)
+		if d := admit(); d != 0 {
+			t.Fatalf("an attempt an hour after the 7th: wait %s, want it admitted", d)
+		}
+		if got := loginCount(t, db, account.Key); got != 1 {
+			t.Errorf("account count %d an hour after the last attempt, want 1: the count starts over", got)
+		}
+		if err := tx.ClearLoginFailures(ctx, account.Key); err != nil {
 			t.Fatal(err)
 		}
-		return d
-	}
-	// The free attempts, and one more: it is the fourth that makes the
-	// next one wait.
-	for i := range 4 {
-		if d := admit(); d != 0 {
-			t.Fatalf("attempt %d must wait %s, want it admitted", i+1, d)
+		if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if d := admit(); d <= 0 || d > time.Second {
-		t.Fatalf("the fifth attempt at once: wait %s, want about a second", d)
-	}
-	if got := loginCount(t, pool, account.Key); got != 4 {
-		t.Errorf("account count %d after a refused attempt, want 4: a refused attempt is not counted", got)
-	}
-	if _, err := pool.Exec(ctx, `UPDATE login_failures SET failures = 7 WHERE key = $1`, account.Key); err != nil {
+		if d := admit(); d != 0 {
+			t.Fatalf("after clearing the wait is %s, want 0", d)
+		}
+		if got := loginCount(t, db, address.Key); got != 6 {
+			t.Errorf("address count %d after one forgiven and one more attempt, want 6", got)
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
 		t.Fatal(err)
-	}
-	// Seven attempts, four past the free ones: 2^3 seconds.
-	if d, err := s.LoginDelay(ctx, account.Key, account.Free); err != nil || d <= 7*time.Second || d > 8*time.Second {
-		t.Fatalf("after 7 attempts the delay is %s (%v), want just under 8s", d, err)
-	}
-	if d := admit(); d <= 7*time.Second || d > 8*time.Second {
-		t.Fatalf("an attempt after 7: wait %s, want just under 8s", d)
-	}
-	if got := loginCount(t, pool, address.Key); got != 4 {
-		t.Errorf("address count %d, want 4: only admitted attempts count against it", got)
-	}
-	if err := s.ClearLoginFailures(ctx, account.Key); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ForgiveLoginAttempt(ctx, address.Key); err != nil {
-		t.Fatal(err)
-	}
-	if d := admit(); d != 0 {
-		t.Fatalf("after clearing the wait is %s, want 0", d)
-	}
-	if got := loginCount(t, pool, address.Key); got != 4 {
-		t.Errorf("address count %d after one forgiven and one more attempt, want 4", got)
 	}
 }
 
+// errRollback ends a test's transaction without committing it.
+var errRollback = errors.New("rolled back at the end of the test")
+
 // loginCount returns the attempts counted against key.
-func loginCount(t *testing.T, pool *pgxpool.Pool, key string) int {
+func loginCount(t *testing.T, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, key string) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT failures FROM login_failures WHERE key = $1`, key).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT failures FROM login_failures WHERE key = $1`, key).Scan(&n); err != nil {
 		t.Fatalf("count of %s: %v", key, err)
 	}
 	return n
