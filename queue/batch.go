@@ -9,12 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const tryLockEventsSQL = `
-	SELECT e.id
-	FROM unnest($1::text[]) WITH ORDINALITY AS e(id, ord)
-	WHERE pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || e.id, 0))
-	ORDER BY e.ord`
-
 // TryLockEvents takes, without waiting, the per-event lock of each of
 // eventIDs in one statement and one transaction, and returns that transaction
 // with the ids it locked, in their order. The ids another delivery holds are

@@ -10,8 +10,7 @@ import (
 )
 
 const (
-	tryLockEventSQL = `SELECT pg_try_advisory_xact_lock(hashtextextended('stripe_webhook:' || $1::text, 0))`
-	eventStateSQL   = `
+	eventStateSQL = `
 		SELECT EXISTS (SELECT 1 FROM processed_webhook_events WHERE event_id = $2),
 		       EXISTS (SELECT 1 FROM webhook_events WHERE source = $1 AND event_id = $2)`
 	markProcessedSQL = `INSERT INTO processed_webhook_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING`

@@ -212,8 +212,7 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 //
 // The lock is transaction-scoped, so Commit or Rollback releases it on every
 // path, including a panic or a lost connection; it cannot leak the way a
-// session lock on a pooled connection would. The key is namespaced with the
-// "stripe_webhook:" prefix so it shares no space with other advisory locks.
+// session lock on a pooled connection would. The key is eventLockKey's.
 func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
@@ -231,6 +230,32 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Tx, error) {
 	}
 	return s.newTx(tx), nil
 }
+
+// eventLockKey is the SQL expression of the advisory-lock key of the event
+// whose id the SQL expression id gives. A delivery (TryLockEvent,
+// BeginEvent) and a retry batch (TryLockEvents, LockClaims) keep each other
+// off one event only because they lock the same key, so every statement that
+// locks an event builds its key here. The "stripe_webhook:" prefix keeps the
+// keys apart from any other advisory lock.
+//
+// Never change its value: during a rolling upgrade, replicas of the old and
+// the new release lock events side by side, and a different key would let
+// one of each process the same event at once. A test pins the value.
+func eventLockKey(id string) string {
+	return "hashtextextended('stripe_webhook:' || " + id + ", 0)"
+}
+
+var (
+	// tryLockEventSQL takes the lock of the event $1 without waiting.
+	tryLockEventSQL = `SELECT pg_try_advisory_xact_lock(` + eventLockKey("$1::text") + `)`
+	// tryLockEventsSQL takes the locks of the events $1 without waiting and
+	// returns the ids it locked, in their order.
+	tryLockEventsSQL = `
+	SELECT e.id
+	FROM unnest($1::text[]) WITH ORDINALITY AS e(id, ord)
+	WHERE pg_try_advisory_xact_lock(` + eventLockKey("e.id") + `)
+	ORDER BY e.ord`
+)
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
