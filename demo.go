@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,15 +30,9 @@ func storeOptions(cfg Config, logger *slog.Logger) []queue.Option {
 // listens where HOOKD_FORWARD_URL points, so the demo's hookd and its app
 // share one setting, and checks signatures with HOOKD_FORWARD_SECRET.
 func demoApp(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookd demo-app", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo-app", "Takes most events; answers some with a 500, lets some time out, and rejects\n"+
+		demoapp.RejectedType+" with a 422 until it is dead. For make run's demo only.", stderr)
 	addr := fs.String("addr", "", "listen address (default: the host and port of $HOOKD_FORWARD_URL)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: hookd demo-app [flags]\n\n"+
-			"Takes most events; answers some with a 500, lets some time out, and rejects\n"+
-			"%s with a 422 until it is dead. For make run's demo only.\n\n", demoapp.RejectedType)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -128,6 +128,18 @@ Run "hookd <command> -h" for a command's flags.
 
 func isFlag(arg string) bool { return len(arg) > 0 && arg[0] == '-' }
 
+// newFlagSet returns the flag set of `hookd cmd`, whose -h prints a usage
+// line, about, and the flags.
+func newFlagSet(cmd, about string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("hookd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: hookd %s [flags]\n\n%s\n\n", cmd, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 func buildVersion() string {
 	if version != "" {
 		return version
@@ -516,8 +528,7 @@ var settings = []setting{
 // environment variable, which overrides the built-in default. A bad value is
 // an error naming the variable and the value (unless it is a secret).
 func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("hookd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(cmd, "Each flag overrides the environment variable in brackets.", stderr)
 	values := make([]*string, len(settings))
 	for i, s := range settings {
 		usage := s.usage + " [$" + s.env + "]"
@@ -528,10 +539,6 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			continue
 		}
 		values[i] = fs.String(s.flag, s.def, usage)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: hookd %s [flags]\n\nEach flag overrides the environment variable in brackets.\n\n", cmd)
-		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err

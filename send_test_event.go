@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,16 +19,10 @@ import (
 // receiver and prints each answer: one event checks a deployment end to end
 // without a Stripe account at hand; -n 50 feeds the demo a day's mix.
 func sendTestEvent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hookd send-test-event", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET.", stderr)
 	eventType := fs.String("type", "", "the events' type (default: invoice.paid for one event, a realistic mix for more)")
 	count := fs.Int("n", 1, "how many events to send")
 	target := fs.String("url", "http://localhost:8080/webhooks/stripe", "the receiver to post to")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: hookd send-test-event [flags]\n\n"+
-			"Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET.\n\n")
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
