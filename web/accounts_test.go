@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // createAccount adds an account straight through the store, as the CLI does.
@@ -71,11 +72,7 @@ func alertText(r response) string {
 
 func userCount(t *testing.T, b *testBundle) int {
 	t.Helper()
-	var n int
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM users`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return int(queuetest.Count(t, b.pool, `SELECT count(*) FROM users`))
 }
 
 func accountAudits(t *testing.T, b *testBundle) int {

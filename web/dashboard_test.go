@@ -46,11 +46,7 @@ func insertMarkers(t *testing.T, b *testBundle, prefix string, n int, age time.D
 
 func markerCount(t *testing.T, b *testBundle) int64 {
 	t.Helper()
-	var n int64
-	if err := b.pool.QueryRow(context.Background(), `SELECT count(*) FROM processed_webhook_events`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`)
 }
 
 func TestOverview_ShowsTheQueue(t *testing.T) {
