@@ -15,6 +15,9 @@ const (
 	PathInline AttemptPath = "inline" // the receiver, while Stripe waited
 	PathRetry  AttemptPath = "retry"  // the retry loop, on its schedule
 	PathManual AttemptPath = "manual" // the retry loop, after a person asked
+	// PathReconcile is an event Stripe's delivery never brought, recovered
+	// from Stripe's Events API by reconciliation.
+	PathReconcile AttemptPath = "reconcile"
 )
 
 // Attempt is one processing attempt of an event.

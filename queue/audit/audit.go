@@ -29,6 +29,9 @@ const (
 	AccountAdd    Action = "account_add"    // an admin added an account
 	AccountRole   Action = "account_role"   // an admin changed an account's role
 	AccountRemove Action = "account_remove" // an admin removed an account
+
+	Reconcile Action = "reconcile" // an operator reconciled with Stripe's Events API
+	Pull      Action = "pull"      // an operator pulled one event from Stripe
 )
 
 // Entry is one line of the audit log.

@@ -1,0 +1,163 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrReconcileRunning is returned by TryLockReconcile when a reconcile run
+// holds the lock, on this replica or another.
+var ErrReconcileRunning = errors.New("another reconcile run is in progress")
+
+// TryLockReconcile takes the reconcile lock without waiting and returns the
+// transaction that holds it, or ErrReconcileRunning. Hold it for the whole
+// run and commit or roll it back at the end.
+//
+// One run at a time, across replicas, because each run lists the same
+// events from Stripe's API: a second one would only spend the account's
+// rate limit (the per-event lock would still keep it from processing any
+// event twice). The lock is transaction-scoped, like TryLockEvent's, so it
+// ends with the transaction on every path, a lost connection included; the
+// transaction only takes the lock and so holds back nothing but one pooled
+// connection. Its key has its own prefix, apart from the events' keys.
+func (s *Store) TryLockReconcile(ctx context.Context) (*Tx, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin reconcile lock: %w", err)
+	}
+	var acquired bool
+	err = tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('hookd_reconcile', 0))`).Scan(&acquired)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, fmt.Errorf("lock reconcile: %w", err)
+	}
+	if !acquired {
+		_ = tx.Rollback(ctx)
+		return nil, ErrReconcileRunning
+	}
+	return s.newTx(tx), nil
+}
+
+// Now returns the database's clock, the one every replica shares.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.db.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("read clock: %w", err)
+	}
+	return now, nil
+}
+
+// SeenEvents returns which of eventIDs have a dedup marker and which have a
+// row on the retry queue (in any status), in one round trip: a reconcile
+// run reads a whole page of Stripe's events at once and runs the pipeline
+// only for the ones hookd never saw, which then checks again under the
+// event's lock.
+func (s *Store) SeenEvents(ctx context.Context, source string, eventIDs []string) (processed, queued map[string]bool, err error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT e.id,
+		       EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = e.id),
+		       EXISTS (SELECT 1 FROM webhook_events q WHERE q.source = $1 AND q.event_id = e.id)
+		FROM unnest($2::text[]) AS e(id)`, source, eventIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read event states: %w", err)
+	}
+	defer rows.Close()
+	processed, queued = map[string]bool{}, map[string]bool{}
+	for rows.Next() {
+		var id string
+		var p, q bool
+		if err := rows.Scan(&id, &p, &q); err != nil {
+			return nil, nil, fmt.Errorf("read event states: %w", err)
+		}
+		if p {
+			processed[id] = true
+		}
+		if q {
+			queued[id] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("read event states: %w", err)
+	}
+	return processed, queued, nil
+}
+
+// ReconcileTrigger says who started a reconcile run.
+type ReconcileTrigger string
+
+const (
+	TriggerSchedule  ReconcileTrigger = "schedule"  // the loop in hookd serve
+	TriggerCommand   ReconcileTrigger = "command"   // hookd reconcile
+	TriggerDashboard ReconcileTrigger = "dashboard" // an operator
+)
+
+// ReconcileCounts is what a reconcile run found among the events Stripe
+// listed.
+type ReconcileCounts struct {
+	// Examined is every event Stripe listed in the window.
+	Examined int64 `db:"examined"`
+	// AlreadyProcessed had a dedup marker; AlreadyQueued a queue row.
+	AlreadyProcessed int64 `db:"already_processed"`
+	AlreadyQueued    int64 `db:"already_queued"`
+	// Recovered were never seen and are now processed; Queued were never
+	// seen, failed processing and are now on the retry queue.
+	Recovered int64 `db:"recovered"`
+	Queued    int64 `db:"queued"`
+	// InFlight were being handled by a delivery at that very moment.
+	InFlight int64 `db:"in_flight"`
+	// SkippedType are of types the endpoint does not receive;
+	// SkippedYoung so recent that Stripe may still be delivering them.
+	SkippedType  int64 `db:"skipped_type"`
+	SkippedYoung int64 `db:"skipped_young"`
+}
+
+// ReconcileRun is a finished reconcile run.
+type ReconcileRun struct {
+	ID         int64            `db:"id"`
+	StartedAt  time.Time        `db:"started_at"`
+	FinishedAt time.Time        `db:"finished_at"`
+	Trigger    ReconcileTrigger `db:"trigger"`
+	Since      time.Time        `db:"since"`
+	ReconcileCounts
+	// Error is why the run stopped early; nil when it completed.
+	Error *string `db:"error"`
+}
+
+// RecordReconcileRun keeps a finished run; errText is empty when it
+// completed.
+func (s *Store) RecordReconcileRun(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
+	c ReconcileCounts, errText string) error {
+	_, err := s.db.Exec(ctx, `
+		INSERT INTO reconcile_runs (started_at, trigger, since, examined, already_processed, already_queued,
+		                            recovered, queued, in_flight, skipped_type, skipped_young, error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULLIF($12, ''))`,
+		startedAt, trigger, since, c.Examined, c.AlreadyProcessed, c.AlreadyQueued,
+		c.Recovered, c.Queued, c.InFlight, c.SkippedType, c.SkippedYoung, errText)
+	if err != nil {
+		return fmt.Errorf("record reconcile run: %w", err)
+	}
+	return nil
+}
+
+// LastReconcileRun returns the most recently finished run, or ErrNotFound.
+func (s *Store) LastReconcileRun(ctx context.Context) (ReconcileRun, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT id, started_at, finished_at, trigger, since, examined, already_processed, already_queued,
+		       recovered, queued, in_flight, skipped_type, skipped_young, error
+		FROM reconcile_runs ORDER BY finished_at DESC, id DESC LIMIT 1`)
+	if err != nil {
+		return ReconcileRun{}, fmt.Errorf("read last reconcile run: %w", err)
+	}
+	run, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ReconcileRun])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ReconcileRun{}, ErrNotFound
+	}
+	if err != nil {
+		return ReconcileRun{}, fmt.Errorf("read last reconcile run: %w", err)
+	}
+	return run, nil
+}
