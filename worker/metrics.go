@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hookd_processing_duration_seconds",
-			Help: "Time one processor run took, by path (inline, retry, manual) and result (succeeded, failed).",
+			Help: "Time one processor run took, by path (inline, retry, manual, reconcile) and result (succeeded, failed).",
 			// From a fast in-process handler to the 10 s forward timeout.
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"path", "result"}),

@@ -157,7 +157,28 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err != nil {
 		return 0, err
 	}
-	outcome, err := r.receive(ctx, ev, payload, sigHeader)
+	outcome, err := r.receive(ctx, ev, payload, sigHeader, queue.PathInline)
+	if err != nil {
+		return 0, &EventError{EventID: ev.ID, Err: err}
+	}
+	return outcome, nil
+}
+
+// Recover runs an event that Stripe's delivery never brought, read from
+// Stripe's Events API, through the same locked pipeline as a delivery: the
+// per-event lock, dedup, the processor, then the marker or the queue row. Its
+// attempt is recorded with path reconcile, which is what tells a recovered
+// event apart afterwards. There is no signature to verify: the payload came
+// from Stripe's API, over TLS, read with hookd's own key.
+//
+// Its results are Receive's: queue.ErrEventLocked means a delivery of the
+// event is being handled at this moment.
+func (r *Receiver) Recover(ctx context.Context, payload []byte) (Outcome, error) {
+	ev, err := parseEvent(payload)
+	if err != nil {
+		return 0, err
+	}
+	outcome, err := r.receive(ctx, ev, payload, "", queue.PathReconcile)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -176,8 +197,10 @@ func (e *EventError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error, e.g. queue.ErrEventLocked.
 func (e *EventError) Unwrap() error { return e.Err }
 
-// receive runs the locked part of the pipeline for a verified event.
-func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string) (Outcome, error) {
+// receive runs the locked part of the pipeline for a verified event; path
+// says who brought it, for the attempt history and the metrics.
+func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string,
+	path queue.AttemptPath) (Outcome, error) {
 	// Two round trips to the database for an event processed at once: the
 	// lock with the state read, then the marker with the COMMIT.
 	tx, processed, queued, err := r.store.BeginEvent(ctx, queue.SourceStripe, ev.ID)
@@ -202,23 +225,35 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 		EventID: ev.ID, EventType: ev.Type, Payload: payload, Attempt: 0,
 	})
 	release()
-	r.metrics.observeProcess(queue.PathInline, res.Err == nil, took)
+	r.metrics.observeProcess(path, res.Err == nil, took)
 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	if res.Err == nil {
+	attempt := queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: res.Err == nil,
+		HTTPStatus: res.HTTPStatus, Path: path, Number: 0,
+	}
+	switch {
+	case res.Err == nil && path == queue.PathInline:
 		// Processed on its first delivery: the marker is its whole record.
 		if err := tx.CommitProcessed(ctx, ev.ID); err != nil {
+			return 0, err
+		}
+		return Processed, nil
+	case res.Err == nil:
+		// Recovered by reconciliation: its attempt is what says so, since
+		// a marker alone means a first delivery.
+		if err := tx.RecordProcessed(ctx, attempt); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(ctx); err != nil {
 			return 0, err
 		}
 		return Processed, nil
 	}
 	// Failed: from here on the event keeps its history, starting with this
 	// attempt.
-	attempt := queue.NewAttempt{
-		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: false,
-		HTTPStatus: res.HTTPStatus, Path: queue.PathInline, Number: 0, Error: errorText(res.Err),
-	}
+	attempt.Error = errorText(res.Err)
 	if err := r.enqueue(ctx, tx, ev, payload, sigHeader, attempt); err != nil {
 		return 0, err
 	}
