@@ -1,0 +1,430 @@
+// Package reconcile recovers the Stripe events hookd never received. It
+// asks Stripe's Events API which events the webhook endpoint should have
+// been sent in a window, and runs every one that has neither a dedup marker
+// nor a queue row through the receiver's own pipeline (per-event lock,
+// dedup, processor, queue on failure), so a recovered event is handled
+// exactly as a delivery would have been, and never twice.
+//
+// Stripe retries a failed delivery for three days and then gives up; it
+// disables an endpoint that keeps failing; a delivery refused by mistake (a
+// wrong secret during a roll, an outage longer than the retries) is never
+// sent again. Reconciliation closes those gaps for the 30 days Stripe keeps
+// events.
+package reconcile
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/stripeapi"
+)
+
+const (
+	// MinAge is how old an event must be before a run considers it:
+	// Stripe's first delivery of a younger one may still be on its way, or
+	// in its first retries.
+	MinAge = 5 * time.Minute
+	// MaxWindow is the longest window: Stripe keeps events for 30 days.
+	MaxWindow = 720 * time.Hour
+	// DefaultWindow covers Stripe's own three days of retries.
+	DefaultWindow = 72 * time.Hour
+	// DefaultConcurrency is how many recovered events are processed at
+	// once: a few, oldest first, so an app that just came back from an
+	// outage is not flooded.
+	DefaultConcurrency = 4
+)
+
+// ErrNotReceived means an event is of a type the endpoint does not
+// receive, so hookd does not pull it. It is wrapped with the type.
+var ErrNotReceived = errors.New("the endpoint does not receive this event type")
+
+// Config configures a Reconciler. Zero fields get the defaults above.
+type Config struct {
+	// Client reads Stripe's API.
+	Client *stripeapi.Client
+	// EndpointID is the webhook endpoint hookd serves (we_...): its enabled
+	// events decide which events it should have received.
+	EndpointID string
+	// Window is how far back the scheduled run looks. Default:
+	// DefaultWindow, or MaxWindow when that is shorter.
+	Window time.Duration
+	// MaxWindow is the longest window a run may look back: hookd passes its
+	// marker retention, since an event whose marker was pruned would look
+	// never seen and be processed again. Default, and at most: MaxWindow.
+	MaxWindow time.Duration
+	// Interval is how often the scheduled run happens, across all replicas;
+	// zero turns the schedule off (Run returns at once).
+	Interval time.Duration
+	// Concurrency is how many recovered events are processed at once.
+	// Default: DefaultConcurrency.
+	Concurrency int
+}
+
+// Reconciler runs reconciliations, on demand or on a schedule.
+type Reconciler struct {
+	store    *queue.Store
+	receiver *worker.Receiver
+	logger   *slog.Logger
+	cfg      Config
+}
+
+// New returns a Reconciler that recovers events through receiver.
+func New(store *queue.Store, receiver *worker.Receiver, logger *slog.Logger, cfg Config) *Reconciler {
+	cfg.MaxWindow = min(cmp.Or(cfg.MaxWindow, MaxWindow), MaxWindow)
+	cfg.Window = min(cmp.Or(cfg.Window, DefaultWindow), cfg.MaxWindow)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	return &Reconciler{store: store, receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
+}
+
+// Window is the window scheduled runs use, and the default of the others.
+func (r *Reconciler) Window() time.Duration { return r.cfg.Window }
+
+// MaxWindow is the longest window a run accepts.
+func (r *Reconciler) MaxWindow() time.Duration { return r.cfg.MaxWindow }
+
+// ErrWindowTooLong is RunOnce's answer to a window beyond MaxWindow.
+var ErrWindowTooLong = errors.New("window too long")
+
+// Options says how to run one reconciliation.
+type Options struct {
+	// Window is how far back to look; zero means the configured window.
+	// At most the Reconciler's MaxWindow.
+	Window time.Duration
+	// DryRun lists and classifies the events but changes nothing: no
+	// event is processed and the run is not recorded.
+	DryRun bool
+	// Trigger says who asked, for the record of the run. Default:
+	// queue.TriggerCommand.
+	Trigger queue.ReconcileTrigger
+}
+
+// Result is what one run found and did.
+type Result struct {
+	queue.ReconcileCounts
+	// Since is the start of the window.
+	Since  time.Time
+	Window time.Duration
+	DryRun bool
+	// Pages is how many pages of events Stripe returned.
+	Pages int
+	// Endpoint is the webhook endpoint as Stripe described it.
+	Endpoint stripeapi.Endpoint
+	// OtherVersion counts the events run through the pipeline (or, in a
+	// dry run, that would be) whose API version differs from the one the
+	// endpoint is pinned to: the app gets them in a shape its deliveries
+	// do not have.
+	OtherVersion int64
+}
+
+// Summary is the run's one line of counts.
+func (r Result) Summary() string {
+	c := r.ReconcileCounts
+	if r.DryRun {
+		return fmt.Sprintf("dry run over %s: examined %d, already processed %d, already queued %d, would recover %d, "+
+			"skipped by type %d, skipped as too young %d",
+			WindowText(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.SkippedType, c.SkippedYoung)
+	}
+	return fmt.Sprintf("reconciled %s: examined %d, already processed %d, already queued %d, recovered %d, queued %d, "+
+		"in flight %d, skipped by type %d, skipped as too young %d",
+		WindowText(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.Queued,
+		c.InFlight, c.SkippedType, c.SkippedYoung)
+}
+
+// WindowText formats a window the way people type it: "72h", "90m".
+func WindowText(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
+}
+
+// RunOnce reconciles the events Stripe created in the window. It first
+// lists and classifies every event, so an error from Stripe's API (a bad
+// key, a wrong endpoint id, a missing permission) changes nothing; then it
+// runs the never-seen ones through the pipeline, oldest first. A run that
+// is not a dry run takes the reconcile lock and returns
+// queue.ErrReconcileRunning when another run holds it.
+//
+// The processing of each event runs to its end even when ctx is cancelled
+// (it is bounded by the processor's timeout); no new event starts then.
+func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) {
+	opts.Trigger = cmp.Or(opts.Trigger, queue.TriggerCommand)
+	res := Result{Window: cmp.Or(opts.Window, r.cfg.Window), DryRun: opts.DryRun}
+	if res.Window > r.cfg.MaxWindow {
+		return res, fmt.Errorf("%w: %s is longer than %s, the marker retention or the 30 days Stripe keeps events",
+			ErrWindowTooLong, WindowText(res.Window), WindowText(r.cfg.MaxWindow))
+	}
+	var lock *queue.Tx
+	if !opts.DryRun {
+		var err error
+		if lock, err = r.store.TryLockReconcile(ctx); err != nil {
+			return res, err
+		}
+		defer lock.Rollback(context.WithoutCancel(ctx))
+		if opts.Trigger == queue.TriggerSchedule {
+			// Checked under the lock, which a run holds until its record
+			// commits: a replica that found a run due just before another
+			// finished sees that run here and does not repeat it.
+			if due, err := r.due(ctx); err != nil || !due {
+				return res, cmp.Or(err, errNotDue)
+			}
+		}
+	}
+	now, err := r.store.Now(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Since = now.Add(-res.Window)
+
+	todo, err := r.survey(ctx, now, &res)
+	if err == nil && !opts.DryRun {
+		err = r.recover(ctx, todo, &res)
+	}
+	if opts.DryRun {
+		return res, err
+	}
+	// A run that stopped at Stripe's API before touching anything is not
+	// recorded, so it changes nothing, unless nobody would see it fail
+	// otherwise: the schedule's.
+	if err != nil && opts.Trigger != queue.TriggerSchedule && res.Recovered+res.Queued == 0 {
+		return res, err
+	}
+	if rerr := r.record(ctx, lock, opts.Trigger, now, res, err); rerr != nil && err == nil {
+		return res, rerr
+	}
+	return res, err
+}
+
+func (r *Reconciler) record(ctx context.Context, lock *queue.Tx, trigger queue.ReconcileTrigger,
+	started time.Time, res Result, runErr error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	errText := ""
+	if runErr != nil {
+		errText = runErr.Error()
+	}
+	if err := lock.RecordReconcileRun(ctx, trigger, started, res.Since, res.ReconcileCounts, errText); err != nil {
+		return err
+	}
+	return lock.Commit(ctx)
+}
+
+// survey reads the endpoint and lists the window's events, counting each
+// into res, and returns the never-seen ones of types the endpoint receives
+// that are old enough, oldest first.
+func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]stripeapi.Event, error) {
+	ep, err := r.cfg.Client.Endpoint(ctx, r.cfg.EndpointID)
+	if err != nil {
+		return nil, err
+	}
+	res.Endpoint = ep
+	youngAfter := now.Add(-MinAge)
+	var todo []stripeapi.Event
+	err = r.cfg.Client.Events(ctx, res.Since, func(page []stripeapi.Event) error {
+		res.Pages++
+		var ids []string
+		var eligible []stripeapi.Event
+		for _, ev := range page {
+			res.Examined++
+			switch {
+			case !ep.Receives(ev.Type):
+				res.SkippedType++
+			case ev.Created.After(youngAfter):
+				res.SkippedYoung++
+			default:
+				ids = append(ids, ev.ID)
+				eligible = append(eligible, ev)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		processed, queued, err := r.store.SeenEvents(ctx, queue.SourceStripe, ids)
+		if err != nil {
+			return err
+		}
+		for _, ev := range eligible {
+			switch {
+			case processed[ev.ID]:
+				res.AlreadyProcessed++
+			case queued[ev.ID]:
+				res.AlreadyQueued++
+			default:
+				todo = append(todo, ev)
+				res.Recovered++ // what a dry run reports; recover recounts
+				if ep.APIVersion != "" && ev.APIVersion != ep.APIVersion {
+					res.OtherVersion++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(todo) // Stripe lists newest first
+	if res.OtherVersion > 0 {
+		r.logger.WarnContext(ctx, "events to recover are rendered in another API version than the endpoint's",
+			"events", res.OtherVersion, "endpoint_api_version", ep.APIVersion)
+	}
+	return todo, nil
+}
+
+// recover runs todo through the pipeline, Concurrency at a time, in order,
+// and counts the outcomes into res. It stops starting new events at the
+// first error that is not the event's own (a database error) or when ctx
+// is done, and returns that error.
+func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *Result) error {
+	res.Recovered = 0
+	work := context.WithoutCancel(ctx)
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, r.cfg.Concurrency)
+	for _, ev := range todo {
+		mu.Lock()
+		stop := firstErr != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outcome, err := r.receiver.Recover(work, ev.Payload)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, queue.ErrEventLocked):
+				res.InFlight++
+			case err != nil:
+				if firstErr == nil {
+					firstErr = fmt.Errorf("recover %s: %w", ev.ID, err)
+				}
+			default:
+				count(&res.ReconcileCounts, outcome)
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	if res.Recovered+res.Queued > 0 {
+		r.logger.InfoContext(ctx, "recovered events from Stripe", "recovered", res.Recovered, "queued", res.Queued,
+			"examined", res.Examined, "window", WindowText(res.Window))
+	}
+	return firstErr
+}
+
+func count(c *queue.ReconcileCounts, o worker.Outcome) {
+	switch o {
+	case worker.Processed:
+		c.Recovered++
+	case worker.Queued:
+		c.Queued++
+	case worker.Duplicate:
+		c.AlreadyProcessed++
+	case worker.AlreadyQueued:
+		c.AlreadyQueued++
+	}
+}
+
+// Pulled is what Pull did with one event.
+type Pulled struct {
+	Event   stripeapi.Event
+	Outcome worker.Outcome
+}
+
+// Pull reads one event from Stripe and runs it through the pipeline, as a
+// run would, whatever its age: a person asked for it. An event of a type
+// the endpoint does not receive is refused with ErrNotReceived; one a
+// delivery is handling right now with queue.ErrEventLocked.
+func (r *Reconciler) Pull(ctx context.Context, eventID string) (Pulled, error) {
+	ep, err := r.cfg.Client.Endpoint(ctx, r.cfg.EndpointID)
+	if err != nil {
+		return Pulled{}, err
+	}
+	ev, err := r.cfg.Client.Event(ctx, eventID)
+	if err != nil {
+		return Pulled{}, err
+	}
+	if !ep.Receives(ev.Type) {
+		return Pulled{Event: ev}, fmt.Errorf("%s is a %s event: %w (%s)", ev.ID, ev.Type, ErrNotReceived, ep.ID)
+	}
+	outcome, err := r.receiver.Recover(context.WithoutCancel(ctx), ev.Payload)
+	if err != nil {
+		return Pulled{Event: ev}, err
+	}
+	return Pulled{Event: ev, Outcome: outcome}, nil
+}
+
+// pollEvery bounds how long the schedule sleeps between looks at whether a
+// run is due, so a shorter interval or another replica's run is noticed.
+const pollEvery = time.Minute
+
+// Run reconciles on the schedule until ctx is cancelled, then returns nil.
+// Every replica runs this loop; each look takes the reconcile lock and runs
+// only when the last run of any replica finished an Interval ago or more,
+// so the replicas together run once per Interval. A failed run is logged
+// and kept, and the next comes an Interval later. The first look is at
+// start, so a new deployment reconciles at once.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if r.cfg.Interval <= 0 {
+		return nil
+	}
+	r.logger.InfoContext(ctx, "reconcile schedule started", "interval", r.cfg.Interval,
+		"window", WindowText(r.cfg.Window), "endpoint", r.cfg.EndpointID)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		res, err := r.RunOnce(ctx, Options{Trigger: queue.TriggerSchedule})
+		switch {
+		case err == nil:
+			r.logger.InfoContext(ctx, "reconcile run", "summary", res.Summary())
+		case errors.Is(err, errNotDue), errors.Is(err, queue.ErrReconcileRunning), ctx.Err() != nil:
+		default:
+			r.logger.ErrorContext(ctx, "reconcile run failed", "err", err)
+		}
+		timer.Reset(min(r.cfg.Interval, pollEvery))
+	}
+}
+
+// errNotDue is RunOnce's answer to the schedule when the last run, of any
+// replica, finished less than an Interval ago.
+var errNotDue = errors.New("no reconcile run is due")
+
+// due reports whether the last run of any replica finished at least an
+// Interval ago, by the database's clock.
+func (r *Reconciler) due(ctx context.Context) (bool, error) {
+	last, err := r.store.LastReconcileRun(ctx)
+	if errors.Is(err, queue.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	now, err := r.store.Now(ctx)
+	if err != nil {
+		return false, err
+	}
+	return now.Sub(last.FinishedAt) >= r.cfg.Interval, nil
+}
