@@ -142,6 +142,10 @@ func ActionLabel(a audit.Action) string {
 		return "role changed"
 	case audit.AccountRemove:
 		return "account removed"
+	case audit.Reconcile:
+		return "reconciled with Stripe"
+	case audit.Pull:
+		return "pulled from Stripe"
 	}
 	return string(a)
 }

@@ -69,8 +69,15 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	return views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused}, nil
+	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
+		Refused: refused, ReconcileOn: d.opts.Reconciler != nil}
+	switch run, err := d.store.LastReconcileRun(ctx); {
+	case err == nil:
+		stats.Reconcile = &run
+	case !errors.Is(err, queue.ErrNotFound):
+		return views.OverviewStats{}, err
+	}
+	return stats, nil
 }
 
 func (d *dashboard) retentionDays() string {
@@ -81,8 +88,9 @@ func (d *dashboard) retentionDays() string {
 // sooner lets a redelivery of its event be processed again.
 const minPruneDays = int(worker.MinMarkerRetention / (24 * time.Hour))
 
-// renderOverview renders the overview; prune carries the prune form's state.
-func (d *dashboard) renderOverview(c echo.Context, status int, prune views.PruneForm) error {
+// renderOverview renders the overview; prune and rec carry the state of
+// its forms, zero for their defaults.
+func (d *dashboard) renderOverview(c echo.Context, status int, prune views.PruneForm, rec views.ReconcileForm) error {
 	st, err := d.overviewStats(c.Request().Context())
 	if err != nil {
 		return err
@@ -91,7 +99,16 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, activity, prune))
+	if prune.Days == "" && prune.Error == "" {
+		prune.Days = d.retentionDays()
+	}
+	if d.opts.Reconciler != nil {
+		rec.MaxHours = int(d.opts.Reconciler.MaxWindow() / time.Hour)
+		if rec.Hours == "" && rec.Error == "" {
+			rec.Hours = strconv.Itoa(int(d.opts.Reconciler.Window() / time.Hour))
+		}
+	}
+	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, activity, prune, rec))
 }
 
 // activity reads the counts behind the overview's charts, over the range
@@ -119,7 +136,7 @@ func (d *dashboard) handleOverviewActivity() echo.HandlerFunc {
 
 func (d *dashboard) handleOverview() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.renderOverview(c, http.StatusOK, views.PruneForm{Days: d.retentionDays()})
+		return d.renderOverview(c, http.StatusOK, views.PruneForm{}, views.ReconcileForm{})
 	}
 }
 
@@ -146,7 +163,7 @@ func (d *dashboard) pruneDays(c echo.Context) (days int, ok bool, err error) {
 			Days: raw,
 			Error: fmt.Sprintf("Days must be a whole number, at least %d: Stripe redelivers an event for up to %d days, "+
 				"and a redelivery whose marker was pruned would be processed again.", minPruneDays, minPruneDays),
-		})
+		}, views.ReconcileForm{})
 	}
 	// Beyond this, days*24h overflows a time.Duration; nothing is that old.
 	return min(days, 100_000), true, nil
@@ -249,7 +266,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 			return err
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			Self: listURL(f, pageNum)}
+			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil}
 		if len(page.Events) == 0 && f.EventID != "" {
 			// Searched for an id this list does not have: say where the
 			// event is, so nobody has to try every list.

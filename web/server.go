@@ -24,6 +24,7 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/reconcile"
 )
 
 // Stores are the stores the server reads and writes, all over one database.
@@ -75,6 +76,9 @@ type Options struct {
 	// Rejections, when set, records the deliveries the receiver refuses
 	// with a 4xx, for the rejection log.
 	Rejections *worker.RejectionLog
+	// Reconciler, when set, lets operators reconcile with Stripe's Events
+	// API and pull single events from it; nil hides those actions.
+	Reconciler *reconcile.Reconciler
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a

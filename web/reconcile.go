@@ -1,0 +1,193 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/stripeapi"
+)
+
+// dashboardRunTimeout bounds a reconcile run or pull started from the
+// dashboard. It does not end with the request: a person closing the tab
+// must not cut a run in half.
+const dashboardRunTimeout = 15 * time.Minute
+
+// reconciler returns the configured reconciler, or a 404 when
+// reconciliation is off: the actions do not exist then.
+func (d *dashboard) reconciler() (*reconcile.Reconciler, error) {
+	if d.opts.Reconciler == nil {
+		return nil, echo.NewHTTPError(http.StatusNotFound)
+	}
+	return d.opts.Reconciler, nil
+}
+
+// reconcileHours reads the reconcile form's hours; ok is false, with the
+// overview re-rendered saying what is wrong, when they are not a whole
+// number from 1 to the longest window.
+func (d *dashboard) reconcileHours(c echo.Context, r *reconcile.Reconciler) (hours int, ok bool, err error) {
+	raw := strings.TrimSpace(c.FormValue("hours"))
+	maxHours := int(r.MaxWindow() / time.Hour)
+	hours, perr := strconv.Atoi(raw)
+	if perr != nil || hours < 1 || hours > maxHours {
+		return 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{}, views.ReconcileForm{
+			Hours: raw,
+			Error: fmt.Sprintf("Hours must be a whole number from 1 to %d.", maxHours),
+		})
+	}
+	return hours, true, nil
+}
+
+// handleReconcilePreview runs a dry run over the window and shows what a
+// run would do.
+func (d *dashboard) handleReconcilePreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, err := d.reconciler()
+		if err != nil {
+			return err
+		}
+		hours, ok, err := d.reconcileHours(c, r)
+		if !ok {
+			return err
+		}
+		res, err := r.RunOnce(c.Request().Context(), reconcile.Options{
+			Window: time.Duration(hours) * time.Hour, DryRun: true, Trigger: queue.TriggerDashboard})
+		if err != nil {
+			return d.reconcileFailed(c, hours, err)
+		}
+		return render(c, http.StatusOK, views.ReconcileConfirm(d.page(c, "Reconcile with Stripe?", "overview"),
+			views.ReconcilePreview{
+				Hours: hours, ReconcileCounts: res.ReconcileCounts,
+				EndpointID: res.Endpoint.ID, EndpointDisabled: res.Endpoint.Status == "disabled",
+				OtherVersion: res.OtherVersion, EndpointVersion: res.Endpoint.APIVersion,
+			}))
+	}
+}
+
+// handleReconcile runs a reconciliation and records it in the audit log
+// with what it recovered.
+func (d *dashboard) handleReconcile() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, err := d.reconciler()
+		if err != nil {
+			return err
+		}
+		hours, ok, err := d.reconcileHours(c, r)
+		if !ok {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
+		defer cancel()
+		res, runErr := r.RunOnce(ctx, reconcile.Options{
+			Window: time.Duration(hours) * time.Hour, Trigger: queue.TriggerDashboard})
+		if errors.Is(runErr, queue.ErrReconcileRunning) {
+			flash(c, "Another reconcile run is in progress; nothing was changed. Try again when it ends.")
+			return c.Redirect(http.StatusSeeOther, "/")
+		}
+		if runErr != nil && res.Recovered+res.Queued == 0 {
+			return d.reconcileFailed(c, hours, runErr)
+		}
+		target := fmt.Sprintf("last %d hours: examined %d, recovered %d, queued %d", hours,
+			res.Examined, res.Recovered, res.Queued)
+		if runErr != nil {
+			target += ", stopped: " + runErr.Error()
+		}
+		if err := d.recordAudit(ctx, c, audit.Reconcile, target, res.Recovered+res.Queued); err != nil {
+			return err
+		}
+		if runErr != nil {
+			flash(c, "Reconcile stopped early: "+runErr.Error()+". "+res.Summary())
+		} else {
+			flash(c, "Reconciled with Stripe: "+res.Summary())
+		}
+		return c.Redirect(http.StatusSeeOther, "/")
+	}
+}
+
+// reconcileFailed shows the overview with Stripe's error at the reconcile
+// form. The request was fine; Stripe's API (or the key) was not, hence 502.
+func (d *dashboard) reconcileFailed(c echo.Context, hours int, err error) error {
+	if !isStripeError(err) {
+		return err
+	}
+	return d.renderOverview(c, http.StatusBadGateway, views.PruneForm{}, views.ReconcileForm{
+		Hours: strconv.Itoa(hours), Error: "Nothing was changed: " + err.Error(),
+	})
+}
+
+// handlePull reads one event from Stripe and runs it through the pipeline,
+// for an evt_ id the dashboard has no trace of.
+func (d *dashboard) handlePull() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, err := d.reconciler()
+		if err != nil {
+			return err
+		}
+		eventID := strings.TrimSpace(c.FormValue("event_id"))
+		if !strings.HasPrefix(eventID, "evt_") || len(eventID) > 255 {
+			return echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
+		}
+		back := localPath(c.FormValue("back"), "/events?"+url.Values{"status": {"dead"}, "q": {eventID}}.Encode())
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
+		defer cancel()
+		p, err := r.Pull(ctx, eventID)
+		switch {
+		case errors.Is(err, queue.ErrEventLocked):
+			flash(c, eventID+" is being handled by a delivery right now; nothing was pulled.")
+			return c.Redirect(http.StatusSeeOther, back)
+		case errors.Is(err, reconcile.ErrNotReceived), isStripeError(err):
+			flash(c, "Nothing was pulled: "+err.Error())
+			return c.Redirect(http.StatusSeeOther, back)
+		case err != nil:
+			return err
+		}
+		changed := int64(0)
+		if p.Outcome == worker.Processed || p.Outcome == worker.Queued {
+			changed = 1
+		}
+		if err := d.recordAudit(ctx, c, audit.Pull, eventID, changed); err != nil {
+			return err
+		}
+		switch p.Outcome {
+		case worker.Processed:
+			flash(c, eventID+" pulled from Stripe and processed")
+		case worker.Queued:
+			flash(c, eventID+" pulled from Stripe; processing failed, so it is on the retry queue")
+			if e, err := d.store.EventByEventID(ctx, eventID); err == nil {
+				back = "/events/" + e.ID.String()
+			}
+		case worker.Duplicate:
+			flash(c, eventID+" was processed already; nothing was changed.")
+		case worker.AlreadyQueued:
+			flash(c, eventID+" is on the retry queue already; nothing was changed.")
+		}
+		return c.Redirect(http.StatusSeeOther, back)
+	}
+}
+
+// recordAudit records an action whose changes committed already, each recovered
+// event in its own transaction, so the entry has one of its own.
+func (d *dashboard) recordAudit(ctx context.Context, c echo.Context, action audit.Action, target string, count int64) error {
+	return d.store.InTx(ctx, func(tx *queue.Tx) error {
+		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, target, count)
+	})
+}
+
+// isStripeError reports whether err came from Stripe's API (a refused key,
+// a missing object, a network failure on the way) rather than from hookd.
+func isStripeError(err error) bool {
+	var ae *stripeapi.APIError
+	return errors.As(err, &ae) || errors.Is(err, reconcile.ErrWindowTooLong)
+}
