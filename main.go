@@ -13,6 +13,8 @@
 //	                set an account's password, read the same way
 //	hookd demo-app  run the app `make run` forwards to, which fails some events on purpose
 //	hookd doctor    check the configuration end to end, one line per check
+//	hookd reconcile [-since 72h] [-dry-run] [-event evt_...]
+//	                recover the events Stripe could not deliver, from its Events API
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -53,6 +55,7 @@ import (
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -98,6 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return doctorCommand(ctx, args, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
+	case "reconcile":
+		return reconcileCommand(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -121,6 +126,9 @@ Commands:
                    set an account's password, read the same way
   demo-app         run the demo app make run forwards to, which fails some events on purpose
   doctor           check the configuration end to end: database, secret, app, timeouts, Stripe, clock
+  reconcile [-since 72h] [-dry-run] [-event evt_...]
+                   run the events Stripe could not deliver through the pipeline,
+                   read from its Events API (needs STRIPE_API_KEY)
   version          print the version
 
 Run "hookd <command> -h" for a command's flags.
@@ -292,6 +300,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
 	pruner := worker.NewPruner(store, accts, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
 	rejections := worker.NewRejectionLog(store, logger, worker.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
+	reconciler := newReconciler(cfg, store, receiver, logger)
 
 	// With a listener of its own, /metrics is not on the main address,
 	// where whoever reaches the receiver could scrape it.
@@ -312,6 +321,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		MarkerRetention: cfg.MarkerRetention,
 		RetryInterval:   cfg.RetryInterval,
 		Rejections:      rejections,
+		Reconciler:      reconciler,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -365,6 +375,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		_ = rejections.Run(flushCtx)
 	}()
 	defer func() { stopFlushing(); <-flushed; <-rejectionsFlushed }()
+	if reconciler != nil {
+		g.Go(func() error { return reconciler.Run(gctx) })
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		logger.Info("shutting down: no new requests, finishing the ones in flight")
@@ -429,6 +442,12 @@ type Config struct {
 	PublicURL        string
 	DemoBackoff      bool
 	StripeAPIURL     string
+	// Reconciliation with Stripe's Events API: off without the key and the
+	// endpoint id.
+	StripeAPIKey      Secret
+	StripeEndpointID  string
+	ReconcileInterval time.Duration
+	ReconcileWindow   time.Duration
 
 	// InlineConcurrency is 0 unless set: serve then derives it from the
 	// pool size.
@@ -518,17 +537,31 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
-	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: "https://api.stripe.com", usage: "Stripe API base URL (for an egress proxy, or tests)",
+	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: stripeapi.DefaultURL, usage: "Stripe API base URL (for an egress proxy, or tests)",
 		set: func(c *Config, v string) error { c.StripeAPIURL = v; return checkURL(v) }},
 	{flag: "demo-backoff", env: "HOOKD_DEMO_BACKOFF", def: "false", boolean: true, usage: "for make run's demo only: retries wait seconds, not hours (24h becomes 24s)",
 		set: func(c *Config, v string) error { return parseBool(&c.DemoBackoff, v) }},
+	{flag: "stripe-api-key", env: "STRIPE_API_KEY", usage: "restricted key rk_... with read access to Events and Webhook Endpoints, for reconciliation (none: no reconciliation)", secret: true,
+		set: func(c *Config, v string) error { c.StripeAPIKey = Secret(v); return checkAPIKey(v) }},
+	{flag: "stripe-webhook-endpoint-id", env: "STRIPE_WEBHOOK_ENDPOINT_ID", usage: "we_..., the Stripe webhook endpoint hookd serves, for reconciliation",
+		set: func(c *Config, v string) error { c.StripeEndpointID = v; return checkEndpointID(v) }},
+	{flag: "reconcile-interval", env: "HOOKD_RECONCILE_INTERVAL", def: "1h", usage: "how often hookd serve reconciles with Stripe's Events API, across replicas; 0 turns it off",
+		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
+	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: "72h", usage: "how far back a scheduled reconciliation looks (at most 720h: Stripe keeps events 30 days)",
+		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
 }
 
 // parseConfig builds the Config for a command: a flag overrides its
 // environment variable, which overrides the built-in default. A bad value is
 // an error naming the variable and the value (unless it is a secret).
-func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+//
+// extra adds a command's own flags, such as reconcile's -since.
+func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer,
+	extra ...func(*flag.FlagSet)) (Config, error) {
 	fs := newFlagSet(cmd, "Each flag overrides the environment variable in brackets.", stderr)
+	for _, add := range extra {
+		add(fs)
+	}
 	values := make([]*string, len(settings))
 	for i, s := range settings {
 		usage := s.usage + " [$" + s.env + "]"
@@ -571,6 +604,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	if cfg.ForwardTimeout >= queue.DefaultClaimWindow {
 		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window of %s (got %s)",
 			queue.DefaultClaimWindow, cfg.ForwardTimeout)
+	}
+	if err := checkReconcile(cfg); err != nil {
+		return Config{}, err
 	}
 	return cfg, nil
 }

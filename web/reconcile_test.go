@@ -74,7 +74,8 @@ func setupReconcile(t *testing.T, key string) *reconcileBundle {
 		EndpointID: ep.ID,
 	})
 	stores := storesOn(store, pool)
-	srv := httptest.NewServer(web.NewServer(logger, stores, receiver, nil, prometheus.NewRegistry(), web.Options{
+	srv := httptest.NewServer(web.NewServer(web.Options{
+		Logger: logger, Stores: stores, Receiver: receiver, Gatherer: prometheus.NewRegistry(),
 		Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Reconciler: r}))
 	t.Cleanup(srv.Close)
 	rb.testBundle = &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}

@@ -21,7 +21,7 @@ import (
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/workertest"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const testSecret = "whsec_reconcile_test"
@@ -399,7 +399,7 @@ func TestRaceWithLiveDelivery(t *testing.T) {
 	ids := b.addEvents(events, "invoice.paid", 10*time.Minute)
 	bodies := map[string][]byte{}
 	for _, id := range ids {
-		bodies[id] = workertest.StripeEvent(id, "invoice.paid")
+		bodies[id] = stripeevent.Minimal(id, "invoice.paid")
 	}
 
 	start := make(chan struct{})
@@ -414,7 +414,7 @@ func TestRaceWithLiveDelivery(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				body := bodies[id]
-				_, err := b.receiver.Receive(context.Background(), body, workertest.Sign(body, testSecret, time.Now()))
+				_, err := b.receiver.Receive(context.Background(), body, stripeevent.Sign(body, testSecret, time.Now()))
 				if err != nil && !errors.Is(err, queue.ErrEventLocked) {
 					t.Errorf("delivery of %s: %v", id, err)
 				}
