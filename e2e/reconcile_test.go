@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mxschmitt/playwright-go"
+
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
@@ -62,10 +64,11 @@ func TestReconcileFromTheDashboard(t *testing.T) {
 
 	step(t, "PullFromStripeAnEventWithNoTrace", func(t *testing.T) {
 		id, _ := api.AddEvent(stripetest.Event{Type: "invoice.paid"})
-		visit(t, page, "/events?"+url.Values{"status": {"dead"}, "q": {id}}.Encode())
-		must(t, expect.Locator(page.GetByText("hookd has no event "+id)).ToBeVisible(), "no trace of it")
+		visit(t, page, "/search?"+url.Values{"q": {id}}.Encode())
+		must(t, expect.Locator(page.GetByRole("heading", playwright.PageGetByRoleOptions{Name: "Never seen"})).ToBeVisible(), "no trace of it")
 		click(t, pageButton(page, "Pull from Stripe"), "Pull from Stripe")
 		must(t, expect.Locator(page.GetByTestId("flash")).ToHaveText(id+" pulled from Stripe and processed"), "pulled")
+		must(t, expect.Locator(page.GetByTestId("search-how")).ToContainText("by reconciliation"), "search now says how")
 		if !h.downstream.seen(id) {
 			t.Errorf("%s never reached the app", id)
 		}

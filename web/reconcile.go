@@ -128,7 +128,7 @@ func (d *dashboard) reconcileFailed(c echo.Context, hours int, err error) error 
 }
 
 // handlePull reads one event from Stripe and runs it through the pipeline,
-// for an evt_ id the dashboard has no trace of.
+// for an evt_ id the dashboard has no trace of (/search's "never seen").
 func (d *dashboard) handlePull() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, err := d.reconciler()
@@ -139,7 +139,7 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		if !strings.HasPrefix(eventID, "evt_") || len(eventID) > 255 {
 			return echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
 		}
-		back := localPath(c.FormValue("back"), "/events?"+url.Values{"status": {"dead"}, "q": {eventID}}.Encode())
+		back := localPath(c.FormValue("back"), "/search?"+url.Values{"q": {eventID}}.Encode())
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
 		defer cancel()
 		p, err := r.Pull(ctx, eventID)

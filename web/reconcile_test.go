@@ -199,14 +199,25 @@ func TestPull_FromTheSearchOfAnUnknownEvent(t *testing.T) {
 	op := rb.client(t)
 	op.signIn(accounts.RoleOperator)
 
-	search := op.get("/events?" + url.Values{"status": {"dead"}, "q": {id}}.Encode())
+	searchURL := "/search?" + url.Values{"q": {id}}.Encode()
+	search := op.get(searchURL)
 	form := search.doc.Find(`form[action="/events/pull"]`)
 	if form.Length() != 1 || !strings.Contains(form.Text(), "Pull from Stripe") {
-		t.Fatalf("no Pull from Stripe button for an unknown event:\n%s", search.body)
+		t.Fatalf("no Pull from Stripe button for an event never seen:\n%s", search.body)
 	}
-	done := op.follow(op.post("/events/pull", formValues(form)))
+	r := op.post("/events/pull", formValues(form))
+	if loc := r.header.Get("Location"); loc != searchURL {
+		t.Errorf("redirect to %q, want back to %q", loc, searchURL)
+	}
+	done := op.follow(r)
 	if flash := testid(done.doc, "flash"); flash != id+" pulled from Stripe and processed" {
 		t.Errorf("flash: got %q", flash)
+	}
+	if how := testid(done.doc, "search-how"); !strings.Contains(how, "by reconciliation") {
+		t.Errorf("search says it was processed %q, want by reconciliation", how)
+	}
+	if done.doc.Find(`form[action="/events/pull"]`).Length() != 0 {
+		t.Error("the button still shows for a processed event")
 	}
 	if rb.forwarded() != 1 {
 		t.Errorf("forwarded %d, want 1", rb.forwarded())
@@ -214,11 +225,14 @@ func TestPull_FromTheSearchOfAnUnknownEvent(t *testing.T) {
 	if e := lastAudit(t, rb.testBundle, audit.Pull); e.Target != id || e.Count != 1 {
 		t.Errorf("audit: got %+v", e)
 	}
-	if op.get("/events?"+url.Values{"status": {"dead"}, "q": {id}}.Encode()).doc.Find(`form[action="/events/pull"]`).Length() != 0 {
-		t.Error("the button still shows for a processed event")
+
+	other, _ := rb.api.AddEvent(stripetest.Event{Type: "invoice.paid"})
+	list := op.get("/events?" + url.Values{"status": {"dead"}, "q": {other}}.Encode())
+	if list.doc.Find(`form[action="/events/pull"]`).Length() != 1 {
+		t.Error("the dead list's search of an unknown id offers no Pull from Stripe")
 	}
 
-	r := op.post("/events/pull", url.Values{"event_id": {"in_123"}})
+	r = op.post("/events/pull", url.Values{"event_id": {"in_123"}})
 	wantStatus(t, r, http.StatusBadRequest)
 	if !strings.Contains(r.body, "evt_") {
 		t.Errorf("400 does not say why: %s", r.body)
@@ -236,7 +250,7 @@ func TestPull_FailedEventIsQueuedAndSaysItWasRecovered(t *testing.T) {
 	id, _ := rb.api.AddEvent(stripetest.Event{Type: "invoice.paid"})
 	op := rb.client(t)
 	op.signIn(accounts.RoleOperator)
-	op.get("/events?status=dead&q=" + id)
+	op.get("/search?q=" + id)
 	r := op.post("/events/pull", url.Values{"event_id": {id}})
 	if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "/events/") || strings.Contains(loc, "?") {
 		t.Fatalf("redirect to %q, want the event's detail page", loc)

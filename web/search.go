@@ -24,7 +24,8 @@ const maxSearchLen = 255
 func (d *dashboard) handleSearch() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
-		s := views.SearchPage{Query: strings.TrimSpace(c.QueryParam("q")), RetentionDays: max(1, int(d.opts.MarkerRetention/(24*time.Hour)))}
+		s := views.SearchPage{Query: strings.TrimSpace(c.QueryParam("q")), RetentionDays: max(1, int(d.opts.MarkerRetention/(24*time.Hour))),
+			CanPull: d.opts.Reconciler != nil}
 		status := http.StatusOK
 		switch {
 		case s.Query == "":
