@@ -215,12 +215,17 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 	if queued {
 		return AlreadyQueued, nil
 	}
-	release, ok := r.inline.tryAcquire()
-	if !ok {
-		return r.deferBusy(ctx, tx, ev, payload, sigHeader)
+	// The inline slots guard the answers Stripe waits for. A recovery has
+	// no one waiting and its own bound, like the retry loop: reconcile
+	// processes a few events at a time. The slot covers the wait for the
+	// app only: the writes after it are as quick as those of any delivery.
+	release := func() {}
+	if path == queue.PathInline {
+		var ok bool
+		if release, ok = r.inline.tryAcquire(); !ok {
+			return r.deferBusy(ctx, tx, ev, payload, sigHeader)
+		}
 	}
-	// The slot covers the wait for the app only: the writes after it are
-	// as quick as those of any delivery.
 	res, took := process(ctx, r.proc, r.timeout, Delivery{
 		EventID: ev.ID, EventType: ev.Type, Payload: payload, Attempt: 0,
 	})
