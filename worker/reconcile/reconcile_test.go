@@ -141,15 +141,6 @@ func tableCounts(t *testing.T, pool *pgxpool.Pool) map[string]int64 {
 	return counts
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
-
 func TestRunOnce(t *testing.T) {
 	t.Parallel()
 
@@ -195,13 +186,13 @@ func TestRunOnce(t *testing.T) {
 		if fmt.Sprint(b.app.order) != fmt.Sprint(wantOrder) {
 			t.Errorf("order: got %v, want oldest first %v", b.app.order, wantOrder)
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE path = 'reconcile' AND outcome = 'succeeded'`); got != 4 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE path = 'reconcile' AND outcome = 'succeeded'`); got != 4 {
 			t.Errorf("reconcile attempts: got %d, want 4", got)
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY($1)`, missing); got != 4 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY($1)`, missing); got != 4 {
 			t.Errorf("markers of the recovered events: got %d, want 4", got)
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM reconcile_runs WHERE trigger = 'command' AND recovered = 4 AND error IS NULL`); got != 1 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM reconcile_runs WHERE trigger = 'command' AND recovered = 4 AND error IS NULL`); got != 1 {
 			t.Errorf("recorded runs: got %d, want 1", got)
 		}
 		if want := "reconciled 72h: examined 11, already processed 3, already queued 1, recovered 4, queued 0, " +
@@ -285,10 +276,10 @@ func TestRunOnce(t *testing.T) {
 		if res.Queued != 3 || res.Recovered != 0 {
 			t.Errorf("got %+v, want 3 queued", res.ReconcileCounts)
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND status = 'failed' AND signature IS NULL`, ids); got != 3 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND status = 'failed' AND signature IS NULL`, ids); got != 3 {
 			t.Errorf("queue rows: got %d, want 3", got)
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE path = 'reconcile' AND outcome = 'failed'`); got != 3 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE path = 'reconcile' AND outcome = 'failed'`); got != 3 {
 			t.Errorf("failed reconcile attempts: got %d, want 3", got)
 		}
 		again, err := b.r.RunOnce(t.Context(), reconcile.Options{})
@@ -437,7 +428,7 @@ func TestRaceWithLiveDelivery(t *testing.T) {
 			t.Errorf("%s reached the app %d times, want 1", id, got)
 		}
 	}
-	if got := count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`); got != events {
+	if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`); got != events {
 		t.Errorf("markers: got %d, want %d", got, events)
 	}
 }
@@ -517,11 +508,11 @@ func TestTwoReplicas(t *testing.T) {
 		}
 		defer check.Close()
 		queuetest.WaitFor(t, 10*time.Second, "a scheduled run", func() bool {
-			return count(t, check, `SELECT count(*) FROM reconcile_runs`) > 0
+			return queuetest.Count(t, check, `SELECT count(*) FROM reconcile_runs`) > 0
 		})
 		cancel()
 		wg.Wait()
-		if got := count(t, check, `SELECT count(*) FROM reconcile_runs WHERE trigger = 'schedule' AND recovered = 30`); got != 1 {
+		if got := queuetest.Count(t, check, `SELECT count(*) FROM reconcile_runs WHERE trigger = 'schedule' AND recovered = 30`); got != 1 {
 			t.Errorf("scheduled runs: got %d, want 1", got)
 		}
 		for _, id := range ids {
@@ -567,7 +558,7 @@ func TestPull(t *testing.T) {
 		if b.app.times(id) != 1 {
 			t.Errorf("app calls: got %d, want 1", b.app.times(id))
 		}
-		if got := count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND path = 'reconcile'`, id); got != 1 {
+		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND path = 'reconcile'`, id); got != 1 {
 			t.Errorf("reconcile attempts: got %d, want 1", got)
 		}
 	})
