@@ -18,17 +18,19 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	results := doctor.Run(ctx, doctor.Config{
-		DatabaseURL:     cfg.DatabaseURL,
-		AdminEmail:      cfg.AdminEmail,
-		StripeSecrets:   reveal(cfg.StripeSecrets),
-		Discard:         cfg.Processor == processorDiscard,
-		ForwardURL:      cfg.ForwardURL,
-		ForwardSecret:   cfg.ForwardSecret.Reveal(),
-		ForwardTimeout:  cfg.ForwardTimeout,
-		ClaimWindow:     queue.DefaultClaimWindow,
-		MarkerRetention: cfg.MarkerRetention,
-		DemoBackoff:     cfg.DemoBackoff,
-		StripeAPIURL:    cfg.StripeAPIURL,
+		DatabaseURL:      cfg.DatabaseURL,
+		AdminEmail:       cfg.AdminEmail,
+		StripeSecrets:    reveal(cfg.StripeSecrets),
+		Discard:          cfg.Processor == processorDiscard,
+		ForwardURL:       cfg.ForwardURL,
+		ForwardSecret:    cfg.ForwardSecret.Reveal(),
+		ForwardTimeout:   cfg.ForwardTimeout,
+		ClaimWindow:      queue.DefaultClaimWindow,
+		MarkerRetention:  cfg.MarkerRetention,
+		DemoBackoff:      cfg.DemoBackoff,
+		StripeAPIKey:     cfg.StripeAPIKey.Reveal(),
+		StripeEndpointID: cfg.StripeEndpointID,
+		StripeAPIURL:     cfg.StripeAPIURL,
 	})
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))

@@ -7,9 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // hookd doctor reads the configuration hookd serve reads, prints a line per
@@ -19,19 +19,18 @@ func TestRunDoctor(t *testing.T) {
 	status := http.StatusOK
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
 	t.Cleanup(app.Close)
-	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Date", time.Now().UTC().Format(http.TimeFormat))
-		w.WriteHeader(http.StatusUnauthorized)
-	}))
-	t.Cleanup(stripe.Close)
+	stripe := stripetest.NewServer(t)
+	endpoint := stripe.AddEndpoint(stripetest.Endpoint{APIVersion: "2025-03-31.basil"})
 	env := map[string]string{
-		"DATABASE_URL":          queuetest.NewDatabaseURL(t),
-		"HOOKD_ADMIN_EMAIL":     "ops@example.com",
-		"HOOKD_ADMIN_PASSWORD":  "correct horse battery",
-		"STRIPE_WEBHOOK_SECRET": "whsec_" + strings.Repeat("Ab1", 11),
-		"HOOKD_FORWARD_URL":     app.URL + "/stripe-events",
-		"HOOKD_FORWARD_SECRET":  "whsec_ZG9jdG9yLW1haW4tdGVzdA==",
-		"HOOKD_STRIPE_API_URL":  stripe.URL,
+		"DATABASE_URL":               queuetest.NewDatabaseURL(t),
+		"HOOKD_ADMIN_EMAIL":          "ops@example.com",
+		"HOOKD_ADMIN_PASSWORD":       "correct horse battery",
+		"STRIPE_WEBHOOK_SECRET":      "whsec_" + strings.Repeat("Ab1", 11),
+		"HOOKD_FORWARD_URL":          app.URL + "/stripe-events",
+		"HOOKD_FORWARD_SECRET":       "whsec_ZG9jdG9yLW1haW4tdGVzdA==",
+		"HOOKD_STRIPE_API_URL":       stripe.URL,
+		"STRIPE_API_KEY":             stripe.Key(),
+		"STRIPE_WEBHOOK_ENDPOINT_ID": endpoint.ID,
 	}
 	doctor := func() (string, error) {
 		var out bytes.Buffer
@@ -43,7 +42,8 @@ func TestRunDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("doctor on a good configuration: %v\n%s", err, out)
 	}
-	for _, want := range []string{"ok    database", "ok    signing secret", "ok    forward to app", "ok    clock", "0 failed"} {
+	for _, want := range []string{"ok    database", "ok    signing secret", "ok    forward to app", "ok    clock",
+		"ok    stripe api key", "ok    stripe endpoint    " + endpoint.ID + " is enabled", "API version 2025-03-31.basil", "0 failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

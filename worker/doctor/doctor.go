@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -67,8 +68,12 @@ type Config struct {
 	ClaimWindow     time.Duration
 	MarkerRetention time.Duration
 	DemoBackoff     bool
-	// StripeAPIURL is where Stripe's API is; its Date header is the clock
-	// hookd's is compared with.
+	// StripeAPIKey and StripeEndpointID are reconciliation's settings;
+	// with the key, doctor reads the endpoint from Stripe's API.
+	StripeAPIKey     string
+	StripeEndpointID string
+	// StripeAPIURL is where Stripe's API is; its Date header is also the
+	// clock hookd's is compared with.
 	StripeAPIURL string
 	// HTTPClient reaches Stripe's API. Default: a client with a 10 s
 	// timeout.
@@ -80,6 +85,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	key, endpoint := Stripe(ctx, cfg)
 	return []Result{
 		Database(ctx, cfg.DatabaseURL),
 		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
@@ -89,6 +95,8 @@ func Run(ctx context.Context, cfg Config) []Result {
 		ForwardTimeout(cfg.ForwardTimeout, cfg.ClaimWindow),
 		Retention(cfg.MarkerRetention),
 		Backoff(cfg.DemoBackoff),
+		key,
+		endpoint,
 		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
 	}
 }
@@ -325,6 +333,89 @@ func Backoff(demo bool) Result {
 			"within a minute; it is for make run's demo, unset it"}
 	}
 	return Result{name, OK, "1m, 5m, 30m, 2h, 24h, then dead"}
+}
+
+// ReceiverPath is where hookd receives Stripe's deliveries; a webhook
+// endpoint's URL ends with it.
+const ReceiverPath = "/webhooks/stripe"
+
+// Stripe reads the webhook endpoint STRIPE_WEBHOOK_ENDPOINT_ID with
+// STRIPE_API_KEY, as reconciliation does, and returns two results: whether
+// Stripe takes the key, and whether the endpoint is enabled and points at
+// hookd's receiver.
+func Stripe(ctx context.Context, cfg Config) (key, endpoint Result) {
+	key, endpoint = Result{Check: "stripe api key"}, Result{Check: "stripe endpoint"}
+	if cfg.StripeAPIKey == "" {
+		key.Status, key.Detail = Skip, "STRIPE_API_KEY is not set: no reconciliation, and the endpoint is not checked"
+		endpoint.Status, endpoint.Detail = Skip, "needs STRIPE_API_KEY"
+		return key, endpoint
+	}
+	if cfg.StripeEndpointID == "" {
+		key.Status, key.Detail = Skip, "not checked without an endpoint to read"
+		endpoint.Status, endpoint.Detail = Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set: set it to the we_... id of the endpoint hookd serves"
+		return key, endpoint
+	}
+	client := stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, HTTPClient: cfg.HTTPClient,
+		// One retry at most: doctor reports what it finds, it does not
+		// wait out an outage.
+		MaxNetworkRetries: 1, RateLimitRetries: 1})
+	ep, err := client.Endpoint(ctx, cfg.StripeEndpointID)
+	var apiErr *stripeapi.APIError
+	switch {
+	case errors.Is(err, stripeapi.ErrNotFound):
+		key.Status, key.Detail = OK, "Stripe takes it ("+keyKind(cfg.StripeAPIKey)+")"
+		endpoint.Status, endpoint.Detail = Fail, err.Error()
+		return key, endpoint
+	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden):
+		key.Status, key.Detail = Fail, err.Error()
+		endpoint.Status, endpoint.Detail = Skip, "not read: the key was refused"
+		return key, endpoint
+	case err != nil:
+		key.Status, key.Detail = Warn, fmt.Sprintf("could not check it: %v", err)
+		endpoint.Status, endpoint.Detail = Skip, "not read: Stripe's API did not answer"
+		return key, endpoint
+	}
+
+	key.Status, key.Detail = OK, "Stripe takes it ("+keyKind(cfg.StripeAPIKey)+")"
+	if strings.HasPrefix(cfg.StripeAPIKey, "sk_") {
+		key.Status, key.Detail = Warn, "Stripe takes it, but it is a secret key, which can do anything in the account: "+
+			"hookd only reads, so give it a restricted key (rk_...) with Read access to Events and Webhook Endpoints"
+	}
+	version := ep.APIVersion
+	if version == "" {
+		version = "the account's default"
+	}
+	types := fmt.Sprintf("%d event types", len(ep.EnabledEvents))
+	if ep.Receives("*") && len(ep.EnabledEvents) == 1 {
+		types = "every event type"
+	}
+	switch {
+	case ep.Status != "enabled":
+		endpoint.Status, endpoint.Detail = Fail, fmt.Sprintf("%s is %s: Stripe sends it nothing (it disables an endpoint "+
+			"that keeps failing); enable it on its page in Stripe's dashboard, then run hookd reconcile for what it missed",
+			ep.ID, ep.Status)
+	case !strings.HasSuffix(strings.TrimRight(ep.URL, "/"), ReceiverPath):
+		endpoint.Status, endpoint.Detail = Warn, fmt.Sprintf("%s sends to %s, which does not end in %s where hookd "+
+			"receives: unless a proxy rewrites the path, change the endpoint's URL; API version %s", ep.ID, ep.URL,
+			ReceiverPath, version)
+	default:
+		endpoint.Status, endpoint.Detail = OK, fmt.Sprintf("%s is enabled and sends %s to %s; API version %s",
+			ep.ID, types, ep.URL, version)
+	}
+	return key, endpoint
+}
+
+// keyKind says what sort of key an API key is, from its prefix.
+func keyKind(key string) string {
+	kind := "restricted"
+	if strings.HasPrefix(key, "sk_") {
+		kind = "secret"
+	}
+	mode := "live mode"
+	if strings.Contains(key, "_test_") {
+		mode = "test mode"
+	}
+	return kind + " key, " + mode
 }
 
 // Clock compares this machine's clock with the Date header of Stripe's API:

@@ -19,6 +19,7 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/doctor"
+	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // expect fails t unless r has the status and its detail holds every want.
@@ -295,5 +296,89 @@ func TestAccounts(t *testing.T) {
 	t.Run("skip unreachable", func(t *testing.T) {
 		t.Parallel()
 		expect(t, doctor.Accounts(ctx, "postgres://hookd@127.0.0.1:1/hookd?connect_timeout=5", ""), doctor.Skip, "does not answer")
+	})
+}
+
+func TestStripe(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	client := &http.Client{Timeout: 5 * time.Second}
+	// check reads the endpoint from a fake Stripe holding it, with key.
+	check := func(t *testing.T, key string, ep stripetest.Endpoint, setup func(*stripetest.Server)) (doctor.Result, doctor.Result) {
+		srv := stripetest.NewServer(t)
+		id := srv.AddEndpoint(ep).ID
+		if setup != nil {
+			setup(srv)
+		}
+		return doctor.Stripe(ctx, doctor.Config{StripeAPIKey: key, StripeEndpointID: id, StripeAPIURL: srv.URL, HTTPClient: client})
+	}
+	good := stripetest.Endpoint{URL: "https://hooks.example.com/webhooks/stripe", APIVersion: "2025-03-31.basil"}
+
+	t.Run("ok", func(t *testing.T) {
+		t.Parallel()
+		key, ep := check(t, stripetest.DefaultKey, good, nil)
+		expect(t, key, doctor.OK, "restricted key, test mode")
+		expect(t, ep, doctor.OK, "is enabled and sends every event type to https://hooks.example.com/webhooks/stripe",
+			"API version 2025-03-31.basil")
+	})
+	t.Run("ok account's default version", func(t *testing.T) {
+		t.Parallel()
+		_, ep := check(t, stripetest.DefaultKey, stripetest.Endpoint{EnabledEvents: []string{"invoice.paid", "charge.refunded"}}, nil)
+		expect(t, ep, doctor.OK, "sends 2 event types", "API version the account's default")
+	})
+	t.Run("skip without key", func(t *testing.T) {
+		t.Parallel()
+		key, ep := doctor.Stripe(ctx, doctor.Config{})
+		expect(t, key, doctor.Skip, "STRIPE_API_KEY is not set")
+		expect(t, ep, doctor.Skip)
+	})
+	t.Run("warn secret key", func(t *testing.T) {
+		t.Parallel()
+		key, ep := check(t, "sk_test_full_access", good, func(s *stripetest.Server) { s.SetKey("sk_test_full_access") })
+		expect(t, key, doctor.Warn, "secret key", "restricted key (rk_...)")
+		expect(t, ep, doctor.OK)
+	})
+	t.Run("warn unreachable", func(t *testing.T) {
+		t.Parallel()
+		gone := httptest.NewServer(http.NotFoundHandler())
+		gone.Close()
+		key, ep := doctor.Stripe(ctx, doctor.Config{StripeAPIKey: stripetest.DefaultKey, StripeEndpointID: "we_1",
+			StripeAPIURL: gone.URL, HTTPClient: client})
+		expect(t, key, doctor.Warn, "could not check it")
+		expect(t, ep, doctor.Skip)
+	})
+	t.Run("warn url elsewhere", func(t *testing.T) {
+		t.Parallel()
+		_, ep := check(t, stripetest.DefaultKey, stripetest.Endpoint{URL: "https://app.example.com/stripe/events"}, nil)
+		expect(t, ep, doctor.Warn, "sends to https://app.example.com/stripe/events", "does not end in /webhooks/stripe")
+	})
+	t.Run("fail rejected key", func(t *testing.T) {
+		t.Parallel()
+		key, ep := check(t, "rk_test_wrong", good, nil)
+		expect(t, key, doctor.Fail, "Stripe rejected STRIPE_API_KEY (401")
+		expect(t, ep, doctor.Skip, "the key was refused")
+	})
+	t.Run("fail no permission", func(t *testing.T) {
+		t.Parallel()
+		key, _ := check(t, stripetest.DefaultKey, good, func(s *stripetest.Server) { s.Deny("/v1/webhook_endpoints") })
+		expect(t, key, doctor.Fail, "(403)", "Webhook Endpoints")
+	})
+	t.Run("fail no such endpoint", func(t *testing.T) {
+		t.Parallel()
+		srv := stripetest.NewServer(t)
+		key, ep := doctor.Stripe(ctx, doctor.Config{StripeAPIKey: stripetest.DefaultKey, StripeEndpointID: "we_missing",
+			StripeAPIURL: srv.URL, HTTPClient: client})
+		expect(t, key, doctor.OK)
+		expect(t, ep, doctor.Fail, "no webhook endpoint we_missing (404")
+	})
+	t.Run("fail disabled", func(t *testing.T) {
+		t.Parallel()
+		_, ep := check(t, stripetest.DefaultKey, stripetest.Endpoint{Status: "disabled"}, nil)
+		expect(t, ep, doctor.Fail, "is disabled", "hookd reconcile")
+	})
+	t.Run("fail no endpoint id", func(t *testing.T) {
+		t.Parallel()
+		_, ep := doctor.Stripe(ctx, doctor.Config{StripeAPIKey: stripetest.DefaultKey})
+		expect(t, ep, doctor.Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set")
 	})
 }
