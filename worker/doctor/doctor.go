@@ -192,15 +192,16 @@ func Accounts(ctx context.Context, databaseURL, adminEmail string) Result {
 	}
 	switch {
 	case adminEmail != "" && admins == 0:
-		return Result{name, OK, fmt.Sprintf("%d accounts; hookd serve makes %s an admin at start", len(users), adminEmail)}
+		return Result{name, OK, fmt.Sprintf("%s; hookd serve makes %s an admin at start", count(len(users), "account"), adminEmail)}
 	case len(users) == 0:
 		return Result{name, Fail, "nobody can sign in to the dashboard: run hookd user add you@example.com -role admin, " +
 			"or set HOOKD_ADMIN_EMAIL and HOOKD_ADMIN_PASSWORD"}
 	case admins == 0:
-		return Result{name, Warn, fmt.Sprintf("%d accounts, none of them an admin: nobody can add, re-role or remove "+
-			"accounts on the dashboard; hookd user add EMAIL -role admin makes one", len(users))}
+		return Result{name, Warn, fmt.Sprintf("%s, none of them an admin: nobody can add, re-role or remove "+
+			"accounts on the dashboard; hookd user add EMAIL -role admin makes one", count(len(users), "account"))}
 	}
-	return Result{name, OK, fmt.Sprintf("%d accounts, %d of them admins", len(users), admins)}
+	return Result{name, OK, fmt.Sprintf("%s, %d of them %s", count(len(users), "account"), admins,
+		map[bool]string{true: "an admin", false: "admins"}[admins == 1])}
 }
 
 // stripeSecretShape is what follows whsec_ in the signing secrets Stripe
@@ -464,6 +465,14 @@ func unwrapURLError(err error) error {
 		return uerr.Err
 	}
 	return err
+}
+
+// count is "1 account" or "3 accounts".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // short writes a duration as people do: 720h, 2m, 10s.

@@ -279,7 +279,7 @@ func TestAccounts(t *testing.T) {
 	}
 	t.Run("ok", func(t *testing.T) {
 		t.Parallel()
-		expect(t, doctor.Accounts(ctx, withUsers(t, accounts.RoleAdmin, accounts.RoleViewer), ""), doctor.OK, "2 accounts, 1 of them admins")
+		expect(t, doctor.Accounts(ctx, withUsers(t, accounts.RoleAdmin, accounts.RoleViewer), ""), doctor.OK, "2 accounts, 1 of them an admin")
 	})
 	t.Run("ok bootstrap", func(t *testing.T) {
 		t.Parallel()
