@@ -227,7 +227,8 @@ func TestParseConfig_Reconcile(t *testing.T) {
 
 // TestReconcileCommand_TenThousandEvents measures a run over 10,000 missing
 // events on 100 pages, through the command as an operator runs it (with its
-// pause between pages). It is a measurement, so it runs only when asked:
+// 100 ms pause between pages), then the same window again, when every event
+// is processed. It is a measurement, so it runs only when asked:
 //
 //	HOOKD_MEASURE_RECONCILE=1 go test -run TenThousand -v .
 func TestReconcileCommand_TenThousandEvents(t *testing.T) {
@@ -247,5 +248,17 @@ func TestReconcileCommand_TenThousandEvents(t *testing.T) {
 	t.Logf("%s(wall time %s, %d list requests)", out, took.Round(time.Millisecond), e.api.Requests("/v1/events"))
 	if e.forwarded() != 10_000 {
 		t.Errorf("forwarded %d, want 10000", e.forwarded())
+	}
+
+	// The routine case: the same window again, every event processed.
+	start = time.Now()
+	out, _, err = e.reconcile(t, "-since", "72h")
+	took = time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s(wall time %s, second run)", out, took.Round(time.Millisecond))
+	if e.forwarded() != 10_000 {
+		t.Errorf("forwarded %d after the second run, want still 10000", e.forwarded())
 	}
 }
