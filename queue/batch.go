@@ -250,7 +250,7 @@ const rescheduleBatchSQL = `
 	), rescheduled AS (
 		UPDATE webhook_events e
 		SET status = f.status, attempts = f.attempts, last_error = f.error,
-		    last_attempt_at = now(), manual_retry = false,
+		    last_attempt_at = now(), manual_retry = false, claims = 0,
 		    next_retry_at = CASE WHEN f.status = 'dead' THEN e.next_retry_at
 		                         ELSE now() + make_interval(secs => f.delay) END
 		FROM f
@@ -284,7 +284,8 @@ func (s *Store) rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
 // ReleaseBatch hands claimed events back to the queue, due at once, with
 // their status, attempts and last error as they were: their attempts were cut
 // short by a shutdown, which says nothing about the event, so they are not
-// counted and no attempt is recorded. It returns how many rows it released.
+// counted, no attempt is recorded and the claim is taken back. It returns
+// how many rows it released.
 func (s *Store) ReleaseBatch(ctx context.Context, released []Event) (int64, error) {
 	if len(released) == 0 {
 		return 0, nil
@@ -297,7 +298,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, released []Event) (int64, erro
 }
 
 const releaseBatchSQL = `
-	UPDATE webhook_events SET next_retry_at = now()
+	UPDATE webhook_events SET next_retry_at = now(), claims = greatest(claims - 1, 0)
 	WHERE id = ANY ($1::uuid[]) AND status IN ('failed', 'retrying')`
 
 func eventRowIDs(events []Event) []string {

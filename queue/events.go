@@ -97,10 +97,13 @@ type Event struct {
 	LastAttemptAt *time.Time `db:"last_attempt_at"`
 	// ManualRetry is set when a person sent the event back to the queue.
 	ManualRetry bool `db:"manual_retry"`
+	// Claims is how many times the retry loop claimed the event since its
+	// last recorded attempt; 2 or more means it is stuck (see Stuck).
+	Claims int `db:"claims"`
 }
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
-	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry`
+	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims`
 
 // FailedEvent is an event whose inline processing failed, as Enqueue takes it.
 type FailedEvent struct {
@@ -185,7 +188,7 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 	// hash the whole table on every claim.
 	rows, err := s.db.Query(ctx, `
 		UPDATE webhook_events
-		SET next_retry_at = now() + make_interval(secs => $2)
+		SET next_retry_at = now() + make_interval(secs => $2), claims = claims + 1
 		WHERE id = ANY (ARRAY(
 			SELECT id FROM webhook_events
 			WHERE status IN ('failed', 'retrying')
@@ -241,6 +244,7 @@ func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, l
 	tag, err := s.db.Exec(ctx, `
 		UPDATE webhook_events
 		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false,
+		    claims = 0,
 		    next_retry_at = CASE WHEN $2 = 'dead' THEN next_retry_at
 		                         ELSE now() + make_interval(secs => $5) END
 		WHERE id = $1`,
@@ -285,6 +289,9 @@ type EventFilter struct {
 	// ErrorGroup, when set, keeps only events whose masked last error is
 	// exactly this (see FailureGroup).
 	ErrorGroup string
+	// StuckAfter, when set, keeps only stuck events (see Event.Stuck), with
+	// it as the claim window.
+	StuckAfter time.Duration
 	Limit      int
 	Offset     int
 }
@@ -318,6 +325,12 @@ func (f EventFilter) where() (string, []any) {
 	if f.ErrorGroup != "" {
 		args = append(args, f.ErrorGroup)
 		conds = append(conds, fmt.Sprintf("error_group = $%d", len(args)))
+	}
+	if f.StuckAfter > 0 {
+		args = append(args, f.StuckAfter.Seconds())
+		conds = append(conds, fmt.Sprintf(
+			"status IN ('failed', 'retrying') AND (claims >= 2 OR next_retry_at < now() - make_interval(secs => $%d))",
+			len(args)))
 	}
 	return strings.Join(conds, " AND "), args
 }

@@ -123,6 +123,9 @@ func DescribeFilter(f queue.EventFilter) string {
 	if f.ErrorGroup != "" {
 		parts = append(parts, fmt.Sprintf("last error like %q", f.ErrorGroup))
 	}
+	if f.StuckAfter > 0 {
+		parts = append(parts, "stuck")
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -26,6 +26,9 @@ type Page struct {
 	Error string
 	// Now is when the page is rendered, to show times as ages.
 	Now time.Time
+	// Stalled, when set, says the retry loop has stalled: a banner on
+	// every page, since nothing pending moves until it runs again.
+	Stalled string
 	// DemoBackoff is set while the retry schedule runs in seconds for the
 	// demo; every page then says so, so nobody mistakes it for production.
 	DemoBackoff bool

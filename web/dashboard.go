@@ -69,8 +69,12 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
+	stuck, err := d.store.CountStuck(ctx, queue.DefaultClaimWindow)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused, ReconcileOn: d.opts.Reconciler != nil}
+		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil}
 	switch run, err := d.store.LastReconcileRun(ctx); {
 	case err == nil:
 		stats.Reconcile = &run
@@ -226,7 +230,17 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 		ErrorContains: strings.TrimSpace(c.FormValue("error")),
 		EventID:       strings.TrimSpace(c.FormValue("q")),
 		ErrorGroup:    c.FormValue("group"),
+		StuckAfter:    stuckAfter(c.FormValue("stuck") != ""),
 	}
+}
+
+// stuckAfter is the claim window a stuck filter uses when on: the retry
+// loop's, which hookd does not let anyone configure.
+func stuckAfter(on bool) time.Duration {
+	if on {
+		return queue.DefaultClaimWindow
+	}
+	return 0
 }
 
 // listURL is the URL of one page of the list f selects.
@@ -237,6 +251,9 @@ func listURL(f queue.EventFilter, page int) string {
 		if v != "" {
 			q.Set(k, v)
 		}
+	}
+	if f.StuckAfter > 0 {
+		q.Set("stuck", "1")
 	}
 	if page > 1 {
 		q.Set("page", strconv.Itoa(page))
@@ -266,7 +283,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 			return err
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil}
+			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, ClaimWindow: queue.DefaultClaimWindow}
 		if len(page.Events) == 0 && f.EventID != "" {
 			// Searched for an id this list does not have: say where the
 			// event is, so nobody has to try every list.
@@ -343,7 +360,7 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
 			payload = buf.String()
 		}
-		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts,
+		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
 			Back: "/events/" + e.ID.String()}
 		nav := "pending"
 		if e.Status == queue.StatusDead {

@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/static"
 	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/worker"
 )
 
 // render renders a page into a buffer first and sends it only when that
@@ -47,7 +48,31 @@ func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 		Now:   time.Now(),
 
 		DemoBackoff: d.store.DemoBackoff(),
+		Stalled:     d.stalledBanner(c),
 	}
+}
+
+// stalledBanner is the banner every page shows while the retry loop is
+// stalled, or "". A failure to tell is logged and shows none: the page's
+// own queries say whether the database answers.
+func (d *dashboard) stalledBanner(c echo.Context) string {
+	if signedIn(c) == nil {
+		return ""
+	}
+	after := worker.RetrierStalledAfter(d.opts.RetryInterval)
+	stalled, last, now, err := d.store.RetryLoopStall(c.Request().Context(), after)
+	switch {
+	case err != nil:
+		d.logger.WarnContext(c.Request().Context(), "cannot tell whether the retry loop is stalled", "err", err)
+		return ""
+	case !stalled:
+		return ""
+	case last == nil:
+		return "No retry loop has ever run, and events wait for one: nothing on the queue is retried. " +
+			"Is hookd serve running?"
+	}
+	return "The retry loop has not looked for due events for " + views.Age(*last, now) + " (since " +
+		views.Absolute(*last) + "): nothing on the queue is retried. Check hookd's log on every replica."
 }
 
 // flash keeps msg in the session for the next page shown.

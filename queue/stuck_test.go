@@ -1,0 +1,115 @@
+package queue_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// A claim counts, an outcome clears the count, a claim handed back at
+// shutdown takes itself back, and a second claim without an outcome
+// makes the event stuck.
+func TestClaims_CountUntilAnOutcome(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := t.Context()
+	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_claims"})
+	claims := func() int {
+		t.Helper()
+		got, err := s.Event(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Claims
+	}
+	dueNow := func() {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimOne := func() queue.Event {
+		t.Helper()
+		got, err := s.ClaimDue(ctx, 10, time.Minute)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("claim: %v, %v; want the one event", got, err)
+		}
+		return got[0]
+	}
+
+	claimed := claimOne()
+	if claimed.Claims != 1 || claims() != 1 {
+		t.Fatalf("after one claim: %d (returned %d), want 1", claims(), claimed.Claims)
+	}
+	if _, err := s.ReleaseBatch(ctx, []queue.Event{claimed}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claims(); got != 0 {
+		t.Errorf("after the claim was handed back: %d, want 0", got)
+	}
+
+	claimOne()
+	dueNow()
+	claimed = claimOne()
+	if got := claims(); got != 2 || !claimed.Stuck(time.Now(), time.Hour) {
+		t.Errorf("claimed twice without an outcome: claims %d, stuck %v; want 2 and stuck", got, claimed.Stuck(time.Now(), time.Hour))
+	}
+	if n, err := s.CountStuck(ctx, time.Hour); err != nil || n != 1 {
+		t.Errorf("CountStuck: %d, %v; want 1", n, err)
+	}
+
+	if _, err := s.RescheduleBatch(ctx, []queue.Settled{{Event: claimed, Attempt: &queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: claimed.EventID, Path: queue.PathRetry, Number: 1, Error: "boom"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claims(); got != 0 {
+		t.Errorf("after a failed attempt was recorded: %d, want 0", got)
+	}
+	if n, err := s.CountStuck(ctx, time.Hour); err != nil || n != 0 {
+		t.Errorf("CountStuck after the outcome: %d, %v; want 0", n, err)
+	}
+}
+
+func TestCountStuck_OverdueBeyondTheClaimWindow(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: -10 * time.Minute})                                 // stuck
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: -30 * time.Second})                                 // due, not yet stuck
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: time.Hour})                                         // waiting
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, DueIn: -time.Hour}) // dead
+	n, err := s.CountStuck(t.Context(), 2*time.Minute)
+	if err != nil || n != 1 {
+		t.Fatalf("CountStuck: %d, %v; want 1", n, err)
+	}
+	page, err := s.Events(t.Context(), queue.EventFilter{Status: queue.StatusPending, StuckAfter: 2 * time.Minute})
+	if err != nil || len(page.Events) != 1 {
+		t.Fatalf("stuck filter: %d events, %v; want 1", len(page.Events), err)
+	}
+}
+
+func TestRetryLoopStall(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := t.Context()
+	if stalled, _, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || stalled {
+		t.Errorf("no loop ever ran and nothing waits: stalled %v, %v; want false", stalled, err)
+	}
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+	if stalled, last, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || !stalled || last != nil {
+		t.Errorf("no loop ever ran and an event waits: stalled %v, last %v, %v; want stalled, no last", stalled, last, err)
+	}
+	if err := s.RecordRetrierTick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if stalled, _, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || stalled {
+		t.Errorf("just ticked: stalled %v, %v; want false", stalled, err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE worker_status SET last_run_at = now() - interval '5 minutes' WHERE component = 'retrier'`); err != nil {
+		t.Fatal(err)
+	}
+	if stalled, last, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || !stalled || last == nil {
+		t.Errorf("ticked 5 minutes ago: stalled %v, last %v, %v; want stalled", stalled, last, err)
+	}
+}
