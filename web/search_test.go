@@ -54,6 +54,11 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 	if err := b.store.MarkProcessed(ctx, "evt_manual"); err != nil {
 		t.Fatal(err)
 	}
+	// Recovered by reconciliation: Stripe's delivery never reached hookd.
+	recordAttempt(t, b, "evt_reconciled", queue.PathReconcile, 0, true)
+	if err := b.store.MarkProcessed(ctx, "evt_reconciled"); err != nil {
+		t.Fatal(err)
+	}
 	dead := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_dead", Status: queue.StatusDead,
 		Attempts: 5, LastError: "downstream answered 500: nope"})
 
@@ -65,6 +70,7 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 		{"evt_first", "processed", "on its first delivery, while Stripe waited"},
 		{"  evt_retried ", "processed", "by retry 2, on the retry loop's schedule"},
 		{"evt_manual", "processed", "by retry 1, which a person asked for"},
+		{"evt_reconciled", "processed", "by reconciliation: hookd found it in Stripe's event list"},
 		{"evt_dead", "queued", "On the queue: dead"},
 		{dead.ID.String(), "queued", "evt_dead"},
 		{"evt_never", "never", "hookd has no record of evt_never"},
