@@ -121,7 +121,7 @@ type PendingEvent struct {
 func (s *Store) OldestPending(ctx context.Context) (*PendingEvent, int64, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT event_id, event_type, created_at FROM webhook_events
-		WHERE status IN ('failed', 'retrying')
+		WHERE `+pending+`
 		ORDER BY created_at LIMIT 1`)
 	if err != nil {
 		return nil, 0, fmt.Errorf("find the oldest pending event: %w", err)

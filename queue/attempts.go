@@ -51,20 +51,15 @@ type NewAttempt struct {
 // RecordAttempt appends an attempt to the event's history. Call it on the Tx
 // that writes the attempt's outcome, so history and state commit together.
 func (s *Store) RecordAttempt(ctx context.Context, a NewAttempt) error {
-	outcome := "failed"
-	if a.Succeeded {
-		outcome = "succeeded"
-	}
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8)`,
-		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond), outcome,
-		a.HTTPStatus, a.Error, a.Path, a.Number)
-	if err != nil {
+	var c attemptColumns
+	c.add(a)
+	if _, err := s.db.Exec(ctx, recordAttemptSQL, c.args()...); err != nil {
 		return fmt.Errorf("record attempt of %s: %w", a.EventID, err)
 	}
 	return nil
 }
+
+var recordAttemptSQL = insertAttemptsSQL(1)
 
 // Attempts returns the event's attempts, oldest first.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {

@@ -68,7 +68,7 @@ const claimStatesSQL = `
 	         WHEN EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = c.event_id) THEN $4::int
 	         WHEN EXISTS (SELECT 1 FROM webhook_events e
 	                      WHERE e.id = c.id AND e.next_retry_at = c.claimed_until
-	                        AND e.status IN ('failed', 'retrying')) THEN $5::int
+	                        AND ` + pending + `) THEN $5::int
 	         ELSE $6::int
 	       END
 	FROM unnest($1::uuid[], $2::text[], $3::timestamptz[]) WITH ORDINALITY AS c(id, event_id, claimed_until, ord)
@@ -200,38 +200,36 @@ func (s *Store) ResolveBatch(ctx context.Context, done []Settled) (int64, error)
 	return deleted, nil
 }
 
-const resolveBatchSQL = `
+// resolveBatchSQL deletes the queue rows $1 and writes the marker of each
+// row it deleted: a row is only ever deleted here, under its event's lock,
+// so its marker goes with it.
+var resolveBatchSQL = `
 	WITH resolved AS (
-		DELETE FROM webhook_events WHERE id = ANY ($1::uuid[]) RETURNING id
+		DELETE FROM webhook_events WHERE id = ANY ($1::uuid[]) RETURNING event_id
 	), marked AS (
 		INSERT INTO processed_webhook_events (event_id)
-		SELECT unnest($2::text[])
+		SELECT event_id FROM resolved
 		ON CONFLICT DO NOTHING
-	), recorded AS (
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-		SELECT a.source, a.event_id, a.duration_ms, 'succeeded', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
-		FROM unnest($3::text[], $4::text[], $5::float8[], $6::int[], $7::text[], $8::text[], $9::int[])
-		     AS a(source, event_id, duration_ms, http_status, error, path, attempt)
+	), recorded AS (` + insertAttemptsSQL(2) + `
 	)
 	SELECT count(*) FROM resolved`
 
 func resolveBatchArgs(done []Settled) []any {
 	var c attemptColumns
 	ids := make([]string, len(done))
-	eventIDs := make([]string, len(done))
 	for i, d := range done {
-		ids[i], eventIDs[i] = d.Event.ID.String(), d.Event.EventID
+		ids[i] = d.Event.ID.String()
 		if d.Attempt != nil {
 			c.add(*d.Attempt)
 		}
 	}
-	return append([]any{ids, eventIDs}, c.args()...)
+	return append([]any{ids}, c.args()...)
 }
 
 // RescheduleBatch records failed attempts of claimed events in one
-// statement, as ScheduleRetry does for one: each event's attempts become its
-// Attempt's Number, and it becomes retrying, due after s.RetryDelay, or dead at
-// MaxAttempts. It returns the new status of each event, in order.
+// statement: each event's attempts become its Attempt's Number, and it
+// becomes what afterFailure says, retrying or dead. It returns the new
+// status of each event, in order.
 func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status, error) {
 	if len(failed) == 0 {
 		return nil, nil
@@ -243,42 +241,61 @@ func (s *Store) RescheduleBatch(ctx context.Context, failed []Settled) ([]Status
 	return statuses, nil
 }
 
-const rescheduleBatchSQL = `
+// rescheduleBatchSQL writes the outcome of failed retries: $1 the rows, $2
+// their new status, $3 the seconds until their next retry (NULL for none:
+// the row keeps its next_retry_at), $4 their attempts and $5 their last
+// error; then the attempts to record, from $6 on. It returns how many rows
+// it changed.
+var rescheduleBatchSQL = `
 	WITH f AS (
 		SELECT * FROM unnest($1::uuid[], $2::text[], $3::float8[], $4::int[], $5::text[])
-		       AS f(id, status, delay, attempts, error)
+		       AS f(id, status, wait, attempts, error)
 	), rescheduled AS (
 		UPDATE webhook_events e
 		SET status = f.status, attempts = f.attempts, last_error = f.error,
 		    last_attempt_at = now(), manual_retry = false, claims = 0,
-		    next_retry_at = CASE WHEN f.status = 'dead' THEN e.next_retry_at
-		                         ELSE now() + make_interval(secs => f.delay) END
+		    next_retry_at = coalesce(now() + make_interval(secs => f.wait), e.next_retry_at)
 		FROM f
 		WHERE e.id = f.id
+		RETURNING e.id
+	), recorded AS (` + insertAttemptsSQL(6) + `
 	)
-	INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-	SELECT a.source, a.event_id, a.duration_ms, 'failed', NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
-	FROM unnest($6::text[], $7::text[], $8::float8[], $9::int[], $10::text[], $11::text[], $12::int[])
-	     AS a(source, event_id, duration_ms, http_status, error, path, attempt)`
+	SELECT count(*) FROM rescheduled`
 
+// failedRetry is one row of rescheduleBatchSQL: the queue row id, the
+// attempts its failure brings it to and the failure's error.
+type failedRetry struct {
+	id       string
+	attempts int
+	error    string
+}
+
+// rescheduleArgs returns the arguments of rescheduleBatchSQL for rows, and
+// attempts to record with them, and each row's new status.
+func (s *Store) rescheduleArgs(rows []failedRetry, attempts attemptColumns) ([]Status, []any) {
+	ids := make([]string, len(rows))
+	statuses := make([]Status, len(rows))
+	statusText := make([]string, len(rows))
+	waits := make([]*float64, len(rows))
+	numbers := make([]int, len(rows))
+	errs := make([]string, len(rows))
+	for i, r := range rows {
+		statuses[i], waits[i] = s.afterFailure(r.attempts)
+		ids[i], statusText[i], numbers[i], errs[i] = r.id, string(statuses[i]), r.attempts, r.error
+	}
+	return statuses, append([]any{ids, statusText, waits, numbers, errs}, attempts.args()...)
+}
+
+// rescheduleBatchArgs returns the arguments of rescheduleBatchSQL for
+// failed, whose Attempts are recorded, and each event's new status.
 func (s *Store) rescheduleBatchArgs(failed []Settled) ([]Status, []any) {
 	var c attemptColumns
-	ids := make([]string, len(failed))
-	statuses := make([]Status, len(failed))
-	statusText := make([]string, len(failed))
-	delays := make([]float64, len(failed))
+	rows := make([]failedRetry, len(failed))
 	for i, f := range failed {
-		a := *f.Attempt
-		c.add(a)
-		ids[i] = f.Event.ID.String()
-		statuses[i] = StatusRetrying
-		if a.Number >= MaxAttempts {
-			statuses[i] = StatusDead
-		}
-		statusText[i] = string(statuses[i])
-		delays[i] = s.RetryDelay(a.Number).Seconds()
+		c.add(*f.Attempt)
+		rows[i] = failedRetry{id: f.Event.ID.String(), attempts: f.Attempt.Number, error: f.Attempt.Error}
 	}
-	return statuses, append([]any{ids, statusText, delays, c.number, c.errors}, c.args()...)
+	return s.rescheduleArgs(rows, c)
 }
 
 // ReleaseBatch hands claimed events back to the queue, due at once, with
@@ -299,7 +316,7 @@ func (s *Store) ReleaseBatch(ctx context.Context, released []Event) (int64, erro
 
 const releaseBatchSQL = `
 	UPDATE webhook_events SET next_retry_at = now(), claims = greatest(claims - 1, 0)
-	WHERE id = ANY ($1::uuid[]) AND status IN ('failed', 'retrying')`
+	WHERE id = ANY ($1::uuid[]) AND ` + pending
 
 func eventRowIDs(events []Event) []string {
 	ids := make([]string, len(events))
@@ -332,29 +349,46 @@ func (t *Tx) CommitSettled(ctx context.Context, done, failed []Settled, released
 	return statuses, nil
 }
 
-// attemptColumns holds attempts column by column, for an INSERT from unnest.
+// insertAttemptsSQL is the one statement that appends to the attempt
+// history: the attempts given column by column, as attemptColumns.args
+// orders them, in the parameters from $first on.
+func insertAttemptsSQL(first int) string {
+	return fmt.Sprintf(`
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+		FROM unnest($%d::text[], $%d::text[], $%d::float8[], $%d::text[], $%d::int[], $%d::text[], $%d::text[], $%d::int[])
+		     AS a(source, event_id, duration_ms, outcome, http_status, error, path, attempt)`,
+		first, first+1, first+2, first+3, first+4, first+5, first+6, first+7)
+}
+
+// attemptColumns holds attempts column by column, for insertAttemptsSQL.
 type attemptColumns struct {
-	source, eventID, errors, path []string
-	durationMS                    []float64
-	httpStatus, number            []int
+	source, eventID, outcome, errors, path []string
+	durationMS                             []float64
+	httpStatus, number                     []int
 }
 
 func (c *attemptColumns) add(a NewAttempt) {
+	outcome := "failed"
+	if a.Succeeded {
+		outcome = "succeeded"
+	}
 	c.source = append(c.source, a.Source)
 	c.eventID = append(c.eventID, a.EventID)
 	c.durationMS = append(c.durationMS, float64(a.Duration)/float64(time.Millisecond))
+	c.outcome = append(c.outcome, outcome)
 	c.httpStatus = append(c.httpStatus, a.HTTPStatus)
 	c.errors = append(c.errors, a.Error)
 	c.path = append(c.path, string(a.Path))
 	c.number = append(c.number, a.Number)
 }
 
-// args returns the columns in the order source, event_id, duration_ms,
-// http_status, error, path, attempt, with empty arrays rather than NULLs.
+// args returns the columns in insertAttemptsSQL's order, with empty arrays
+// rather than NULLs.
 func (c *attemptColumns) args() []any {
 	return []any{
-		nonNil(c.source), nonNil(c.eventID), nonNil(c.durationMS), nonNil(c.httpStatus),
-		nonNil(c.errors), nonNil(c.path), nonNil(c.number),
+		nonNil(c.source), nonNil(c.eventID), nonNil(c.durationMS), nonNil(c.outcome),
+		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number),
 	}
 }
 

@@ -106,6 +106,9 @@ func TestResolveAndRescheduleBatch(t *testing.T) {
 	if err != nil || got.Status != queue.StatusDead || got.Attempts != queue.MaxAttempts {
 		t.Errorf("evt_dying: got %+v, %v; want dead at %d", got, err, queue.MaxAttempts)
 	}
+	if !got.NextRetryAt.Equal(dying.NextRetryAt) {
+		t.Errorf("evt_dying: next retry moved from %s to %s; a dead event has none to schedule", dying.NextRetryAt, got.NextRetryAt)
+	}
 	for id, want := range map[string]int{"evt_ok": 1, "evt_retry": 1, "evt_dying": 1} {
 		attempts, err := s.Attempts(t.Context(), queue.SourceStripe, id)
 		if err != nil || len(attempts) != want {

@@ -49,10 +49,7 @@ func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, erro
 func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, error) {
 	f.Status = StatusDead
 	where, args := f.where()
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
-		WHERE `+where, args...)
+	tag, err := s.db.Exec(ctx, sendBackSQL+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("retry dead events: %w", err)
 	}
@@ -64,15 +61,19 @@ func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, er
 // row is not pending; its attempts are left alone, so the backoff schedule
 // carries on from where it was.
 func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET next_retry_at = now(), manual_retry = true
-		WHERE id = $1 AND status IN ('failed', 'retrying')`, id)
+	tag, err := s.db.Exec(ctx, hastenSQL+`id = $1 AND `+pending, id)
 	if err != nil {
 		return false, fmt.Errorf("retry event %s now: %w", id, err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// hastenSQL makes the rows its WHERE clause, appended, selects due at once,
+// as RetryNow describes.
+const hastenSQL = `
+	UPDATE webhook_events
+	SET next_retry_at = now(), manual_retry = true
+	WHERE `
 
 // RetryNowMatching does what RetryNow does to every pending event matching
 // f (whose Status it ignores, as only pending events can be hastened), and
@@ -80,10 +81,7 @@ func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
 func (s *Store) RetryNowMatching(ctx context.Context, f EventFilter) (int64, error) {
 	f.Status = StatusPending
 	where, args := f.where()
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET next_retry_at = now(), manual_retry = true
-		WHERE `+where, args...)
+	tag, err := s.db.Exec(ctx, hastenSQL+where, args...)
 	if err != nil {
 		return 0, fmt.Errorf("retry pending events now: %w", err)
 	}

@@ -25,53 +25,6 @@ const (
 	StatusDead Status = "dead"
 )
 
-// MaxAttempts is the number of retries after which an event is dead.
-const MaxAttempts = 5
-
-// backoff is the wait before the next retry, indexed by the attempt count the
-// failure brings the event to: the inline failure (0) waits 1 minute, then 5
-// minutes, 30 minutes, 2 hours and 24 hours. Stripe itself retries for three
-// days; the last step keeps an outage of a day from killing an event.
-var backoff = [MaxAttempts]time.Duration{
-	60 * time.Second,
-	300 * time.Second,
-	1800 * time.Second,
-	7200 * time.Second,
-	86400 * time.Second,
-}
-
-// RetryDelay returns how long an event that has now failed attempts retries
-// waits before the next one.
-func RetryDelay(attempts int) time.Duration {
-	return backoff[min(max(attempts, 0), MaxAttempts-1)]
-}
-
-// demoBackoffDivisor turns each hour of the backoff schedule into a second,
-// so the demo shows a whole life (failed, retried, dead) in half a minute.
-const demoBackoffDivisor = time.Hour / time.Second
-
-// WithDemoBackoff makes the Store run the backoff schedule in seconds, not
-// hours: every wait is 3,600 times shorter (24 hours become 24 seconds),
-// while the number of attempts and the order of the waits stay the policy's.
-// It exists for `make run`'s demo, where a person should see an event go
-// dead within a minute; with it, Stripe's three days of redeliveries are no
-// longer covered, so production never sets it.
-func WithDemoBackoff() Option { return func(s *Store) { s.demoBackoff = true } }
-
-// DemoBackoff reports whether the Store runs the demo's backoff.
-func (s *Store) DemoBackoff() bool { return s.demoBackoff }
-
-// RetryDelay is how long this Store makes an event that has now failed
-// attempts retries wait: the policy's RetryDelay, shortened under
-// WithDemoBackoff.
-func (s *Store) RetryDelay(attempts int) time.Duration {
-	d := RetryDelay(attempts)
-	if s.demoBackoff {
-		d /= demoBackoffDivisor
-	}
-	return d
-}
-
 const (
 	// DefaultClaimBatch is the seed's batch size for ClaimDue.
 	DefaultClaimBatch = 10
@@ -121,20 +74,11 @@ type FailedEvent struct {
 // reports whether it inserted a row: an event already on the queue (same
 // source and event id) keeps its one row, whatever its status.
 func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	var id uuid.UUID
-	err = s.db.QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7))
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds()).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	inserted, err = s.insertEvent(ctx, e, s.RetryDelay(0), true)
 	if err != nil {
 		return false, fmt.Errorf("enqueue event: %w", err)
 	}
-	return true, nil
+	return inserted, nil
 }
 
 // Defer puts an event that was not processed at all on the retry queue, due
@@ -143,33 +87,36 @@ func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err 
 // made, so attempts stay 0 and last_attempt_at empty. Like Enqueue, it
 // reports whether it inserted a row.
 func (s *Store) Defer(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	var id uuid.UUID
-	err = s.db.QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, next_retry_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now())
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
+	inserted, err = s.insertEvent(ctx, e, 0, false)
 	if err != nil {
 		return false, fmt.Errorf("defer event: %w", err)
 	}
-	return true, nil
+	return inserted, nil
+}
+
+// insertEvent puts e on the queue as a new failed row with no retries yet,
+// due after wait; attempted says whether it was tried (the inline attempt),
+// which sets last_attempt_at. An event already on the queue keeps its one
+// row, and insertEvent reports false.
+func (s *Store) insertEvent(ctx context.Context, e FailedEvent, wait time.Duration, attempted bool) (bool, error) {
+	var id uuid.UUID
+	err := s.db.QueryRow(ctx, `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, CASE WHEN $8::bool THEN now() END, now() + make_interval(secs => $7))
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING id`,
+		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, wait.Seconds(), attempted).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // IsQueued reports whether the event has a row on the retry queue, in any
-// status.
+// status. It reads what the receiver reads (EventState, BeginEvent).
 func (s *Store) IsQueued(ctx context.Context, source, eventID string) (bool, error) {
-	var exists bool
-	err := s.db.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM webhook_events WHERE source = $1 AND event_id = $2)`,
-		source, eventID).Scan(&exists)
-	if err != nil {
-		return false, fmt.Errorf("read queue: %w", err)
-	}
-	return exists, nil
+	_, queued, err := s.EventState(ctx, source, eventID)
+	return queued, err
 }
 
 // ClaimDue claims up to batchSize due events (failed or retrying, attempts
@@ -180,7 +127,8 @@ func (s *Store) IsQueued(ctx context.Context, source, eventID string) (bool, err
 // and their next_retry_at pushed out, so an overlapping tick or another
 // replica skips them instead of running the processor a second time. The
 // caller then resolves each claimed event (Resolve) or reschedules it
-// (ScheduleRetry). A worker that dies in between leaves its events due again
+// (ScheduleRetry), or the retry loop does both for a batch (LockClaims,
+// CommitSettled). A worker that dies in between leaves its events due again
 // once the window has passed: processing is at least once, never lost.
 func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Duration) ([]Event, error) {
 	// The claimed ids are collected into an array first, so the UPDATE
@@ -191,7 +139,7 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 		SET next_retry_at = now() + make_interval(secs => $2), claims = claims + 1
 		WHERE id = ANY (ARRAY(
 			SELECT id FROM webhook_events
-			WHERE status IN ('failed', 'retrying')
+			WHERE `+pending+`
 			  AND attempts < $3
 			  AND next_retry_at <= now()
 			ORDER BY next_retry_at
@@ -213,17 +161,10 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 // the queue row and writes the event's dedup marker in one statement, so
 // there is never a moment, nor a crash, with neither (the event would be
 // processed again) or both. It returns ErrNotFound when the row is gone.
+//
+// It is ResolveBatch of one event, without an attempt to record.
 func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
-	var deleted int
-	err := s.db.QueryRow(ctx, `
-		WITH resolved AS (
-			DELETE FROM webhook_events WHERE id = $1 RETURNING event_id
-		), marked AS (
-			INSERT INTO processed_webhook_events (event_id)
-			SELECT event_id FROM resolved
-			ON CONFLICT DO NOTHING
-		)
-		SELECT count(*) FROM resolved`, id).Scan(&deleted)
+	deleted, err := s.ResolveBatch(ctx, []Settled{{Event: Event{ID: id}}})
 	if err != nil {
 		return fmt.Errorf("resolve event %s: %w", id, err)
 	}
@@ -236,26 +177,18 @@ func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
 // ScheduleRetry records a failed retry: the event now has attempts failed
 // retries. Below MaxAttempts it becomes retrying, due after s.RetryDelay; at
 // MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
+//
+// It is RescheduleBatch of one event, without an attempt to record.
 func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
-	status := StatusRetrying
-	if attempts >= MaxAttempts {
-		status = StatusDead
-	}
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false,
-		    claims = 0,
-		    next_retry_at = CASE WHEN $2 = 'dead' THEN next_retry_at
-		                         ELSE now() + make_interval(secs => $5) END
-		WHERE id = $1`,
-		id, status, attempts, lastError, s.RetryDelay(attempts).Seconds())
-	if err != nil {
+	statuses, args := s.rescheduleArgs([]failedRetry{{id: id.String(), attempts: attempts, error: lastError}}, attemptColumns{})
+	var changed int64
+	if err := s.db.QueryRow(ctx, rescheduleBatchSQL, args...).Scan(&changed); err != nil {
 		return "", fmt.Errorf("schedule retry of %s: %w", id, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if changed == 0 {
 		return "", ErrNotFound
 	}
-	return status, nil
+	return statuses[0], nil
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.
@@ -308,7 +241,7 @@ func (f EventFilter) where() (string, []any) {
 	conds := []string{"status = $1"}
 	args := []any{f.Status}
 	if f.Status == StatusPending {
-		conds, args = []string{"status IN ('failed', 'retrying')"}, nil
+		conds, args = []string{pending}, nil
 	}
 	if f.EventType != "" {
 		args = append(args, f.EventType)
@@ -329,7 +262,7 @@ func (f EventFilter) where() (string, []any) {
 	if f.StuckAfter > 0 {
 		args = append(args, f.StuckAfter.Seconds())
 		conds = append(conds, fmt.Sprintf(
-			"status IN ('failed', 'retrying') AND (claims >= 2 OR next_retry_at < now() - make_interval(secs => $%d))",
+			pending+" AND (claims >= 2 OR next_retry_at < now() - make_interval(secs => $%d))",
 			len(args)))
 	}
 	return strings.Join(conds, " AND "), args
@@ -378,15 +311,19 @@ func (s *Store) DeadEvents(ctx context.Context, limit, offset int) (EventPage, e
 // attempts starting over (a row left at MaxAttempts would never be claimed).
 // It reports false, changing nothing, when the row is not dead.
 func (s *Store) RetryDead(ctx context.Context, id uuid.UUID) (bool, error) {
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
-		WHERE id = $1 AND status = 'dead'`, id)
+	tag, err := s.db.Exec(ctx, sendBackSQL+`id = $1 AND status = 'dead'`, id)
 	if err != nil {
 		return false, fmt.Errorf("retry dead event %s: %w", id, err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// sendBackSQL sends the rows its WHERE clause, appended, selects back to the
+// queue as RetryDead describes.
+const sendBackSQL = `
+	UPDATE webhook_events
+	SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
+	WHERE `
 
 // Stats is the state of the queue at one moment.
 type Stats struct {
@@ -419,8 +356,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		       (SELECT count(*) FROM webhook_events WHERE status = 'retrying'),
 		       (SELECT count(*) FROM webhook_events WHERE status = 'dead'),
 		       (SELECT count(*) FROM webhook_events
-		        WHERE status IN ('failed', 'retrying') AND attempts < $1 AND next_retry_at <= now()),
-		       (SELECT min(created_at) FROM webhook_events WHERE status IN ('failed', 'retrying'))`,
+		        WHERE `+pending+` AND attempts < $1 AND next_retry_at <= now()),
+		       (SELECT min(created_at) FROM webhook_events WHERE `+pending+`)`,
 		MaxAttempts).
 		Scan(&st.Failed, &st.Retrying, &st.Dead, &st.DueNow, &st.OldestPending)
 	if err != nil {

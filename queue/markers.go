@@ -24,12 +24,10 @@ func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 
 // MarkProcessed writes the dedup marker for eventID. Call it only after the
 // event's side effects are durable. It is idempotent: a concurrent duplicate
-// or a redelivery leaves the one existing row as it is.
+// or a redelivery leaves the one existing row as it is. It runs the
+// statement the receiver commits a processed event with (CommitProcessed).
 func (s *Store) MarkProcessed(ctx context.Context, eventID string) error {
-	_, err := s.db.Exec(ctx,
-		`INSERT INTO processed_webhook_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING`,
-		eventID)
-	if err != nil {
+	if _, err := s.db.Exec(ctx, markProcessedSQL, eventID); err != nil {
 		return fmt.Errorf("write dedup marker: %w", err)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -93,16 +92,15 @@ func (s *Store) EventState(ctx context.Context, source, eventID string) (process
 // and its successful attempt in one statement, for the paths that keep an
 // event's history. Like MarkProcessed it is idempotent.
 func (s *Store) RecordProcessed(ctx context.Context, a NewAttempt) error {
-	_, err := s.db.Exec(ctx, `
-		WITH marked AS (
-			INSERT INTO processed_webhook_events (event_id) VALUES ($2) ON CONFLICT DO NOTHING
-		)
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-		VALUES ($1, $2, $3, 'succeeded', NULLIF($4, 0), NULLIF($5, ''), $6, $7)`,
-		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond),
-		a.HTTPStatus, a.Error, a.Path, a.Number)
-	if err != nil {
+	a.Succeeded = true
+	var c attemptColumns
+	c.add(a)
+	if _, err := s.db.Exec(ctx, recordProcessedSQL, append([]any{a.EventID}, c.args()...)...); err != nil {
 		return fmt.Errorf("record processed %s: %w", a.EventID, err)
 	}
 	return nil
 }
+
+// recordProcessedSQL writes the marker of the event $1 and the attempts
+// from $2 on.
+var recordProcessedSQL = `WITH marked AS (` + markProcessedSQL + `)` + insertAttemptsSQL(2)

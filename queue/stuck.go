@@ -32,10 +32,10 @@ func (s *Store) CountStuck(ctx context.Context, claimWindow time.Duration) (int6
 	err := s.db.QueryRow(ctx, `
 		SELECT count(*) FROM (
 			SELECT id FROM webhook_events
-			WHERE status IN ('failed', 'retrying') AND next_retry_at < now() - make_interval(secs => $1)
+			WHERE `+pending+` AND next_retry_at < now() - make_interval(secs => $1)
 			UNION
 			SELECT id FROM webhook_events
-			WHERE status IN ('failed', 'retrying') AND claims >= 2
+			WHERE `+pending+` AND claims >= 2
 		) stuck`, claimWindow.Seconds()).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count stuck events: %w", err)
@@ -56,7 +56,7 @@ func (s *Store) RetryLoopStall(ctx context.Context, after time.Duration) (stalle
 		WITH tick AS (SELECT last_run_at FROM worker_status WHERE component = 'retrier')
 		SELECT (SELECT last_run_at FROM tick), now(),
 		       NOT EXISTS (SELECT 1 FROM tick) AND (
-		           SELECT next_retry_at FROM webhook_events WHERE status IN ('failed', 'retrying')
+		           SELECT next_retry_at FROM webhook_events WHERE `+pending+`
 		           ORDER BY next_retry_at LIMIT 1) IS NOT NULL`).Scan(&last, &now, &waiting)
 	if err != nil {
 		return false, nil, time.Time{}, fmt.Errorf("read retry loop status: %w", err)
