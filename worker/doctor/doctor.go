@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -333,7 +334,11 @@ func Backoff(demo bool) Result {
 		return Result{name, Warn, "HOOKD_DEMO_BACKOFF is on: retries wait seconds, not hours, and events go dead " +
 			"within a minute; it is for make run's demo, unset it"}
 	}
-	return Result{name, OK, "1m, 5m, 30m, 2h, 24h, then dead"}
+	waits := make([]string, 0, queue.MaxAttempts)
+	for _, d := range queue.Backoff() {
+		waits = append(waits, short(d))
+	}
+	return Result{name, OK, strings.Join(waits, ", ") + ", then dead"}
 }
 
 // ReceiverPath is where hookd receives Stripe's deliveries; a webhook
