@@ -3,13 +3,14 @@
 // the one place hookd builds an event: `hookd send-test-event` and the demo
 // send realistic ones (Sample: the pretty-printed JSON of an event envelope
 // around an invoice, payment intent, charge, customer, subscription or
-// checkout session, 1 to 2 KB each), and the tests, the e2e suite, the load
-// generator and `hookd doctor` build theirs around an object of their own
-// (Event, Minimal).
+// checkout session, 1 to 2 KB each), and the tests, the e2e suite, the fake
+// Stripe API, the load generator and `hookd doctor` build theirs around an
+// object of their own (Event, Minimal).
 package stripeevent
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,9 @@ type Event struct {
 	ID      string // evt_...
 	Type    string // e.g. invoice.paid
 	Created time.Time
+	// APIVersion is the version the event is rendered in; empty means
+	// APIVersion, the one hookd's samples use.
+	APIVersion string
 	// Object is data.object: the JSON of the object, copied as it is.
 	Object []byte
 	// PreviousAttributes is data.previous_attributes, the changed fields'
@@ -42,7 +46,7 @@ type Event struct {
 // JSON returns the event compact, its fields in Stripe's order.
 func (e Event) JSON() []byte {
 	b := fmt.Appendf(nil, `{"id":%s,"object":"event","api_version":%s,"created":%d,"data":{"object":%s`,
-		jsonString(e.ID), jsonString(APIVersion), e.Created.Unix(), e.Object)
+		jsonString(e.ID), jsonString(cmp.Or(e.APIVersion, APIVersion)), e.Created.Unix(), e.Object)
 	if e.PreviousAttributes != nil {
 		b = fmt.Appendf(b, `,"previous_attributes":%s`, e.PreviousAttributes)
 	}

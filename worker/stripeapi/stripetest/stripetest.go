@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // DefaultKey is the API key a new Server accepts.
@@ -30,7 +32,7 @@ const DefaultKey = "rk_test_hookd_reconcile"
 
 // APIVersion is the version events are rendered in unless one is given:
 // the version stripe-go v82 speaks.
-const APIVersion = "2025-03-31.basil"
+const APIVersion = stripeevent.APIVersion
 
 // Endpoint is a webhook endpoint as the fake serves it.
 type Endpoint struct {
@@ -160,20 +162,11 @@ func (s *Server) AddEvent(e Event) (id string, raw []byte) {
 			"customer": "cus_" + randomID(), "livemode": false, "status": "paid",
 		}
 	}
-	raw, err := json.Marshal(map[string]any{
-		"id":               e.ID,
-		"object":           "event",
-		"api_version":      e.APIVersion,
-		"created":          e.Created.Unix(),
-		"data":             map[string]any{"object": e.Object},
-		"livemode":         false,
-		"pending_webhooks": 0,
-		"request":          map[string]any{"id": nil, "idempotency_key": nil},
-		"type":             e.Type,
-	})
+	object, err := json.Marshal(e.Object)
 	if err != nil {
 		panic(err) // only plain values go in
 	}
+	raw = stripeevent.Event{ID: e.ID, Type: e.Type, Created: e.Created, APIVersion: e.APIVersion, Object: object}.JSON()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, storedEvent{id: e.ID, created: e.Created.Unix(), seq: len(s.events), raw: raw})
