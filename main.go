@@ -55,6 +55,7 @@ import (
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
 
@@ -547,7 +548,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.StripeEndpointID = v; return checkEndpointID(v) }},
 	{flag: "reconcile-interval", env: "HOOKD_RECONCILE_INTERVAL", def: "1h", usage: "how often hookd serve reconciles with Stripe's Events API, across replicas; 0 turns it off",
 		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
-	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: "72h", usage: "how far back a scheduled reconciliation looks (at most 720h: Stripe keeps events 30 days)",
+	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: durationText(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + durationText(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
 		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
 }
 

@@ -163,7 +163,7 @@ func parseReconcileWindow(dst *time.Duration, v string) error {
 		return err
 	}
 	if *dst > reconcile.MaxWindow {
-		return errors.New("at most 720h: Stripe keeps events for 30 days")
+		return fmt.Errorf("at most %s: Stripe keeps events for 30 days", durationText(reconcile.MaxWindow))
 	}
 	return nil
 }
