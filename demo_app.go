@@ -11,19 +11,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/demoapp"
 )
-
-// storeOptions turns the demo's settings into the queue's options, saying
-// loudly when the demo backoff is on.
-func storeOptions(cfg Config, logger *slog.Logger) []queue.Option {
-	if !cfg.DemoBackoff {
-		return nil
-	}
-	logger.Warn("HOOKD_DEMO_BACKOFF is on: retries wait seconds, not hours, so events go dead within a minute; never set it in production")
-	return []queue.Option{queue.WithDemoBackoff()}
-}
 
 // demoApp runs `hookd demo-app`: the app `make run` forwards to, which
 // fails some events on purpose so the dashboard has a story to tell. It

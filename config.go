@@ -1,0 +1,421 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/stripeapi"
+)
+
+// Config is every setting of hookd, parsed once, here, from the environment
+// and the command line; the packages get what they need as parameters.
+type Config struct {
+	DatabaseURL      string
+	Addr             string
+	MetricsAddr      string
+	StripeSecrets    []Secret
+	Processor        string
+	ForwardURL       string
+	ForwardSecret    Secret
+	ForwardTimeout   time.Duration
+	RetryInterval    time.Duration
+	RetryBatch       int64
+	RetryConcurrency int64
+	MarkerRetention  time.Duration
+	AdminEmail       string
+	AdminPassword    Secret
+	SecureCookies    bool
+	TrustedProxies   []*net.IPNet
+	MaxBody          int64
+	ShutdownTimeout  time.Duration
+	LogLevel         slog.Level
+	AlertURL         Secret
+	AlertPendingAge  time.Duration
+	PublicURL        string
+	DemoBackoff      bool
+	StripeAPIURL     string
+	// Reconciliation with Stripe's Events API: off without the key and the
+	// endpoint id.
+	StripeAPIKey      Secret
+	StripeEndpointID  string
+	ReconcileInterval time.Duration
+	ReconcileWindow   time.Duration
+
+	// InlineConcurrency is 0 unless set: serve then derives it from the
+	// pool size.
+	InlineConcurrency int64
+}
+
+// Secret is a configuration value that must never reach a log or an error.
+type Secret string
+
+// LogValue redacts the secret in slog output.
+func (Secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// String redacts the secret when formatted with %v or %s.
+func (Secret) String() string { return "REDACTED" }
+
+// Reveal returns the secret's value, for the one place that uses it.
+func (s Secret) Reveal() string { return string(s) }
+
+// setting is one configuration value: its flag, its environment variable, its
+// built-in default and how to store it in the Config.
+//
+// Where a default lives: a setting that only main uses (the listen address,
+// the shutdown timeout, the log level) has its default here, as a literal. A
+// setting that configures a package has its default there, as an exported
+// DefaultX constant the package also falls back to when the field is zero,
+// and the table renders that constant: so `hookd serve -h`, a test that
+// builds a worker with a zero config, and a deployment without the variable
+// all get the same value, from one line.
+type setting struct {
+	flag, env, def, usage string
+	// secret settings show no value in -h and never echo the value in errors.
+	secret bool
+	// boolean settings are flags that need no value: -secure-cookies.
+	boolean bool
+	set     func(c *Config, v string) error
+}
+
+var settings = []setting{
+	{flag: "database-url", env: "DATABASE_URL", usage: "PostgreSQL connection string (default: libpq's PG* variables)", secret: true,
+		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
+		set: func(c *Config, v string) error { c.Addr = v; return nil }},
+	{flag: "metrics-addr", env: "HOOKD_METRICS_ADDR", usage: "listen address serving /metrics alone (none: /metrics is on the listen address)",
+		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
+	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
+		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
+	{flag: "processor", env: "HOOKD_PROCESSOR", def: processorForward, usage: "forward: POST each event to the forward URL; discard: accept and mark processed without processing (trials only)",
+		set: func(c *Config, v string) error { c.Processor = v; return checkProcessor(v) }},
+	{flag: "forward-url", env: "HOOKD_FORWARD_URL", usage: "where the forward processor POSTs each event (required with -processor forward)",
+		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
+	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
+		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
+	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: durationText(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardTimeout, v) }},
+	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: durationText(worker.DefaultRetryInterval), usage: "how often the retry loop looks for due events when idle",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
+	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: durationText(worker.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
+		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
+	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account created at start when no account has this email (never changed afterwards)",
+		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
+	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
+		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
+	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", boolean: true, usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
+		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
+	{flag: "trusted-proxies", env: "HOOKD_TRUSTED_PROXIES", usage: "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (none: the connection's address is the client's)",
+		set: func(c *Config, v string) error { return parseCIDRs(&c.TrustedProxies, v) }},
+	{flag: "max-body", env: "HOOKD_MAX_BODY", def: strconv.Itoa(web.DefaultMaxBody), usage: "largest webhook body accepted, in bytes",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
+	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: strconv.Itoa(worker.DefaultRetryBatch), usage: "due events the retry loop claims and settles together (at most " + strconv.Itoa(worker.MaxRetryBatch) + ")",
+		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
+	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
+	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", usage: "deliveries processed at once while Stripe waits; past it a new event is queued at once and answered 200 (default: half the database pool's connections, 15 of the default 30)",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			return parsePositiveInt(&c.InlineConcurrency, v)
+		}},
+	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
+	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,
+		set: func(c *Config, v string) error { c.AlertURL = Secret(v); return checkURL(v) }},
+	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: durationText(worker.DefaultAlertPendingAge), usage: "alert when the oldest pending event is older than this",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
+	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
+		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
+	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
+		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
+	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: stripeapi.DefaultURL, usage: "Stripe API base URL (for an egress proxy, or tests)",
+		set: func(c *Config, v string) error { c.StripeAPIURL = v; return checkURL(v) }},
+	{flag: "demo-backoff", env: "HOOKD_DEMO_BACKOFF", def: "false", boolean: true, usage: "for make run's demo only: retries wait seconds, not hours (24h becomes 24s)",
+		set: func(c *Config, v string) error { return parseBool(&c.DemoBackoff, v) }},
+	{flag: "stripe-api-key", env: "STRIPE_API_KEY", usage: "restricted key rk_... with read access to Events and Webhook Endpoints, for reconciliation (none: no reconciliation)", secret: true,
+		set: func(c *Config, v string) error { c.StripeAPIKey = Secret(v); return checkAPIKey(v) }},
+	{flag: "stripe-webhook-endpoint-id", env: "STRIPE_WEBHOOK_ENDPOINT_ID", usage: "we_..., the Stripe webhook endpoint hookd serves, for reconciliation",
+		set: func(c *Config, v string) error { c.StripeEndpointID = v; return checkEndpointID(v) }},
+	{flag: "reconcile-interval", env: "HOOKD_RECONCILE_INTERVAL", def: "1h", usage: "how often hookd serve reconciles with Stripe's Events API, across replicas; 0 turns it off",
+		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
+	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: durationText(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + durationText(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
+		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
+}
+
+// parseConfig builds the Config for a command: a flag overrides its
+// environment variable, which overrides the built-in default. A bad value is
+// an error naming the variable and the value (unless it is a secret).
+//
+// extra adds a command's own flags, such as reconcile's -since.
+func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer,
+	extra ...func(*flag.FlagSet)) (Config, error) {
+	fs := newFlagSet(cmd, "Each flag overrides the environment variable in brackets.", stderr)
+	for _, add := range extra {
+		add(fs)
+	}
+	values := make([]*string, len(settings))
+	for i, s := range settings {
+		usage := s.usage + " [$" + s.env + "]"
+		if s.boolean {
+			v := s.def
+			values[i] = &v
+			fs.BoolFunc(s.flag, usage+" (default "+s.def+")", func(arg string) error { v = arg; return nil })
+			continue
+		}
+		values[i] = fs.String(s.flag, s.def, usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	var cfg Config
+	for i, s := range settings {
+		v, from := *values[i], "-"+s.flag
+		if !explicit[s.flag] {
+			from = s.env
+			if env := getenv(s.env); env != "" {
+				v = env
+			}
+		}
+		if err := s.set(&cfg, v); err != nil {
+			if s.secret {
+				return Config{}, fmt.Errorf("%s: %v", from, err)
+			}
+			return Config{}, fmt.Errorf("%s: %v (got %q)", from, err, v)
+		}
+	}
+	// A retry that may run longer than its claim lasts would be claimed
+	// again while it runs; the lock keeps the runs apart, but the second
+	// claim only wastes a slot, so the setting is refused outright.
+	if cfg.ForwardTimeout >= queue.DefaultClaimWindow {
+		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window of %s (got %s)",
+			queue.DefaultClaimWindow, cfg.ForwardTimeout)
+	}
+	if err := checkReconcile(cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// durationText writes a default duration as people type it, in its largest
+// whole unit: 720h, 10s, not 720h0m0s.
+func durationText(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return d.String()
+}
+
+func parsePositiveDuration(dst *time.Duration, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration like 10s, 5m or 720h")
+	}
+	if d <= 0 {
+		return errors.New("must be greater than zero")
+	}
+	*dst = d
+	return nil
+}
+
+func parseMarkerRetention(dst *time.Duration, v string) error {
+	if err := parsePositiveDuration(dst, v); err != nil {
+		return err
+	}
+	if *dst < worker.MinMarkerRetention {
+		return errors.New("must be at least 72h: Stripe redelivers an event for up to 3 days, " +
+			"and a redelivery whose marker was pruned is processed again")
+	}
+	return nil
+}
+
+func parsePositiveInt(dst *int64, v string) error {
+	var n int64
+	if _, err := fmt.Sscan(v, &n); err != nil || fmt.Sprint(n) != v {
+		return errors.New("not a whole number")
+	}
+	if n <= 0 {
+		return errors.New("must be greater than zero")
+	}
+	*dst = n
+	return nil
+}
+
+func parseBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("not true or false")
+	}
+	*dst = b
+	return nil
+}
+
+// The processors HOOKD_PROCESSOR chooses from.
+const (
+	processorForward = "forward"
+	processorDiscard = "discard"
+)
+
+func checkProcessor(v string) error {
+	if v != processorForward && v != processorDiscard {
+		return errors.New("must be forward or discard")
+	}
+	return nil
+}
+
+// parseCIDRs reads comma-separated CIDRs; a bare address stands for
+// itself alone.
+func parseCIDRs(dst *[]*net.IPNet, v string) error {
+	*dst = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if ip := net.ParseIP(part); ip != nil {
+			bits := 8 * len(ip.To16())
+			if ip.To4() != nil {
+				ip, bits = ip.To4(), 32
+			}
+			*dst = append(*dst, &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)})
+			continue
+		}
+		_, n, err := net.ParseCIDR(part)
+		if err != nil {
+			return fmt.Errorf("%q is not a CIDR like 10.0.0.0/8 or an address", part)
+		}
+		*dst = append(*dst, n)
+	}
+	return nil
+}
+
+func checkURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("not an absolute http(s) URL")
+	}
+	return nil
+}
+
+func parseRetryBatch(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxRetryBatch {
+		return fmt.Errorf("at most %d: each event of a batch holds a slot of PostgreSQL's shared lock table", worker.MaxRetryBatch)
+	}
+	return nil
+}
+
+func parseSecrets(dst *[]Secret, v string) error {
+	*dst = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.HasPrefix(part, "whsec_") {
+			return errors.New("each secret must start with whsec_ (Stripe's signing secret, from the webhook endpoint's page)")
+		}
+		*dst = append(*dst, Secret(part))
+	}
+	return nil
+}
+
+func checkForwardSecret(v string) error {
+	_, err := forwardsig.ParseSecret(v)
+	return err
+}
+
+func reveal(secrets []Secret) []string {
+	out := make([]string, len(secrets))
+	for i, s := range secrets {
+		out[i] = s.Reveal()
+	}
+	return out
+}
+
+func checkAPIKey(v string) error {
+	if v == "" {
+		return nil
+	}
+	for _, prefix := range []string{"rk_live_", "rk_test_", "sk_live_", "sk_test_"} {
+		if strings.HasPrefix(v, prefix) {
+			return nil
+		}
+	}
+	return errors.New("must be a restricted key rk_... (or a secret key sk_...) from Stripe's dashboard, Developers → API keys")
+}
+
+func checkEndpointID(v string) error {
+	if v != "" && !strings.HasPrefix(v, "we_") {
+		return errors.New("must be a webhook endpoint id we_..., shown on the endpoint's page in Stripe's dashboard")
+	}
+	return nil
+}
+
+// parseInterval reads a schedule's interval, where 0 turns it off.
+func parseInterval(dst *time.Duration, v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration like 30m or 1h (0 turns it off)")
+	}
+	if d < 0 {
+		return errors.New("must not be negative (0 turns it off)")
+	}
+	*dst = d
+	return nil
+}
+
+func parseReconcileWindow(dst *time.Duration, v string) error {
+	if err := parsePositiveDuration(dst, v); err != nil {
+		return err
+	}
+	if *dst > reconcile.MaxWindow {
+		return fmt.Errorf("at most %s: Stripe keeps events for 30 days", durationText(reconcile.MaxWindow))
+	}
+	return nil
+}
+
+// checkReconcile refuses half a reconciliation setup, and a window that
+// reaches past the markers: an event whose marker was pruned would look
+// never seen, and be processed again.
+func checkReconcile(cfg Config) error {
+	switch {
+	case cfg.StripeAPIKey != "" && cfg.StripeEndpointID == "":
+		return errors.New("STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY (reconciliation reads which events the endpoint receives)")
+	case cfg.StripeAPIKey == "" && cfg.StripeEndpointID != "":
+		return errors.New("STRIPE_API_KEY: required with STRIPE_WEBHOOK_ENDPOINT_ID (a restricted key with Read access to Events and Webhook Endpoints)")
+	case cfg.ReconcileWindow > cfg.MarkerRetention:
+		return fmt.Errorf("HOOKD_RECONCILE_WINDOW: at most HOOKD_MARKER_RETENTION (%s): older events' markers may be pruned, "+
+			"and they would be processed again (got %s)", reconcile.WindowText(cfg.MarkerRetention), reconcile.WindowText(cfg.ReconcileWindow))
+	}
+	return nil
+}

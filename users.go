@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/hookd/hookd/queue/accounts"
+)
+
+// userCommand runs `hookd user add EMAIL [-role ROLE]` and `hookd user
+// passwd EMAIL`. The password never comes from the command line, where
+// other users of the machine and the shell history would see it: it is read
+// from the terminal without echo, or as the first line of stdin when that is
+// not a terminal.
+func userCommand(ctx context.Context, args []string, getenv func(string) string,
+	stdin io.Reader, stdout, stderr io.Writer) error {
+	const userUsage = "usage: hookd user add EMAIL [-role viewer|operator|admin] | hookd user passwd EMAIL"
+	if len(args) < 2 || isFlag(args[1]) {
+		return errors.New(userUsage)
+	}
+	sub, email, rest := args[0], args[1], slices.Clone(args[2:])
+	if sub != "add" && sub != "passwd" {
+		return errors.New(userUsage)
+	}
+	roleName := string(accounts.RoleViewer)
+	for i := 0; sub == "add" && i < len(rest); i++ {
+		switch a := rest[i]; {
+		case a == "-role" || a == "--role":
+			if i+1 == len(rest) {
+				return errors.New("-role needs a value: viewer, operator or admin")
+			}
+			roleName = rest[i+1]
+			rest = slices.Delete(rest, i, i+2)
+			i--
+		case strings.HasPrefix(a, "-role=") || strings.HasPrefix(a, "--role="):
+			_, roleName, _ = strings.Cut(a, "=")
+			rest = slices.Delete(rest, i, i+1)
+			i--
+		}
+	}
+	role, err := accounts.ParseRole(roleName)
+	if err != nil {
+		return err
+	}
+	cfg, err := parseConfig("user "+sub, rest, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	// Migrated because the first account is often added before the first start.
+	pool, _, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	accts := accounts.New(pool)
+	if sub == "add" {
+		u, err := accts.CreateUser(ctx, email, password, role)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added %s (%s)\n", u.Email, u.Role)
+		return nil
+	}
+	if err := accts.SetPassword(ctx, email, password); errors.Is(err, accounts.ErrNotFound) {
+		return fmt.Errorf("no account for %s", email)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "password of %s changed\n", email)
+	return nil
+}
+
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "Password: ")
+		first, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		fmt.Fprint(stderr, "Again: ")
+		again, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		if string(first) != string(again) {
+			return "", errors.New("the passwords differ")
+		}
+		return string(first), nil
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		return "", errors.New("read password: expected it on the first line of stdin")
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
