@@ -24,7 +24,7 @@ type EventDetail struct {
 	// is not valid JSON.
 	Payload  string
 	Attempts []queue.Attempt
-	// Back is the list to return to after an action.
+	// Back is where an action on the event returns to.
 	Back string
 	// ClaimWindow is the retry loop's claim window, to say whether the
 	// event is stuck.

@@ -360,8 +360,12 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
 			payload = buf.String()
 		}
+		// After an action the person lands on Find an event, not back here:
+		// the retry loop may process the event, and delete this queue row,
+		// before the browser follows the redirect, and the search follows
+		// the event wherever it went.
 		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
-			Back: "/events/" + e.ID.String()}
+			Back: "/search?q=" + url.QueryEscape(e.EventID)}
 		nav := "pending"
 		if e.Status == queue.StatusDead {
 			nav = "dead"

@@ -507,3 +507,37 @@ func TestAudit_ListsActionsNewestFirst(t *testing.T) {
 		t.Errorf("second row's action %q, want login", action)
 	}
 }
+
+// Retry on an event's page returns to Find an event, which follows the
+// event wherever it went: here the retry loop has processed it, and deleted
+// its queue row, before the browser followed the redirect.
+func TestRetry_FromTheDetailPageLandsWhereTheEventNowIs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(accounts.RoleOperator)
+	dead := insertDead(t, b, "evt_fast_retry")
+
+	detail := c.get("/events/" + dead.ID.String())
+	form := detail.doc.Find(`form:has(button:contains("Retry"))`)
+	action, _ := form.Attr("action")
+	back, _ := form.Find(`input[name="back"]`).Attr("value")
+	r := c.post(action, url.Values{"back": {back}})
+	if loc := r.header.Get("Location"); loc != "/search?q=evt_fast_retry" {
+		t.Fatalf("Retry redirects to %q, want Find an event for evt_fast_retry", loc)
+	}
+	// The retry loop wins the race with the browser.
+	if err := b.store.Resolve(context.Background(), dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	page := c.follow(r)
+	if page.status != http.StatusOK {
+		t.Fatalf("after Retry: status %d, want 200", page.status)
+	}
+	if got := testid(page.doc, "flash"); got != "evt_fast_retry queued for retry" {
+		t.Errorf("flash %q, want %q", got, "evt_fast_retry queued for retry")
+	}
+	if got, _ := page.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); got != "processed" {
+		t.Errorf("Find an event answers %q, want processed", got)
+	}
+}
