@@ -65,6 +65,27 @@ const ActivityRetention = 8 * 24 * time.Hour
 // cannot count them twice. After any other error they may have been added.
 var ErrActivityNotAdded = errors.New("activity counts not added")
 
+// addActivitySQL adds $2..$8 to replica $1's row of the current minute and
+// of the current hour, in one statement so the minute and the hour charts
+// never disagree.
+var addActivitySQL = `WITH minute AS (` + addToBucketSQL("activity_minutes", "minute", "1 minute") + `) ` +
+	addToBucketSQL("activity_hours", "hour", "1 hour")
+
+// addToBucketSQL is the upsert that adds one flush's counts to replica $1's
+// row of the bucket of table that now falls in.
+func addToBucketSQL(table, bucket, width string) string {
+	return `INSERT INTO ` + table + ` AS a (` + bucket + `, replica, received, processed, queued, retried, dead, rejected, bad_signature)
+		VALUES (date_bin('` + width + `', now(), timestamptz 'epoch'), $1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (` + bucket + `, replica) DO UPDATE SET
+			received = a.received + excluded.received,
+			processed = a.processed + excluded.processed,
+			queued = a.queued + excluded.queued,
+			retried = a.retried + excluded.retried,
+			dead = a.dead + excluded.dead,
+			rejected = a.rejected + excluded.rejected,
+			bad_signature = a.bad_signature + excluded.bad_signature`
+}
+
 // AddActivity adds c to replica's counts of the current minute and of the
 // current hour. Each replica writes only rows of its own, so no two writers
 // ever wait on one row; its flushes within a minute add to the same row.
@@ -72,31 +93,7 @@ func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCount
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
 	}
-	// One statement for both tables, so the minute and the hour charts
-	// never disagree.
-	_, err := s.db.Exec(ctx, `
-		WITH minute AS (
-			INSERT INTO activity_minutes AS a (minute, replica, received, processed, queued, retried, dead, rejected, bad_signature)
-			VALUES (date_bin('1 minute', now(), timestamptz 'epoch'), $1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT (minute, replica) DO UPDATE SET
-				received = a.received + excluded.received,
-				processed = a.processed + excluded.processed,
-				queued = a.queued + excluded.queued,
-				retried = a.retried + excluded.retried,
-				dead = a.dead + excluded.dead,
-				rejected = a.rejected + excluded.rejected,
-				bad_signature = a.bad_signature + excluded.bad_signature
-		)
-		INSERT INTO activity_hours AS a (hour, replica, received, processed, queued, retried, dead, rejected, bad_signature)
-		VALUES (date_bin('1 hour', now(), timestamptz 'epoch'), $1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (hour, replica) DO UPDATE SET
-			received = a.received + excluded.received,
-			processed = a.processed + excluded.processed,
-			queued = a.queued + excluded.queued,
-			retried = a.retried + excluded.retried,
-			dead = a.dead + excluded.dead,
-			rejected = a.rejected + excluded.rejected,
-			bad_signature = a.bad_signature + excluded.bad_signature`,
+	_, err := s.db.Exec(ctx, addActivitySQL,
 		replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
 	var connect *pgconn.ConnectError
 	switch {

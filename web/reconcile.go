@@ -34,31 +34,33 @@ func (d *dashboard) reconciler() (*reconcile.Reconciler, error) {
 	return d.opts.Reconciler, nil
 }
 
-// reconcileHours reads the reconcile form's hours; ok is false, with the
-// overview re-rendered saying what is wrong, when they are not a whole
+// reconcileForm returns the configured reconciler and the form's window in
+// hours. ok is false when the request has been answered instead: a 404
+// when reconciliation is off (the actions do not exist then), or the
+// overview re-rendered saying what is wrong when the hours are not a whole
 // number from 1 to the longest window.
-func (d *dashboard) reconcileHours(c echo.Context, r *reconcile.Reconciler) (hours int, ok bool, err error) {
+func (d *dashboard) reconcileForm(c echo.Context) (r *reconcile.Reconciler, hours int, ok bool, err error) {
+	r, err = d.reconciler()
+	if err != nil {
+		return nil, 0, false, err
+	}
 	raw := strings.TrimSpace(c.FormValue("hours"))
 	maxHours := int(r.MaxWindow() / time.Hour)
 	hours, perr := strconv.Atoi(raw)
 	if perr != nil || hours < 1 || hours > maxHours {
-		return 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{}, views.ReconcileForm{
+		return nil, 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{}, views.ReconcileForm{
 			Hours: raw,
 			Error: fmt.Sprintf("Hours must be a whole number from 1 to %d.", maxHours),
 		})
 	}
-	return hours, true, nil
+	return r, hours, true, nil
 }
 
 // handleReconcilePreview runs a dry run over the window and shows what a
 // run would do.
 func (d *dashboard) handleReconcilePreview() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r, err := d.reconciler()
-		if err != nil {
-			return err
-		}
-		hours, ok, err := d.reconcileHours(c, r)
+		r, hours, ok, err := d.reconcileForm(c)
 		if !ok {
 			return err
 		}
@@ -80,11 +82,7 @@ func (d *dashboard) handleReconcilePreview() echo.HandlerFunc {
 // with what it recovered.
 func (d *dashboard) handleReconcile() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r, err := d.reconciler()
-		if err != nil {
-			return err
-		}
-		hours, ok, err := d.reconcileHours(c, r)
+		r, hours, ok, err := d.reconcileForm(c)
 		if !ok {
 			return err
 		}
