@@ -9,6 +9,8 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/audit"
+
+	"github.com/hookd/hookd/views/humanize"
 )
 
 // Count formats n for people: 1234567 as "1,234,567".
@@ -46,17 +48,17 @@ func Absolute(t time.Time) string {
 func Relative(t, now time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
-		return "in " + span(-d)
+		return "in " + humanize.Duration(-d)
 	}
 	if d < 5*time.Second {
 		return "just now"
 	}
-	return span(d) + " ago"
+	return humanize.Duration(d) + " ago"
 }
 
 // Age formats how long ago t was, without "ago": "3 min", "2 days".
 func Age(t, now time.Time) string {
-	return span(max(now.Sub(t), 0))
+	return humanize.Duration(max(now.Sub(t), 0))
 }
 
 // Took formats how long an attempt ran: "<1 ms", "42 ms", "1.3 s". Most
@@ -69,19 +71,6 @@ func Took(d time.Duration) string {
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	default:
 		return fmt.Sprintf("%.1f s", d.Seconds())
-	}
-}
-
-func span(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%d s", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d h", int(d.Hours()))
-	default:
-		return fmt.Sprintf("%d days", int(d.Hours()/24))
 	}
 }
 

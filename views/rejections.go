@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views/humanize"
 )
 
 // RejectionList is one page of the rejection log.
@@ -73,9 +74,9 @@ func skewText(d time.Duration) string {
 	case d >= -time.Second && d <= time.Second:
 		return "at the server's time"
 	case d > 0:
-		return span(d) + " before the server's clock"
+		return humanize.Duration(d) + " before the server's clock"
 	default:
-		return span(-d) + " ahead of the server's clock"
+		return humanize.Duration(-d) + " ahead of the server's clock"
 	}
 }
 

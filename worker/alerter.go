@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views/humanize"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.
@@ -307,11 +308,11 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 		holds := oldest != nil && now.Sub(oldest.ReceivedAt) > a.cfg.PendingAge
 		return transition(st, holds, now, func() string {
 			return fmt.Sprintf("hookd: the oldest pending event, %s (%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending. %s",
-				escape(oldest.EventID), escape(oldest.EventType), span(now.Sub(oldest.ReceivedAt)), span(a.cfg.PendingAge),
+				escape(oldest.EventID), escape(oldest.EventType), humanize.Duration(now.Sub(oldest.ReceivedAt)), humanize.Duration(a.cfg.PendingAge),
 				plural(pending, "event is", "events are"), a.link("/events?status=pending"))
 		}, func() string {
 			return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
-				span(a.cfg.PendingAge), a.link("/events?status=pending"))
+				humanize.Duration(a.cfg.PendingAge), a.link("/events?status=pending"))
 		})
 	case queue.AlertRetrierStalled:
 		ws, err := tx.WorkerStatus(ctx)
@@ -321,7 +322,7 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 		holds := ws.RetrierTick != nil && now.Sub(*ws.RetrierTick) > a.cfg.StalledAfter
 		return transition(st, holds, now, func() string {
 			return fmt.Sprintf("hookd: the retry loop is stalled: no replica has looked for due events since %s (%s ago), so failed events are not retried. Check that hookd is running and its log. %s",
-				ws.RetrierTick.UTC().Format("15:04:05 UTC"), span(now.Sub(*ws.RetrierTick)), a.link("/"))
+				ws.RetrierTick.UTC().Format("15:04:05 UTC"), humanize.Duration(now.Sub(*ws.RetrierTick)), a.link("/"))
 		}, func() string {
 			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
 		})
@@ -333,10 +334,10 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 		holds := n >= SignatureBurst || (st.Active && n >= SignatureBurst/2)
 		return transition(st, holds, now, func() string {
 			return fmt.Sprintf("hookd: %s failed the Stripe signature check in the last %s: is STRIPE_WEBHOOK_SECRET right? %s",
-				plural(n, "delivery", "deliveries"), span(SignatureWindow), a.link("/rejections"))
+				plural(n, "delivery", "deliveries"), humanize.Duration(SignatureWindow), a.link("/rejections"))
 		}, func() string {
 			return fmt.Sprintf("hookd: cleared: signature failures are down to %d in the last %s. %s",
-				n, span(SignatureWindow), a.link("/rejections"))
+				n, humanize.Duration(SignatureWindow), a.link("/rejections"))
 		})
 	}
 	return st, "", nil
@@ -391,7 +392,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.Alert
 		}
 		return queue.AlertState{Condition: st.Condition}, fmt.Sprintf(
 			"hookd: cleared: no event has gone dead for %s. %s dead since %s; %s dead now. %s",
-			span(a.cfg.DeadQuiet), plural(st.Count, "event went", "events went"),
+			humanize.Duration(a.cfg.DeadQuiet), plural(st.Count, "event went", "events went"),
 			st.Since.UTC().Format("2006-01-02 15:04 UTC"), plural(stillDead, "event is", "events are"), link), nil
 	}
 	return st, "", nil
@@ -435,22 +436,4 @@ func plural(n int64, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
-}
-
-// span formats a duration for people: "45 s", "12 min", "3 h 5 min".
-func span(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%d s", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%d min", int(d.Minutes()))
-	case d < 48*time.Hour:
-		h, m := int(d.Hours()), int(d.Minutes())%60
-		if m == 0 {
-			return fmt.Sprintf("%d h", h)
-		}
-		return fmt.Sprintf("%d h %d min", h, m)
-	default:
-		return fmt.Sprintf("%d days", int(d.Hours()/24))
-	}
 }
