@@ -145,28 +145,15 @@ func (a *Activity) Flush(ctx context.Context) error {
 // receiver and the retry loop have stopped, so the last flush holds their
 // last counts. A failed flush is logged; its counts wait for the next.
 func (a *Activity) Run(ctx context.Context) error {
-	ticker := time.NewTicker(a.cfg.FlushInterval)
-	defer ticker.Stop()
-	// A flush is never cancelled half way, which would leave unknown
-	// whether its counts were added; each is bounded by StopTimeout.
-	flush := func() error {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.StopTimeout)
-		defer cancel()
-		return a.Flush(flushCtx)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			if err := flush(); err != nil {
-				a.logger.Warn("last activity counts lost at stop", "err", err)
-			}
-			return nil
-		case <-ticker.C:
-		}
-		if err := flush(); errors.Is(err, queue.ErrActivityNotAdded) {
+	runFlushes(ctx, a.cfg.FlushInterval, a.cfg.StopTimeout, a.Flush, func(err error, last bool) {
+		switch {
+		case last:
+			a.logger.Warn("last activity counts lost at stop", "err", err)
+		case errors.Is(err, queue.ErrActivityNotAdded):
 			a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
-		} else if err != nil {
+		default:
 			a.logger.WarnContext(ctx, "activity counts of the last few seconds lost", "err", err)
 		}
-	}
+	})
+	return nil
 }

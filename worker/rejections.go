@@ -168,26 +168,14 @@ func (l *RejectionLog) Flush(ctx context.Context) error {
 // Run writes every FlushInterval until ctx is cancelled, then once more,
 // bounded by StopTimeout, and returns nil. A failed write is logged.
 func (l *RejectionLog) Run(ctx context.Context) error {
-	ticker := time.NewTicker(l.cfg.FlushInterval)
-	defer ticker.Stop()
-	flush := func() error {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.StopTimeout)
-		defer cancel()
-		return l.Flush(flushCtx)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			if err := flush(); err != nil {
-				l.logger.Warn("last refused deliveries not logged at stop", "err", err)
-			}
-			return nil
-		case <-ticker.C:
+	runFlushes(ctx, l.cfg.FlushInterval, l.cfg.StopTimeout, l.Flush, func(err error, last bool) {
+		if last {
+			l.logger.Warn("last refused deliveries not logged at stop", "err", err)
+			return
 		}
-		if err := flush(); err != nil {
-			l.logger.WarnContext(ctx, "refused deliveries since the last write not logged", "err", err)
-		}
-	}
+		l.logger.WarnContext(ctx, "refused deliveries since the last write not logged", "err", err)
+	})
+	return nil
 }
 
 // rejectReason maps why a delivery was refused to the rejection log's
