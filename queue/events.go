@@ -99,13 +99,10 @@ func (s *Store) Defer(ctx context.Context, e FailedEvent) (inserted bool, err er
 // which sets last_attempt_at. An event already on the queue keeps its one
 // row, and insertEvent reports false.
 func (s *Store) insertEvent(ctx context.Context, e FailedEvent, wait time.Duration, attempted bool) (bool, error) {
-	var id uuid.UUID
-	err := s.db.QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, CASE WHEN $8::bool THEN now() END, now() + make_interval(secs => $7))
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, wait.Seconds(), attempted).Scan(&id)
+	var c queuedColumns
+	c.add(e, wait, attempted)
+	var id string
+	err := s.db.QueryRow(ctx, insertEventsSQL, c.args()...).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -27,7 +27,7 @@ func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 // or a redelivery leaves the one existing row as it is. It runs the
 // statement the receiver commits a processed event with (CommitProcessed).
 func (s *Store) MarkProcessed(ctx context.Context, eventID string) error {
-	if _, err := s.db.Exec(ctx, markProcessedSQL, eventID); err != nil {
+	if _, err := s.db.Exec(ctx, markProcessedSQL, []string{eventID}); err != nil {
 		return fmt.Errorf("write dedup marker: %w", err)
 	}
 	return nil

@@ -1,17 +1,13 @@
 package worker
 
-import (
-	"context"
-	"fmt"
+import "fmt"
 
-	"github.com/hookd/hookd/queue"
-)
-
-// inlineSlots bounds the deliveries processed while Stripe waits. Each holds
-// a pooled connection for as long as the app takes, since its transaction
-// holds the event's lock; past the bound a slow app would take every
-// connection, and the dashboard, the retry loop and /readyz with them. A nil
-// inlineSlots has no bound.
+// inlineSlots bounds the deliveries processed while Stripe waits. A batch
+// of deliveries holds a pooled connection for as long as the app takes with
+// any of them, since its transaction holds their locks, and a batch slow at
+// the app steps aside for the next (batchStepAside); past the bound a slow
+// app would take every connection, and the dashboard, the retry loop and
+// /readyz with them. A nil inlineSlots has no bound.
 type inlineSlots chan struct{}
 
 func newInlineSlots(n int) inlineSlots {
@@ -34,24 +30,12 @@ func (s inlineSlots) tryAcquire() (release func(), ok bool) {
 	}
 }
 
-// deferBusy queues a verified, new event without processing it, due at
-// once, because every inline slot is taken: answering Stripe at once keeps
-// the connection free, and the retry loop delivers the event when it can.
-// It runs in the delivery's transaction, under the event's lock, so dedup
-// holds as for any delivery.
-func (r *Receiver) deferBusy(ctx context.Context, tx *queue.Tx, ev event, payload []byte, sigHeader string) (Outcome, error) {
-	reason := fmt.Sprintf("deferred: the app was busy with %d deliveries while Stripe waited, so the retry loop delivers it",
+// deferReason is the last error of an event deferred because every inline
+// slot was taken: answering Stripe at once keeps the connection free, and
+// the retry loop delivers the event when it can. It is decided in the
+// delivery's transaction, under the event's lock, so dedup holds as for any
+// delivery.
+func (r *Receiver) deferReason() string {
+	return fmt.Sprintf("deferred: the app was busy with %d deliveries while Stripe waited, so the retry loop delivers it",
 		cap(r.inline))
-	if _, err := tx.Defer(ctx, queue.FailedEvent{
-		Source: queue.SourceStripe, EventID: ev.ID, EventType: ev.Type,
-		Payload: payload, Signature: sigHeader, Error: reason,
-	}); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, err
-	}
-	r.logger.InfoContext(ctx, "event deferred to the retry queue: the app is busy", "event_id", ev.ID,
-		"event_type", ev.Type, "inline_concurrency", cap(r.inline))
-	return Deferred, nil
 }

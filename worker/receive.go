@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -121,6 +122,7 @@ type Receiver struct {
 	timeout time.Duration
 	metrics *Metrics
 	inline  inlineSlots
+	batches *deliveryBatches
 }
 
 // NewReceiver returns a Receiver over store. It logs at once when no secret
@@ -130,7 +132,7 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 	if len(cfg.Secrets) == 0 {
 		logger.Warn("no STRIPE_WEBHOOK_SECRET configured: every webhook is answered 503 until one is")
 	}
-	return &Receiver{
+	r := &Receiver{
 		store:   store,
 		logger:  logger,
 		secrets: cfg.Secrets,
@@ -139,6 +141,11 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cfg.InlineConcurrency),
 	}
+	r.batches = &deliveryBatches{run: r.runBatch, size: maxBatch}
+	if r.inline != nil {
+		r.batches.size = min(maxBatch, cap(r.inline))
+	}
+	return r
 }
 
 // Receive verifies, deduplicates and processes one delivery: payload is the
@@ -197,88 +204,197 @@ func (e *EventError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error, e.g. queue.ErrEventLocked.
 func (e *EventError) Unwrap() error { return e.Err }
 
-// receive runs the locked part of the pipeline for a verified event; path
-// says who brought it, for the attempt history and the metrics.
+// receive runs a verified event through the locked part of the pipeline,
+// in a batch with the deliveries that arrive meanwhile (deliveryBatches);
+// path says who brought it, for the attempt history and the metrics.
 func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string,
 	path queue.AttemptPath) (Outcome, error) {
-	// Two round trips to the database for an event processed at once: the
-	// lock with the state read, then the marker with the COMMIT.
-	tx, processed, queued, err := r.store.BeginEvent(ctx, queue.SourceStripe, ev.ID)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-
-	if processed {
-		return Duplicate, nil
-	}
-	if queued {
-		return AlreadyQueued, nil
-	}
-	// The inline slots guard the answers Stripe waits for. A recovery has
-	// no one waiting and its own bound, like the retry loop: reconcile
-	// processes a few events at a time. The slot covers the wait for the
-	// app only: the writes after it are as quick as those of any delivery.
-	release := func() {}
-	if path == queue.PathInline {
-		var ok bool
-		if release, ok = r.inline.tryAcquire(); !ok {
-			return r.deferBusy(ctx, tx, ev, payload, sigHeader)
-		}
-	}
-	res, took := process(ctx, r.proc, r.timeout, Delivery{
-		EventID: ev.ID, EventType: ev.Type, Payload: payload, Attempt: 0,
-	})
-	release()
-	r.metrics.observeProcess(path, res.Err == nil, took)
-
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	attempt := queue.NewAttempt{
-		Source: queue.SourceStripe, EventID: ev.ID, Duration: took, Succeeded: res.Err == nil,
-		HTTPStatus: res.HTTPStatus, Path: path, Number: 0,
-	}
-	switch {
-	case res.Err == nil && path == queue.PathInline:
-		// Processed on its first delivery: the marker is its whole record.
-		if err := tx.CommitProcessed(ctx, ev.ID); err != nil {
-			return 0, err
-		}
-		return Processed, nil
-	case res.Err == nil:
-		// Recovered by reconciliation: its attempt is what says so, since
-		// a marker alone means a first delivery.
-		if err := tx.RecordProcessed(ctx, attempt); err != nil {
-			return 0, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, err
-		}
-		return Processed, nil
-	}
-	// Failed: from here on the event keeps its history, starting with this
-	// attempt.
-	attempt.Error = errorText(res.Err)
-	if err := r.enqueue(ctx, tx, ev, payload, sigHeader, attempt); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, err
-	}
-	r.logger.WarnContext(ctx, "event queued for retry", "event_id", ev.ID,
-		"event_type", ev.Type, "err", attempt.Error)
-	return Queued, nil
+	d := &delivery{ctx: ctx, ev: ev, payload: payload, sigHeader: sigHeader, path: path}
+	r.batches.do(d)
+	return d.outcome, d.err
 }
 
-func (r *Receiver) enqueue(ctx context.Context, tx *queue.Tx, ev event, payload []byte,
-	sigHeader string, attempt queue.NewAttempt) error {
-	if _, err := tx.Enqueue(ctx, queue.FailedEvent{
-		Source: queue.SourceStripe, EventID: ev.ID, EventType: ev.Type,
-		Payload: payload, Signature: sigHeader, Error: attempt.Error,
-	}); err != nil {
-		return err
+// runBatch handles a batch of deliveries and answers each.
+func (r *Receiver) runBatch(batch []*delivery, stepAside func()) {
+	live := batch[:0:0]
+	for _, d := range batch {
+		if err := d.ctx.Err(); err != nil {
+			// Stripe hung up while the delivery waited for its batch: it
+			// delivers again, and nothing was done.
+			d.answer(0, err)
+			continue
+		}
+		live = append(live, d)
 	}
-	return tx.RecordAttempt(ctx, attempt)
+	r.runGroup(live, stepAside)
+}
+
+// processed is the processor's result for one delivery of a group.
+type processed struct {
+	res  Result
+	took time.Duration
+}
+
+// runGroup handles deliveries in one transaction, in two round trips to the
+// database: the events' locks with the read of their states, then their
+// outcomes with the COMMIT. Between the two, the processor runs for every
+// new event that holds an inline slot (or has no need of one), all at once.
+func (r *Receiver) runGroup(group []*delivery, stepAside func()) {
+	if len(group) == 0 {
+		return
+	}
+	// No one delivery's cancellation ends the batch: its writes record
+	// side effects the app has had, for every event in it.
+	ctx := context.WithoutCancel(group[0].ctx)
+	ids := make([]string, len(group))
+	for i, d := range group {
+		ids[i] = d.ev.ID
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+	tx, states, err := r.store.BeginEvents(lockCtx, queue.SourceStripe, ids)
+	cancel()
+	if err != nil {
+		for _, d := range group {
+			d.answer(0, err)
+		}
+		return
+	}
+	defer tx.Rollback(ctx)
+
+	var fresh, toProcess, toDefer []*delivery
+	for i, d := range group {
+		switch states[i] {
+		case queue.DeliveryBusy:
+			d.answer(0, queue.ErrEventLocked)
+		case queue.DeliveryProcessed:
+			d.answer(Duplicate, nil)
+		case queue.DeliveryQueued:
+			d.answer(AlreadyQueued, nil)
+		default:
+			// The inline slots guard the answers Stripe waits for, and
+			// cover the wait for the app only. A recovery has no one
+			// waiting and its own bound, like the retry loop: reconcile
+			// processes a few events at a time.
+			if d.path == queue.PathInline && d.release == nil && !d.deferred {
+				release, ok := r.inline.tryAcquire()
+				d.release, d.deferred = release, !ok
+			}
+			fresh = append(fresh, d)
+			if d.deferred {
+				toDefer = append(toDefer, d)
+			} else {
+				toProcess = append(toProcess, d)
+			}
+		}
+	}
+	if len(toDefer) > 0 && len(toProcess) > 0 {
+		// The slots ran out inside this batch. The deferred events must not
+		// wait for the app with the others, so the batch starts over as two,
+		// side by side, before anything ran: their locks and states are
+		// taken again, and each keeps its slot or its deferral.
+		_ = tx.Rollback(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.runGroup(toDefer, stepAside) })
+		r.runGroup(toProcess, stepAside)
+		wg.Wait()
+		return
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	results := r.processAll(fresh, stepAside)
+
+	var rec queue.Received
+	for i, d := range fresh {
+		attempt := queue.NewAttempt{
+			Source: queue.SourceStripe, EventID: d.ev.ID, Duration: results[i].took,
+			Succeeded: results[i].res.Err == nil, HTTPStatus: results[i].res.HTTPStatus, Path: d.path,
+		}
+		switch {
+		case d.deferred:
+			rec.Deferred = append(rec.Deferred, failedEvent(d, r.deferReason()))
+		case attempt.Succeeded && d.path == queue.PathInline:
+			// Processed on its first delivery: the marker is its whole record.
+			rec.Processed = append(rec.Processed, d.ev.ID)
+		case attempt.Succeeded:
+			// Recovered by reconciliation: its attempt is what says so,
+			// since a marker alone means a first delivery.
+			rec.Recorded = append(rec.Recorded, attempt)
+		default:
+			// Failed: from here on the event keeps its history, starting
+			// with this attempt.
+			attempt.Error = errorText(results[i].res.Err)
+			rec.Failed = append(rec.Failed, queue.FailedAttempt{Event: failedEvent(d, attempt.Error), Attempt: attempt})
+		}
+	}
+	writeCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	if err := tx.CommitReceived(writeCtx, rec); err != nil {
+		for _, d := range fresh {
+			d.answer(0, err)
+		}
+		return
+	}
+	for i, d := range fresh {
+		switch {
+		case d.deferred:
+			r.logger.InfoContext(d.ctx, "event deferred to the retry queue: the app is busy", "event_id", d.ev.ID,
+				"event_type", d.ev.Type, "inline_concurrency", cap(r.inline))
+			d.answer(Deferred, nil)
+		case results[i].res.Err == nil:
+			d.answer(Processed, nil)
+		default:
+			r.logger.WarnContext(d.ctx, "event queued for retry", "event_id", d.ev.ID,
+				"event_type", d.ev.Type, "err", errorText(results[i].res.Err))
+			d.answer(Queued, nil)
+		}
+	}
+}
+
+// processAll runs the processor for every delivery of fresh that is not
+// deferred, all at once, each with its own request's context, and gives
+// each one's inline slot back as soon as its app call ends. A group that
+// waits for the app longer than batchStepAside steps aside.
+func (r *Receiver) processAll(fresh []*delivery, stepAside func()) []processed {
+	results := make([]processed, len(fresh))
+	var run []int
+	for i, d := range fresh {
+		if !d.deferred {
+			run = append(run, i)
+		}
+	}
+	if len(run) == 0 {
+		return results
+	}
+	slow := time.AfterFunc(batchStepAside, stepAside)
+	defer slow.Stop()
+	one := func(i int) {
+		d := fresh[i]
+		res, took := process(d.ctx, r.proc, r.timeout, Delivery{
+			EventID: d.ev.ID, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+		})
+		d.releaseSlot()
+		r.metrics.observeProcess(d.path, res.Err == nil, took)
+		results[i] = processed{res, took}
+	}
+	if len(run) == 1 {
+		one(run[0])
+		return results
+	}
+	var wg sync.WaitGroup
+	for _, i := range run {
+		wg.Go(func() { one(i) })
+	}
+	wg.Wait()
+	return results
+}
+
+// failedEvent is d as the retry queue keeps it, with why it is there.
+func failedEvent(d *delivery, reason string) queue.FailedEvent {
+	return queue.FailedEvent{
+		Source: queue.SourceStripe, EventID: d.ev.ID, EventType: d.ev.Type,
+		Payload: d.payload, Signature: d.sigHeader, Error: reason,
+	}
 }
 
 // verify checks sigHeader against every configured secret with stripe-go.
