@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -439,25 +440,118 @@ const maxIDLen = 255
 
 // parseEvent reads the id and type of a Stripe event. The payload itself is
 // never re-encoded: processors and the queue get the exact bytes.
+//
+// It is on every delivery's path, so it reads the body twice, not three
+// times: json.Valid checks all of it, then topLevelMembers finds the two
+// members in the valid text. (json.Unmarshal into a struct would check the
+// whole body, then decode it, skipping every other member value by value.)
 func parseEvent(payload []byte) (event, error) {
-	var raw struct {
-		ID   json.RawMessage `json:"id"`
-		Type json.RawMessage `json:"type"`
-	}
 	if !utf8.Valid(payload) {
 		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
 	}
-	if err := json.Unmarshal(payload, &raw); err != nil {
+	if !json.Valid(payload) {
+		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
+	}
+	id, typ, ok := topLevelMembers(payload)
+	if !ok {
 		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
 	}
 	var ev event
-	if err := stringField(raw.ID, "id", ErrBadEventID, &ev.ID); err != nil {
+	if err := stringField(id, "id", ErrBadEventID, &ev.ID); err != nil {
 		return event{}, err
 	}
-	if err := stringField(raw.Type, "type", ErrBadEventType, &ev.Type); err != nil {
+	if err := stringField(typ, "type", ErrBadEventType, &ev.Type); err != nil {
 		return event{}, err
 	}
 	return ev, nil
+}
+
+// topLevelMembers returns the raw values of the "id" and "type" members of
+// data, which must be valid JSON; ok is false when data is not an object. As
+// with json.Unmarshal, a member given twice counts as its last; unlike it,
+// names match exactly, as Stripe writes them.
+func topLevelMembers(data []byte) (id, typ json.RawMessage, ok bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, nil, false
+	}
+	i = skipSpace(data, i+1)
+	for i < len(data) && data[i] == '"' {
+		nameEnd := stringEnd(data, i)
+		name := data[i:nameEnd]
+		valueStart := skipSpace(data, skipSpace(data, nameEnd)+1) // past the ':'
+		valueEnd := jsonValueEnd(data, valueStart)
+		if bytes.IndexByte(name, '\\') >= 0 {
+			var unquoted string
+			if json.Unmarshal(name, &unquoted) == nil {
+				name = []byte(`"` + unquoted + `"`)
+			}
+		}
+		switch string(name) {
+		case `"id"`:
+			id = data[valueStart:valueEnd]
+		case `"type"`:
+			typ = data[valueStart:valueEnd]
+		}
+		i = skipSpace(data, valueEnd)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return id, typ, true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd returns the index just past the string that starts at data[i].
+func stringEnd(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(data)
+}
+
+// jsonValueEnd returns the index just past the value that starts at data[i].
+func jsonValueEnd(data []byte, i int) int {
+	if i >= len(data) {
+		return i
+	}
+	switch data[i] {
+	case '"':
+		return stringEnd(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = stringEnd(data, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(data) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(data[i])) {
+		i++
+	}
+	return i
 }
 
 func stringField(raw json.RawMessage, name string, bad error, dst *string) error {
