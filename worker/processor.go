@@ -53,9 +53,13 @@ type ProcessorFunc func(ctx context.Context, d Delivery) Result
 // Process calls f.
 func (f ProcessorFunc) Process(ctx context.Context, d Delivery) Result { return f(ctx, d) }
 
-// Discard is the Processor used without a forward URL: it accepts every
+// Discard is the Processor of HOOKD_PROCESSOR=discard: it accepts every
 // event, so each is marked processed and its redeliveries are dropped.
-var Discard Processor = ProcessorFunc(func(context.Context, Delivery) Result { return Result{} })
+var Discard Processor = discard{}
+
+type discard struct{}
+
+func (discard) Process(context.Context, Delivery) Result { return Result{} }
 
 // process runs p with a timeout and turns a panic into a failed Result, so a
 // faulty in-process handler fails its event instead of the whole process.

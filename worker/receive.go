@@ -367,6 +367,14 @@ func (r *Receiver) processAll(fresh []*delivery, stepAside func()) []processed {
 	if len(run) == 0 {
 		return results
 	}
+	if _, ok := r.proc.(discard); ok {
+		// Nothing to wait for: no goroutine, no timeout, no app.
+		for _, i := range run {
+			fresh[i].releaseSlot()
+			r.metrics.observeProcess(fresh[i].path, true, 0)
+		}
+		return results
+	}
 	slow := time.AfterFunc(batchStepAside, stepAside)
 	defer slow.Stop()
 	one := func(i int) {
