@@ -94,21 +94,37 @@ func (b *deliveryBatches) do(d *delivery) {
 	b.running++
 	batch := b.takeLocked()
 	b.mu.Unlock()
-	b.start(batch)
+	// This goroutine answers its own request next, so the batches after
+	// this one go on in a goroutine of their own.
+	b.start(batch, false)
 	<-d.done
 }
 
-// start runs batch, then hands its place on: to the pending deliveries, or
-// back.
-func (b *deliveryBatches) start(batch []*delivery) {
-	handOn := sync.OnceFunc(b.handOn)
-	b.run(batch, handOn)
-	handOn()
+// start runs batch, then hands its place on to the pending deliveries, or
+// gives it back. With goOn, the next batch runs in this goroutine: under
+// load one goroutine runs batch after batch, and the next starts without
+// waiting to be scheduled.
+func (b *deliveryBatches) start(batch []*delivery, goOn bool) {
+	for batch != nil {
+		var handedOn sync.Once
+		stepAside := func() { handedOn.Do(func() { b.handOn(nil) }) }
+		b.run(batch, stepAside)
+		var next []*delivery
+		handedOn.Do(func() {
+			if goOn {
+				b.handOn(&next)
+			} else {
+				b.handOn(nil)
+			}
+		})
+		batch = next
+	}
 }
 
 // handOn gives up a running batch's place: the pending deliveries take it
-// as a new batch, in a goroutine of its own, or it is freed.
-func (b *deliveryBatches) handOn() {
+// as the next batch, or it is freed. The next batch is put in *next, for
+// the caller to run, or with next nil started in a goroutine of its own.
+func (b *deliveryBatches) handOn(next *[]*delivery) {
 	b.mu.Lock()
 	if len(b.pending) == 0 {
 		b.running--
@@ -117,7 +133,11 @@ func (b *deliveryBatches) handOn() {
 	}
 	batch := b.takeLocked()
 	b.mu.Unlock()
-	go b.start(batch)
+	if next != nil {
+		*next = batch
+		return
+	}
+	go b.start(batch, true)
 }
 
 func (b *deliveryBatches) takeLocked() []*delivery {
