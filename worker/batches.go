@@ -75,6 +75,8 @@ type deliveryBatches struct {
 	run func(batch []*delivery, stepAside func())
 	// size is the most deliveries a batch takes.
 	size int
+	// metrics counts the deliveries waiting in pending.
+	metrics *Metrics
 
 	mu      sync.Mutex
 	pending []*delivery
@@ -86,6 +88,7 @@ func (b *deliveryBatches) do(d *delivery) {
 	d.done = make(chan struct{})
 	b.mu.Lock()
 	b.pending = append(b.pending, d)
+	b.metrics.addWaiting(1)
 	if b.running >= batchesAtOnce {
 		b.mu.Unlock()
 		<-d.done
@@ -142,6 +145,7 @@ func (b *deliveryBatches) handOn(next *[]*delivery) {
 
 func (b *deliveryBatches) takeLocked() []*delivery {
 	n := min(len(b.pending), b.size)
+	b.metrics.addWaiting(-n)
 	batch := b.pending[:n:n]
 	b.pending = b.pending[n:]
 	if len(b.pending) == 0 {

@@ -18,6 +18,8 @@ type Metrics struct {
 	retries  *prometheus.CounterVec
 	dead     prometheus.Counter
 	pruned   prometheus.Counter
+	batch    prometheus.Histogram
+	waiting  prometheus.Gauge
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg.
@@ -47,8 +49,17 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 			Name: "hookd_markers_pruned_total",
 			Help: "Dedup markers deleted by the pruner.",
 		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookd_receiver_batch_deliveries",
+			Help:    "Deliveries per receiver batch: the deliveries that arrived together and shared one transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_receiver_waiting_deliveries",
+			Help: "Verified deliveries waiting for the receiver's next batch.",
+		}),
 	}
-	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned)
+	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting)
 	return m
 }
 
@@ -66,6 +77,20 @@ func (m *Metrics) observeProcess(path queue.AttemptPath, ok bool, took time.Dura
 		return
 	}
 	m.duration.WithLabelValues(string(path), result(ok)).Observe(took.Seconds())
+}
+
+func (m *Metrics) observeBatch(deliveries int) {
+	if m == nil {
+		return
+	}
+	m.batch.Observe(float64(deliveries))
+}
+
+func (m *Metrics) addWaiting(n int) {
+	if m == nil {
+		return
+	}
+	m.waiting.Add(float64(n))
 }
 
 func (m *Metrics) countRetries(succeeded, failed int) {

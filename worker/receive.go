@@ -142,7 +142,7 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cfg.InlineConcurrency),
 	}
-	r.batches = &deliveryBatches{run: r.runBatch, size: maxBatch}
+	r.batches = &deliveryBatches{run: r.runBatch, size: maxBatch, metrics: cfg.Metrics}
 	if r.inline != nil {
 		r.batches.size = min(maxBatch, cap(r.inline))
 	}
@@ -251,6 +251,7 @@ func (r *Receiver) runGroup(group []*delivery, stepAside func()) {
 	for i, d := range group {
 		ids[i] = d.ev.ID
 	}
+	r.metrics.observeBatch(len(group))
 	lockCtx, cancel := context.WithTimeout(ctx, writeTimeout)
 	tx, states, err := r.store.BeginEvents(lockCtx, queue.SourceStripe, ids)
 	cancel()
