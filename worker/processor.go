@@ -6,7 +6,9 @@
 // Its guarantee: at most one processor runs per event id at any time, across
 // the receiver, the retry loop and any number of replicas, because every run
 // happens inside the transaction holding that event's advisory lock, and the
-// outcome (dedup marker or queue row) commits in that same transaction.
+// outcome (dedup marker or queue row) commits in that same transaction. The
+// receiver and the retry loop each handle events in batches, one transaction
+// per batch, each event with its own lock and its own outcome.
 package worker
 
 import (
