@@ -82,13 +82,8 @@ func main() {
 	flag.IntVar(&o.drainRounds, "drain-rounds", 3, "drain rounds")
 	flag.BoolVar(&o.receiver, "receiver", true, "run the receiver rounds")
 	flag.BoolVar(&o.drain, "drain", true, "run the drain rounds")
-	flag.IntVar(&o.procs, "procs", 1, "GOMAXPROCS of the load generator itself (hookd keeps its own)")
+	flag.IntVar(&o.procs, "procs", 1, "GOMAXPROCS of the load generator while it posts to the receiver (hookd keeps its own)")
 	flag.Parse()
-	// The load generator shares the machine with what it measures. Its
-	// clients wait on the network almost all the time, and one P keeps
-	// their wake-ups on one thread: on two cores a second P cost it a
-	// fifth more CPU per event, CPU hookd and PostgreSQL did not get.
-	runtime.GOMAXPROCS(o.procs)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -165,6 +160,13 @@ func receiverRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+
+	// The load generator shares the machine with what it measures. Its
+	// clients wait on the network almost all the time, and one P keeps
+	// their wake-ups on one thread: on two cores a second P cost it a
+	// fifth more CPU per event, CPU hookd and PostgreSQL did not get. The
+	// drain's sink, which plays the user's app, keeps every P.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs))
 
 	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor), "+
 		"pgbench -M prepared -c %d -j 2, %s each per round\n", o.clients, o.clients, o.roundTime)
@@ -456,11 +458,16 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	sink.reset()
-	if err := seedDue(ctx, conn, n, round); err != nil {
+	// The CPU counts start just before the backlog commits: from then on
+	// the retry loop may claim it.
+	var hookdCPU, selfCPU time.Duration
+	var pgCPU backendCPU
+	if err := seedDue(ctx, conn, n, round, func() {
+		hookdCPU, selfCPU = processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
+		pgCPU = backendsCPU(ctx, t.dbURL)
+	}); err != nil {
 		return drainRound{}, err
 	}
-	hookdCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
-	pgCPU := backendsCPU(ctx, t.dbURL)
 	r, err := timeDrain(ctx, conn, sink, n)
 	if err != nil {
 		return drainRound{}, err
@@ -476,8 +483,9 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 }
 
 // seedDue puts n events on the retry queue, due now, each with the failed
-// inline attempt that put it there, as the receiver would have left them.
-func seedDue(ctx context.Context, conn *pgx.Conn, n, round int) error {
+// inline attempt that put it there, as the receiver would have left them. It
+// calls beforeCommit just before they commit.
+func seedDue(ctx context.Context, conn *pgx.Conn, n, round int, beforeCommit func()) error {
 	gen := newEventGen(fmt.Sprintf("evt_drain_%s_r%d_", randomHex(4), round))
 	events := make([][]any, n)
 	attempts := make([][]any, n)
@@ -505,11 +513,14 @@ func seedDue(ctx context.Context, conn *pgx.Conn, n, round int) error {
 		pgx.CopyFromRows(events)); err != nil {
 		return fmt.Errorf("seed queue: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// Analyzed before the commit (ANALYZE counts its own transaction's
+	// rows), so that the retry loop plans its claims for the backlog, and
+	// drains none of it before the CPU counts start.
+	if _, err := tx.Exec(ctx, `ANALYZE webhook_events`); err != nil {
 		return err
 	}
-	_, err = conn.Exec(ctx, `ANALYZE webhook_events`)
-	return err
+	beforeCommit()
+	return tx.Commit(ctx)
 }
 
 // timeDrain waits for the retry loop to drain n events and times it from
