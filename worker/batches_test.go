@@ -35,6 +35,30 @@ func holdMarkers(t *testing.T, pool *pgxpool.Pool) (release func()) {
 	return release
 }
 
+// newMeteredReceiver returns a receiver over store with processor p and
+// the registry of its metrics.
+func newMeteredReceiver(store *queue.Store, p worker.Processor) (*worker.Receiver, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	return worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+		Secrets: []string{testSecret}, Processor: p, Metrics: worker.NewMetrics(reg, nil),
+	}), reg
+}
+
+// holdABatch delivers one new event to r and holds its batch at the
+// database (holdMarkers): the deliveries that come next wait for the next
+// batch until release is called. The held delivery's answer arrives on
+// first.
+func holdABatch(t *testing.T, r *worker.Receiver, reg *prometheus.Registry, pool *pgxpool.Pool) (
+	first <-chan answer, release func()) {
+	t.Helper()
+	release = holdMarkers(t, pool)
+	first = deliverAll(t, r, newEvents(1))
+	queuetest.WaitFor(t, 10*time.Second, "the first batch to start", func() bool {
+		return gauge(t, reg, "hookd_receiver_batch_deliveries") == 1
+	})
+	return first, release
+}
+
 // gauge reads a metric without labels from reg; histograms give their count.
 func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
@@ -89,17 +113,10 @@ func newEvents(n int) map[string][]byte {
 func TestReceive_DeliveriesThatArriveTogetherShareOneBatch(t *testing.T) {
 	t.Parallel()
 	store, pool := queuetest.NewStore(t)
-	reg := prometheus.NewRegistry()
 	p := &countingProcessor{}
-	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
-		Secrets: []string{testSecret}, Processor: p, Metrics: worker.NewMetrics(reg, nil),
-	})
-	release := holdMarkers(t, pool)
+	r, reg := newMeteredReceiver(store, p)
+	first, release := holdABatch(t, r, reg, pool)
 
-	first := deliverAll(t, r, newEvents(1))
-	queuetest.WaitFor(t, 10*time.Second, "the first batch to start", func() bool {
-		return gauge(t, reg, "hookd_receiver_batch_deliveries") == 1
-	})
 	const together = 40
 	rest := deliverAll(t, r, newEvents(together))
 	queuetest.WaitFor(t, 10*time.Second, "every delivery to wait for the next batch", func() bool {
@@ -107,10 +124,8 @@ func TestReceive_DeliveriesThatArriveTogetherShareOneBatch(t *testing.T) {
 	})
 	release()
 
-	for range 1 {
-		if a := <-first; a.err != nil || a.outcome != worker.Processed {
-			t.Fatalf("%s: got %v, %v; want Processed", a.id, a.outcome, a.err)
-		}
+	if a := <-first; a.err != nil || a.outcome != worker.Processed {
+		t.Fatalf("%s: got %v, %v; want Processed", a.id, a.outcome, a.err)
 	}
 	for range together {
 		if a := <-rest; a.err != nil || a.outcome != worker.Processed {
@@ -137,16 +152,9 @@ func TestReceive_DeliveriesThatArriveTogetherShareOneBatch(t *testing.T) {
 func TestReceive_SameEventTwiceInABatchIsProcessedOnce(t *testing.T) {
 	t.Parallel()
 	store, pool := queuetest.NewStore(t)
-	reg := prometheus.NewRegistry()
 	p := &countingProcessor{}
-	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
-		Secrets: []string{testSecret}, Processor: p, Metrics: worker.NewMetrics(reg, nil),
-	})
-	release := holdMarkers(t, pool)
-	first := deliverAll(t, r, newEvents(1))
-	queuetest.WaitFor(t, 10*time.Second, "the first batch to start", func() bool {
-		return gauge(t, reg, "hookd_receiver_batch_deliveries") == 1
-	})
+	r, reg := newMeteredReceiver(store, p)
+	first, release := holdABatch(t, r, reg, pool)
 
 	id := stripeevent.NewID("evt")
 	body := stripeevent.Minimal(id, "invoice.paid")
