@@ -64,10 +64,10 @@ func (d *delivery) releaseSlot() {
 // deliveryBatches groups the deliveries that arrive while earlier batches
 // are at the database (group commit). A delivery that finds fewer than
 // batchesAtOnce batches running starts one itself, at once, in its own
-// goroutine: a lone delivery waits for nobody. Otherwise it waits in pending;
-// whichever batch ends or steps aside first takes every pending delivery
-// (up to its size) into the next batch, in a goroutine of its own. No
-// goroutine outlives the deliveries it serves.
+// goroutine: a lone delivery waits for nobody. Otherwise it waits in pending,
+// and the batch that ends or steps aside first takes every pending delivery
+// (up to its size) into the next batch (see start). No goroutine outlives
+// the deliveries it serves.
 type deliveryBatches struct {
 	// run handles one batch and answers every delivery in it. It calls
 	// stepAside when the batch turns out slow, so that the next one can
