@@ -74,39 +74,17 @@ type FailedEvent struct {
 // reports whether it inserted a row: an event already on the queue (same
 // source and event id) keeps its one row, whatever its status.
 func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	inserted, err = s.insertEvent(ctx, e, s.RetryDelay(0), true)
-	if err != nil {
+	var c queuedColumns
+	c.add(e, s.RetryDelay(0), true)
+	var id string
+	err = s.db.QueryRow(ctx, insertEventsSQL, c.args()...).Scan(&id)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
 		return false, fmt.Errorf("enqueue event: %w", err)
 	}
-	return inserted, nil
-}
-
-// Defer puts an event that was not processed at all on the retry queue, due
-// at once, with e.Error as its last error: the receiver defers a delivery so
-// when the app is too busy to take it while Stripe waits. No attempt was
-// made, so attempts stay 0 and last_attempt_at empty. Like Enqueue, it
-// reports whether it inserted a row.
-func (s *Store) Defer(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	inserted, err = s.insertEvent(ctx, e, 0, false)
-	if err != nil {
-		return false, fmt.Errorf("defer event: %w", err)
-	}
-	return inserted, nil
-}
-
-// insertEvent puts e on the queue as a new failed row with no retries yet,
-// due after wait; attempted says whether it was tried (the inline attempt),
-// which sets last_attempt_at. An event already on the queue keeps its one
-// row, and insertEvent reports false.
-func (s *Store) insertEvent(ctx context.Context, e FailedEvent, wait time.Duration, attempted bool) (bool, error) {
-	var c queuedColumns
-	c.add(e, wait, attempted)
-	var id string
-	err := s.db.QueryRow(ctx, insertEventsSQL, c.args()...).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return true, nil
 }
 
 // IsQueued reports whether the event has a row on the retry queue, in any

@@ -166,7 +166,8 @@ type Received struct {
 	// queue, due after RetryDelay(0), with its failed attempt.
 	Failed []FailedAttempt
 	// Deferred are events not processed at all: each goes on the retry
-	// queue due at once, with no attempt (see Defer).
+	// queue due at once, with no attempt: the receiver defers a delivery so
+	// when the app is too busy to take it while Stripe waits.
 	Deferred []FailedEvent
 }
 
@@ -250,20 +251,3 @@ func (s *Store) EventState(ctx context.Context, source, eventID string) (process
 	}
 	return processed, queued, nil
 }
-
-// RecordProcessed writes the dedup marker of a successfully processed event
-// and its successful attempt in one statement, for the paths that keep an
-// event's history. Like MarkProcessed it is idempotent.
-func (s *Store) RecordProcessed(ctx context.Context, a NewAttempt) error {
-	a.Succeeded = true
-	var c attemptColumns
-	c.add(a)
-	if _, err := s.db.Exec(ctx, recordProcessedSQL, append([]any{[]string{a.EventID}}, c.args()...)...); err != nil {
-		return fmt.Errorf("record processed %s: %w", a.EventID, err)
-	}
-	return nil
-}
-
-// recordProcessedSQL writes the markers of the events $1 and the attempts
-// from $2 on.
-var recordProcessedSQL = `WITH marked AS (` + markProcessedSQL + `)` + insertAttemptsSQL(2)

@@ -347,7 +347,7 @@ func (r *Receiver) runGroup(group []*delivery, stepAside func()) {
 			d.answer(Processed, nil)
 		default:
 			r.logger.WarnContext(d.ctx, "event queued for retry", "event_id", d.ev.ID,
-				"event_type", d.ev.Type, "err", errorText(results[i].res.Err))
+				"event_type", d.ev.Type, "err", results[i].res.Err)
 			d.answer(Queued, nil)
 		}
 	}
