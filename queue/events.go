@@ -87,13 +87,6 @@ func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err 
 	return true, nil
 }
 
-// IsQueued reports whether the event has a row on the retry queue, in any
-// status. It reads what the receiver reads (EventState, BeginEvent).
-func (s *Store) IsQueued(ctx context.Context, source, eventID string) (bool, error) {
-	_, queued, err := s.EventState(ctx, source, eventID)
-	return queued, err
-}
-
 // ClaimDue claims up to batchSize due events (failed or retrying, attempts
 // left, next_retry_at passed), oldest due first, and defers each by
 // claimWindow in the same statement.

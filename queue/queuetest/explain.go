@@ -81,6 +81,10 @@ type PlanNode struct {
 	Relation string     `json:"Relation Name"`
 	Index    string     `json:"Index Name"`
 	Plans    []PlanNode `json:"Plans"`
+	// Set by EXPLAIN ANALYZE: the rows a node returned per loop, and its
+	// loops.
+	ActualRows  float64 `json:"Actual Rows"`
+	ActualLoops float64 `json:"Actual Loops"`
 }
 
 // Walk calls fn on n and every node below it.
@@ -132,11 +136,17 @@ func Explain(t testing.TB, db Querier, q RecordedQuery) PlanNode {
 	if err := db.QueryRow(context.Background(), "EXPLAIN (FORMAT JSON) "+q.SQL, q.Args...).Scan(&raw); err != nil {
 		t.Fatalf("explain %s: %v", q.SQL, err)
 	}
+	return ParsePlan(t, raw)
+}
+
+// ParsePlan reads the output of EXPLAIN (FORMAT JSON).
+func ParsePlan(t testing.TB, raw []byte) PlanNode {
+	t.Helper()
 	var plans []struct {
 		Plan PlanNode `json:"Plan"`
 	}
-	if err := json.Unmarshal(raw, &plans); err != nil {
-		t.Fatalf("explain %s: %v", q.SQL, err)
+	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
+		t.Fatalf("read EXPLAIN output %q: %v", raw, err)
 	}
 	return plans[0].Plan
 }
