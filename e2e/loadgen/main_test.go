@@ -2,6 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync/atomic"
 	"testing"
 )
 
@@ -24,5 +31,49 @@ func TestEventGenMakesDistinctEventsOfOneToTwoKB(t *testing.T) {
 			t.Fatalf("id %s made twice", ev.ID)
 		}
 		seen[ev.ID] = true
+	}
+}
+
+// The poster reads net/http's answers, as hookd sends them, over one kept-
+// alive connection.
+func TestPosterReadsNetHTTPAnswers(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if string(body) == "busy" {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "event is being handled by another delivery", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "processed %s\n", r.Header.Get("Stripe-Signature"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	p := &poster{addr: u.Host, path: "/webhooks/stripe"}
+	t.Cleanup(p.close)
+
+	for i, want := range []struct {
+		body, sig string
+		status    int
+		answer    string
+	}{
+		{"{}", "t=1,v1=a", 200, "processed t=1,v1=a\n"},
+		{"busy", "t=2,v1=b", 503, "event is being handled by another delivery\n"},
+		{"{}", "t=3,v1=c", 200, "processed t=3,v1=c\n"},
+	} {
+		status, answer, err := p.post([]byte(want.body), want.sig)
+		if err != nil || status != want.status || string(answer) != want.answer {
+			t.Errorf("post %d = %d %q, %v; want %d %q", i, status, answer, err, want.status, want.answer)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections, want the one kept alive", n)
 	}
 }
