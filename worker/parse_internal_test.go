@@ -1,48 +1,96 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
-// topLevelMembers finds the members json.Unmarshal would, in one pass over
-// valid JSON: for every body here, both agree on the id and the type, or both
-// refuse the body. (Unmarshal also takes null for an object with no members;
-// parseEvent refuses it as not an object, a 400 either way.)
-func TestParseEventAgreesWithUnmarshal(t *testing.T) {
+// scanEventCases are bodies where a JSON reader can go wrong: nesting,
+// strings that look like structure, escapes, numbers, and text that is
+// almost JSON.
+var scanEventCases = []string{
+	`{"id":"evt_1","type":"invoice.paid"}`,
+	` { "type" : "invoice.paid" , "id" : "evt_2" } `,
+	"{\n\t\"id\":\"evt_3\",\r\n\"type\":\"x\"}",
+	`{"data":{"object":{"id":"in_1","type":"nested"}},"id":"evt_4","type":"outer"}`,
+	`{"data":[{"id":"no"},"]}{\"",["}"]],"id":"evt_5","type":"arrays"}`,
+	`{"note":"a \"quoted\" id: \"id\":\"x\"","id":"evt_6","type":"escapes"}`,
+	`{"id":"evt_7","type":"first","type":"last"}`,
+	`{"\u0069d":"evt_8","typ\u0065":"escaped names"}`,
+	`{"id":"evt_\u00e9\n","type":"escaped value"}`,
+	`{"n":-1.5e3,"t":true,"f":false,"z":null,"id":"evt_9","type":"scalars"}`,
+	`{"n":[0,-0,1e5,1E+5,2.5e-3,-12.34,100],"id":"evt_10","type":"numbers"}`,
+	`{"id":12,"type":"x"}`,
+	`{"id":null,"type":"x"}`,
+	`{"id":"evt_11"}`,
+	`{"ID":"evt_12","Type":"case"}`,
+	`{"esc":"\b\f\n\r\t\/\\\"\u00FF","id":"evt_13","type":"all escapes"}`,
+	`{}`, `[]`, `[{"id":"evt_14","type":"in an array"}]`, `"id"`, `12`, `null`, ``, ` `,
+	// Almost JSON.
+	`{"id":"evt_1","type":"x"`, `{"id":"evt_1","type":"x"}}`, `{"id":"evt_1",}`, `{,}`, `[1,]`, `[,1]`,
+	`{"id" "x"}`, `{"id":}`, `{id:"x"}`, `{'id':'x'}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`,
+	`{"a":+1}`, `{"a":-}`, `{"a":tru}`, `{"a":truex}`, `{"a":nul}`, `{"a":"\x"}`, `{"a":"\u12"}`,
+	`{"a":"\u12G4"}`, "{\"a\":\"tab\tinside\"}", "{\"a\":\"nul\x00\"}", `{"a":"unterminated}`,
+	`{"a":1}x`, `{"a":1} {"b":2}`, "\xef\xbb\xbf{}", `{"a":[1,2}`, `{"a":{"b":1]}`, `{"a" : [ ] , "b" : { } }`,
+	strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth),
+	strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1),
+	`{"a":` + strings.Repeat(`{"a":`, maxJSONDepth-1) + `1` + strings.Repeat("}", maxJSONDepth),
+}
+
+// scanEvent agrees with encoding/json on every body: valid exactly when
+// json.Valid says so, and with the id and type a decode into a map finds
+// (exact names, the last of a repeated one).
+func TestScanEventAgreesWithEncodingJSON(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{
-		`{"id":"evt_1","type":"invoice.paid"}`,
-		` { "type" : "invoice.paid" , "id" : "evt_2" } `,
-		"{\n\t\"id\":\"evt_3\",\r\n\"type\":\"x\"}",
-		`{"data":{"object":{"id":"in_1","type":"nested"}},"id":"evt_4","type":"outer"}`,
-		`{"data":[{"id":"no"},"]}{\"",["}"]],"id":"evt_5","type":"arrays"}`,
-		`{"note":"a \"quoted\" id: \"id\":\"x\"","id":"evt_6","type":"escapes"}`,
-		`{"id":"evt_7","type":"first","type":"last"}`,
-		`{"\u0069d":"evt_8","typ\u0065":"escaped names"}`,
-		`{"id":"evt_\u00e9\n","type":"escaped value"}`,
-		`{"n":-1.5e3,"t":true,"f":false,"z":null,"id":"evt_9","type":"scalars"}`,
-		`{"id":12,"type":"x"}`,
-		`{"id":null,"type":"x"}`,
-		`{"id":"evt_10"}`,
-		`{}`,
-		`[]`,
-		`"id"`,
-	} {
-		var want struct {
-			ID   json.RawMessage `json:"id"`
-			Type json.RawMessage `json:"type"`
-		}
-		wantErr := json.Unmarshal([]byte(body), &want)
-		id, typ, ok := topLevelMembers([]byte(body))
-		if wantErr != nil {
-			if ok {
-				t.Errorf("%s: Unmarshal refused it (%v), topLevelMembers did not", body, wantErr)
-			}
-			continue
-		}
-		if !ok || string(id) != string(want.ID) || string(typ) != string(want.Type) {
-			t.Errorf("%s: got %s, %s, %v; Unmarshal got %s, %s", body, id, typ, ok, want.ID, want.Type)
+	for _, body := range scanEventCases {
+		checkScanEvent(t, []byte(body))
+	}
+}
+
+func FuzzScanEvent(f *testing.F) {
+	for _, body := range scanEventCases {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkScanEvent(t, body) })
+}
+
+func checkScanEvent(t *testing.T, body []byte) {
+	t.Helper()
+	id, typ, isObject, valid := scanEvent(body)
+	if want := json.Valid(body); valid != want {
+		t.Fatalf("%.200q: valid %v, json.Valid says %v", body, valid, want)
+	}
+	if !valid {
+		return
+	}
+	if want := bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{")); isObject != want {
+		t.Fatalf("%.200q: object %v, want %v", body, isObject, want)
+	}
+	if !isObject {
+		return
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(body, &members); err != nil {
+		t.Fatalf("%.200q: valid, yet Unmarshal fails: %v", body, err)
+	}
+	if string(id) != string(members["id"]) || string(typ) != string(members["type"]) {
+		t.Fatalf("%.200q: id %s, type %s; Unmarshal finds %s, %s", body, id, typ, members["id"], members["type"])
+	}
+}
+
+func BenchmarkParseEvent(b *testing.B) {
+	body := []byte(`{"id":"evt_1QcWq2LkdIwHu7ixM3gRXyZb","object":"event","api_version":"2025-03-31.basil",` +
+		`"created":1764547200,"data":{"object":{"id":"in_1","object":"invoice","amount_due":2000,"currency":"usd",` +
+		`"lines":{"object":"list","data":[{"id":"il_1","amount":2000,"description":"1 × Pro (at $20.00 / month)",` +
+		`"period":{"end":1767225600,"start":1764547200},"quantity":1}],"has_more":false},"metadata":{"note":"` +
+		strings.Repeat("0123456789abcdef", 60) + `"},"paid":true,"total":2000}},"livemode":false,` +
+		`"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := parseEvent(body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

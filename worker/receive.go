@@ -449,20 +449,12 @@ const maxIDLen = 255
 
 // parseEvent reads the id and type of a Stripe event. The payload itself is
 // never re-encoded: processors and the queue get the exact bytes.
-//
-// It is on every delivery's path, so it reads the body twice, not three
-// times: json.Valid checks all of it, then topLevelMembers finds the two
-// members in the valid text. (json.Unmarshal into a struct would check the
-// whole body, then decode it, skipping every other member value by value.)
 func parseEvent(payload []byte) (event, error) {
 	if !utf8.Valid(payload) {
 		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
 	}
-	if !json.Valid(payload) {
-		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
-	}
-	id, typ, ok := topLevelMembers(payload)
-	if !ok {
+	id, typ, isObject, valid := scanEvent(payload)
+	if !valid || !isObject {
 		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
 	}
 	var ev event
@@ -475,99 +467,15 @@ func parseEvent(payload []byte) (event, error) {
 	return ev, nil
 }
 
-// topLevelMembers returns the raw values of the "id" and "type" members of
-// data, which must be valid JSON; ok is false when data is not an object. As
-// with json.Unmarshal, a member given twice counts as its last; unlike it,
-// names match exactly, as Stripe writes them.
-func topLevelMembers(data []byte) (id, typ json.RawMessage, ok bool) {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return nil, nil, false
-	}
-	i = skipSpace(data, i+1)
-	for i < len(data) && data[i] == '"' {
-		nameEnd := stringEnd(data, i)
-		name := data[i:nameEnd]
-		valueStart := skipSpace(data, skipSpace(data, nameEnd)+1) // past the ':'
-		valueEnd := jsonValueEnd(data, valueStart)
-		if bytes.IndexByte(name, '\\') >= 0 {
-			var unquoted string
-			if json.Unmarshal(name, &unquoted) == nil {
-				name = []byte(`"` + unquoted + `"`)
-			}
-		}
-		switch string(name) {
-		case `"id"`:
-			id = data[valueStart:valueEnd]
-		case `"type"`:
-			typ = data[valueStart:valueEnd]
-		}
-		i = skipSpace(data, valueEnd)
-		if i < len(data) && data[i] == ',' {
-			i = skipSpace(data, i+1)
-		}
-	}
-	return id, typ, true
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index just past the string that starts at data[i].
-func stringEnd(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(data)
-}
-
-// jsonValueEnd returns the index just past the value that starts at data[i].
-func jsonValueEnd(data []byte, i int) int {
-	if i >= len(data) {
-		return i
-	}
-	switch data[i] {
-	case '"':
-		return stringEnd(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = stringEnd(data, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(data) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(data[i])) {
-		i++
-	}
-	return i
-}
-
 func stringField(raw json.RawMessage, name string, bad error, dst *string) error {
 	if len(raw) == 0 {
 		return fmt.Errorf("%w: no %q field", bad, name)
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		// A string without escapes, as Stripe's ids and types are: the
+		// scan has checked it, and its text is between the quotes.
+		*dst = string(raw[1 : len(raw)-1])
+	} else if err := json.Unmarshal(raw, dst); err != nil {
 		return fmt.Errorf("%w: %q is not a string", bad, name)
 	}
 	if *dst == "" || len(*dst) > maxIDLen {
