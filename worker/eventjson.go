@@ -63,18 +63,8 @@ func (s *jsonScanner) value() bool {
 }
 
 func (s *jsonScanner) object() bool {
-	if s.depth++; s.depth > maxJSONDepth {
-		return false
-	}
-	top := s.depth == 1
-	s.i++ // {
-	s.space()
-	if s.next('}') {
-		s.depth--
-		return true
-	}
-	for {
-		s.space()
+	top := s.depth == 0
+	return s.container('}', func() bool {
 		nameStart := s.i
 		if s.i >= len(s.data) || s.data[s.i] != '"' || !s.string() {
 			return false
@@ -92,16 +82,8 @@ func (s *jsonScanner) object() bool {
 		if top {
 			s.member(name, s.data[valueStart:s.i])
 		}
-		s.space()
-		switch {
-		case s.next(','):
-		case s.next('}'):
-			s.depth--
-			return true
-		default:
-			return false
-		}
-	}
+		return true
+	})
 }
 
 // member keeps value when name, still quoted, is "id" or "type".
@@ -121,29 +103,34 @@ func (s *jsonScanner) member(name, value []byte) {
 }
 
 func (s *jsonScanner) array() bool {
+	return s.container(']', s.value)
+}
+
+// container passes an object or an array from its opening bracket to the
+// closing one, with element passing each member or element.
+func (s *jsonScanner) container(closing byte, element func() bool) bool {
 	if s.depth++; s.depth > maxJSONDepth {
 		return false
 	}
-	s.i++ // [
+	s.i++ // { or [
 	s.space()
-	if s.next(']') {
-		s.depth--
-		return true
-	}
-	for {
-		if !s.value() {
-			return false
-		}
-		s.space()
-		switch {
-		case s.next(','):
-		case s.next(']'):
-			s.depth--
-			return true
-		default:
-			return false
+	if !s.next(closing) {
+		for {
+			s.space()
+			if !element() {
+				return false
+			}
+			s.space()
+			if s.next(closing) {
+				break
+			}
+			if !s.next(',') {
+				return false
+			}
 		}
 	}
+	s.depth--
+	return true
 }
 
 // string passes the string that starts at data[i]: no control characters,
