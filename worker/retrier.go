@@ -245,20 +245,22 @@ func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
 // processAll runs the processor on every event of todo, Concurrency at a
 // time, and fills in each one's Attempt. Once ctx is cancelled no processor
 // starts: it could only fail, and its failure would count against the event.
+//
+// Concurrency workers take the events in turn, rather than a goroutine per
+// event: a worker's stack grows once to what an HTTP call needs, not once
+// per event, which a profile of the drain showed costing 2% of the CPU.
 func (r *Retrier) processAll(ctx context.Context, todo []queue.Settled) {
-	sem := make(chan struct{}, r.cfg.Concurrency)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i := range todo {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	for range min(r.cfg.Concurrency, len(todo)) {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			todo[i].Attempt = r.attempt(ctx, todo[i].Event)
+			for ctx.Err() == nil {
+				i := next.Add(1) - 1
+				if i >= int64(len(todo)) {
+					return
+				}
+				todo[i].Attempt = r.attempt(ctx, todo[i].Event)
+			}
 		})
 	}
 	wg.Wait()
