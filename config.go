@@ -54,8 +54,6 @@ type Config struct {
 	ReconcileInterval time.Duration
 	ReconcileWindow   time.Duration
 
-	// InlineConcurrency is 0 unless set: serve then derives it from the
-	// pool size.
 	InlineConcurrency int64
 }
 
@@ -125,13 +123,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
-	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", usage: "deliveries processed at once while Stripe waits; past it a new event is queued at once and answered 200 (default: half the database pool's connections, 15 of the default 30)",
-		set: func(c *Config, v string) error {
-			if v == "" {
-				return nil
-			}
-			return parsePositiveInt(&c.InlineConcurrency, v)
-		}},
+	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", def: strconv.Itoa(worker.DefaultInlineConcurrency), usage: "deliveries waiting for the app at once while Stripe waits, a bound on the memory they hold; past it a new event is queued at once and answered 200",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.InlineConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,

@@ -104,12 +104,12 @@ func getStatus(url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// TestSlowAppDefersInsteadOfStarvingThePool: the app holds every event, and
-// 100 distinct events arrive at once. Only HOOKD_INLINE_CONCURRENCY of them
-// (15: half the default pool of 30) wait for the app; the rest are queued at
-// once and answered 200, so the pool keeps connections for /readyz and the
-// dashboard. Once the app answers again, each event reaches it exactly once.
-func TestSlowAppDefersInsteadOfStarvingThePool(t *testing.T) {
+// TestSlowAppDefersPastTheInlineBound: the app holds every event, and 100
+// distinct events arrive at once. Only HOOKD_INLINE_CONCURRENCY of them (15
+// here) wait for the app; the rest are queued at once and answered 200, and
+// /readyz and the dashboard keep answering. Once the app answers again,
+// each event reaches it exactly once.
+func TestSlowAppDefersPastTheInlineBound(t *testing.T) {
 	t.Parallel()
 	const events, inline = 100, 15
 	fast := make(chan struct{})
@@ -126,8 +126,9 @@ func TestSlowAppDefersInsteadOfStarvingThePool(t *testing.T) {
 		"HOOKD_FORWARD_URL":     app.srv.URL,
 		// Long enough that no delivery times out while the test holds it,
 		// which would make the app see it twice.
-		"HOOKD_FORWARD_TIMEOUT": "90s",
-		"HOOKD_RETRY_INTERVAL":  "100ms",
+		"HOOKD_FORWARD_TIMEOUT":    "90s",
+		"HOOKD_RETRY_INTERVAL":     "100ms",
+		"HOOKD_INLINE_CONCURRENCY": "15",
 	}
 	base, stop, stderr := startServe(t, env)
 	defer func() {
@@ -204,8 +205,8 @@ func TestSlowAppDefersInsteadOfStarvingThePool(t *testing.T) {
 	}
 }
 
-// BenchmarkSlowAppBurst measures the shape of TestSlowAppDefersInsteadOf-
-// StarvingThePool with an app that takes 5 s per event: 100 distinct events
+// BenchmarkSlowAppBurst measures the shape of TestSlowAppDefersPastTheInline-
+// Bound with an app that takes 5 s per event: 100 distinct events
 // at once, and how long each waits for its answer. It reports the 50th and
 // 99th percentile, how many of the 100 were deferred to the queue and the
 // slowest answer to a deferred one.

@@ -140,23 +140,6 @@ func TestParseConfig_RetentionOfStripesWindowIsAccepted(t *testing.T) {
 	}
 }
 
-func TestInlineConcurrencyLeavesConnectionsFree(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		configured int64
-		maxConns   int32
-		want       int
-	}{{0, defaultMaxConns, 15}, {0, 4, 2}, {0, 1, 1}, {8, defaultMaxConns, 8}, {29, defaultMaxConns, 29}} {
-		if got, err := inlineConcurrency(tc.configured, tc.maxConns); err != nil || got != tc.want {
-			t.Errorf("inlineConcurrency(%d, pool %d) = %d, %v; want %d", tc.configured, tc.maxConns, got, err, tc.want)
-		}
-	}
-	_, err := inlineConcurrency(30, defaultMaxConns)
-	if err == nil || !strings.Contains(err.Error(), "HOOKD_INLINE_CONCURRENCY: must be below the database pool's 30 connections") {
-		t.Errorf("as many as the pool: got %v, want a refusal naming the variable and the pool", err)
-	}
-}
-
 func TestParseConfig_SecretsStayOutOfErrorsAndHelp(t *testing.T) {
 	t.Parallel()
 	_, err := parseConfig("serve", nil, envOf(map[string]string{"STRIPE_WEBHOOK_SECRET": "topsecret"}), new(bytes.Buffer))

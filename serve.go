@@ -40,10 +40,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
-	inline, err := inlineConcurrency(cfg.InlineConcurrency, pool.Config().MaxConns)
-	if err != nil {
-		return err
-	}
 	store := queue.New(pool, storeOptions(cfg, logger)...)
 	accts := accounts.New(pool)
 	if cfg.AdminEmail != "" {
@@ -72,7 +68,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	metrics := worker.NewMetrics(reg, activity)
 	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
-		InlineConcurrency: inline})
+		InlineConcurrency: int(cfg.InlineConcurrency)})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
@@ -223,22 +219,4 @@ func storeOptions(cfg Config, logger *slog.Logger) []queue.Option {
 	}
 	logger.Warn("HOOKD_DEMO_BACKOFF is on: retries wait seconds, not hours, so events go dead within a minute; never set it in production")
 	return []queue.Option{queue.WithDemoBackoff()}
-}
-
-// inlineConcurrency is how many deliveries may be processed while Stripe
-// waits, each holding a pooled connection for as long as the app takes. The
-// default is half the pool: the other half stays free for what must keep
-// answering while the app is slow, namely the deliveries deferred to the
-// queue (a few milliseconds each), the retry loop's claim and batch, the
-// pruner, the dashboard and /readyz. A setting that leaves no connection
-// free is refused.
-func inlineConcurrency(configured int64, maxConns int32) (int, error) {
-	if configured == 0 {
-		return max(1, int(maxConns)/2), nil
-	}
-	if configured >= int64(maxConns) {
-		return 0, fmt.Errorf("HOOKD_INLINE_CONCURRENCY: must be below the database pool's %d connections, "+
-			"so a slow app leaves some for the dashboard, the retry loop and /readyz (got %d)", maxConns, configured)
-	}
-	return int(configured), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -52,14 +53,14 @@ type NewAttempt struct {
 // that writes the attempt's outcome, so history and state commit together.
 func (s *Store) RecordAttempt(ctx context.Context, a NewAttempt) error {
 	var c attemptColumns
-	c.add(a)
+	c.add(a, uuid.Nil)
 	if _, err := s.db.Exec(ctx, recordAttemptSQL, c.args()...); err != nil {
 		return fmt.Errorf("record attempt of %s: %w", a.EventID, err)
 	}
 	return nil
 }
 
-var recordAttemptSQL = insertAttemptsSQL(1)
+var recordAttemptSQL = insertAttemptsSQL(1, "")
 
 // Attempts returns the event's attempts, oldest first.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
@@ -135,4 +136,94 @@ func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
 		ws.PrunerRemoved = *removed
 	}
 	return ws, nil
+}
+
+// insertAttemptsSQL is the one statement that appends to the attempt
+// history: the attempts given column by column, as attemptColumns.args
+// orders them, in the parameters from $first on. With released, the name
+// of a set of (event_id, owner) rows, only the attempts whose lease is in
+// it are recorded: an attempt whose outcome was refused leaves no history.
+func insertAttemptsSQL(first int, released string) string {
+	p := make([]any, 9)
+	for i := range p {
+		p[i] = first + i
+	}
+	sql := fmt.Sprintf(`
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+		FROM unnest($%d::text[], $%d::text[], $%d::uuid[], $%d::float8[], $%d::text[], $%d::int[], $%d::text[], $%d::text[], $%d::int[])
+		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt)`, p...)
+	if released != "" {
+		sql += `
+		JOIN ` + released + ` r ON r.event_id = a.event_id AND r.owner = a.owner`
+	}
+	return sql
+}
+
+// attemptColumns holds attempts column by column, for insertAttemptsSQL,
+// each with the owner of the lease it ran under.
+type attemptColumns struct {
+	source, eventID, outcome, errors, path []string
+	owner                                  []uuid.UUID
+	durationMS                             []float64
+	httpStatus, number                     []int
+}
+
+func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
+	outcome := "failed"
+	if a.Succeeded {
+		outcome = "succeeded"
+	}
+	c.source = append(c.source, a.Source)
+	c.eventID = append(c.eventID, a.EventID)
+	c.owner = append(c.owner, owner)
+	c.durationMS = append(c.durationMS, float64(a.Duration)/float64(time.Millisecond))
+	c.outcome = append(c.outcome, outcome)
+	c.httpStatus = append(c.httpStatus, a.HTTPStatus)
+	c.errors = append(c.errors, a.Error)
+	c.path = append(c.path, string(a.Path))
+	c.number = append(c.number, a.Number)
+}
+
+// args returns the columns in insertAttemptsSQL's order, with empty arrays
+// rather than NULLs.
+func (c *attemptColumns) args() []any {
+	return []any{
+		nonNil(c.source), nonNil(c.eventID), nonNil(c.owner), nonNil(c.durationMS), nonNil(c.outcome),
+		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number),
+	}
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// PruneAttempts deletes the attempt history older than olderThan of events
+// that are no longer on the queue, i.e. resolved ones, and returns how many
+// attempts it deleted. The history of an event still queued, dead ones
+// included, is kept whatever its age: a person may still need it. It deletes
+// in batches, as PruneProcessed does.
+func (s *Store) PruneAttempts(ctx context.Context, olderThan time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.db.Exec(ctx, `
+			DELETE FROM webhook_attempts
+			WHERE id = ANY (ARRAY(
+				SELECT a.id FROM webhook_attempts a
+				WHERE a.attempted_at < now() - make_interval(secs => $1)
+				  AND NOT EXISTS (SELECT 1 FROM webhook_events e
+				                  WHERE e.source = a.source AND e.event_id = a.event_id)
+				LIMIT $2))`,
+			olderThan.Seconds(), pruneBatchSize)
+		if err != nil {
+			return total, fmt.Errorf("prune attempts: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatchSize {
+			return total, nil
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 
 // The demo's backoff is the policy's schedule with hours read as seconds, on
 // every path that schedules a retry: a new row, a failed retry batch and the
-// seed's one-event ScheduleRetry, including inside a locking transaction.
+// seed's one-event ScheduleRetry.
 func TestWithDemoBackoff_HoursBecomeSeconds(t *testing.T) {
 	t.Parallel()
 	pool := queuetest.NewPool(t)
@@ -27,33 +27,31 @@ func TestWithDemoBackoff_HoursBecomeSeconds(t *testing.T) {
 		}
 	}
 
-	tx, err := s.TryLockEvent(t.Context(), "evt_new")
-	if err != nil {
+	// Claimed at 3 attempts, the batch's attempt is the fourth.
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_batched", Attempts: 3, Status: queue.StatusRetrying})
+	claim, err := s.ClaimAttempts(t.Context(), 10, time.Second)
+	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.EventID != "evt_batched" {
+		t.Fatalf("claim: %+v, %v", claim.Claimed, err)
+	}
+	c := claim.Claimed[0]
+	if _, err := s.SettleAttempts(t.Context(), []queue.Settled{{Claimed: c, Kind: queue.SettleFailed, Attempt: &queue.NewAttempt{
+		Source: c.Event.Source, EventID: c.Event.EventID, Path: queue.PathRetry, Number: c.Event.Attempts, Error: "timeout"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Enqueue(t.Context(), queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_new",
-		EventType: "invoice.paid", Payload: []byte(`{}`), Error: "downstream answered 500"}); err != nil {
-		t.Fatal(err)
+
+	leased, err := s.TakeDeliveries(t.Context(), queue.SourceStripe, []queue.Delivery{{EventID: "evt_new", Path: queue.PathInline}}, time.Second)
+	if err != nil || leased.States[0] != queue.DeliveryNew {
+		t.Fatalf("lease evt_new: %v, %v", leased.States, err)
 	}
-	if err := tx.Commit(t.Context()); err != nil {
+	if _, err := s.SettleDeliveries(t.Context(), []queue.Received{{EventID: "evt_new", Owner: leased.Owner,
+		Queue: &queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_new", EventType: "invoice.paid",
+			Payload: []byte(`{}`), Error: "downstream answered 500"},
+		Wait: s.RetryDelay(0), Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_new", Path: queue.PathInline}}}); err != nil {
 		t.Fatal(err)
 	}
 
 	single := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_single", Attempts: 1, Status: queue.StatusRetrying})
 	if _, err := s.ScheduleRetry(t.Context(), single.ID, 2, "downstream answered 500"); err != nil {
-		t.Fatal(err)
-	}
-
-	batched := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_batched", Attempts: 3, Status: queue.StatusRetrying})
-	btx, locked, err := s.TryLockEvents(t.Context(), []string{batched.EventID})
-	if err != nil || len(locked) != 1 {
-		t.Fatalf("lock: %v, %v", locked, err)
-	}
-	if _, err := btx.RescheduleBatch(t.Context(), []queue.Settled{{Event: batched, Attempt: &queue.NewAttempt{
-		Source: batched.Source, EventID: batched.EventID, Path: queue.PathRetry, Number: 4, Error: "timeout"}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := btx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -60,6 +60,11 @@ func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, er
 // attempt recorded as manual. It reports false, changing nothing, when the
 // row is not pending; its attempts are left alone, so the backoff schedule
 // carries on from where it was.
+//
+// An event in flight (its lease is live: an attempt is running) is not
+// made due, which would only have every claim skip it until the attempt
+// ends; it is marked, and the attempt's failure makes it due at once
+// (SettleAttempts), never a claim window later.
 func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
 	tag, err := s.db.Exec(ctx, hastenSQL+`id = $1 AND `+pending, id)
 	if err != nil {
@@ -71,8 +76,11 @@ func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
 // hastenSQL makes the rows its WHERE clause, appended, selects due at once,
 // as RetryNow describes.
 const hastenSQL = `
-	UPDATE webhook_events
-	SET next_retry_at = now(), manual_retry = true
+	UPDATE webhook_events e
+	SET manual_retry = true,
+	    next_retry_at = CASE WHEN EXISTS (SELECT 1 FROM webhook_leases l
+	                                      WHERE l.event_id = e.event_id AND l.expires_at > now())
+	                         THEN e.next_retry_at ELSE now() END
 	WHERE `
 
 // RetryNowMatching does what RetryNow does to every pending event matching

@@ -72,12 +72,17 @@ type FailedEvent struct {
 // Enqueue puts a failed event on the retry queue, due after RetryDelay(0)
 // (one minute, the seed's column default), and
 // reports whether it inserted a row: an event already on the queue (same
-// source and event id) keeps its one row, whatever its status.
+// source and event id) keeps its one row, whatever its status. It is the
+// seed's call: the receiver queues events with their outcomes, under the
+// event's lease (SettleDeliveries).
 func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	var c queuedColumns
-	c.add(e, s.RetryDelay(0), true)
 	var id string
-	err = s.db.QueryRow(ctx, insertEventsSQL, c.args()...).Scan(&id)
+	err = s.db.QueryRow(ctx, `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7))
+		ON CONFLICT (source, event_id) DO NOTHING
+		RETURNING event_id`,
+		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds()).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
@@ -123,40 +128,6 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 		return nil, fmt.Errorf("claim due events: %w", err)
 	}
 	return events, nil
-}
-
-// Resolve finishes a queued event that was processed successfully: it deletes
-// the queue row and writes the event's dedup marker in one statement, so
-// there is never a moment, nor a crash, with neither (the event would be
-// processed again) or both. It returns ErrNotFound when the row is gone.
-//
-// It is ResolveBatch of one event, without an attempt to record.
-func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
-	deleted, err := s.ResolveBatch(ctx, []Settled{{Event: Event{ID: id}}})
-	if err != nil {
-		return fmt.Errorf("resolve event %s: %w", id, err)
-	}
-	if deleted == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// ScheduleRetry records a failed retry: the event now has attempts failed
-// retries. Below MaxAttempts it becomes retrying, due after s.RetryDelay; at
-// MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
-//
-// It is RescheduleBatch of one event, without an attempt to record.
-func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
-	statuses, args := s.rescheduleArgs([]failedRetry{{id: id.String(), attempts: attempts, error: lastError}}, attemptColumns{})
-	var changed int64
-	if err := s.db.QueryRow(ctx, rescheduleBatchSQL, args...).Scan(&changed); err != nil {
-		return "", fmt.Errorf("schedule retry of %s: %w", id, err)
-	}
-	if changed == 0 {
-		return "", ErrNotFound
-	}
-	return statuses[0], nil
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.

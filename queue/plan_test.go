@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
@@ -81,12 +82,13 @@ func explainWithoutSeqScan(t *testing.T, pool *pgxpool.Pool, q queuetest.Recorde
 	return queuetest.Explain(t, tx, q)
 }
 
-// A batch of deliveries runs on plans made once per connection: each
+// The short transactions of a batch of deliveries run on plans made once
+// per connection: each
 // statement takes its ids as an array, which would otherwise make
 // PostgreSQL plan it anew at every batch. The plans are made at the first
 // batch, on empty tables, where a sequential scan is cheapest; they must
 // still find events by their unique indexes once the tables are large.
-func TestBeginEvents_PlansOnceWithTheIndexes(t *testing.T) {
+func TestTakeDeliveries_PlansOnceWithTheIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	cfg, err := pgxpool.ParseConfig(queuetest.NewDatabaseURL(t))
@@ -106,16 +108,17 @@ func TestBeginEvents_PlansOnceWithTheIndexes(t *testing.T) {
 	const batches = 8
 	for i := range batches {
 		processed, deferred := fmt.Sprintf("evt_plan_%d_ok", i), fmt.Sprintf("evt_plan_%d_later", i)
-		tx, states, err := store.BeginEvents(ctx, queue.SourceStripe, []string{processed, deferred})
+		leased, err := store.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{
+			{EventID: processed, Path: queue.PathInline}, {EventID: deferred, Path: queue.PathInline}}, time.Second)
 		if err != nil {
 			t.Fatalf("batch %d: %v", i, err)
 		}
-		if states[0] != queue.DeliveryNew || states[1] != queue.DeliveryNew {
-			t.Fatalf("batch %d: states %v, want both new", i, states)
+		if leased.States[0] != queue.DeliveryNew || leased.States[1] != queue.DeliveryNew {
+			t.Fatalf("batch %d: states %v, want both new", i, leased.States)
 		}
-		err = tx.CommitReceived(ctx, queue.Received{
-			Processed: []string{processed},
-			Deferred: []queue.FailedEvent{{
+		_, err = store.SettleDeliveries(ctx, []queue.Received{
+			{EventID: processed, Owner: leased.Owner},
+			{EventID: deferred, Owner: leased.Owner, Queue: &queue.FailedEvent{
 				Source: queue.SourceStripe, EventID: deferred, EventType: "invoice.paid",
 				Payload: []byte(`{"id":"` + deferred + `"}`), Error: "app busy",
 			}},
@@ -178,7 +181,8 @@ func TestBeginEvents_PlansOnceWithTheIndexes(t *testing.T) {
 	}
 	var raw string
 	ids := []string{"evt_many_1", "evt_many_2", "evt_plan_x"}
-	explain := fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s('stripe', '{%s}')`, statesRead.name, strings.Join(ids, ","))
+	explain := fmt.Sprintf(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE %s('stripe', '{%s}', '%s')`,
+		statesRead.name, strings.Join(ids, ","), uuid.New())
 	if err := tx.QueryRow(ctx, explain).Scan(&raw); err != nil {
 		t.Fatalf("explain the state read %s: %v", statesRead.params, err)
 	}

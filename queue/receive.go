@@ -2,143 +2,100 @@ package queue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
-// DeliveryState is where a delivered event stands once BeginEvents has
-// tried its lock.
+// DeliveryState is where a delivered event stands once TakeDeliveries has
+// tried its lease.
 type DeliveryState int
 
 const (
-	// DeliveryNew: no dedup marker and no queue row; process it.
+	// DeliveryNew: no dedup marker and no queue row, and the lease is
+	// held; process it, then settle it with SettleDeliveries.
 	DeliveryNew DeliveryState = iota + 1
-	// DeliveryProcessed: the event has a dedup marker; nothing is to run.
+	// DeliveryProcessed: the event has a dedup marker; nothing is to run,
+	// and no lease is held.
 	DeliveryProcessed
 	// DeliveryQueued: the event has a row on the retry queue (dead
-	// included), which owns it.
+	// included), which owns it; no lease is held.
 	DeliveryQueued
-	// DeliveryBusy: another delivery holds the event's lock, or the event
-	// came twice in one batch; answer that it is being handled.
+	// DeliveryBusy: another holder has a live lease on the event, or the
+	// event came twice in one batch; answer that it is being handled.
 	DeliveryBusy
 )
 
-const (
-	// receiverPlansSQL makes the statements of a batch of deliveries run on
-	// plans made once per connection, for this transaction only. Each takes
-	// its ids as an array, and unnest's row estimate differs between a plan
-	// for the array at hand and one for any array, so PostgreSQL would
-	// otherwise plan them anew at every batch: that planning was a third of
-	// its CPU per delivery under load. With sequential scans off, the plan
-	// made once finds events by their unique indexes, as it must however few
-	// rows the tables held when it was made: a plan for an empty table would
-	// scan it, and stay until the table is next analyzed.
-	receiverPlansSQL = `
-		SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-		       set_config('enable_seqscan', 'off', true)`
-	// eventStatesSQL reads, for each event id $2 of source $1, in order,
-	// whether it has a dedup marker and whether it has a queue row. Each is
-	// a lookup of one key, written as a scalar subquery rather than EXISTS:
-	// PostgreSQL may plan an EXISTS as one hashed read of the whole table,
-	// the cheapest way when the plan is made on an empty table, and a plan
-	// made once keeps it.
-	eventStatesSQL = `
-		SELECT (SELECT true FROM processed_webhook_events m WHERE m.event_id = d.id) IS NOT NULL,
-		       (SELECT true FROM webhook_events e WHERE e.source = $1 AND e.event_id = d.id) IS NOT NULL
-		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)
-		ORDER BY d.ord`
-	// markProcessedSQL writes the dedup markers of the event ids $1.
-	markProcessedSQL = `
-		INSERT INTO processed_webhook_events (event_id) SELECT unnest($1::text[])
-		ON CONFLICT DO NOTHING`
-	// insertEventsSQL puts events on the retry queue as new failed rows, column
-	// by column as queuedColumns.args orders them: each due after its wait, in
-	// seconds, and with last_attempt_at set when it was attempted. An event
-	// already on the queue keeps its one row. It returns the ids inserted.
-	insertEventsSQL = `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
-		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
-		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait)
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::bool[])
-		     AS e(source, event_id, event_type, payload, signature, error, wait, attempted)
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING event_id`
-)
+// Deliveries is a batch of deliveries after TakeDeliveries: their leases,
+// all with one owner token, and each event's state, in order.
+type Deliveries struct {
+	Owner uuid.UUID
+	// Deadline is when every processor run under these leases must have
+	// ended, on this machine's clock: processFor after the moment before
+	// the leases were asked for, so before they expire.
+	Deadline time.Time
+	States   []DeliveryState
+}
 
-// BeginEvents starts the transaction that handles a batch of deliveries of
-// source's events and returns it with each event's state, in order: BEGIN,
-// the events' locks and the read of their states go out in one pipeline, one
-// round trip; with Tx.CommitReceived, a batch costs two, however many events
-// it holds.
+// Delivery is one event of a batch to TakeDeliveries: its id, and who
+// brings it, which the lease records.
+type Delivery struct {
+	EventID string
+	Path    AttemptPath
+}
+
+// TakeDeliveries takes the leases of a batch of delivered events of source,
+// each for a processor run of at most processFor, and reads whether each
+// has a marker or a queue row, in one short transaction: one round trip,
+// committed before it returns, however many events the batch holds.
 //
-// Each lock is TryLockEvent's, with the same rules: it never waits, and an
-// event whose lock another delivery holds is DeliveryBusy. An id given twice
-// is DeliveryBusy the second time, since one transaction would take its lock
-// twice. The states are read by a statement after the locks', so they see
-// whatever the previous holders committed, and they cannot change before
-// this transaction ends.
-//
-// Every lock held takes a slot in the server's shared lock table (see
-// TryLockEvents), so batches stay small.
-func (s *Store) BeginEvents(ctx context.Context, source string, eventIDs []string) (*Tx, []DeliveryState, error) {
-	if s.pool == nil {
-		return nil, nil, errors.New("queue: BeginEvents needs a Store over a pool, not a transaction")
-	}
-	states := make([]DeliveryState, len(eventIDs))
-	distinct := make([]string, 0, len(eventIDs))
-	first := make(map[string]bool, len(eventIDs))
-	for i, id := range eventIDs {
-		if first[id] {
-			states[i] = DeliveryBusy
+// The states are read by a statement after the one that took the leases,
+// so they see whatever the previous holders committed with their release.
+// The lease of an event that turns out processed or queued is given back
+// in that same statement: only DeliveryNew events stay leased.
+func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
+	d := Deliveries{Owner: uuid.New(), Deadline: time.Now().Add(processFor), States: make([]DeliveryState, len(batch))}
+	ids := make([]string, 0, len(batch))
+	paths := make([]AttemptPath, 0, len(batch))
+	first := make(map[string]bool, len(batch))
+	for i, e := range batch {
+		if first[e.EventID] {
+			// One command cannot take one lease twice: the second is busy.
+			d.States[i] = DeliveryBusy
 			continue
 		}
-		first[id] = true
-		distinct = append(distinct, id)
+		first[e.EventID] = true
+		ids = append(ids, e.EventID)
+		paths = append(paths, e.Path)
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("begin event locks: %w", err)
-	}
-	t := &pipelinedTx{Conn: conn}
-	b := &pgx.Batch{}
-	b.Queue("BEGIN")
-	b.Queue(receiverPlansSQL)
-	b.Queue(tryLockEventsSQL, distinct)
-	b.Queue(eventStatesSQL, source, distinct)
-	br := conn.SendBatch(ctx, b)
-	var lockedIDs []string
+	var taken []string
 	var found [][2]bool
-	_, err = br.Exec()
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		lockedIDs, err = collect(br, pgx.RowTo[string])
-	}
-	if err == nil {
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(takeLeasesSQL, ids, paths, d.Owner, leaseSeconds(processFor))
+		b.Queue(deliveryStatesSQL, source, ids, d.Owner)
+	}, func(br pgx.BatchResults) (err error) {
+		if taken, err = collect(br, pgx.RowTo[string]); err != nil {
+			return err
+		}
 		found, err = collect(br, func(row pgx.CollectableRow) ([2]bool, error) {
 			var f [2]bool
 			return f, row.Scan(&f[0], &f[1])
 		})
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+		return err
+	})
 	if err != nil {
-		_ = t.Rollback(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("lock events and read their states: %w", err)
+		return Deliveries{}, fmt.Errorf("lease events and read their states: %w", err)
 	}
-	locked := make(map[string]bool, len(lockedIDs))
-	for _, id := range lockedIDs {
-		locked[id] = true
+	held := make(map[string]bool, len(taken))
+	for _, id := range taken {
+		held[id] = true
 	}
-	stateOf := make(map[string]DeliveryState, len(distinct))
-	for i, id := range distinct {
+	stateOf := make(map[string]DeliveryState, len(ids))
+	for i, id := range ids {
 		switch processed, queued := found[i][0], found[i][1]; {
-		case !locked[id]:
+		case !held[id]:
 			stateOf[id] = DeliveryBusy
 		case processed:
 			stateOf[id] = DeliveryProcessed
@@ -148,107 +105,151 @@ func (s *Store) BeginEvents(ctx context.Context, source string, eventIDs []strin
 			stateOf[id] = DeliveryNew
 		}
 	}
-	for i, id := range eventIDs {
-		if states[i] == 0 {
-			states[i] = stateOf[id]
+	for i, e := range batch {
+		if d.States[i] == 0 {
+			d.States[i] = stateOf[e.EventID]
 		}
 	}
-	return &Tx{Store: s.on(t), tx: t}, states, nil
+	return d, nil
 }
 
-// BeginEvent is BeginEvents for one delivery: it returns the transaction
-// holding the event's lock with whether the event has a dedup marker and
-// whether it has a queue row, or ErrEventLocked when another delivery holds
-// the lock.
-func (s *Store) BeginEvent(ctx context.Context, source, eventID string) (tx *Tx, processed, queued bool, err error) {
-	tx, states, err := s.BeginEvents(ctx, source, []string{eventID})
-	if err != nil {
-		return nil, false, false, err
-	}
-	if states[0] == DeliveryBusy {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return nil, false, false, ErrEventLocked
-	}
-	return tx, states[0] == DeliveryProcessed, states[0] == DeliveryQueued, nil
-}
+// deliveryStatesSQL reads, for each event id $2 of source $1, in order,
+// whether it has a dedup marker and whether it has a queue row, and gives
+// back owner $3's lease of each event that has either. Each read is a
+// lookup of one key, written as a scalar subquery rather than EXISTS:
+// PostgreSQL may plan an EXISTS as one hashed read of the whole table, the
+// cheapest way when the plan is made on an empty table, and a plan made
+// once keeps it.
+const deliveryStatesSQL = `
+	WITH d AS MATERIALIZED (
+		SELECT d.id, d.ord,
+		       (SELECT true FROM processed_webhook_events m WHERE m.event_id = d.id) IS NOT NULL AS processed,
+		       (SELECT true FROM webhook_events e WHERE e.source = $1 AND e.event_id = d.id) IS NOT NULL AS queued
+		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)
+	), handled AS (
+		DELETE FROM webhook_leases l USING d
+		WHERE l.event_id = d.id AND l.owner = $3 AND (d.processed OR d.queued)
+	)
+	SELECT processed, queued FROM d ORDER BY ord`
 
-// Received is what a batch of deliveries leaves, as CommitReceived writes it.
+// Received is the outcome of one leased delivery, as SettleDeliveries
+// writes it.
 type Received struct {
-	// Processed are the events processed on their first delivery: the dedup
-	// marker is all each leaves. Attempt history is kept for the events that
-	// failed at least once (their failed attempt, then every later one), so
-	// a marker with no attempts means "processed on its first delivery".
-	Processed []string
-	// Recorded are events processed on a path whose attempt says how (a
-	// recovery by reconciliation): the marker and the successful attempt.
-	Recorded []NewAttempt
-	// Failed are events whose processing failed: each goes on the retry
-	// queue, due after RetryDelay(0), with its failed attempt.
-	Failed []FailedAttempt
-	// Deferred are events not processed at all: each goes on the retry
-	// queue due at once, with no attempt: the receiver defers a delivery so
-	// when the app is too busy to take it while Stripe waits.
-	Deferred []FailedEvent
+	EventID string
+	// Owner is the token of the lease the delivery holds.
+	Owner uuid.UUID
+	// Queue, when set, puts the event on the retry queue, due after Wait;
+	// otherwise the event was processed and gets its dedup marker.
+	Queue *FailedEvent
+	Wait  time.Duration
+	// Attempt, when set, is recorded in the event's history. An event
+	// processed on its first delivery records none: a marker without
+	// attempts means just that.
+	Attempt *NewAttempt
 }
 
-// FailedAttempt is a delivered event whose processing failed, with the
-// attempt that failed.
-type FailedAttempt struct {
-	Event   FailedEvent
-	Attempt NewAttempt
+// SettleDeliveries writes the outcomes of leased deliveries and gives their
+// leases back, in one statement, and returns for each whether it was
+// written: false when its lease was no longer its owner's (ErrLeaseLost),
+// and then nothing of it was. Every write is idempotent: a marker or a
+// queue row that exists is left as it is.
+//
+// One statement means one outcome's failure fails all of them; the caller
+// settles each alone when that happens, so that one event's bad write never
+// changes another's.
+func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, error) {
+	var o struct {
+		eventID []string
+		owner   []uuid.UUID
+		queued  []bool
+	}
+	var q queuedColumns
+	var a attemptColumns
+	for _, r := range rs {
+		o.eventID = append(o.eventID, r.EventID)
+		o.owner = append(o.owner, r.Owner)
+		o.queued = append(o.queued, r.Queue != nil)
+		if r.Queue != nil {
+			q.add(*r.Queue, r.Owner, r.Wait, r.Attempt != nil)
+		}
+		if r.Attempt != nil {
+			a.add(*r.Attempt, r.Owner)
+		}
+	}
+	args := append([]any{o.eventID, o.owner, o.queued}, q.args()...)
+	args = append(args, a.args()...)
+	var released []leaseKey
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(settleDeliveriesSQL, args...)
+	}, func(br pgx.BatchResults) (err error) {
+		released, err = collect(br, pgx.RowToStructByPos[leaseKey])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("settle deliveries: %w", err)
+	}
+	return written(released, o.eventID, o.owner), nil
 }
 
-// CommitReceived writes the outcomes of a batch of deliveries and commits,
-// in one round trip when the Tx came from BeginEvents. Every write is
-// idempotent: a marker or a queue row that exists is left as it is.
-func (t *Tx) CommitReceived(ctx context.Context, r Received) error {
-	b := &pgx.Batch{}
-	marked := append([]string(nil), r.Processed...)
-	var attempts attemptColumns
-	for _, a := range r.Recorded {
-		a.Succeeded = true
-		marked = append(marked, a.EventID)
-		attempts.add(a)
-	}
-	if len(marked) > 0 {
-		b.Queue(markProcessedSQL, marked)
-	}
-	var queued queuedColumns
-	for _, f := range r.Failed {
-		queued.add(f.Event, t.RetryDelay(0), true)
-		attempts.add(f.Attempt)
-	}
-	for _, e := range r.Deferred {
-		queued.add(e, 0, false)
-	}
-	if len(queued.eventID) > 0 {
-		b.Queue(insertEventsSQL, queued.args()...)
-	}
-	if len(attempts.eventID) > 0 {
-		b.Queue(recordAttemptSQL, attempts.args()...)
-	}
-	if err := t.tx.commitWith(ctx, b); err != nil {
-		return fmt.Errorf("commit received events: %w", err)
-	}
-	return nil
+// leaseKey is a lease as an outcome names it.
+type leaseKey struct {
+	EventID string
+	Owner   uuid.UUID
 }
 
-// CommitProcessed writes the dedup marker of an event processed on its
-// first delivery and commits: CommitReceived for one such event.
-func (t *Tx) CommitProcessed(ctx context.Context, eventID string) error {
-	return t.CommitReceived(ctx, Received{Processed: []string{eventID}})
+// written says, for each of the outcomes of eventIDs and owners, whether
+// its lease is among those released.
+func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool {
+	ok := make(map[leaseKey]bool, len(released))
+	for _, k := range released {
+		ok[k] = true
+	}
+	out := make([]bool, len(eventIDs))
+	for i := range eventIDs {
+		out[i] = ok[leaseKey{eventIDs[i], owners[i]}]
+	}
+	return out
 }
 
-// queuedColumns holds events for insertEventsSQL, column by column.
+// settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
+// whether each event goes on the queue) and writes the outcome of each one
+// it released: the marker, or the queue row ($4-$12, as queuedColumns
+// orders them), and the attempts ($13-$21, as attemptColumns orders them).
+// It returns the leases it released.
+var settleDeliveriesSQL = `
+	WITH released AS (
+		DELETE FROM webhook_leases l
+		USING unnest($1::text[], $2::uuid[], $3::bool[]) AS o(event_id, owner, queued)
+		WHERE l.event_id = o.event_id AND l.owner = o.owner
+		RETURNING o.event_id, o.owner, o.queued
+	), marked AS (
+		INSERT INTO processed_webhook_events (event_id)
+		SELECT event_id FROM released WHERE NOT queued
+		ON CONFLICT DO NOTHING
+	), enqueued AS (
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
+		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
+		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait)
+		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[])
+		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted)
+		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
+		ON CONFLICT (source, event_id) DO NOTHING
+	), recorded AS (` + insertAttemptsSQL(13, "released") + `
+	)
+	SELECT event_id, owner FROM released`
+
+// queuedColumns holds events for the retry queue, column by column.
 type queuedColumns struct {
 	source, eventID, eventType, payload, signature, errors []string
+	owner                                                  []uuid.UUID
 	wait                                                   []float64
 	attempted                                              []bool
 }
 
-func (c *queuedColumns) add(e FailedEvent, wait time.Duration, attempted bool) {
+func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, attempted bool) {
 	c.source = append(c.source, e.Source)
 	c.eventID = append(c.eventID, e.EventID)
+	c.owner = append(c.owner, owner)
 	c.eventType = append(c.eventType, e.EventType)
 	c.payload = append(c.payload, string(e.Payload))
 	c.signature = append(c.signature, e.Signature)
@@ -258,5 +259,6 @@ func (c *queuedColumns) add(e FailedEvent, wait time.Duration, attempted bool) {
 }
 
 func (c *queuedColumns) args() []any {
-	return []any{c.source, c.eventID, c.eventType, c.payload, c.signature, c.errors, c.wait, c.attempted}
+	return []any{nonNil(c.source), nonNil(c.eventID), nonNil(c.owner), nonNil(c.eventType), nonNil(c.payload),
+		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted)}
 }

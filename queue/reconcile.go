@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -13,33 +14,82 @@ import (
 // holds the lock, on this replica or another.
 var ErrReconcileRunning = errors.New("another reconcile run is in progress")
 
-// TryLockReconcile takes the reconcile lock without waiting and returns the
-// transaction that holds it, or ErrReconcileRunning. Hold it for the whole
-// run and commit or roll it back at the end.
-//
-// One run at a time, across replicas, because each run lists the same
-// events from Stripe's API: a second one would only spend the account's
-// rate limit (the per-event lock would still keep it from processing any
-// event twice). The lock is transaction-scoped, like TryLockEvent's, so it
-// ends with the transaction on every path, a lost connection included; the
-// transaction only takes the lock and so holds back nothing but one pooled
-// connection. Its key has its own prefix, apart from the events' keys.
-func (s *Store) TryLockReconcile(ctx context.Context) (*Tx, error) {
-	tx, err := s.db.Begin(ctx)
+// ReconcileLease is the reconcile run's lease, as TryLockReconcile returns
+// it: one run at a time, across replicas, because each run lists the same
+// events from Stripe's API, and a second one would only spend the account's
+// rate limit (the events' own leases would still keep it from processing
+// any event twice). It is a lease like an event's, a row of webhook_leases
+// under a key no event id can have, and not a lock held in a transaction:
+// a run calls the app, and nothing may keep a transaction open across that.
+// The holder renews it while it runs (Renew); a holder that died leaves it
+// to expire.
+type ReconcileLease struct {
+	store *Store
+	owner uuid.UUID
+}
+
+// reconcileLeaseKey is the reconcile run's key in webhook_leases. Stripe's
+// event ids start with evt_, so it is no event's.
+const reconcileLeaseKey = "hookd:reconcile"
+
+// ReconcileLeaseFor is how long the reconcile lease lasts past its last
+// renewal: a run renews it well within that, and a run that died holds
+// the next one off for at most this long.
+const ReconcileLeaseFor = time.Minute
+
+// TryLockReconcile takes the reconcile lease without waiting, or returns
+// ErrReconcileRunning when a run holds it. Renew it while the run goes on,
+// and end the run with Record or Release.
+func (s *Store) TryLockReconcile(ctx context.Context) (*ReconcileLease, error) {
+	owner := uuid.New()
+	tag, err := s.db.Exec(ctx, `
+		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
+		VALUES ($1, $2, 'reconcile', now() + make_interval(secs => $3))
+		ON CONFLICT (event_id) DO UPDATE
+		SET owner = excluded.owner, taken_at = excluded.taken_at, expires_at = excluded.expires_at
+		WHERE l.expires_at <= now()`, reconcileLeaseKey, owner, ReconcileLeaseFor.Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("begin reconcile lock: %w", err)
+		return nil, fmt.Errorf("lease reconcile run: %w", err)
 	}
-	var acquired bool
-	err = tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended('hookd_reconcile', 0))`).Scan(&acquired)
-	if err != nil {
-		_ = tx.Rollback(ctx)
-		return nil, fmt.Errorf("lock reconcile: %w", err)
-	}
-	if !acquired {
-		_ = tx.Rollback(ctx)
+	if tag.RowsAffected() == 0 {
 		return nil, ErrReconcileRunning
 	}
-	return s.newTx(tx), nil
+	return &ReconcileLease{store: s, owner: owner}, nil
+}
+
+// Renew extends the lease by ReconcileLeaseFor from now, or returns
+// ErrLeaseLost when it expired and another run took it.
+func (l *ReconcileLease) Renew(ctx context.Context) error {
+	tag, err := l.store.db.Exec(ctx, `
+		UPDATE webhook_leases SET expires_at = now() + make_interval(secs => $3)
+		WHERE event_id = $1 AND owner = $2`, reconcileLeaseKey, l.owner, ReconcileLeaseFor.Seconds())
+	if err != nil {
+		return fmt.Errorf("renew reconcile lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// Release gives the lease back without recording a run.
+func (l *ReconcileLease) Release(ctx context.Context) error {
+	_, err := l.store.releaseLeases(ctx, []string{reconcileLeaseKey}, []uuid.UUID{l.owner})
+	return err
+}
+
+// Record records the finished run and gives the lease back, in one
+// transaction: a replica that finds a run due just before this one ends
+// either fails to take the lease or sees this run's record.
+func (l *ReconcileLease) Record(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
+	c ReconcileCounts, errText string) error {
+	return l.store.InTx(ctx, func(tx *Tx) error {
+		if err := tx.RecordReconcileRun(ctx, trigger, startedAt, since, c, errText); err != nil {
+			return err
+		}
+		_, err := tx.releaseLeases(ctx, []string{reconcileLeaseKey}, []uuid.UUID{l.owner})
+		return err
+	})
 }
 
 // Now returns the database's clock, the one every replica shares.

@@ -150,7 +150,7 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	defer cancel()
 	if tx, err := s.TryLockEvent(blockCtx, "evt_lock_A"); !errors.Is(err, queue.ErrEventLocked) {
 		if tx != nil {
-			_ = tx.Rollback(ctx)
+			_ = tx.Release(ctx)
 		}
 		t.Fatalf("same-event lock while held: err = %v, want ErrEventLocked", err)
 	}
@@ -159,17 +159,17 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a distinct event must acquire its own lock: %v", err)
 	}
-	defer other.Rollback(ctx)
+	defer other.Release(ctx)
 
-	// Released explicitly: a rollback releases the lock before it returns.
-	if err := held.Rollback(ctx); err != nil {
+	// Released explicitly: the lease is free again once Release returns.
+	if err := held.Release(ctx); err != nil {
 		t.Fatalf("releasing the held lock: %v", err)
 	}
 	again, err := s.TryLockEvent(ctx, "evt_lock_A")
 	if err != nil {
 		t.Fatalf("the lock must be re-acquirable once released: %v", err)
 	}
-	_ = again.Rollback(ctx)
+	_ = again.Release(ctx)
 }
 
 func TestPruneProcessed_RespectsRetentionBoundary(t *testing.T) {

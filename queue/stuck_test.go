@@ -9,8 +9,8 @@ import (
 )
 
 // A claim counts, an outcome clears the count, a claim handed back at
-// shutdown takes itself back, and a second claim without an outcome
-// makes the event stuck.
+// shutdown takes itself back, and a second claim without an outcome (its
+// claimer died and its lease expired) makes the event stuck.
 func TestClaims_CountUntilAnOutcome(t *testing.T) {
 	t.Parallel()
 	s, pool := queuetest.NewStore(t)
@@ -24,26 +24,29 @@ func TestClaims_CountUntilAnOutcome(t *testing.T) {
 		}
 		return got.Claims
 	}
-	dueNow := func() {
+	expire := func() {
 		t.Helper()
 		if _, err := pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
 			t.Fatal(err)
 		}
-	}
-	claimOne := func() queue.Event {
-		t.Helper()
-		got, err := s.ClaimDue(ctx, 10, time.Minute)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("claim: %v, %v; want the one event", got, err)
+		if _, err := pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
+			t.Fatal(err)
 		}
-		return got[0]
+	}
+	claimOne := func() queue.Claimed {
+		t.Helper()
+		got, err := s.ClaimAttempts(ctx, 10, time.Minute)
+		if err != nil || len(got.Claimed) != 1 {
+			t.Fatalf("claim: %v, %v; want the one event", got.Claimed, err)
+		}
+		return got.Claimed[0]
 	}
 
 	claimed := claimOne()
-	if claimed.Claims != 1 || claims() != 1 {
-		t.Fatalf("after one claim: %d (returned %d), want 1", claims(), claimed.Claims)
+	if claimed.Event.Claims != 1 || claims() != 1 {
+		t.Fatalf("after one claim: %d (returned %d), want 1", claims(), claimed.Event.Claims)
 	}
-	if _, err := s.ReleaseBatch(ctx, []queue.Event{claimed}); err != nil {
+	if _, err := s.SettleAttempts(ctx, []queue.Settled{{Claimed: claimed, Kind: queue.SettleReleased}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claims(); got != 0 {
@@ -51,17 +54,17 @@ func TestClaims_CountUntilAnOutcome(t *testing.T) {
 	}
 
 	claimOne()
-	dueNow()
+	expire()
 	claimed = claimOne()
-	if got := claims(); got != 2 || !claimed.Stuck(time.Now(), time.Hour) {
-		t.Errorf("claimed twice without an outcome: claims %d, stuck %v; want 2 and stuck", got, claimed.Stuck(time.Now(), time.Hour))
+	if got := claims(); got != 2 || !claimed.Event.Stuck(time.Now(), time.Hour) {
+		t.Errorf("claimed twice without an outcome: claims %d, stuck %v; want 2 and stuck", got, claimed.Event.Stuck(time.Now(), time.Hour))
 	}
 	if n, err := s.CountStuck(ctx, time.Hour); err != nil || n != 1 {
 		t.Errorf("CountStuck: %d, %v; want 1", n, err)
 	}
 
-	if _, err := s.RescheduleBatch(ctx, []queue.Settled{{Event: claimed, Attempt: &queue.NewAttempt{
-		Source: queue.SourceStripe, EventID: claimed.EventID, Path: queue.PathRetry, Number: 1, Error: "boom"}}}); err != nil {
+	if _, err := s.SettleAttempts(ctx, []queue.Settled{{Claimed: claimed, Kind: queue.SettleFailed, Attempt: &queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: claimed.Event.EventID, Path: queue.PathRetry, Number: claimed.Event.Attempts, Error: "boom"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claims(); got != 0 {

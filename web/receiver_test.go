@@ -316,8 +316,10 @@ func TestStripeWebhook(t *testing.T) {
 			}
 			return last.status == 200
 		})
-		if last.body != "processed\n" {
-			t.Errorf("redelivery: got %q, want processed", last.body)
+		// The first run's outcome is written once the database is back,
+		// so the redelivery finds the marker instead of running it again.
+		if last.body != "duplicate\n" || runs.Load() != 1 {
+			t.Errorf("redelivery: got %q after %d runs, want duplicate after 1", last.body, runs.Load())
 		}
 		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)

@@ -2,12 +2,19 @@ package worker
 
 import "fmt"
 
-// inlineSlots bounds the deliveries processed while Stripe waits. A batch
-// of deliveries holds a pooled connection for as long as the app takes with
-// any of them, since its transaction holds their locks, and a batch slow at
-// the app steps aside for the next (batchStepAside); past the bound a slow
-// app would take every connection, and the dashboard, the retry loop and
-// /readyz with them. A nil inlineSlots has no bound.
+// DefaultInlineConcurrency bounds the deliveries waiting for the app while
+// Stripe waits, when HOOKD_INLINE_CONCURRENCY is not set. A delivery waiting
+// for the app holds no database connection and no transaction, only memory:
+// its body (a Stripe event is a few KB; HOOKD_MAX_BODY bounds the rare large
+// one), a goroutine and a connection to the app, about 50 KB in all. 1,024
+// of them are some 50 MB, which a small machine affords, and more than
+// Stripe sends one endpoint at once; past it the app is the bottleneck, and
+// deferring to the queue at once is the better answer.
+const DefaultInlineConcurrency = 1024
+
+// inlineSlots bounds the deliveries processed while Stripe waits: the
+// memory they hold, and the connections to a slow app. A nil inlineSlots
+// has no bound.
 type inlineSlots chan struct{}
 
 func newInlineSlots(n int) inlineSlots {
@@ -32,9 +39,8 @@ func (s inlineSlots) tryAcquire() (release func(), ok bool) {
 
 // deferReason is the last error of an event deferred because every inline
 // slot was taken: answering Stripe at once keeps the connection free, and
-// the retry loop delivers the event when it can. It is decided in the
-// delivery's transaction, under the event's lock, so dedup holds as for any
-// delivery.
+// the retry loop delivers the event when it can. It is decided under the
+// event's lease, so dedup holds as for any delivery.
 func (r *Receiver) deferReason() string {
 	return fmt.Sprintf("deferred: the app was busy with %d deliveries while Stripe waited, so the retry loop delivers it",
 		cap(r.inline))

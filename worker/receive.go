@@ -8,14 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/groupcommit"
 )
 
 var (
@@ -54,10 +56,12 @@ const SignatureTolerance = 300 * time.Second
 // an answer.
 const DefaultProcessTimeout = 10 * time.Second
 
-// writeTimeout bounds the writes of an outcome once the processor has run.
-// They do not stop when the request is cancelled: the processor's side
-// effects happened, and recording them spares a second run on redelivery.
-const writeTimeout = 5 * time.Second
+// writeTimeout bounds each short transaction: the one that takes leases
+// and the one that writes outcomes. The writes of outcomes do not stop when
+// the request is cancelled: the processor's side effects happened, and
+// recording them spares a second run on redelivery. It fits within
+// queue.LeaseMargin, so an outcome is written while its lease still holds.
+const writeTimeout = queue.LeaseMargin
 
 // Outcome is what Receive did with a valid delivery. Each is answered 200.
 type Outcome int
@@ -109,8 +113,8 @@ type ReceiverConfig struct {
 	Metrics *Metrics
 	// InlineConcurrency bounds the deliveries processed at once while
 	// Stripe waits; a new event past it is deferred to the retry queue and
-	// answered at once. Zero: no bound (hookd serve derives one from its
-	// pool size).
+	// answered at once. Default: DefaultInlineConcurrency; negative: no
+	// bound.
 	InlineConcurrency int
 }
 
@@ -123,8 +127,17 @@ type Receiver struct {
 	timeout time.Duration
 	metrics *Metrics
 	inline  inlineSlots
-	batches *deliveryBatches
+	// leases and settles gather the deliveries that reach the database at
+	// once into one short transaction each: the leases with the states,
+	// then the outcomes with the releases.
+	leases  *groupcommit.Batcher[*delivery]
+	settles *groupcommit.Batcher[*delivery]
 }
+
+// maxBatch bounds the deliveries of one short transaction: enough to take
+// a burst on two cores in a handful of round trips, few enough that one
+// statement's arrays stay small.
+const maxBatch = 64
 
 // NewReceiver returns a Receiver over store. It logs at once when no secret
 // is configured, since every delivery will then be refused.
@@ -140,12 +153,11 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		timeout: cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout),
 		metrics: cfg.Metrics,
-		inline:  newInlineSlots(cfg.InlineConcurrency),
+		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
 	}
-	r.batches = &deliveryBatches{run: r.runBatch, size: maxBatch, metrics: cfg.Metrics}
-	if r.inline != nil {
-		r.batches.size = min(maxBatch, cap(r.inline))
-	}
+	r.leases = groupcommit.New(maxBatch, r.takeLeases)
+	r.leases.OnWaiting(cfg.Metrics.addWaiting)
+	r.settles = groupcommit.New(maxBatch, r.settle)
 	return r
 }
 
@@ -165,7 +177,7 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err != nil {
 		return 0, err
 	}
-	outcome, err := r.receive(ctx, ev, payload, sigHeader, queue.PathInline)
+	outcome, err := r.receive(ctx, ev, payload, storedSignature(sigHeader), queue.PathInline)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -173,8 +185,8 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 }
 
 // Recover runs an event that Stripe's delivery never brought, read from
-// Stripe's Events API, through the same locked pipeline as a delivery: the
-// per-event lock, dedup, the processor, then the marker or the queue row. Its
+// Stripe's Events API, through the same pipeline as a delivery: the event's
+// lease, dedup, the processor, then the marker or the queue row. Its
 // attempt is recorded with path reconcile, which is what tells a recovered
 // event apart afterwards. There is no signature to verify: the payload came
 // from Stripe's API, over TLS, read with hookd's own key.
@@ -205,198 +217,240 @@ func (e *EventError) Error() string { return e.Err.Error() }
 // Unwrap returns the underlying error, e.g. queue.ErrEventLocked.
 func (e *EventError) Unwrap() error { return e.Err }
 
-// receive runs a verified event through the locked part of the pipeline,
-// in a batch with the deliveries that arrive meanwhile (deliveryBatches);
-// path says who brought it, for the attempt history and the metrics.
+// delivery is one verified event on its way through the pipeline.
+type delivery struct {
+	ctx       context.Context
+	ev        event
+	payload   []byte
+	sigHeader string
+	path      queue.AttemptPath
+	// deferred: no inline slot was free, so the event is queued unprocessed.
+	deferred bool
+
+	// Set by takeLeases: the event's state, and the lease when it is new.
+	state    queue.DeliveryState
+	owner    uuid.UUID
+	deadline time.Time
+	// Set by settle: the outcome to write, then whether it was written.
+	outcome queue.Received
+	written bool
+
+	err error
+}
+
+// receive runs a verified event through the leased part of the pipeline:
+// it takes the event's lease with the deliveries that reach the database
+// at the same moment, runs the processor with no transaction open, then
+// writes the outcome with the lease's release, again with whoever is
+// writing theirs at that moment. A delivery waits only for its own
+// processor and for the short transactions it is part of.
 func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string,
 	path queue.AttemptPath) (Outcome, error) {
 	d := &delivery{ctx: ctx, ev: ev, payload: payload, sigHeader: sigHeader, path: path}
-	r.batches.do(d)
-	return d.outcome, d.err
+	if path == queue.PathInline {
+		// The inline slots bound the deliveries waiting for the app while
+		// Stripe waits. A recovery has no one waiting and its own bound,
+		// like the retry loop: reconcile processes a few events at a time.
+		release, ok := r.inline.tryAcquire()
+		if ok {
+			defer release()
+		}
+		d.deferred = !ok
+	}
+	r.leases.Do(d)
+	if d.err != nil {
+		return 0, d.err
+	}
+	switch d.state {
+	case queue.DeliveryBusy:
+		return 0, queue.ErrEventLocked
+	case queue.DeliveryProcessed:
+		return Duplicate, nil
+	case queue.DeliveryQueued:
+		return AlreadyQueued, nil
+	}
+
+	outcome, res := r.run(d)
+	r.settles.Do(d)
+	switch {
+	case d.err != nil:
+		// Stripe is told 503 and delivers again; meanwhile the outcome is
+		// written as soon as the database takes it, so that redelivery
+		// finds it instead of running the processor a second time.
+		go r.settleLater(d)
+		return 0, d.err
+	case !d.written:
+		return 0, queue.ErrLeaseLost
+	}
+	switch outcome {
+	case Deferred:
+		r.logger.InfoContext(d.ctx, "event deferred to the retry queue: the app is busy", "event_id", d.ev.ID,
+			"event_type", d.ev.Type, "inline_concurrency", cap(r.inline))
+	case Queued:
+		r.logger.WarnContext(d.ctx, "event queued for retry", "event_id", d.ev.ID,
+			"event_type", d.ev.Type, "err", res.Err)
+	}
+	return outcome, nil
 }
 
-// runBatch handles a batch of deliveries and answers each.
-func (r *Receiver) runBatch(batch []*delivery, stepAside func()) {
+// run processes a leased new event, unless it is deferred, and sets the
+// outcome to write.
+func (r *Receiver) run(d *delivery) (Outcome, Result) {
+	o := queue.Received{EventID: d.ev.ID, Owner: d.owner}
+	if d.deferred {
+		fe := failedEvent(d, r.deferReason())
+		o.Queue = &fe
+		d.outcome = o
+		return Deferred, Result{}
+	}
+	var res Result
+	var took time.Duration
+	if _, ok := r.proc.(discard); !ok {
+		// The lease outlasts this deadline, so no other run of the event
+		// can start before this one has ended.
+		ctx, cancel := context.WithDeadline(d.ctx, d.deadline)
+		res, took = process(ctx, r.proc, r.timeout, Delivery{
+			EventID: d.ev.ID, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+		})
+		cancel()
+	}
+	r.metrics.observeProcess(d.path, res.Err == nil, took)
+	attempt := queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: d.ev.ID, Duration: took,
+		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
+	}
+	outcome := Processed
+	switch {
+	case attempt.Succeeded && d.path == queue.PathInline:
+		// Processed on its first delivery: the marker is its whole record.
+	case attempt.Succeeded:
+		// Recovered by reconciliation: its attempt is what says so, since
+		// a marker alone means a first delivery.
+		o.Attempt = &attempt
+	default:
+		// Failed: from here on the event keeps its history, starting with
+		// this attempt.
+		attempt.Error = errorText(res.Err)
+		fe := failedEvent(d, attempt.Error)
+		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
+		outcome = Queued
+	}
+	d.outcome = o
+	return outcome, res
+}
+
+// takeLeases takes the leases of a batch of deliveries and reads their
+// states, in one short transaction. A delivery whose sender hung up while
+// it waited is answered without one: Stripe delivers again.
+func (r *Receiver) takeLeases(batch []*delivery) {
 	live := batch[:0:0]
 	for _, d := range batch {
 		if err := d.ctx.Err(); err != nil {
-			// Stripe hung up while the delivery waited for its batch: it
-			// delivers again, and nothing was done.
-			d.answer(0, err)
+			d.err = err
 			continue
 		}
 		live = append(live, d)
 	}
-	r.runGroup(live, stepAside)
-}
-
-// processed is the processor's result for one delivery of a group.
-type processed struct {
-	res  Result
-	took time.Duration
-}
-
-// runGroup handles deliveries in one transaction, in two round trips to the
-// database: the events' locks with the read of their states, then their
-// outcomes with the COMMIT. Between the two, the processor runs for every
-// new event that holds an inline slot (or has no need of one), all at once.
-func (r *Receiver) runGroup(group []*delivery, stepAside func()) {
-	if len(group) == 0 {
+	if len(live) == 0 {
 		return
 	}
-	// No one delivery's cancellation ends the batch: its writes record
-	// side effects the app has had, for every event in it.
-	ctx := context.WithoutCancel(group[0].ctx)
-	ids := make([]string, len(group))
-	for i, d := range group {
-		ids[i] = d.ev.ID
-	}
-	r.metrics.observeBatch(len(group))
-	lockCtx, cancel := context.WithTimeout(ctx, writeTimeout)
-	tx, states, err := r.store.BeginEvents(lockCtx, queue.SourceStripe, ids)
-	cancel()
-	if err != nil {
-		for _, d := range group {
-			d.answer(0, err)
-		}
-		return
-	}
-	defer tx.Rollback(ctx)
-
-	var fresh, toProcess, toDefer []*delivery
-	for i, d := range group {
-		switch states[i] {
-		case queue.DeliveryBusy:
-			d.answer(0, queue.ErrEventLocked)
-		case queue.DeliveryProcessed:
-			d.answer(Duplicate, nil)
-		case queue.DeliveryQueued:
-			d.answer(AlreadyQueued, nil)
-		default:
-			// The inline slots guard the answers Stripe waits for, and
-			// cover the wait for the app only. A recovery has no one
-			// waiting and its own bound, like the retry loop: reconcile
-			// processes a few events at a time.
-			if d.path == queue.PathInline && d.release == nil && !d.deferred {
-				release, ok := r.inline.tryAcquire()
-				d.release, d.deferred = release, !ok
-			}
-			fresh = append(fresh, d)
-			if d.deferred {
-				toDefer = append(toDefer, d)
-			} else {
-				toProcess = append(toProcess, d)
-			}
-		}
-	}
-	if len(toDefer) > 0 && len(toProcess) > 0 {
-		// The slots ran out inside this batch. The deferred events must not
-		// wait for the app with the others, so the batch starts over as two,
-		// side by side, before anything ran: their locks and states are
-		// taken again, and each keeps its slot or its deferral.
-		_ = tx.Rollback(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() { r.runGroup(toDefer, stepAside) })
-		r.runGroup(toProcess, stepAside)
-		wg.Wait()
-		return
-	}
-	if len(fresh) == 0 {
-		return
-	}
-	results := r.processAll(fresh, stepAside)
-
-	var rec queue.Received
-	for i, d := range fresh {
-		attempt := queue.NewAttempt{
-			Source: queue.SourceStripe, EventID: d.ev.ID, Duration: results[i].took,
-			Succeeded: results[i].res.Err == nil, HTTPStatus: results[i].res.HTTPStatus, Path: d.path,
-		}
-		switch {
-		case d.deferred:
-			rec.Deferred = append(rec.Deferred, failedEvent(d, r.deferReason()))
-		case attempt.Succeeded && d.path == queue.PathInline:
-			// Processed on its first delivery: the marker is its whole record.
-			rec.Processed = append(rec.Processed, d.ev.ID)
-		case attempt.Succeeded:
-			// Recovered by reconciliation: its attempt is what says so,
-			// since a marker alone means a first delivery.
-			rec.Recorded = append(rec.Recorded, attempt)
-		default:
-			// Failed: from here on the event keeps its history, starting
-			// with this attempt.
-			attempt.Error = errorText(results[i].res.Err)
-			rec.Failed = append(rec.Failed, queue.FailedAttempt{Event: failedEvent(d, attempt.Error), Attempt: attempt})
-		}
-	}
-	writeCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+	r.metrics.observeBatch(len(live))
+	// No one delivery's cancellation ends the transaction of all.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), writeTimeout)
 	defer cancel()
-	if err := tx.CommitReceived(writeCtx, rec); err != nil {
-		for _, d := range fresh {
-			d.answer(0, err)
+	eachAlone(live, func(group []*delivery) error {
+		events := make([]queue.Delivery, len(group))
+		for i, d := range group {
+			events[i] = queue.Delivery{EventID: d.ev.ID, Path: d.path}
 		}
+		leased, err := r.store.TakeDeliveries(ctx, queue.SourceStripe, events, r.timeout)
+		if err != nil {
+			return err
+		}
+		for i, d := range group {
+			d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
+		}
+		return nil
+	}, func(d *delivery, err error) { d.err = err })
+}
+
+// settle writes the outcomes of a batch of leased deliveries with their
+// leases' release, in one short transaction. The writes do not stop when a
+// request is cancelled: the processor's side effects happened, and
+// recording them spares a second run on redelivery.
+func (r *Receiver) settle(batch []*delivery) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), writeTimeout)
+	defer cancel()
+	eachAlone(batch, func(group []*delivery) error {
+		outcomes := make([]queue.Received, len(group))
+		for i, d := range group {
+			outcomes[i] = d.outcome
+		}
+		written, err := r.store.SettleDeliveries(ctx, outcomes)
+		if err != nil {
+			return err
+		}
+		for i, d := range group {
+			d.written = written[i]
+		}
+		return nil
+	}, func(d *delivery, err error) { d.err = err })
+}
+
+// settleLater writes the outcome of a delivery whose write failed, trying
+// again until its lease has expired: a write after that could only find
+// the lease taken over (and write nothing), or free (and write what is
+// still true).
+func (r *Receiver) settleLater(d *delivery) {
+	err := retryUntil(d.deadline.Add(queue.LeaseMargin), func(ctx context.Context) error {
+		written, err := r.store.SettleDeliveries(ctx, []queue.Received{d.outcome})
+		if err == nil && !written[0] {
+			return nil // released already, or taken over: nothing left to write
+		}
+		return err
+	})
+	if err != nil {
+		r.logger.Warn("an event's outcome could not be written before its lease expired: its next delivery runs it again",
+			"event_id", d.ev.ID, "err", err)
 		return
 	}
-	for i, d := range fresh {
-		switch {
-		case d.deferred:
-			r.logger.InfoContext(d.ctx, "event deferred to the retry queue: the app is busy", "event_id", d.ev.ID,
-				"event_type", d.ev.Type, "inline_concurrency", cap(r.inline))
-			d.answer(Deferred, nil)
-		case results[i].res.Err == nil:
-			d.answer(Processed, nil)
-		default:
-			r.logger.WarnContext(d.ctx, "event queued for retry", "event_id", d.ev.ID,
-				"event_type", d.ev.Type, "err", results[i].res.Err)
-			d.answer(Queued, nil)
+	r.logger.Info("an event's outcome was written after its delivery was answered 503", "event_id", d.ev.ID)
+}
+
+// retryUntil calls try until it succeeds or until passes, waiting a little
+// longer after each failure, and returns try's last error.
+func retryUntil(until time.Time, try func(context.Context) error) error {
+	wait := 50 * time.Millisecond
+	for {
+		timer := time.NewTimer(wait)
+		<-timer.C
+		ctx, cancel := context.WithDeadline(context.Background(), until)
+		err := try(ctx)
+		cancel()
+		if err == nil || time.Now().Add(wait).After(until) {
+			return err
 		}
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 
-// processAll runs the processor for every delivery of fresh that is not
-// deferred, all at once, each with its own request's context, and gives
-// each one's inline slot back as soon as its app call ends. A group that
-// waits for the app longer than batchStepAside steps aside.
-func (r *Receiver) processAll(fresh []*delivery, stepAside func()) []processed {
-	results := make([]processed, len(fresh))
-	var run []int
-	for i, d := range fresh {
-		if !d.deferred {
-			run = append(run, i)
+// eachAlone runs do for the whole group, and when that fails, for each of
+// its members alone, so that one member's failing write never changes
+// another's outcome: each member gets the error of its own write, fail.
+func eachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
+	err := do(group)
+	if err == nil {
+		return
+	}
+	if len(group) == 1 {
+		fail(group[0], err)
+		return
+	}
+	for _, m := range group {
+		if err := do([]T{m}); err != nil {
+			fail(m, err)
 		}
 	}
-	if len(run) == 0 {
-		return results
-	}
-	if _, ok := r.proc.(discard); ok {
-		// Nothing to wait for: no goroutine, no timeout, no app.
-		for _, i := range run {
-			fresh[i].releaseSlot()
-			r.metrics.observeProcess(fresh[i].path, true, 0)
-		}
-		return results
-	}
-	slow := time.AfterFunc(batchStepAside, stepAside)
-	defer slow.Stop()
-	one := func(i int) {
-		d := fresh[i]
-		res, took := process(d.ctx, r.proc, r.timeout, Delivery{
-			EventID: d.ev.ID, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
-		})
-		d.releaseSlot()
-		r.metrics.observeProcess(d.path, res.Err == nil, took)
-		results[i] = processed{res, took}
-	}
-	if len(run) == 1 {
-		one(run[0])
-		return results
-	}
-	var wg sync.WaitGroup
-	for _, i := range run {
-		wg.Go(func() { one(i) })
-	}
-	wg.Wait()
-	return results
 }
 
 // failedEvent is d as the retry queue keeps it, with why it is there.
@@ -405,6 +459,40 @@ func failedEvent(d *delivery, reason string) queue.FailedEvent {
 		Source: queue.SourceStripe, EventID: d.ev.ID, EventType: d.ev.Type,
 		Payload: d.payload, Signature: d.sigHeader, Error: reason,
 	}
+}
+
+// storedSignature is the part of a verified Stripe-Signature header that
+// Stripe's scheme defines, as the queue row keeps it: the t=, v1= and v0=
+// elements whose values have the scheme's shape. Anything else a sender
+// appended (the header still verifies with extra elements) is dropped, so
+// what is stored is always valid text.
+func storedSignature(header string) string {
+	var b strings.Builder
+	for part := range strings.SplitSeq(header, ",") {
+		key, value, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || value == "" {
+			continue
+		}
+		switch key {
+		case "t":
+			if strings.Trim(value, "0123456789") != "" {
+				continue
+			}
+		case "v1", "v0":
+			if strings.Trim(value, "0123456789abcdefABCDEF") != "" {
+				continue
+			}
+		default:
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(key)
+		b.WriteByte('=')
+		b.WriteString(value)
+	}
+	return b.String()
 }
 
 // verify checks sigHeader against every configured secret with stripe-go.

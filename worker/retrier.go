@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/groupcommit"
 )
 
 // RetrierConfig configures a Retrier. Zero fields get the defaults below.
@@ -16,16 +17,12 @@ type RetrierConfig struct {
 	// Interval is how long the loop waits after a batch that was not full
 	// before it looks for due events again. Default: DefaultRetryInterval.
 	Interval time.Duration
-	// BatchSize is how many due events one batch claims, locks and settles
-	// together. Each held lock takes a slot in PostgreSQL's shared lock
-	// table, so it is capped at MaxRetryBatch. Default: DefaultRetryBatch.
+	// BatchSize is how many due events one claim takes, each with its lease
+	// and its attempt counted, capped at MaxRetryBatch. The leases last until
+	// the batch's last event must have ended (see leaseFor): a replica that
+	// dies mid-batch leaves its events due again then. Default:
+	// DefaultRetryBatch.
 	BatchSize int
-	// ClaimWindow is how far a claim defers its events: a replica that dies
-	// mid-batch leaves them due again after this long. It must exceed
-	// ProcessTimeout, or a slow event could be claimed a second time while it
-	// runs (the lock would still keep the two runs apart). Default:
-	// queue.DefaultClaimWindow (2 minutes).
-	ClaimWindow time.Duration
 	// Concurrency is how many processors of one batch run at once. Default:
 	// DefaultRetryConcurrency.
 	Concurrency int
@@ -55,9 +52,8 @@ const (
 	// 2 cores, 500 and 1000 drained a 10,000-event backlog equally fast and
 	// well ahead of 100 and 250, and 500 holds half the locks.
 	DefaultRetryBatch = 500
-	// MaxRetryBatch keeps one batch's advisory locks far below the 6,400
-	// slots of PostgreSQL's default shared lock table, with room for a second
-	// replica and the receivers.
+	// MaxRetryBatch bounds how long a batch's leases last, and so how long
+	// the events of a replica that died mid-batch wait to be taken over.
 	MaxRetryBatch = 1000
 	// DefaultRetryConcurrency is enough parallel processors to keep a batch
 	// of forwards to a slow downstream from running one at a time.
@@ -68,14 +64,17 @@ const (
 // loop draining back-to-back batches does not write a status row per batch.
 const tickRecordEvery = time.Second
 
-// Retrier is the retry loop: it claims due events from the queue, processes
-// each under its per-event lock, and resolves or reschedules them.
+// Retrier is the retry loop: it claims due events from the queue, each with
+// its lease, processes them, and resolves or reschedules each as it ends.
 type Retrier struct {
 	store   *queue.Store
 	logger  *slog.Logger
 	cfg     RetrierConfig
 	proc    Processor
 	metrics *Metrics
+	// settles gathers the outcomes that the workers reach at one moment
+	// into one statement.
+	settles *groupcommit.Batcher[*settling]
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
 }
@@ -84,17 +83,18 @@ type Retrier struct {
 func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Retrier {
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultRetryInterval)
 	cfg.BatchSize = min(cmp.Or(cfg.BatchSize, DefaultRetryBatch), MaxRetryBatch)
-	cfg.ClaimWindow = cmp.Or(cfg.ClaimWindow, queue.DefaultClaimWindow)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultRetryConcurrency)
 	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
-	return &Retrier{
+	r := &Retrier{
 		store:   store,
 		logger:  logger.With("component", "retrier"),
 		cfg:     cfg,
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		metrics: cfg.Metrics,
 	}
+	r.settles = groupcommit.New(maxBatch, r.settle)
+	return r
 }
 
 // Run retries due events until ctx is cancelled, then stops claiming, lets
@@ -144,12 +144,12 @@ func (r *Retrier) loop(ctx, workCtx context.Context) {
 		if ctx.Err() != nil {
 			continue
 		}
-		n, err := r.runBatch(ctx, workCtx)
+		n, hastened, err := r.runBatch(ctx, workCtx)
 		wait := r.cfg.Interval
 		switch {
 		case err != nil && ctx.Err() == nil:
 			r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
-		case n == r.cfg.BatchSize:
+		case n == r.cfg.BatchSize || hastened:
 			wait = 0
 		}
 		timer.Reset(wait)
@@ -159,24 +159,53 @@ func (r *Retrier) loop(ctx, workCtx context.Context) {
 // RunBatch claims one batch of due events and processes it, as one turn of
 // Run does, and returns how many events it claimed.
 func (r *Retrier) RunBatch(ctx context.Context) (int, error) {
-	return r.runBatch(ctx, ctx)
+	n, _, err := r.runBatch(ctx, ctx)
+	return n, err
+}
+
+// leaseFor is how long a claim leases its events for: the longest its last
+// event can take to end. Concurrency workers take the batch's events in
+// turn, each run bounded by ProcessTimeout, so no worker starts more than
+// BatchSize/Concurrency of them.
+func (r *Retrier) leaseFor() time.Duration {
+	rounds := (r.cfg.BatchSize + r.cfg.Concurrency - 1) / r.cfg.Concurrency
+	return time.Duration(rounds) * r.cfg.ProcessTimeout
 }
 
 // runBatch claims with claimCtx and does everything after the claim with
-// workCtx, so that a stop between the two never strands claimed work.
-func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, error) {
+// workCtx, so that a stop between the two never strands claimed work. It
+// returns how many events it claimed, and whether a person asked for an
+// event of the batch to be tried again while it ran, so that it is due now.
+func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, bool, error) {
 	r.recordTick(claimCtx)
-	claimed, err := r.store.ClaimDue(claimCtx, r.cfg.BatchSize, r.cfg.ClaimWindow)
+	claim, err := r.store.ClaimAttempts(claimCtx, r.cfg.BatchSize, r.leaseFor())
 	if err != nil {
 		if claimCtx.Err() != nil {
-			return 0, nil
+			return 0, false, nil
 		}
-		return 0, err
+		return 0, false, err
 	}
-	if len(claimed) == 0 {
-		return 0, nil
+	if len(claim.Claimed) == 0 {
+		return 0, false, nil
 	}
-	return len(claimed), r.settle(workCtx, claimed)
+	var todo, done []*settling
+	for _, c := range claim.Claimed {
+		switch {
+		case c.Dead:
+			r.metrics.countDead()
+			r.logger.ErrorContext(workCtx, "event is dead: its last attempt was interrupted", "event_id", c.Event.EventID,
+				"event_type", c.Event.EventType, "attempt", c.Event.Attempts)
+		case c.Processed:
+			done = append(done, &settling{s: queue.Settled{Claimed: c, Kind: queue.SettleDone}})
+		default:
+			todo = append(todo, &settling{s: queue.Settled{Claimed: c}})
+		}
+	}
+	if len(done) > 0 {
+		r.settle(done)
+	}
+	hastened := r.processAll(workCtx, todo, claim.Deadline)
+	return len(claim.Claimed), hastened, nil
 }
 
 func (r *Retrier) recordTick(ctx context.Context) {
@@ -189,122 +218,144 @@ func (r *Retrier) recordTick(ctx context.Context) {
 	}
 }
 
-// settle locks the claimed events and reads their states in one round
-// trip, processes the ones still to do concurrently, and writes all outcomes
-// with the COMMIT of the locking transaction in one more: one statement for
-// the successes, one for the failures. An event whose lock is held elsewhere
-// is left claimed; it is due again after the claim window.
-func (r *Retrier) settle(ctx context.Context, claimed []queue.Event) error {
-	tx, states, err := r.store.LockClaims(ctx, claimed)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-
-	var todo, done []queue.Settled
-	for i, e := range claimed {
-		switch states[i] {
-		case queue.ClaimHeld:
-			todo = append(todo, queue.Settled{Event: e})
-		case queue.ClaimProcessed:
-			done = append(done, queue.Settled{Event: e})
-		}
-	}
-
-	r.processAll(ctx, todo)
-
-	// An event left without an Attempt was not tried, or was cut short,
-	// because shutdown cancelled ctx: it goes back to the queue uncounted.
-	var attempted, failed []queue.Settled
-	var released []queue.Event
-	for _, s := range todo {
-		switch {
-		case s.Attempt == nil:
-			released = append(released, s.Event)
-			continue
-		case s.Attempt.Succeeded:
-			done = append(done, s)
-		default:
-			failed = append(failed, s)
-		}
-		attempted = append(attempted, s)
-	}
-	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
-	defer cancel()
-	statuses, err := tx.CommitSettled(writeCtx, done, failed, released)
-	if err != nil {
-		return err
-	}
-	if len(released) > 0 {
-		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", len(released))
-	}
-	r.report(ctx, attempted, failed, statuses)
-	return nil
+// settling is a claimed event on its way to SettleAttempts, and what that
+// made of it.
+type settling struct {
+	s     queue.Settled
+	state queue.SettledState
+	err   error
 }
 
 // processAll runs the processor on every event of todo, Concurrency at a
-// time, and fills in each one's Attempt. Once ctx is cancelled no processor
-// starts: it could only fail, and its failure would count against the event.
+// time, and writes each one's outcome as soon as it has one, with the
+// outcomes of the other workers that reach the database at that moment
+// (r.settles): an event's outcome never waits for a slower event of its
+// batch, and a crash loses only the outcomes of the runs in flight. Once
+// ctx is cancelled no processor starts: the events left, and those cut
+// short, are given back uncounted. It reports whether a person asked for
+// a retry of a failed event while it ran.
 //
 // Concurrency workers take the events in turn, rather than a goroutine per
 // event: a worker's stack grows once to what an HTTP call needs, not once
 // per event, which a profile of the drain showed costing 2% of the CPU.
-func (r *Retrier) processAll(ctx context.Context, todo []queue.Settled) {
+func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline time.Time) bool {
 	var next atomic.Int64
+	var hastened atomic.Bool
 	var wg sync.WaitGroup
 	for range min(r.cfg.Concurrency, len(todo)) {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(todo)) {
 					return
 				}
-				todo[i].Attempt = r.attempt(ctx, todo[i].Event)
+				t := todo[i]
+				if ctx.Err() != nil {
+					t.s.Kind = queue.SettleReleased
+				} else {
+					r.attempt(ctx, &t.s, deadline)
+				}
+				r.settles.Do(t)
+				if t.err == nil && t.state.Written {
+					r.report(ctx, t)
+					if t.state.Hastened {
+						hastened.Store(true)
+					}
+				}
 			}
 		})
 	}
 	wg.Wait()
+	return hastened.Load()
 }
 
-// attempt runs the processor on e and returns the attempt to record, or nil
-// when ctx was cancelled under a failing run: that run was cut short by
-// shutdown and is no attempt.
-func (r *Retrier) attempt(ctx context.Context, e queue.Event) *queue.NewAttempt {
-	path := queue.PathRetry
-	if e.ManualRetry {
-		path = queue.PathManual
-	}
-	number := e.Attempts + 1
-	res, took := process(ctx, r.proc, r.cfg.ProcessTimeout, Delivery{
-		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: number,
+// attempt runs the processor on a claimed event and sets what to settle
+// it as: done, failed with its attempt, or released when ctx was cancelled
+// under a failing run, which was then cut short by shutdown and is no
+// attempt.
+func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.Time) {
+	e := s.Claimed.Event
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	res, took := process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
+		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
 	})
 	if res.Err != nil && ctx.Err() != nil {
-		// Cut short by shutdown, not failed by the app: no attempt.
-		return nil
+		s.Kind = queue.SettleReleased
+		return
 	}
+	path := s.Claimed.Path
 	r.metrics.observeProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
-		HTTPStatus: res.HTTPStatus, Path: path, Number: number,
+		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts,
 	}
+	s.Kind, s.Attempt = queue.SettleDone, a
 	if res.Err != nil {
 		a.Error = errorText(res.Err)
+		s.Kind = queue.SettleFailed
 	}
-	return a
 }
 
-// report logs and counts the outcomes once they are committed.
-func (r *Retrier) report(ctx context.Context, todo, failed []queue.Settled, statuses []queue.Status) {
-	r.metrics.countRetries(len(todo)-len(failed), len(failed))
-	for i, f := range failed {
-		if statuses[i] == queue.StatusDead {
-			r.metrics.countDead()
-			r.logger.ErrorContext(ctx, "event is dead: no retries left", "event_id", f.Event.EventID,
-				"event_type", f.Event.EventType, "attempt", f.Attempt.Number, "err", f.Attempt.Error)
-			continue
+// settle writes the outcomes of a batch of claimed events with their
+// leases' release, in one statement, or each alone when that fails. The
+// writes outlive shutdown's cancellation, within writeTimeout: the
+// processors' side effects happened.
+func (r *Retrier) settle(batch []*settling) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	eachAlone(batch, func(group []*settling) error {
+		settled := make([]queue.Settled, len(group))
+		for i, t := range group {
+			settled[i] = t.s
 		}
-		r.logger.WarnContext(ctx, "retry failed", "event_id", f.Event.EventID,
-			"event_type", f.Event.EventType, "attempt", f.Attempt.Number,
-			"next_in", r.store.RetryDelay(f.Attempt.Number), "err", f.Attempt.Error)
+		states, err := r.store.SettleAttempts(ctx, settled)
+		if err != nil {
+			return err
+		}
+		for i, t := range group {
+			t.state = states[i]
+		}
+		return nil
+	}, func(t *settling, err error) {
+		t.err = err
+		r.logger.Error("cannot write a retry's outcome: the event is due again when its lease expires",
+			"event_id", t.s.Claimed.Event.EventID, "err", err)
+	})
+	var released int
+	for _, t := range batch {
+		if t.s.Kind == queue.SettleReleased && t.state.Written {
+			released++
+		}
+	}
+	if released > 0 {
+		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", released)
+	}
+}
+
+// report logs and counts an outcome once it is committed.
+func (r *Retrier) report(ctx context.Context, t *settling) {
+	s := t.s
+	switch s.Kind {
+	case queue.SettleDone:
+		if s.Attempt != nil {
+			r.metrics.countRetries(1, 0)
+		}
+	case queue.SettleFailed:
+		r.metrics.countRetries(0, 1)
+		e := s.Claimed.Event
+		switch {
+		case t.state.Hastened:
+			r.logger.WarnContext(ctx, "retry failed; a person asked for another, due now", "event_id", e.EventID,
+				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
+		case t.state.Status == queue.StatusDead:
+			r.metrics.countDead()
+			r.logger.ErrorContext(ctx, "event is dead: no retries left", "event_id", e.EventID,
+				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
+		default:
+			r.logger.WarnContext(ctx, "retry failed", "event_id", e.EventID,
+				"event_type", e.EventType, "attempt", s.Attempt.Number,
+				"next_in", r.store.RetryDelay(s.Attempt.Number), "err", s.Attempt.Error)
+		}
 	}
 }

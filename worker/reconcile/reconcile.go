@@ -165,15 +165,17 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 		return res, fmt.Errorf("%w: %s is longer than %s, the marker retention or the 30 days Stripe keeps events",
 			ErrWindowTooLong, WindowText(res.Window), WindowText(r.cfg.MaxWindow))
 	}
-	var lock *queue.Tx
+	var lock *queue.ReconcileLease
 	if !opts.DryRun {
 		var err error
 		if lock, err = r.store.TryLockReconcile(ctx); err != nil {
 			return res, err
 		}
-		defer lock.Rollback(context.WithoutCancel(ctx))
+		defer lock.Release(context.WithoutCancel(ctx))
+		stopRenewing := r.renewWhileRunning(ctx, lock)
+		defer stopRenewing()
 		if opts.Trigger == queue.TriggerSchedule {
-			// Checked under the lock, which a run holds until its record
+			// Checked under the lease, which a run holds until its record
 			// commits: a replica that found a run due just before another
 			// finished sees that run here and does not repeat it.
 			if due, err := r.due(ctx); err != nil || !due {
@@ -206,7 +208,31 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	return res, err
 }
 
-func (r *Reconciler) record(ctx context.Context, lock *queue.Tx, trigger queue.ReconcileTrigger,
+// renewWhileRunning renews the run's lease until the returned function is
+// called. A renewal that fails is logged: the run goes on, since a second
+// run at once costs only Stripe API reads.
+func (r *Reconciler) renewWhileRunning(ctx context.Context, lock *queue.ReconcileLease) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(queue.ReconcileLeaseFor / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := lock.Renew(ctx); err != nil && ctx.Err() == nil {
+					r.logger.Warn("cannot renew the reconcile run's lease", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (r *Reconciler) record(ctx context.Context, lock *queue.ReconcileLease, trigger queue.ReconcileTrigger,
 	started time.Time, res Result, runErr error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -214,10 +240,7 @@ func (r *Reconciler) record(ctx context.Context, lock *queue.Tx, trigger queue.R
 	if runErr != nil {
 		errText = runErr.Error()
 	}
-	if err := lock.RecordReconcileRun(ctx, trigger, started, res.Since, res.ReconcileCounts, errText); err != nil {
-		return err
-	}
-	return lock.Commit(ctx)
+	return lock.Record(ctx, trigger, started, res.Since, res.ReconcileCounts, errText)
 }
 
 // survey reads the endpoint and lists the window's events, counting each

@@ -1,0 +1,225 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Leases: one run of an event's processor at a time, with no transaction
+// open while it runs.
+//
+// An event's lease is a row of webhook_leases keyed by its event id and
+// shared by every path that runs a processor: a delivery, the retry loop,
+// reconciliation. It is taken in a short transaction that also reads the
+// event's marker and queue state and commits before the processor runs; the
+// outcome (the marker, or the queue row and the attempt) and the lease's
+// release commit together in a second one, and only while the lease still
+// has the owner token it was taken with. So a lost session, a failover or a
+// pooler in front of the database cannot let two processors run one event
+// at once: nothing that ends with a session is what keeps them apart.
+//
+// A lease lasts longer than its holder's processor may run: the holder
+// starts counting its deadline before it sends the statement that takes the
+// lease, and the lease expires LeaseMargin after that deadline at the
+// earliest. An expired lease is taken over; a holder whose lease was taken
+// over writes nothing (ErrLeaseLost), so the new holder's outcome stands.
+
+// LeaseMargin is how long a lease outlasts its holder's processor
+// deadline: the time it has to write its outcome before another path may
+// take the event over. Past it the holder's outcome is refused rather than
+// wrong, so the margin bounds how soon a lost holder is replaced, not
+// whether two processors overlap.
+const LeaseMargin = 5 * time.Second
+
+var (
+	// ErrEventLocked is returned by TryLockEvent when another delivery,
+	// retry or recovery of the same event holds its lease.
+	ErrEventLocked = errors.New("event is leased by another delivery")
+
+	// ErrLeaseLost is returned for an outcome whose lease had expired and
+	// was taken over, or was released already: nothing of it was written.
+	ErrLeaseLost = errors.New("the event's lease was taken over")
+)
+
+// Lease is a held lease on one event, as TryLockEvent returns it.
+type Lease struct {
+	store   *Store
+	EventID string
+	Owner   uuid.UUID
+	// Deadline is when the holder's processor must have ended, on this
+	// machine's clock; the lease expires LeaseMargin after it at the
+	// earliest.
+	Deadline time.Time
+}
+
+// DefaultLeaseFor is the processor time TryLockEvent leases an event for.
+const DefaultLeaseFor = 10 * time.Second
+
+// TryLockEvent takes the lease of eventID for DefaultLeaseFor without
+// waiting, or returns ErrEventLocked when another holder has a live one.
+// It is the seed's per-event lock: a second delivery of the event is turned
+// away at once (the receiver answers 503 and Stripe redelivers) instead of
+// parking a connection until the first finishes. Release gives it back.
+func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error) {
+	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
+	var taken []string
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, owner, leaseSeconds(DefaultLeaseFor))
+	}, func(br pgx.BatchResults) (err error) {
+		taken, err = collect(br, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease event %s: %w", eventID, err)
+	}
+	if len(taken) == 0 {
+		return nil, ErrEventLocked
+	}
+	return &Lease{store: s, EventID: eventID, Owner: owner, Deadline: deadline}, nil
+}
+
+// Release gives the lease back without an outcome, so the event may be
+// taken at once. It returns ErrLeaseLost when the lease was no longer
+// this holder's.
+func (l *Lease) Release(ctx context.Context) error {
+	n, err := l.store.releaseLeases(ctx, []string{l.EventID}, []uuid.UUID{l.Owner})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []uuid.UUID) (int64, error) {
+	tag, err := s.db.Exec(ctx, `
+		DELETE FROM webhook_leases l
+		USING unnest($1::text[], $2::uuid[]) AS r(event_id, owner)
+		WHERE l.event_id = r.event_id AND l.owner = r.owner`, eventIDs, owners)
+	if err != nil {
+		return 0, fmt.Errorf("release leases: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// leaseSeconds is how long, in seconds, a lease for a processor that may
+// run for d lasts once taken.
+func leaseSeconds(d time.Duration) float64 { return (d + LeaseMargin).Seconds() }
+
+// takeLeasesSQL takes the leases of the event ids $1, each for the path of
+// $2 at the same place, for owner $3 and $4 seconds, without waiting for a live one, and returns the ids
+// it took. It inserts in id order, so two statements taking overlapping
+// sets wait for each other in one order and never deadlock; a wait lasts
+// only as long as the other's short transaction. An id given twice would
+// be taken twice by one command, which PostgreSQL refuses: callers pass
+// each once.
+const takeLeasesSQL = `
+	INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
+	SELECT d.id, $3, d.path, now() + make_interval(secs => $4)
+	FROM unnest($1::text[], $2::text[]) AS d(id, path)
+	ORDER BY d.id
+	ON CONFLICT (event_id) DO UPDATE
+	SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
+	WHERE l.expires_at <= now()
+	RETURNING l.event_id`
+
+// InFlight is a live lease on an event: a processor is running it now.
+type InFlight struct {
+	Path      AttemptPath
+	TakenAt   time.Time
+	ExpiresAt time.Time
+}
+
+// EventInFlight returns the live lease of eventID, or nil when no
+// processor is running the event.
+func (s *Store) EventInFlight(ctx context.Context, eventID string) (*InFlight, error) {
+	var f InFlight
+	err := s.db.QueryRow(ctx, `
+		SELECT path, taken_at, expires_at FROM webhook_leases
+		WHERE event_id = $1 AND expires_at > now()`, eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lease of %s: %w", eventID, err)
+	}
+	return &f, nil
+}
+
+// PruneLeases deletes leases that expired more than olderThan ago: those
+// whose holder died before it could give them back and that no one has
+// taken over since. A live lease, or one just expired, is never touched.
+func (s *Store) PruneLeases(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM webhook_leases WHERE expires_at < now() - make_interval(secs => $1)`,
+		olderThan.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune leases: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// plansSQL makes the statements of a short transaction run on plans made
+// once per connection, for that transaction only. Each takes its ids as an
+// array, and unnest's row estimate differs between a plan for the array at
+// hand and one for any array, so PostgreSQL would otherwise plan them anew
+// every time: that planning was a third of its CPU per delivery under load.
+// With sequential scans off, the plan made once finds events by their
+// unique indexes, as it must however few rows the tables held when it was
+// made: a plan for an empty table would scan it, and stay until the table
+// is next analyzed.
+const plansSQL = `
+	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	       set_config('enable_seqscan', 'off', true)`
+
+// shortTx runs the statements queue adds in one transaction sent as one
+// pipeline, BEGIN to COMMIT, so it costs one round trip and is never open
+// while hookd waits on anything but the database; read reads their results
+// in order. A statement's error aborts the transaction and is returned.
+func (s *Store) shortTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
+	if s.pool == nil {
+		return errors.New("queue: a short transaction needs a Store over a pool, not a transaction")
+	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(plansSQL)
+	queue(b)
+	b.Queue("COMMIT")
+	br := s.pool.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = read(br)
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		tag, err = br.Exec()
+		// COMMIT of a transaction an error aborted answers ROLLBACK.
+		if err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	// After an error the connection may be left inside the aborted
+	// transaction; the pool closes such a connection rather than reuse it.
+	return err
+}
+
+// collect reads the rows of a batch's next query.
+func collect[T any](br pgx.BatchResults, fn pgx.RowToFunc[T]) ([]T, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, fn)
+}

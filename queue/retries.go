@@ -1,0 +1,316 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Claimed is an event the retry loop claimed for an attempt, with its lease.
+type Claimed struct {
+	// Event is the row as the claim left it: Attempts is the number of
+	// the attempt now starting, already counted.
+	Event Event
+	// Owner is the token of the event's lease.
+	Owner uuid.UUID
+	// Path is manual when a person asked for this attempt, retry otherwise.
+	Path AttemptPath
+	// Processed: the event has a dedup marker already; settle it Done
+	// without running it.
+	Processed bool
+	// Dead: the previous attempt was the last one and never reported an
+	// outcome, so the claim made the event dead instead; nothing is to run
+	// and no lease is held.
+	Dead bool
+}
+
+// Attempts is a claim of the retry loop: the events it holds and when
+// every processor run under their leases must have ended, on this
+// machine's clock.
+type Attempts struct {
+	Claimed  []Claimed
+	Deadline time.Time
+}
+
+// InterruptedError is the last_error of an event whose attempt never
+// reported an outcome: its process was killed, or lost the database, while
+// the app had the event.
+func InterruptedError(attempt int) string {
+	return strings.Replace(interruptedFormat, "%s", strconv.Itoa(attempt), 1)
+}
+
+// interruptedFormat is InterruptedError's text for PostgreSQL's format().
+const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
+	"before it could record the outcome, so the attempt counts as failed"
+
+// ClaimAttempts claims up to n due events for an attempt each, in one
+// statement: it selects them FOR UPDATE SKIP LOCKED, so other claims skip
+// them, takes each one's lease for a processor run of processFor, counts
+// the attempt and pushes the event's next_retry_at to when the lease
+// expires. An attempt counts when it starts: one whose process dies before
+// its outcome stays counted, and the claim that finds it so records it in
+// the history as interrupted. Where that was the fifth attempt, the claim
+// makes the event dead instead of running it a sixth time (Claimed.Dead).
+//
+// An event whose lease another holder has (a delivery or recovery of the
+// same event at this moment) is left as it is, due, for a later claim.
+// Give each claimed event back with SettleAttempts.
+func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
+	owner := uuid.New()
+	a := Attempts{Deadline: time.Now().Add(processFor)}
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, owner, leaseSeconds(processFor), MaxAttempts, interruptedFormat)
+	if err != nil {
+		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
+	}
+	a.Claimed, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+		var c Claimed
+		var e Event
+		var manual bool
+		err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
+			&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
+			&manual, &c.Processed)
+		c.Event, c.Owner, c.Path = e, owner, PathRetry
+		if manual {
+			c.Path = PathManual
+		}
+		c.Dead = e.Status == StatusDead
+		return c, err
+	})
+	if err != nil {
+		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
+	}
+	return a, nil
+}
+
+// claimAttemptsSQL claims up to $1 due events for owner $2 with leases of
+// $3 seconds; $4 is MaxAttempts, and $5 the format of InterruptedError.
+//
+// A pending row with claims > 0 had an attempt that never reported (every
+// outcome sets claims back to 0). A pending row at MaxAttempts is one whose
+// last attempt was interrupted: claimed, it is made dead, its lease taken
+// only to check that no one has it and left expired at once.
+var claimAttemptsSQL = `
+	WITH due AS (
+		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
+		WHERE ` + pending + `
+		  AND (attempts < $4 OR claims > 0)
+		  AND next_retry_at <= now()
+		ORDER BY next_retry_at
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED
+	), leased AS (
+		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
+		SELECT event_id, $2, CASE WHEN manual_retry THEN 'manual' ELSE 'retry' END,
+		       CASE WHEN attempts < $4 THEN now() + make_interval(secs => $3) ELSE now() END
+		FROM due
+		ORDER BY event_id
+		ON CONFLICT (event_id) DO UPDATE
+		SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
+		WHERE l.expires_at <= now()
+		RETURNING l.event_id
+	), claimed AS (
+		SELECT d.* FROM due d JOIN leased USING (event_id)
+	), interrupted AS (
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, error, path, attempt)
+		SELECT e.source, e.event_id, 0, 'failed', format($5, c.attempts), 'retry', c.attempts
+		FROM claimed c JOIN webhook_events e ON e.id = c.id
+		WHERE c.claims > 0
+	)
+	UPDATE webhook_events e
+	SET attempts = CASE WHEN c.attempts < $4 THEN c.attempts + 1 ELSE c.attempts END,
+	    status = CASE WHEN c.attempts < $4 THEN e.status ELSE 'dead' END,
+	    last_error = CASE WHEN c.claims > 0 THEN format($5, c.attempts) ELSE e.last_error END,
+	    claims = CASE WHEN c.attempts < $4 THEN c.claims + 1 ELSE 0 END,
+	    manual_retry = false,
+	    next_retry_at = CASE WHEN c.attempts < $4 THEN now() + make_interval(secs => $3) ELSE e.next_retry_at END
+	FROM claimed c
+	WHERE e.id = c.id
+	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
+	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
+	          c.manual_retry,
+	          (SELECT true FROM processed_webhook_events m WHERE m.event_id = e.event_id) IS NOT NULL`
+
+// SettleKind is what became of a claimed event's attempt.
+type SettleKind string
+
+const (
+	// Done: processed, now or before the claim; the row goes, the marker
+	// stays.
+	SettleDone SettleKind = "done"
+	// Failed: the attempt failed; the event waits for its next one, or is
+	// dead.
+	SettleFailed SettleKind = "failed"
+	// Released: the attempt never ran, or shutdown cut it short, which
+	// says nothing about the event: it is given back, due at once, and the
+	// attempt is not counted.
+	SettleReleased SettleKind = "released"
+)
+
+// Settled is a claimed event after its attempt, as SettleAttempts takes it.
+type Settled struct {
+	Claimed Claimed
+	Kind    SettleKind
+	// Attempt is the attempt to record; nil for none.
+	Attempt *NewAttempt
+}
+
+// SettledState is what SettleAttempts made of one settled event.
+type SettledState struct {
+	// Written is false when the event's lease was no longer its owner's:
+	// nothing of its outcome was written (ErrLeaseLost).
+	Written bool
+	// Status is a failed event's new status.
+	Status Status
+	// Hastened: a person asked for a retry while the attempt ran, so the
+	// failed event is due again at once.
+	Hastened bool
+}
+
+// SettleAttempts writes the outcomes of claimed events and gives their
+// leases back, in one statement, and returns what became of each, in
+// order. A success deletes the row and writes the marker together; a
+// failure makes the event retrying with the backoff of its attempt, or dead
+// at MaxAttempts, unless a person asked for a retry while it ran (see
+// RetryNow): then it is due at once, and a dead one starts its attempts
+// over as RetryDead would.
+//
+// One statement means one outcome's failure fails all of them; the caller
+// settles each alone when that happens.
+func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]SettledState, error) {
+	n := len(settled)
+	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	owners, waits := make([]uuid.UUID, n), make([]*float64, n)
+	var a attemptColumns
+	for i, st := range settled {
+		c := st.Claimed
+		ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
+		if st.Kind == SettleFailed {
+			var status Status
+			status, waits[i] = s.afterFailure(c.Event.Attempts)
+			statuses[i] = string(status)
+			if st.Attempt != nil {
+				errs[i] = st.Attempt.Error
+			}
+		}
+		if st.Attempt != nil {
+			a.add(*st.Attempt, c.Owner)
+		}
+	}
+	args := append([]any{ids, eventIDs, owners, kinds, statuses, waits, errs}, a.args()...)
+	rows, err := s.db.Query(ctx, settleAttemptsSQL, args...)
+	if err != nil {
+		return nil, fmt.Errorf("settle attempts: %w", err)
+	}
+	type result struct {
+		ID       string
+		Status   string
+		Hastened bool
+	}
+	results, err := pgx.CollectRows(rows, pgx.RowToStructByPos[result])
+	if err != nil {
+		return nil, fmt.Errorf("settle attempts: %w", err)
+	}
+	byID := make(map[string]result, len(results))
+	for _, r := range results {
+		byID[r.ID] = r
+	}
+	out := make([]SettledState, n)
+	for i := range settled {
+		if r, ok := byID[ids[i]]; ok {
+			out[i] = SettledState{Written: true, Status: Status(r.Status), Hastened: r.Hastened}
+		}
+	}
+	return out, nil
+}
+
+// settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
+// owners $3) and writes each released one's outcome by its kind $4: for a
+// failure, its new status $5, the seconds to its next attempt $6 (NULL for
+// none) and its error $7. The attempts to record follow from $8 on. It
+// returns each released row with a failure's new status and whether a
+// person hastened it.
+var settleAttemptsSQL = `
+	WITH released AS (
+		DELETE FROM webhook_leases l
+		USING unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[])
+		      AS o(id, event_id, owner, kind, new_status, wait, error)
+		WHERE l.event_id = o.event_id AND l.owner = o.owner
+		RETURNING o.*
+	), resolved AS (
+		DELETE FROM webhook_events e USING released r
+		WHERE e.id = r.id AND r.kind = 'done'
+		RETURNING e.event_id
+	), marked AS (
+		INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM resolved
+		ON CONFLICT DO NOTHING
+	), failed AS (
+		UPDATE webhook_events e
+		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
+		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0 ELSE e.attempts END,
+		    next_retry_at = CASE WHEN e.manual_retry THEN now()
+		                         ELSE coalesce(now() + make_interval(secs => r.wait), e.next_retry_at) END,
+		    last_error = r.error, last_attempt_at = now(), claims = 0
+		FROM released r
+		WHERE e.id = r.id AND r.kind = 'failed'
+		RETURNING e.id, e.status, e.manual_retry
+	), given_back AS (
+		UPDATE webhook_events e
+		SET attempts = greatest(e.attempts - 1, 0), claims = greatest(e.claims - 1, 0), next_retry_at = now()
+		FROM released r
+		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
+	), recorded AS (` + insertAttemptsSQL(8, "released") + `
+	)
+	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
+	FROM released r LEFT JOIN failed f ON f.id = r.id`
+
+// Resolve finishes a queued event that was processed successfully: it deletes
+// the queue row and writes the event's dedup marker in one statement, so
+// there is never a moment, nor a crash, with neither (the event would be
+// processed again) or both. It returns ErrNotFound when the row is gone.
+//
+// It is the seed's call, and takes no lease: the retry loop settles its
+// claims with SettleAttempts, which writes the same under the lease.
+func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
+	var deleted int
+	err := s.db.QueryRow(ctx, `
+		WITH resolved AS (DELETE FROM webhook_events WHERE id = $1 RETURNING event_id),
+		marked AS (
+			INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM resolved
+			ON CONFLICT DO NOTHING
+		)
+		SELECT count(*) FROM resolved`, id).Scan(&deleted)
+	if err != nil {
+		return fmt.Errorf("resolve event %s: %w", id, err)
+	}
+	if deleted == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// ScheduleRetry records a failed retry: the event now has attempts failed
+// retries. Below MaxAttempts it becomes retrying, due after s.RetryDelay; at
+// MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
+//
+// It is the seed's call, and takes no lease: the retry loop settles its
+// claims with SettleAttempts.
+func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
+	status, wait := s.afterFailure(attempts)
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events
+		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false, claims = 0,
+		    next_retry_at = coalesce(now() + make_interval(secs => $5), next_retry_at)
+		WHERE id = $1`, id, status, attempts, lastError, wait)
+	if err != nil {
+		return "", fmt.Errorf("schedule retry of %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return "", ErrNotFound
+	}
+	return status, nil
+}

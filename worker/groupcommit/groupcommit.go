@@ -1,0 +1,113 @@
+// Package groupcommit gathers work that arrives while a batch of it is at
+// the database into the next batch, so that one round trip and one commit
+// serve every item that came meanwhile (group commit).
+//
+// A lone item waits for nobody: it starts a batch of one at once. Under
+// load, one goroutine runs batch after batch, each holding what arrived
+// while the one before it ran. At most one batch of a Batcher runs at a
+// time, and no goroutine outlives the items it serves.
+package groupcommit
+
+import "sync"
+
+// Batcher runs items in batches. Its zero value is not usable: use New.
+type Batcher[T any] struct {
+	run  func([]T)
+	size int
+	// waiting, when set, is told how many items wait for a batch, as a
+	// change of that number.
+	waiting func(delta int)
+
+	mu      sync.Mutex
+	pending []*entry[T]
+	running bool
+}
+
+type entry[T any] struct {
+	item T
+	done chan struct{}
+}
+
+// New returns a Batcher whose batches hold at most size items and are run
+// by run, which must have finished with every item when it returns.
+func New[T any](size int, run func(batch []T)) *Batcher[T] {
+	return &Batcher[T]{run: run, size: max(size, 1)}
+}
+
+// OnWaiting sets a function told each change of the number of items
+// waiting for a batch, e.g. to export it as a metric.
+func (b *Batcher[T]) OnWaiting(f func(delta int)) { b.waiting = f }
+
+// Do runs item in a batch and returns once that batch has been run.
+func (b *Batcher[T]) Do(item T) {
+	e := &entry[T]{item: item, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, e)
+	b.addWaiting(1)
+	if b.running {
+		b.mu.Unlock()
+		<-e.done
+		return
+	}
+	b.running = true
+	batch := b.takeLocked()
+	b.mu.Unlock()
+	// This goroutine answers its own item next, so the batches after this
+	// one, if any arrived meanwhile, go on in a goroutine of their own.
+	b.runBatch(batch)
+	if next := b.next(); next != nil {
+		go b.loop(next)
+	}
+	<-e.done
+}
+
+// loop runs batch, then every batch that arrives while it runs, until none
+// is waiting.
+func (b *Batcher[T]) loop(batch []*entry[T]) {
+	for batch != nil {
+		b.runBatch(batch)
+		batch = b.next()
+	}
+}
+
+// next takes the waiting items as the next batch, or gives up the running
+// place when none is waiting.
+func (b *Batcher[T]) next() []*entry[T] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) == 0 {
+		b.running = false
+		return nil
+	}
+	return b.takeLocked()
+}
+
+func (b *Batcher[T]) runBatch(batch []*entry[T]) {
+	items := make([]T, len(batch))
+	for i, e := range batch {
+		items[i] = e.item
+	}
+	defer func() {
+		for _, e := range batch {
+			close(e.done)
+		}
+	}()
+	b.run(items)
+}
+
+func (b *Batcher[T]) takeLocked() []*entry[T] {
+	n := min(len(b.pending), b.size)
+	b.addWaiting(-n)
+	batch := b.pending[:n:n]
+	b.pending = b.pending[n:]
+	if len(b.pending) == 0 {
+		b.pending = nil
+	}
+	return batch
+}
+
+func (b *Batcher[T]) addWaiting(n int) {
+	if b.waiting != nil {
+		b.waiting(n)
+	}
+}

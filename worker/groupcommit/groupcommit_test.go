@@ -1,0 +1,117 @@
+package groupcommit_test
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/hookd/hookd/worker/groupcommit"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// A lone item runs at once, in a batch of its own.
+func TestLoneItemRunsAlone(t *testing.T) {
+	var batches [][]int
+	b := groupcommit.New(8, func(batch []int) { batches = append(batches, batch) })
+	b.Do(1)
+	b.Do(2)
+	if len(batches) != 2 || len(batches[0]) != 1 || len(batches[1]) != 1 {
+		t.Fatalf("batches %v, want [[1] [2]]", batches)
+	}
+}
+
+// Items that arrive while a batch runs go together in the next one, no
+// more than size at a time, each run exactly once, and never two batches
+// at once.
+func TestItemsArrivingMeanwhileShareTheNextBatch(t *testing.T) {
+	const items, size = 200, 16
+	release := make(chan struct{})
+	first := make(chan struct{})
+	var running, overlaps atomic.Int64
+	var mu sync.Mutex
+	seen := map[int]int{}
+	var sizes []int
+	b := groupcommit.New(size, func(batch []int) {
+		if running.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		defer running.Add(-1)
+		if batch[0] == -1 {
+			close(first)
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, len(batch))
+		for _, it := range batch {
+			seen[it]++
+		}
+	})
+	var waiting atomic.Int64
+	b.OnWaiting(func(d int) { waiting.Add(int64(d)) })
+
+	var wg sync.WaitGroup
+	wg.Go(func() { b.Do(-1) })
+	<-first
+	for i := range items {
+		wg.Go(func() { b.Do(i) })
+	}
+	// Poll, never sleep: every item is waiting behind the first batch.
+	for waiting.Load() != items {
+		runtime.Gosched()
+		if t.Context().Err() != nil {
+			t.Fatal("items never all waited")
+		}
+	}
+	close(release)
+	wg.Wait()
+
+	if overlaps.Load() != 0 {
+		t.Errorf("%d batches ran beside another", overlaps.Load())
+	}
+	if waiting.Load() != 0 {
+		t.Errorf("waiting ends at %d, want 0", waiting.Load())
+	}
+	for i := range items {
+		if seen[i] != 1 {
+			t.Fatalf("item %d ran %d times, want 1", i, seen[i])
+		}
+	}
+	// The first batch held the lone item; the 200 behind it ran in full
+	// batches of 16 but the last.
+	if len(sizes) != 1+(items+size-1)/size {
+		t.Errorf("batch sizes %v: want the first, then %d batches of up to %d", sizes, (items+size-1)/size, size)
+	}
+	for _, n := range sizes {
+		if n > size {
+			t.Errorf("a batch of %d, over the size %d", n, size)
+		}
+	}
+}
+
+// Do returns only once its item's batch has run.
+func TestDoReturnsAfterItsBatchRan(t *testing.T) {
+	type item struct{ done bool }
+	b := groupcommit.New(4, func(batch []*item) {
+		for _, it := range batch {
+			it.done = true
+		}
+	})
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			it := &item{}
+			b.Do(it)
+			if !it.done {
+				t.Error("Do returned before its batch ran")
+			}
+		})
+	}
+	wg.Wait()
+}
