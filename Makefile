@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run    set up a local PostgreSQL, build hookd and run it
-#   make test   set up PostgreSQL, Chromium and the Playwright driver, then run every check and test
+#   make test   set up PostgreSQL, PgBouncer, Chromium and the Playwright driver, then run every check and test
 # Both are idempotent: a second run only rebuilds and reruns.
 
 SHELL := /bin/bash
@@ -12,8 +12,11 @@ export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 
 DEV_DATABASE_URL  ?= postgres://postgres:postgres@127.0.0.1:5432/hookd?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable
+# PgBouncer in transaction pooling mode in front of that server (make
+# pgbouncer); tests reach their own databases through it by name.
+TEST_PGBOUNCER_URL ?= postgres://postgres:postgres@127.0.0.1:6432/postgres?sslmode=disable
 PLAYWRIGHT_DRIVER_PATH ?= $(HOME)/.cache/hookd/playwright-driver-1.64.1
-export TEST_DATABASE_URL PLAYWRIGHT_DRIVER_PATH
+export TEST_DATABASE_URL TEST_PGBOUNCER_URL PLAYWRIGHT_DRIVER_PATH
 
 # Local settings for `make run` (a signing secret, the key hookd signs
 # forwarded events with, and the first admin's password), made once and kept
@@ -23,11 +26,14 @@ DEV_ENV := .cache/dev.env
 # some events on purpose, and retries wait seconds instead of hours.
 DEMO_ENV := .ci/demo.env
 
-.PHONY: run test db browser build check bench bench-load
+.PHONY: run test db pgbouncer browser build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
 	@bash .ci/postgres.sh hookd
+
+pgbouncer: db
+	@bash .ci/pgbouncer.sh
 
 browser:
 	@bash .ci/browser.sh
@@ -85,7 +91,7 @@ check:
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
 	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
 
-test: db browser check
+test: db pgbouncer browser check
 	go test -race -count=1 -timeout 20m ./...
 
 # Benchmarks, for comparing with benchstat; not part of `make test`.

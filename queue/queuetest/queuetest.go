@@ -6,6 +6,8 @@
 // gets a clone of it (CREATE DATABASE ... TEMPLATE, a few milliseconds), so
 // tests run in parallel without seeing each other's rows. A clone is dropped
 // when its test passes and kept, with its URL logged, when it fails.
+// PgBouncerURL reaches such a database through PgBouncer in transaction
+// pooling mode, as hookd runs in production.
 package queuetest
 
 import (
