@@ -23,7 +23,12 @@ import (
 // Config is every setting of hookd, parsed once, here, from the environment
 // and the command line; the packages get what they need as parameters.
 type Config struct {
-	DatabaseURL      string
+	DatabaseURL string
+	// MigrateDatabaseURL is HOOKD_MIGRATE_DATABASE_URL, a direct connection
+	// for migrations when DATABASE_URL goes through a pooler; empty when
+	// unset. migrateURL says which URL migrations use.
+	MigrateDatabaseURL string
+
 	Addr             string
 	MetricsAddr      string
 	StripeSecrets    []Secret
@@ -91,6 +96,8 @@ type setting struct {
 var settings = []setting{
 	{flag: "database-url", env: "DATABASE_URL", usage: "PostgreSQL connection string (default: libpq's PG* variables)", secret: true,
 		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
+	{flag: "migrate-database-url", env: "HOOKD_MIGRATE_DATABASE_URL", usage: "direct PostgreSQL connection string for migrations, not through PgBouncer: they hold a session lock (default: DATABASE_URL)", secret: true,
+		set: func(c *Config, v string) error { c.MigrateDatabaseURL = v; return nil }},
 	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
 		set: func(c *Config, v string) error { c.Addr = v; return nil }},
 	{flag: "metrics-addr", env: "HOOKD_METRICS_ADDR", usage: "listen address serving /metrics alone (none: /metrics is on the listen address)",

@@ -12,61 +12,97 @@ import (
 	"github.com/hookd/hookd/migrations"
 )
 
-// openPool connects to the database and checks it answers: pgxpool.New does
+// openPool connects to DATABASE_URL and checks it answers: pgxpool.New does
 // not connect, and a wrong DATABASE_URL should stop the program at start.
 func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %v", err)
-	}
 	// Each webhook being processed holds a connection, since its transaction
 	// holds the event's lock; pgxpool's default of max(4, CPUs) would cap
 	// concurrent deliveries at 4. pool_max_conns in DATABASE_URL still wins.
-	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
-		pcfg.MaxConns = defaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %v", err)
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to database at %s: %v", describeDB(pcfg), err)
-	}
-	return pool, nil
+	return connect(ctx, "DATABASE_URL", cfg.DatabaseURL, defaultMaxConns)
 }
 
 // defaultMaxConns leaves room for three replicas under PostgreSQL's default
 // max_connections of 100.
 const defaultMaxConns = 30
 
+// migrateConns is the size of the migrations' own pool: goose runs the SQL
+// migrations on the one connection that holds its session lock, and would
+// run a Go migration on another.
+const migrateConns = 2
+
+// connect opens a pool of maxConns connections (unless the connection
+// string sets pool_max_conns) on the database named by setting and checks it
+// answers.
+func connect(ctx context.Context, setting, connString string, maxConns int32) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", setting, err)
+	}
+	if !strings.Contains(connString, "pool_max_conns") {
+		pcfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", setting, err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database at %s (%s): %v", describeDB(pcfg), setting, err)
+	}
+	return pool, nil
+}
+
 func describeDB(c *pgxpool.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
 }
 
-// openMigrated opens the pool and applies the pending migrations, returning
-// the files it applied: every command that touches the database starts so.
+// migrateURL is where migrations run, and the setting it comes from:
+// HOOKD_MIGRATE_DATABASE_URL, or DATABASE_URL when that is unset.
+func (c Config) migrateURL() (setting, connString string) {
+	if c.MigrateDatabaseURL != "" {
+		return "HOOKD_MIGRATE_DATABASE_URL", c.MigrateDatabaseURL
+	}
+	return "DATABASE_URL", c.DatabaseURL
+}
+
+// applyMigrations applies the pending migrations over the migrate URL, on a
+// pool of its own closed before it returns, and returns the files it
+// applied. goose holds a session advisory lock while it migrates, so
+// replicas starting together apply each migration once; through PgBouncer in
+// transaction pooling mode that lock would stay on whichever server
+// connection took it, so the migrate URL goes to PostgreSQL directly.
+func applyMigrations(ctx context.Context, cfg Config) ([]string, error) {
+	setting, connString := cfg.migrateURL()
+	pool, err := connect(ctx, setting, connString, migrateConns)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	return migrations.Up(ctx, pool)
+}
+
+// openMigrated applies the pending migrations, then opens the pool on
+// DATABASE_URL, returning the files it applied: every command that touches
+// the database starts so.
 func openMigrated(ctx context.Context, cfg Config) (*pgxpool.Pool, []string, error) {
-	pool, err := openPool(ctx, cfg)
+	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	applied, err := migrations.Up(ctx, pool)
+	pool, err := openPool(ctx, cfg)
 	if err != nil {
-		pool.Close()
 		return nil, nil, err
 	}
 	return pool, applied, nil
 }
 
 func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
-	pool, applied, err := openMigrated(ctx, cfg)
+	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
 	if len(applied) == 0 {
 		fmt.Fprintln(stdout, "migrate: schema is up to date")
 	}

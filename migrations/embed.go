@@ -30,6 +30,8 @@ var FS fs.FS = files
 // Up applies every pending migration. It is safe to call from several
 // processes at once: goose holds a PostgreSQL session advisory lock while it
 // migrates, so replicas starting together apply each migration exactly once.
+// A session lock needs a session: pool must connect to PostgreSQL directly,
+// never through a pooler in transaction pooling mode.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
