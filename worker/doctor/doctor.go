@@ -1,8 +1,9 @@
 // Package doctor checks a hookd configuration end to end, the way the first
-// day in production asks: is the database reachable and migrated, is the
-// signing secret Stripe's, does the app answer a signed test delivery, are
-// the timeouts and the retention safe, does Stripe's API know the endpoint,
-// and is the clock right. Each check says ok, warn or fail, and what to do.
+// day in production asks: is the database reachable and migrated, do its
+// timeouts leave hookd's statements room, is the signing secret Stripe's,
+// does the app answer a signed test delivery, are the timeouts and the
+// retention safe, does Stripe's API know the endpoint, and is the clock
+// right. Each check says ok, warn or fail, and what to do.
 //
 // It changes nothing: it writes no row, applies no migration, and the one
 // request it sends the app is a hookd.ping event, which apps may ignore.
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/migrations"
@@ -89,6 +91,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 	key, endpoint := Stripe(ctx, cfg)
 	return []Result{
 		Database(ctx, cfg.DatabaseURL),
+		SessionTimeouts(ctx, cfg.DatabaseURL),
 		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
 		SigningSecret(cfg.StripeSecrets),
 		Forward(ctx, cfg),
@@ -167,6 +170,107 @@ func Database(ctx context.Context, databaseURL string) Result {
 			"or run hookd migrate first", where, len(st.Pending), strings.Join(st.Pending, ", "))}
 	}
 	return Result{name, OK, fmt.Sprintf("reachable at %s; schema up to date (%d migrations)", where, st.Known)}
+}
+
+// The shortest server-side timeouts hookd works under. Zero, PostgreSQL's
+// default, turns a timeout off, which is fine too.
+const (
+	// MinStatementTimeout: hookd's longest statements are the pruner's
+	// batched deletes of old markers, attempts and rejections, and the
+	// dashboard's counts and charts over big tables: well under a second
+	// normally, seconds on a cold cache or a busy disk. A shorter
+	// statement_timeout cancels them, and a prune that keeps failing lets
+	// the tables grow.
+	MinStatementTimeout = 30 * time.Second
+	// MinIdleInTransactionTimeout: hookd never keeps a transaction open
+	// across a call to the app; between the statements of its own short
+	// transactions it only runs Go code, milliseconds. Below a few seconds
+	// a garbage collection, a busy CPU or a slow network turns into a
+	// terminated session, the transaction's work lost and its delivery
+	// answered 503.
+	MinIdleInTransactionTimeout = 5 * time.Second
+)
+
+// SessionTimeouts checks that the server's statement_timeout and
+// idle_in_transaction_session_timeout, as hookd's role sees them in its
+// database (set in postgresql.conf, or with ALTER ROLE or ALTER DATABASE),
+// are off or long enough for hookd. The fix it suggests, ALTER ROLE ... IN
+// DATABASE, wins over all three.
+func SessionTimeouts(ctx context.Context, databaseURL string) Result {
+	const name = "session timeouts"
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, _, err := connect(ctx, databaseURL)
+	if err != nil {
+		return Result{name, Skip, "not checked: the database does not answer"}
+	}
+	defer pool.Close()
+	cfg := pool.Config().ConnConfig
+	var found, fixes []string
+	for _, t := range []struct {
+		setting string
+		min     time.Duration
+		needs   string
+	}{
+		{"statement_timeout", MinStatementTimeout, "hookd's prunes and dashboard reads may take"},
+		{"idle_in_transaction_session_timeout", MinIdleInTransactionTimeout, "hookd's own transactions may pause"},
+	} {
+		// In milliseconds for both, where SHOW would print 1s or 5min.
+		var ms int64
+		var source string
+		err := pool.QueryRow(ctx, `SELECT setting::bigint, source FROM pg_settings WHERE name = $1`, t.setting).Scan(&ms, &source)
+		if err != nil {
+			return Result{name, Warn, fmt.Sprintf("could not read %s: %v", t.setting, err)}
+		}
+		switch d := time.Duration(ms) * time.Millisecond; {
+		case d == 0:
+			found = append(found, t.setting+" off")
+		case d >= t.min:
+			found = append(found, t.setting+" "+durationSQL(d))
+		default:
+			found = append(found, fmt.Sprintf("%s %s (%s), shorter than the %s %s", t.setting, durationSQL(d),
+				settingSource(source), durationSQL(t.min), t.needs))
+			fixes = append(fixes, fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET %s = '%s'", pgx.Identifier{cfg.User}.Sanitize(),
+				pgx.Identifier{cfg.Database}.Sanitize(), t.setting, durationSQL(t.min)))
+		}
+	}
+	if len(fixes) > 0 {
+		it := map[bool]string{true: "it", false: "them"}[len(fixes) == 1]
+		return Result{name, Warn, strings.Join(found, "; ") + "; raise " + it + " for hookd (0 turns a timeout off): " +
+			strings.Join(fixes, "; ")}
+	}
+	return Result{name, OK, fmt.Sprintf("%s: neither cuts hookd's statements (they need %s) or transactions (%s) short",
+		strings.Join(found, ", "), durationSQL(MinStatementTimeout), durationSQL(MinIdleInTransactionTimeout))}
+}
+
+// settingSource says where a pg_settings value comes from.
+func settingSource(source string) string {
+	switch source {
+	case "configuration file":
+		return "from postgresql.conf"
+	case "database":
+		return "set with ALTER DATABASE"
+	case "user":
+		return "set with ALTER ROLE"
+	case "database user":
+		return "set with ALTER ROLE ... IN DATABASE"
+	case "client":
+		return "set by DATABASE_URL's options"
+	}
+	return "source: " + source
+}
+
+// durationSQL writes a duration as PostgreSQL's SHOW does: 500ms, 30s, 5min.
+func durationSQL(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dmin", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return fmt.Sprintf("%dms", d/time.Millisecond)
 }
 
 // Accounts checks someone can sign in to the dashboard, and someone can

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
@@ -79,6 +80,78 @@ func TestDatabase(t *testing.T) {
 	t.Run("fail unparsable", func(t *testing.T) {
 		t.Parallel()
 		expect(t, doctor.Database(ctx, "postgres://%zz"), doctor.Fail, "DATABASE_URL does not parse")
+	})
+}
+
+func TestSessionTimeouts(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// withSettings is a fresh database with ALTER statements run on it
+	// before anyone connects, so every session starts with them; %s is the
+	// database's name.
+	withSettings := func(t *testing.T, alters ...string) string {
+		u := queuetest.NewDatabaseURL(t)
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		name := pgx.Identifier{conn.Config().Database}.Sanitize()
+		for _, a := range alters {
+			if _, err := conn.Exec(ctx, fmt.Sprintf(a, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return u
+	}
+
+	t.Run("ok off", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.SessionTimeouts(ctx, withSettings(t)), doctor.OK,
+			"statement_timeout off, idle_in_transaction_session_timeout off", "they need 30s")
+	})
+	t.Run("ok long enough", func(t *testing.T) {
+		t.Parallel()
+		u := withSettings(t, `ALTER DATABASE %s SET statement_timeout = '30s'`,
+			`ALTER DATABASE %s SET idle_in_transaction_session_timeout = '1min'`)
+		expect(t, doctor.SessionTimeouts(ctx, u), doctor.OK, "statement_timeout 30s, idle_in_transaction_session_timeout 1min")
+	})
+	t.Run("warn statement timeout", func(t *testing.T) {
+		t.Parallel()
+		u := withSettings(t, `ALTER DATABASE %s SET statement_timeout = '1s'`)
+		expect(t, doctor.SessionTimeouts(ctx, u), doctor.Warn,
+			"statement_timeout 1s (set with ALTER DATABASE), shorter than the 30s", "idle_in_transaction_session_timeout off",
+			`ALTER ROLE "postgres" IN DATABASE "hookd_test_`, `SET statement_timeout = '30s'`)
+	})
+	t.Run("warn idle in transaction timeout", func(t *testing.T) {
+		t.Parallel()
+		u := withSettings(t, `ALTER DATABASE %s SET statement_timeout = '2min'`,
+			`ALTER ROLE CURRENT_USER IN DATABASE %s SET idle_in_transaction_session_timeout = '500ms'`)
+		r := doctor.SessionTimeouts(ctx, u)
+		expect(t, r, doctor.Warn, "statement_timeout 2min",
+			"idle_in_transaction_session_timeout 500ms (set with ALTER ROLE ... IN DATABASE), shorter than the 5s",
+			"SET idle_in_transaction_session_timeout = '5s'")
+		if strings.Contains(r.Detail, "SET statement_timeout") {
+			t.Errorf("%q suggests changing statement_timeout, which is long enough", r.Detail)
+		}
+	})
+	t.Run("warn both", func(t *testing.T) {
+		t.Parallel()
+		u := withSettings(t, `ALTER DATABASE %s SET statement_timeout = '10s'`,
+			`ALTER DATABASE %s SET idle_in_transaction_session_timeout = '1s'`)
+		expect(t, doctor.SessionTimeouts(ctx, u), doctor.Warn, "statement_timeout 10s", "idle_in_transaction_session_timeout 1s",
+			"SET statement_timeout = '30s'", "SET idle_in_transaction_session_timeout = '5s'")
+	})
+	t.Run("warn through PgBouncer", func(t *testing.T) {
+		t.Parallel()
+		// What hookd's sessions get behind the pooler: the server
+		// connections PgBouncer opens for hookd's role and database.
+		u := queuetest.PgBouncerURL(t, withSettings(t, `ALTER DATABASE %s SET statement_timeout = '1s'`))
+		expect(t, doctor.SessionTimeouts(ctx, u), doctor.Warn, "statement_timeout 1s", "idle_in_transaction_session_timeout off")
+	})
+	t.Run("skip unreachable", func(t *testing.T) {
+		t.Parallel()
+		expect(t, doctor.SessionTimeouts(ctx, "postgres://hookd@127.0.0.1:1/hookd?connect_timeout=5"), doctor.Skip, "does not answer")
 	})
 }
 
