@@ -2,6 +2,8 @@ package queue_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/hookd/hookd/queue"
@@ -139,4 +141,111 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// The mask turns each variable token into one placeholder, and a number
+// into <n> whatever its length: a reference that grows from 7 digits to 8
+// must not move its events to another group.
+func TestErrorGroupMask_EachTokenMaskedOnceWhateverItsLength(t *testing.T) {
+	t.Parallel()
+	_, pool := queuetest.NewStore(t)
+	type mask struct{ in, want string }
+	var cases []mask
+	const digits = "98765432109876543210"
+	for n := 1; n <= len(digits); n++ {
+		d, zeros := digits[:n], strings.Repeat("0", n)
+		cases = append(cases,
+			mask{"timeout after 10s ref=" + d, "timeout after <n>s ref=<n>"},
+			mask{d + " rows locked", "<n> rows locked"},
+			mask{`{"order":` + zeros + `,"took":"` + d + `ms"}`, `{"order":<n>,"took":"<n>ms"}`},
+			mask{"downstream answered 500: order " + d, "downstream answered 500: order <n>"},
+		)
+	}
+	cases = append(cases,
+		// Hex runs of 8 or more with a digit and a letter, in either case,
+		// starting with either.
+		mask{"trace 9f86d081", "trace <hex>"},
+		mask{"trace 9f86d081884c7d65", "trace <hex>"},
+		mask{"trace 9F86D081884C7D65", "trace <hex>"},
+		mask{"trace deadbeef00", "trace <hex>"},
+		mask{"sha da39a3ee5e6b4b0d3255bfef95601890afd80709 bad", "sha <hex> bad"},
+		mask{"trace 0000aaaa1111bbbb", "trace <hex>"},
+		// Without a letter it is a number; without a digit, a word.
+		mask{"trace 0000000011111111", "trace <n>"},
+		mask{"trace deadbeef", "trace deadbeef"},
+		mask{"decaffed coffee", "decaffed coffee"},
+		// Shorter hex runs are left to the number rule, as before.
+		mask{"trace abc1234", "trace abc1234"},
+		// 0x forms, whatever follows.
+		mask{"at 0x1", "at <hex>"},
+		mask{"at 0x12345678", "at <hex>"},
+		mask{"at 0xdeadbeef", "at <hex>"},
+		mask{"at 0xDEADBEEF0123456789", "at <hex>"},
+		// uuids, even all digits.
+		mask{"req 3fa85f64-5717-4562-b3fc-2c963f66afa6", "req <uuid>"},
+		mask{"req 3FA85F64-5717-4562-B3FC-2C963F66AFA6", "req <uuid>"},
+		mask{"req 00000000-0000-0000-0000-000000000000", "req <uuid>"},
+		// Timestamps: ISO 8601 in its forms, Unix seconds and milliseconds.
+		mask{"at 2026-11-30T05:58:40Z", "at <time>"},
+		mask{"at 2026-12-01 17:03:09.125+01:00", "at <time>"},
+		mask{"at 2026-12-01T17:03:09.123456-0800", "at <time>"},
+		mask{"at 1764482320", "at <n>"},
+		mask{"at 1764482320125", "at <n>"},
+		// The forwarder's status is kept, and only a status.
+		mask{"downstream answered 503", "downstream answered 503"},
+		mask{"downstream answered 404: not found", "downstream answered 404: not found"},
+		mask{"bank answered 42", "bank answered <n>"},
+		mask{"bank answered 12345678", "bank answered <n>"},
+		// Ids and words with underscores, as before.
+		mask{"timeout for evt_1QbX7fLkdIwHu7ixXY0pQ3rS", "timeout for <id>"},
+		mask{"read_timeout on payment_intent.succeeded", "read_timeout on payment_intent.succeeded"},
+	)
+	for _, c := range cases {
+		var got string
+		if err := pool.QueryRow(t.Context(), `SELECT webhook_error_group($1)`, c.in).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("mask(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// An app's error carrying a reference of 6 to 9 digits is one failure: each
+// of 50 runs of 20 such events shows as one group of 20.
+func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	ctx := t.Context()
+	const runs, events = 50, 20
+	for run := range runs {
+		if _, err := pool.Exec(ctx, `DELETE FROM webhook_events`); err != nil {
+			t.Fatal(err)
+		}
+		refs := make([]string, events)
+		for i := range refs {
+			// Every length from 6 to 9 in each run, so each run straddles
+			// the old 8-character line.
+			refs[i] = randomDigits(6 + i%4)
+			queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
+		}
+		groups, total, err := s.FailureGroups(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "timeout after <n>s ref=<n>"
+		if total != 1 || len(groups) != 1 || groups[0].ErrorGroup != want || groups[0].Total() != events {
+			t.Fatalf("run %d, refs %v: got %d groups %+v, want one group %q of %d", run, refs, total, groups, want, events)
+		}
+	}
+}
+
+// randomDigits returns n random decimal digits, the first not 0.
+func randomDigits(n int) string {
+	b := make([]byte, n)
+	b[0] = byte('1' + rand.IntN(9))
+	for i := 1; i < n; i++ {
+		b[i] = byte('0' + rand.IntN(10))
+	}
+	return string(b)
 }
