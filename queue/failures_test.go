@@ -2,10 +2,16 @@ package queue_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -248,4 +254,71 @@ func randomDigits(n int) string {
 		b[i] = byte('0' + rand.IntN(10))
 	}
 	return string(b)
+}
+
+// Migration 00014 recomputes the stored groups: events queued under 00008's
+// mask join the groups new events get, and its Down splits them again.
+func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
+	t.Parallel()
+	pool := queuetest.NewPool(t)
+	ctx := t.Context()
+	// The helper's database is already migrated: start from an empty one.
+	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { db.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const before = 13 // every migration before 00014
+	if _, err := provider.UpTo(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	for i, ref := range []string{"1234567", "12345678", "123456789", "42", "7654321", "87654321"} {
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO webhook_events (source, event_id, event_type, payload, last_error)
+			VALUES ('stripe', $1, 'invoice.paid', '{}', $2)`,
+			fmt.Sprintf("evt_old_%d", i), "timeout after 10s ref="+ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups := func() map[string]int64 {
+		t.Helper()
+		got, _, err := queue.New(pool).FailureGroups(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]int64{}
+		for _, g := range got {
+			m[g.ErrorGroup] = g.Total()
+		}
+		return m
+	}
+	split := map[string]int64{"timeout after <n>s ref=<n>": 3, "timeout after <n>s ref=<hex>": 3}
+	if got := groups(); !maps.Equal(got, split) {
+		t.Fatalf("before the migration: groups %v, want the old mask's %v", got, split)
+	}
+
+	if _, err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	one := map[string]int64{"timeout after <n>s ref=<n>": 6}
+	if got := groups(); !maps.Equal(got, one) {
+		t.Fatalf("after the migration: groups %v, want %v", got, one)
+	}
+	// A row written after the upgrade joins the same group.
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "timeout after 10s ref=1234567890"})
+	if got := groups(); got["timeout after <n>s ref=<n>"] != 7 || len(got) != 1 {
+		t.Fatalf("after a new event: groups %v, want one of 7", got)
+	}
+
+	if _, err := provider.DownTo(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	split["timeout after <n>s ref=<hex>"]++
+	if got := groups(); !maps.Equal(got, split) {
+		t.Fatalf("after the Down: groups %v, want the old mask's %v", got, split)
+	}
 }
