@@ -56,45 +56,123 @@ type Delivery struct {
 // The lease of an event that turns out processed or queued is given back
 // in that same statement: only DeliveryNew events stay leased.
 func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
-	d := Deliveries{Owner: uuid.New(), Deadline: time.Now().Add(processFor), States: make([]DeliveryState, len(batch))}
-	ids := make([]string, 0, len(batch))
-	paths := make([]AttemptPath, 0, len(batch))
-	first := make(map[string]bool, len(batch))
+	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
+	return d, err
+}
+
+// SettleDeliveries writes the outcomes of leased deliveries and gives their
+// leases back, in one short transaction, and returns for each whether it
+// was written: false when its lease was no longer its owner's
+// (ErrLeaseLost), and then nothing of it was. Every write is idempotent: a
+// marker or a queue row that exists is left as it is.
+func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, error) {
+	written, _, err := s.SettleAndTake(ctx, "", rs, nil, 0)
+	return written, err
+}
+
+// SettleAndTake does what SettleDeliveries does for settle, then what
+// TakeDeliveries does for take, in one short transaction: under load the
+// receiver writes the outcomes of the deliveries whose processors just
+// ended and takes the leases of those that just arrived in one round trip
+// and one commit. The outcomes are written first, so a redelivery in take
+// of an event settled in settle finds its marker.
+//
+// One transaction means one statement's failure fails all of it; the
+// caller then does each delivery alone, so that one event's bad write never
+// changes another's outcome.
+func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Received, take []Delivery,
+	processFor time.Duration) ([]bool, Deliveries, error) {
+	st := newSettleOp(settle)
+	tk := newTakeOp(take, processFor)
+	if len(st.eventID)+len(tk.ids) == 0 {
+		return st.written(), tk.result(), nil
+	}
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		st.queue(b)
+		tk.queue(b, source)
+	}, func(br pgx.BatchResults) error {
+		if err := st.read(br); err != nil {
+			return err
+		}
+		return tk.read(br)
+	})
+	if err != nil {
+		return nil, Deliveries{}, fmt.Errorf("settle and lease deliveries: %w", err)
+	}
+	return st.written(), tk.result(), nil
+}
+
+// takeOp is TakeDeliveries' part of a short transaction.
+type takeOp struct {
+	batch      []Delivery
+	processFor time.Duration
+	d          Deliveries
+	ids        []string
+	paths      []AttemptPath
+	taken      []string
+	found      [][2]bool
+}
+
+func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
+	op := &takeOp{batch: batch, processFor: processFor}
+	if len(batch) == 0 {
+		return op
+	}
+	op.d = Deliveries{Owner: uuid.New(), Deadline: time.Now().Add(processFor), States: make([]DeliveryState, len(batch))}
+	op.ids = make([]string, 0, len(batch))
+	op.paths = make([]AttemptPath, 0, len(batch))
+	var first map[string]bool
+	if len(batch) > 1 {
+		first = make(map[string]bool, len(batch))
+	}
 	for i, e := range batch {
 		if first[e.EventID] {
 			// One command cannot take one lease twice: the second is busy.
-			d.States[i] = DeliveryBusy
+			op.d.States[i] = DeliveryBusy
 			continue
 		}
-		first[e.EventID] = true
-		ids = append(ids, e.EventID)
-		paths = append(paths, e.Path)
-	}
-	var taken []string
-	var found [][2]bool
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, ids, paths, d.Owner, leaseSeconds(processFor))
-		b.Queue(deliveryStatesSQL, source, ids, d.Owner)
-	}, func(br pgx.BatchResults) (err error) {
-		if taken, err = collect(br, pgx.RowTo[string]); err != nil {
-			return err
+		if first != nil {
+			first[e.EventID] = true
 		}
-		found, err = collect(br, func(row pgx.CollectableRow) ([2]bool, error) {
-			var f [2]bool
-			return f, row.Scan(&f[0], &f[1])
-		})
-		return err
-	})
-	if err != nil {
-		return Deliveries{}, fmt.Errorf("lease events and read their states: %w", err)
+		op.ids = append(op.ids, e.EventID)
+		op.paths = append(op.paths, e.Path)
 	}
-	held := make(map[string]bool, len(taken))
-	for _, id := range taken {
+	return op
+}
+
+func (op *takeOp) queue(b *pgx.Batch, source string) {
+	if len(op.ids) == 0 {
+		return
+	}
+	b.Queue(takeLeasesSQL, op.ids, op.paths, op.d.Owner, leaseSeconds(op.processFor))
+	b.Queue(deliveryStatesSQL, source, op.ids, op.d.Owner)
+}
+
+func (op *takeOp) read(br pgx.BatchResults) (err error) {
+	if len(op.ids) == 0 {
+		return nil
+	}
+	if op.taken, err = collect(br, pgx.RowTo[string]); err != nil {
+		return err
+	}
+	op.found, err = collect(br, func(row pgx.CollectableRow) ([2]bool, error) {
+		var f [2]bool
+		return f, row.Scan(&f[0], &f[1])
+	})
+	return err
+}
+
+func (op *takeOp) result() Deliveries {
+	if len(op.ids) == 0 {
+		return op.d
+	}
+	held := make(map[string]bool, len(op.taken))
+	for _, id := range op.taken {
 		held[id] = true
 	}
-	stateOf := make(map[string]DeliveryState, len(ids))
-	for i, id := range ids {
-		switch processed, queued := found[i][0], found[i][1]; {
+	stateOf := make(map[string]DeliveryState, len(op.ids))
+	for i, id := range op.ids {
+		switch processed, queued := op.found[i][0], op.found[i][1]; {
 		case !held[id]:
 			stateOf[id] = DeliveryBusy
 		case processed:
@@ -105,12 +183,12 @@ func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Deliv
 			stateOf[id] = DeliveryNew
 		}
 	}
-	for i, e := range batch {
-		if d.States[i] == 0 {
-			d.States[i] = stateOf[e.EventID]
+	for i, e := range op.batch {
+		if op.d.States[i] == 0 {
+			op.d.States[i] = stateOf[e.EventID]
 		}
 	}
-	return d, nil
+	return op.d
 }
 
 // deliveryStatesSQL reads, for each event id $2 of source $1, in order,
@@ -148,27 +226,26 @@ type Received struct {
 	Attempt *NewAttempt
 }
 
-// SettleDeliveries writes the outcomes of leased deliveries and gives their
-// leases back, in one statement, and returns for each whether it was
-// written: false when its lease was no longer its owner's (ErrLeaseLost),
-// and then nothing of it was. Every write is idempotent: a marker or a
-// queue row that exists is left as it is.
-//
-// One statement means one outcome's failure fails all of them; the caller
-// settles each alone when that happens, so that one event's bad write never
-// changes another's.
-func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, error) {
-	var o struct {
-		eventID []string
-		owner   []uuid.UUID
-		queued  []bool
+// settleOp is SettleDeliveries' part of a short transaction.
+type settleOp struct {
+	eventID  []string
+	owner    []uuid.UUID
+	queued   []bool
+	args     []any
+	released []leaseKey
+}
+
+func newSettleOp(rs []Received) *settleOp {
+	op := &settleOp{}
+	if len(rs) == 0 {
+		return op
 	}
 	var q queuedColumns
 	var a attemptColumns
 	for _, r := range rs {
-		o.eventID = append(o.eventID, r.EventID)
-		o.owner = append(o.owner, r.Owner)
-		o.queued = append(o.queued, r.Queue != nil)
+		op.eventID = append(op.eventID, r.EventID)
+		op.owner = append(op.owner, r.Owner)
+		op.queued = append(op.queued, r.Queue != nil)
 		if r.Queue != nil {
 			q.add(*r.Queue, r.Owner, r.Wait, r.Attempt != nil)
 		}
@@ -176,20 +253,25 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 			a.add(*r.Attempt, r.Owner)
 		}
 	}
-	args := append([]any{o.eventID, o.owner, o.queued}, q.args()...)
-	args = append(args, a.args()...)
-	var released []leaseKey
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(settleDeliveriesSQL, args...)
-	}, func(br pgx.BatchResults) (err error) {
-		released, err = collect(br, pgx.RowToStructByPos[leaseKey])
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("settle deliveries: %w", err)
-	}
-	return written(released, o.eventID, o.owner), nil
+	op.args = append([]any{op.eventID, op.owner, op.queued}, q.args()...)
+	op.args = append(op.args, a.args()...)
+	return op
 }
+
+func (op *settleOp) queue(b *pgx.Batch) {
+	if len(op.eventID) > 0 {
+		b.Queue(settleDeliveriesSQL, op.args...)
+	}
+}
+
+func (op *settleOp) read(br pgx.BatchResults) (err error) {
+	if len(op.eventID) > 0 {
+		op.released, err = collect(br, pgx.RowToStructByPos[leaseKey])
+	}
+	return err
+}
+
+func (op *settleOp) written() []bool { return written(op.released, op.eventID, op.owner) }
 
 // leaseKey is a lease as an outcome names it.
 type leaseKey struct {

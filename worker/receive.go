@@ -127,11 +127,11 @@ type Receiver struct {
 	timeout time.Duration
 	metrics *Metrics
 	inline  inlineSlots
-	// leases and settles gather the deliveries that reach the database at
-	// once into one short transaction each: the leases with the states,
-	// then the outcomes with the releases.
-	leases  *groupcommit.Batcher[*delivery]
-	settles *groupcommit.Batcher[*delivery]
+	// db gathers the deliveries that reach the database at one moment into
+	// one short transaction: the outcomes of those whose processors ended,
+	// with their leases' release, and the leases and states of those that
+	// just arrived.
+	db *groupcommit.Batcher[*delivery]
 }
 
 // maxBatch bounds the deliveries of one short transaction: enough to take
@@ -155,9 +155,8 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
 	}
-	r.leases = groupcommit.New(maxBatch, r.takeLeases)
-	r.leases.OnWaiting(cfg.Metrics.addWaiting)
-	r.settles = groupcommit.New(maxBatch, r.settle)
+	r.db = groupcommit.New(maxBatch, r.exchange)
+	r.db.OnWaiting(cfg.Metrics.addWaiting)
 	return r
 }
 
@@ -226,6 +225,9 @@ type delivery struct {
 	path      queue.AttemptPath
 	// deferred: no inline slot was free, so the event is queued unprocessed.
 	deferred bool
+	// settling: the delivery's next turn at the database writes its
+	// outcome; before, it takes its lease.
+	settling bool
 
 	// Set by takeLeases: the event's state, and the lease when it is new.
 	state    queue.DeliveryState
@@ -257,7 +259,7 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 		}
 		d.deferred = !ok
 	}
-	r.leases.Do(d)
+	r.db.Do(d)
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -271,7 +273,8 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 	}
 
 	outcome, res := r.run(d)
-	r.settles.Do(d)
+	d.settling = true
+	r.db.Do(d)
 	switch {
 	case d.err != nil:
 		// Stripe is told 503 and delivers again; meanwhile the outcome is
@@ -339,62 +342,71 @@ func (r *Receiver) run(d *delivery) (Outcome, Result) {
 	return outcome, res
 }
 
-// takeLeases takes the leases of a batch of deliveries and reads their
-// states, in one short transaction. A delivery whose sender hung up while
-// it waited is answered without one: Stripe delivers again.
-func (r *Receiver) takeLeases(batch []*delivery) {
-	live := batch[:0:0]
+// exchange writes the outcomes of the settling deliveries of a batch and
+// takes the leases and reads the states of the others, in one short
+// transaction. A delivery whose sender hung up before its lease was taken
+// is answered without one: Stripe delivers again. When the transaction
+// fails, each delivery is tried alone, so that one event's bad write never
+// changes another's outcome: each gets the error of its own.
+func (r *Receiver) exchange(batch []*delivery) {
+	var settle, take []*delivery
 	for _, d := range batch {
-		if err := d.ctx.Err(); err != nil {
-			d.err = err
-			continue
+		switch {
+		case d.settling:
+			settle = append(settle, d)
+		case d.ctx.Err() != nil:
+			d.err = d.ctx.Err()
+		default:
+			take = append(take, d)
 		}
-		live = append(live, d)
 	}
-	if len(live) == 0 {
+	if len(take) > 0 {
+		r.metrics.observeBatch(len(take))
+	}
+	// No one delivery's cancellation ends the transaction of all, and
+	// outcomes are written even when their request is gone: the
+	// processor's side effects happened, and recording them spares a
+	// second run on redelivery.
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	err := r.exchangeGroup(ctx, settle, take)
+	if err == nil {
 		return
 	}
-	r.metrics.observeBatch(len(live))
-	// No one delivery's cancellation ends the transaction of all.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), writeTimeout)
-	defer cancel()
-	eachAlone(live, func(group []*delivery) error {
-		events := make([]queue.Delivery, len(group))
-		for i, d := range group {
-			events[i] = queue.Delivery{EventID: d.ev.ID, Path: d.path}
+	if len(settle)+len(take) == 1 {
+		for _, d := range append(settle, take...) {
+			d.err = err
 		}
-		leased, err := r.store.TakeDeliveries(ctx, queue.SourceStripe, events, r.timeout)
-		if err != nil {
-			return err
-		}
-		for i, d := range group {
-			d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
-		}
-		return nil
-	}, func(d *delivery, err error) { d.err = err })
+		return
+	}
+	for _, d := range settle {
+		d.err = r.exchangeGroup(ctx, []*delivery{d}, nil)
+	}
+	for _, d := range take {
+		d.err = r.exchangeGroup(ctx, nil, []*delivery{d})
+	}
 }
 
-// settle writes the outcomes of a batch of leased deliveries with their
-// leases' release, in one short transaction. The writes do not stop when a
-// request is cancelled: the processor's side effects happened, and
-// recording them spares a second run on redelivery.
-func (r *Receiver) settle(batch []*delivery) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), writeTimeout)
-	defer cancel()
-	eachAlone(batch, func(group []*delivery) error {
-		outcomes := make([]queue.Received, len(group))
-		for i, d := range group {
-			outcomes[i] = d.outcome
-		}
-		written, err := r.store.SettleDeliveries(ctx, outcomes)
-		if err != nil {
-			return err
-		}
-		for i, d := range group {
-			d.written = written[i]
-		}
-		return nil
-	}, func(d *delivery, err error) { d.err = err })
+func (r *Receiver) exchangeGroup(ctx context.Context, settle, take []*delivery) error {
+	outcomes := make([]queue.Received, len(settle))
+	for i, d := range settle {
+		outcomes[i] = d.outcome
+	}
+	events := make([]queue.Delivery, len(take))
+	for i, d := range take {
+		events[i] = queue.Delivery{EventID: d.ev.ID, Path: d.path}
+	}
+	written, leased, err := r.store.SettleAndTake(ctx, queue.SourceStripe, outcomes, events, r.timeout)
+	if err != nil {
+		return err
+	}
+	for i, d := range settle {
+		d.written = written[i]
+	}
+	for i, d := range take {
+		d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
+	}
+	return nil
 }
 
 // settleLater writes the outcome of a delivery whose write failed, trying

@@ -93,7 +93,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Ret
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		metrics: cfg.Metrics,
 	}
-	r.settles = groupcommit.New(maxBatch, r.settle)
+	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
 	return r
 }
 
@@ -241,9 +241,9 @@ type settling struct {
 func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline time.Time) bool {
 	var next atomic.Int64
 	var hastened atomic.Bool
-	var wg sync.WaitGroup
+	var workers, settles sync.WaitGroup
 	for range min(r.cfg.Concurrency, len(todo)) {
-		wg.Go(func() {
+		workers.Go(func() {
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(todo)) {
@@ -255,17 +255,23 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 				} else {
 					r.attempt(ctx, &t.s, deadline)
 				}
-				r.settles.Do(t)
-				if t.err == nil && t.state.Written {
-					r.report(ctx, t)
-					if t.state.Hastened {
-						hastened.Store(true)
+				// The worker goes on to its next event while this one's
+				// outcome waits for its turn at the database, so the
+				// outcomes of many events share one statement.
+				settles.Go(func() {
+					r.settles.Do(t)
+					if t.err == nil && t.state.Written {
+						r.report(ctx, t)
+						if t.state.Hastened {
+							hastened.Store(true)
+						}
 					}
-				}
+				})
 			}
 		})
 	}
-	wg.Wait()
+	workers.Wait()
+	settles.Wait()
 	return hastened.Load()
 }
 
