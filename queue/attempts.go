@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -144,15 +145,16 @@ func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
 // of a set of (event_id, owner) rows, only the attempts whose lease is in
 // it are recorded: an attempt whose outcome was refused leaves no history.
 func insertAttemptsSQL(first int, released string) string {
-	p := make([]any, 9)
+	p := make([]string, 9)
 	for i := range p {
-		p[i] = first + i
+		p[i] = "$" + strconv.Itoa(first+i)
 	}
-	sql := fmt.Sprintf(`
+	sql := `
 		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
 		SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
-		FROM unnest($%d::text[], $%d::text[], $%d::uuid[], $%d::float8[], $%d::text[], $%d::int[], $%d::text[], $%d::text[], $%d::int[])
-		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt)`, p...)
+		FROM unnest(` + p[0] + `::text[], ` + p[1] + `::text[], ` + p[2] + `::uuid[], ` + p[3] + `::float8[], ` +
+		p[4] + `::text[], ` + p[5] + `::int[], ` + p[6] + `::text[], ` + p[7] + `::text[], ` + p[8] + `::int[])
+		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt)`
 	if released != "" {
 		sql += `
 		JOIN ` + released + ` r ON r.event_id = a.event_id AND r.owner = a.owner`
@@ -189,7 +191,7 @@ func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
 // rather than NULLs.
 func (c *attemptColumns) args() []any {
 	return []any{
-		nonNil(c.source), nonNil(c.eventID), nonNil(c.owner), nonNil(c.durationMS), nonNil(c.outcome),
+		nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.durationMS), nonNil(c.outcome),
 		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number),
 	}
 }

@@ -70,7 +70,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error
 	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
 	var taken []string
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, owner, leaseSeconds(DefaultLeaseFor))
+		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor))
 	}, func(br pgx.BatchResults) (err error) {
 		taken, err = collect(br, pgx.RowTo[string])
 		return err
@@ -102,7 +102,7 @@ func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []u
 	tag, err := s.db.Exec(ctx, `
 		DELETE FROM webhook_leases l
 		USING unnest($1::text[], $2::uuid[]) AS r(event_id, owner)
-		WHERE l.event_id = r.event_id AND l.owner = r.owner`, eventIDs, owners)
+		WHERE l.event_id = r.event_id AND l.owner = r.owner`, eventIDs, uuidArray(owners))
 	if err != nil {
 		return 0, fmt.Errorf("release leases: %w", err)
 	}

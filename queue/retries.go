@@ -63,7 +63,7 @@ const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, owner, leaseSeconds(processFor), MaxAttempts, interruptedFormat)
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, interruptedFormat)
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
@@ -201,7 +201,7 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 			a.add(*st.Attempt, c.Owner)
 		}
 	}
-	args := append([]any{ids, eventIDs, owners, kinds, statuses, waits, errs}, a.args()...)
+	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs}, a.args()...)
 	rows, err := s.db.Query(ctx, settleAttemptsSQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("settle attempts: %w", err)

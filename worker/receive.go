@@ -176,7 +176,7 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err != nil {
 		return 0, err
 	}
-	outcome, err := r.receive(ctx, ev, payload, storedSignature(sigHeader), queue.PathInline)
+	outcome, err := r.receive(ctx, ev, payload, sigHeader, queue.PathInline)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -469,7 +469,7 @@ func eachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
 func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
 		Source: queue.SourceStripe, EventID: d.ev.ID, EventType: d.ev.Type,
-		Payload: d.payload, Signature: d.sigHeader, Error: reason,
+		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason,
 	}
 }
 

@@ -1,0 +1,315 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+func take(t *testing.T, s *queue.Store, ids ...string) queue.Deliveries {
+	t.Helper()
+	batch := make([]queue.Delivery, len(ids))
+	for i, id := range ids {
+		batch[i] = queue.Delivery{EventID: id, Path: queue.PathInline}
+	}
+	d, err := s.TakeDeliveries(t.Context(), queue.SourceStripe, batch, time.Minute)
+	if err != nil {
+		t.Fatalf("take %v: %v", ids, err)
+	}
+	return d
+}
+
+// expireLeases makes every lease of the database expired, as if its holder
+// had died long enough ago.
+func expireLeases(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease is taken, committed, and keeps every other taker off the event
+// until it is released with the outcome; its states say where each event
+// stands, and only new events stay leased.
+func TestTakeDeliveries_LeasesNewEventsAndReadsStates(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	if err := s.MarkProcessed(t.Context(), "evt_done"); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_queued"})
+
+	d := take(t, s, "evt_new", "evt_done", "evt_queued", "evt_new")
+	want := []queue.DeliveryState{queue.DeliveryNew, queue.DeliveryProcessed, queue.DeliveryQueued, queue.DeliveryBusy}
+	if fmt.Sprint(d.States) != fmt.Sprint(want) {
+		t.Fatalf("states %v, want %v", d.States, want)
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases`); n != 1 {
+		t.Errorf("%d leases held, want only the new event's", n)
+	}
+	// The lease is committed: no transaction is open while it is held.
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); n != 0 {
+		t.Errorf("%d sessions idle in transaction while a lease is held", n)
+	}
+	if again := take(t, s, "evt_new"); again.States[0] != queue.DeliveryBusy {
+		t.Errorf("a second taker while the lease lives: %v, want busy", again.States[0])
+	}
+
+	written, err := s.SettleDeliveries(t.Context(), []queue.Received{{EventID: "evt_new", Owner: d.Owner}})
+	if err != nil || !written[0] {
+		t.Fatalf("settle: %v, %v", written, err)
+	}
+	if after := take(t, s, "evt_new"); after.States[0] != queue.DeliveryProcessed {
+		t.Errorf("after the outcome: %v, want processed", after.States[0])
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
+		t.Errorf("%d leases left after the outcome", n)
+	}
+}
+
+// An expired lease is taken over, and its old holder's outcome is then
+// refused whole: it writes neither the marker nor the attempt, so the new
+// holder's outcome is the one that stands.
+func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	old := take(t, s, "evt_slow")
+	expireLeases(t, pool)
+	taker := take(t, s, "evt_slow")
+	if taker.States[0] != queue.DeliveryNew {
+		t.Fatalf("taking over an expired lease: %v, want new", taker.States[0])
+	}
+
+	failed := &queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_slow", EventType: "invoice.paid",
+		Payload: []byte(`{}`), Error: "app said 500"}
+	written, err := s.SettleDeliveries(t.Context(), []queue.Received{{EventID: "evt_slow", Owner: old.Owner, Queue: failed,
+		Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_slow", Path: queue.PathInline, Error: "app said 500"}}})
+	if err != nil || written[0] {
+		t.Fatalf("the old holder's outcome: written %v, %v; want refused", written, err)
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`) +
+		queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+		t.Errorf("the refused outcome wrote %d rows", n)
+	}
+	written, err = s.SettleDeliveries(t.Context(), []queue.Received{{EventID: "evt_slow", Owner: taker.Owner}})
+	if err != nil || !written[0] {
+		t.Fatalf("the new holder's outcome: %v, %v", written, err)
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); n != 1 {
+		t.Errorf("markers %d, want 1", n)
+	}
+}
+
+// The seed's lock is a lease: a second TryLockEvent of a held event is
+// refused at once, and a released or expired one is taken again.
+func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	held, err := s.TryLockEvent(t.Context(), "evt_seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TryLockEvent(t.Context(), "evt_seed"); !errors.Is(err, queue.ErrEventLocked) {
+		t.Fatalf("while held: %v, want ErrEventLocked", err)
+	}
+	expireLeases(t, pool)
+	again, err := s.TryLockEvent(t.Context(), "evt_seed")
+	if err != nil {
+		t.Fatalf("after expiry: %v, want the lease", err)
+	}
+	if err := held.Release(t.Context()); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Errorf("the old holder's release: %v, want ErrLeaseLost", err)
+	}
+	if err := again.Release(t.Context()); err != nil {
+		t.Errorf("the new holder's release: %v", err)
+	}
+}
+
+// Many deliveries of one event race for its lease, each in its own short
+// transaction: exactly one gets it at a time, and once its outcome commits
+// every later one reads the marker. The state is read after the lease is
+// taken, so an outcome committed while a taker waited is never missed.
+func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	const racers, rounds = 16, 20
+	var mu sync.Mutex
+	processed := 0
+	var wg sync.WaitGroup
+	for range racers {
+		wg.Go(func() {
+			for range rounds {
+				d, err := s.TakeDeliveries(context.Background(), queue.SourceStripe,
+					[]queue.Delivery{{EventID: "evt_hot", Path: queue.PathInline}}, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.States[0] != queue.DeliveryNew {
+					continue
+				}
+				mu.Lock()
+				processed++
+				mu.Unlock()
+				if _, err := s.SettleDeliveries(context.Background(), []queue.Received{{EventID: "evt_hot", Owner: d.Owner}}); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if processed != 1 {
+		t.Errorf("processed %d times, want exactly once", processed)
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); n != 1 {
+		t.Errorf("markers %d, want 1", n)
+	}
+}
+
+// A claim counts its attempt as it starts; an attempt that never reports
+// stays counted and is recorded as interrupted by the next claim, and an
+// interrupted fifth attempt makes the event dead instead of running a sixth.
+func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_crash"})
+	for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
+		claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+		if err != nil || len(claim.Claimed) != 1 {
+			t.Fatalf("claim %d: %+v, %v", attempt, claim.Claimed, err)
+		}
+		c := claim.Claimed[0]
+		if c.Dead || c.Event.Attempts != attempt {
+			t.Fatalf("claim %d: attempts %d, dead %v", attempt, c.Event.Attempts, c.Dead)
+		}
+		// The claimer dies: no outcome, the lease runs out.
+		expireLeases(t, pool)
+		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+	if err != nil || len(claim.Claimed) != 1 || !claim.Claimed[0].Dead {
+		t.Fatalf("the claim after an interrupted fifth attempt: %+v, %v; want the event made dead", claim.Claimed, err)
+	}
+	got, err := s.Event(t.Context(), e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != queue.StatusDead || got.Attempts != queue.MaxAttempts || got.LastError == nil ||
+		*got.LastError != queue.InterruptedError(queue.MaxAttempts) {
+		t.Errorf("dead row: %s, %d attempts, last error %v", got.Status, got.Attempts, got.LastError)
+	}
+	attempts, err := s.Attempts(t.Context(), queue.SourceStripe, "evt_crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(attempts) != queue.MaxAttempts {
+		t.Fatalf("%d attempts in the history, want the %d interrupted ones", len(attempts), queue.MaxAttempts)
+	}
+	for i, a := range attempts {
+		if a.Number != i+1 || a.Succeeded || a.Error == nil || !strings.Contains(*a.Error, "interrupted") {
+			t.Errorf("attempt %d: number %d, error %v", i, a.Number, a.Error)
+		}
+	}
+	if again, err := s.ClaimAttempts(t.Context(), 10, time.Minute); err != nil || len(again.Claimed) != 0 {
+		t.Errorf("a dead event claimed again: %+v, %v", again.Claimed, err)
+	}
+}
+
+// An event whose lease another holder has is left due, not claimed and not
+// counted; a clean shutdown's release gives the attempt back.
+func TestClaimAttempts_SkipsLeasedEventsAndReleaseGivesBack(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_leased"})
+	free := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_free", Attempts: 2, Status: queue.StatusRetrying})
+	held, err := s.TryLockEvent(t.Context(), "evt_leased")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.EventID != "evt_free" {
+		t.Fatalf("claimed %+v, %v; want only evt_free", claim.Claimed, err)
+	}
+	if n := queuetest.Count(t, pool, `SELECT attempts FROM webhook_events WHERE event_id = 'evt_leased'`); n != 0 {
+		t.Errorf("the leased event's attempts: %d, want 0", n)
+	}
+	states, err := s.SettleAttempts(t.Context(), []queue.Settled{{Claimed: claim.Claimed[0], Kind: queue.SettleReleased}})
+	if err != nil || !states[0].Written {
+		t.Fatalf("release: %+v, %v", states, err)
+	}
+	got, err := s.Event(t.Context(), free.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Attempts != 2 || got.Claims != 0 {
+		t.Errorf("after the release: %d attempts, %d claims; want 2 and 0", got.Attempts, got.Claims)
+	}
+	_ = held.Release(t.Context())
+}
+
+// A person's retry of an event in flight does not make it due while the
+// attempt runs; the attempt's failure makes it due at once and its next
+// attempt manual, and a failure that would make it dead starts its attempts
+// over instead, as a retry of a dead event does.
+func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	mid := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_mid", Attempts: 1, Status: queue.StatusRetrying})
+	last := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_last", Attempts: queue.MaxAttempts - 1, Status: queue.StatusRetrying})
+	claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+	if err != nil || len(claim.Claimed) != 2 {
+		t.Fatalf("claim: %+v, %v", claim.Claimed, err)
+	}
+	for _, id := range []uuid.UUID{mid.ID, last.ID} {
+		var due bool
+		ok, err := s.RetryNow(t.Context(), id)
+		if err != nil || !ok {
+			t.Fatalf("retry now: %v, %v", ok, err)
+		}
+		if err := pool.QueryRow(t.Context(), `SELECT next_retry_at <= now() FROM webhook_events WHERE id = $1`, id).Scan(&due); err != nil {
+			t.Fatal(err)
+		}
+		if due {
+			t.Errorf("%s is due while its attempt runs", id)
+		}
+	}
+	var settled []queue.Settled
+	for _, c := range claim.Claimed {
+		settled = append(settled, queue.Settled{Claimed: c, Kind: queue.SettleFailed, Attempt: &queue.NewAttempt{
+			Source: c.Event.Source, EventID: c.Event.EventID, Path: c.Path, Number: c.Event.Attempts, Error: "500"}})
+	}
+	states, err := s.SettleAttempts(t.Context(), settled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range states {
+		if !st.Written || !st.Hastened || st.Status == queue.StatusDead {
+			t.Errorf("%s: %+v; want written, hastened, not dead", claim.Claimed[i].Event.EventID, st)
+		}
+	}
+	again, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+	if err != nil || len(again.Claimed) != 2 {
+		t.Fatalf("the next claim: %+v, %v; want both due at once", again.Claimed, err)
+	}
+	for _, c := range again.Claimed {
+		if c.Path != queue.PathManual {
+			t.Errorf("%s: next attempt's path %s, want manual", c.Event.EventID, c.Path)
+		}
+		if c.Event.EventID == "evt_last" && c.Event.Attempts != 1 {
+			t.Errorf("evt_last: attempt %d, want its attempts started over", c.Event.Attempts)
+		}
+	}
+}
