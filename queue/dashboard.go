@@ -56,31 +56,57 @@ func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, er
 	return tag.RowsAffected(), nil
 }
 
+// Hastening is what RetryNow did to an event.
+type Hastening int
+
+const (
+	// NotPending: the event was neither failed nor retrying, so nothing
+	// was changed.
+	NotPending Hastening = iota
+	// DueNow: the event is due at once.
+	DueNow
+	// DueAfterAttempt: an attempt of the event was running, so the event
+	// was only marked: it is due the moment that attempt ends, if it fails.
+	DueAfterAttempt
+)
+
 // RetryNow makes a pending (failed or retrying) event due at once, its next
-// attempt recorded as manual. It reports false, changing nothing, when the
-// row is not pending; its attempts are left alone, so the backoff schedule
-// carries on from where it was.
+// attempt recorded as manual, and says which it did. It changes nothing
+// when the row is not pending; its attempts are left alone, so the backoff
+// schedule carries on from where it was.
 //
 // An event in flight (its lease is live: an attempt is running) is not
 // made due, which would only have every claim skip it until the attempt
 // ends; it is marked, and the attempt's failure makes it due at once
-// (SettleAttempts), never a claim window later.
-func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (bool, error) {
-	tag, err := s.db.Exec(ctx, hastenSQL+`id = $1 AND `+pending, id)
-	if err != nil {
-		return false, fmt.Errorf("retry event %s now: %w", id, err)
+// (SettleAttempts), never a claim window later. The answer comes from the
+// statement that made the change, so it says what was done even when the
+// attempt ends at that very moment.
+func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (Hastening, error) {
+	var inFlight bool
+	err := s.db.QueryRow(ctx, hastenSQL+`id = $1 AND `+pending+` RETURNING `+leaseLiveSQL, id).Scan(&inFlight)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return NotPending, nil
+	case err != nil:
+		return NotPending, fmt.Errorf("retry event %s now: %w", id, err)
+	case inFlight:
+		return DueAfterAttempt, nil
 	}
-	return tag.RowsAffected() > 0, nil
+	return DueNow, nil
 }
 
+// leaseLiveSQL is true for a row e of webhook_events whose event has a
+// live lease: an attempt of it is running now.
+const leaseLiveSQL = `EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = e.event_id AND l.expires_at > now())`
+
 // hastenSQL makes the rows its WHERE clause, appended, selects due at once,
-// as RetryNow describes.
+// as RetryNow describes. RetryNow reads the lease again to return it; the
+// two reads are one statement's, on one snapshot, so they see the same
+// lease.
 const hastenSQL = `
 	UPDATE webhook_events e
 	SET manual_retry = true,
-	    next_retry_at = CASE WHEN EXISTS (SELECT 1 FROM webhook_leases l
-	                                      WHERE l.event_id = e.event_id AND l.expires_at > now())
-	                         THEN e.next_retry_at ELSE now() END
+	    next_retry_at = CASE WHEN ` + leaseLiveSQL + ` THEN e.next_retry_at ELSE now() END
 	WHERE `
 
 // RetryNowMatching does what RetryNow does to every pending event matching

@@ -132,9 +132,9 @@ const takeLeasesSQL = `
 
 // InFlight is a live lease on an event: a processor is running it now.
 type InFlight struct {
-	Path      AttemptPath
-	TakenAt   time.Time
-	ExpiresAt time.Time
+	Path      AttemptPath `db:"path"`
+	TakenAt   time.Time   `db:"taken_at"`
+	ExpiresAt time.Time   `db:"expires_at"`
 }
 
 // EventInFlight returns the live lease of eventID, or nil when no
@@ -151,6 +151,35 @@ func (s *Store) EventInFlight(ctx context.Context, eventID string) (*InFlight, e
 		return nil, fmt.Errorf("read lease of %s: %w", eventID, err)
 	}
 	return &f, nil
+}
+
+// EventsInFlight returns the live leases among eventIDs, by event id: the
+// events of a dashboard page that a processor is running now. Its WHERE is
+// on the primary key, so a page costs a lookup per event however many
+// leases a flood leaves in the table.
+func (s *Store) EventsInFlight(ctx context.Context, eventIDs []string) (map[string]InFlight, error) {
+	inFlight := make(map[string]InFlight)
+	if len(eventIDs) == 0 {
+		return inFlight, nil
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT event_id, path, taken_at, expires_at FROM webhook_leases
+		WHERE event_id = ANY($1) AND expires_at > now()`, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	type lease struct {
+		EventID string `db:"event_id"`
+		InFlight
+	}
+	leases, err := pgx.CollectRows(rows, pgx.RowToStructByName[lease])
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	for _, l := range leases {
+		inFlight[l.EventID] = l.InFlight
+	}
+	return inFlight, nil
 }
 
 // PruneLeases deletes leases that expired more than olderThan ago: those

@@ -284,6 +284,13 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
 			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, ClaimWindow: queue.DefaultClaimWindow}
+		ids := make([]string, len(page.Events))
+		for i, e := range page.Events {
+			ids[i] = e.EventID
+		}
+		if l.InFlight, err = d.store.EventsInFlight(ctx, ids); err != nil {
+			return err
+		}
 		if len(page.Events) == 0 && f.EventID != "" {
 			// Searched for an id this list does not have: say where the
 			// event is, so nobody has to try every list.
@@ -354,6 +361,10 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		inFlight, err := d.store.EventInFlight(ctx, e.EventID)
+		if err != nil {
+			return err
+		}
 		// Indented for reading; shown as received when it is not JSON.
 		payload := e.Payload
 		var buf bytes.Buffer
@@ -365,7 +376,7 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		// before the browser follows the redirect, and the search follows
 		// the event wherever it went.
 		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
-			Back: "/search?q=" + url.QueryEscape(e.EventID)}
+			InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
 		nav := "pending"
 		if e.Status == queue.StatusDead {
 			nav = "dead"
@@ -375,22 +386,25 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 }
 
 // retryOne sends one event back for a retry with act, in one transaction
-// with its audit entry, and returns to the page the button was on.
+// with its audit entry, and returns to the page the button was on. act
+// says what it did, for the flash after the event id, or "" when it did
+// nothing because the event was not in the state the action needs, which
+// notApplicable then says.
 func (d *dashboard) retryOne(c echo.Context, action audit.Action,
-	act func(context.Context, *queue.Tx, uuid.UUID) (bool, error), notApplicable string) error {
+	act func(context.Context, *queue.Tx, uuid.UUID) (string, error), notApplicable string) error {
 	ctx := c.Request().Context()
 	id, err := eventID(c)
 	if err != nil {
 		return err
 	}
 	var e queue.Event
-	var done bool
+	var done string
 	err = d.store.InTx(ctx, func(tx *queue.Tx) error {
 		var err error
 		if e, err = tx.Event(ctx, id); err != nil {
 			return err
 		}
-		if done, err = act(ctx, tx, id); err != nil || !done {
+		if done, err = act(ctx, tx, id); err != nil || done == "" {
 			return err
 		}
 		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, e.EventID, 1)
@@ -398,8 +412,8 @@ func (d *dashboard) retryOne(c echo.Context, action audit.Action,
 	if err != nil {
 		return err
 	}
-	if done {
-		flash(c, e.EventID+" queued for retry")
+	if done != "" {
+		flash(c, e.EventID+" "+done)
 	} else {
 		flash(c, e.EventID+" "+notApplicable+"; nothing was changed.")
 	}
@@ -408,16 +422,20 @@ func (d *dashboard) retryOne(c echo.Context, action audit.Action,
 
 func (d *dashboard) handleRetry() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.retryOne(c, audit.Retry, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
-			return tx.RetryDead(ctx, id)
+		return d.retryOne(c, audit.Retry, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (string, error) {
+			if ok, err := tx.RetryDead(ctx, id); err != nil || !ok {
+				return "", err
+			}
+			return "queued for retry", nil
 		}, "is not dead any more")
 	}
 }
 
 func (d *dashboard) handleRetryNow() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.retryOne(c, audit.RetryNow, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (bool, error) {
-			return tx.RetryNow(ctx, id)
+		return d.retryOne(c, audit.RetryNow, func(ctx context.Context, tx *queue.Tx, id uuid.UUID) (string, error) {
+			h, err := tx.RetryNow(ctx, id)
+			return views.HasteningText(h), err
 		}, "is not pending any more")
 	}
 }
