@@ -275,9 +275,9 @@ func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
 	}
 	for _, id := range []uuid.UUID{mid.ID, last.ID} {
 		var due bool
-		ok, err := s.RetryNow(t.Context(), id)
-		if err != nil || !ok {
-			t.Fatalf("retry now: %v, %v", ok, err)
+		did, err := s.RetryNow(t.Context(), id)
+		if err != nil || did != queue.DueAfterAttempt {
+			t.Fatalf("retry now: %v, %v; want DueAfterAttempt", did, err)
 		}
 		if err := pool.QueryRow(t.Context(), `SELECT next_retry_at <= now() FROM webhook_events WHERE id = $1`, id).Scan(&due); err != nil {
 			t.Fatal(err)
