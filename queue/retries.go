@@ -202,16 +202,22 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 		}
 	}
 	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs}, a.args()...)
-	rows, err := s.db.Query(ctx, settleAttemptsSQL, args...)
-	if err != nil {
-		return nil, fmt.Errorf("settle attempts: %w", err)
-	}
 	type result struct {
 		ID       string
 		Status   string
 		Hastened bool
 	}
-	results, err := pgx.CollectRows(rows, pgx.RowToStructByPos[result])
+	var results []result
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(lockClaimedRowsSQL, ids)
+		b.Queue(settleAttemptsSQL, args...)
+	}, func(br pgx.BatchResults) (err error) {
+		if _, err = br.Exec(); err != nil {
+			return err
+		}
+		results, err = collect(br, pgx.RowToStructByPos[result])
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("settle attempts: %w", err)
 	}
@@ -227,6 +233,14 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 	}
 	return out, nil
 }
+
+// lockClaimedRowsSQL locks the queue rows $1 before their leases are
+// touched, in the order a claim locks rows and then leases: a claim holding
+// a row (taken after its lease expired) and waiting for its lease, while
+// this settle holds the lease and waits for the row, would deadlock. A
+// claim skips a row this holds; this waits for a claim's short statement.
+const lockClaimedRowsSQL = `
+	SELECT 1 FROM webhook_events WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
 // owners $3) and writes each released one's outcome by its kind $4: for a

@@ -1,0 +1,261 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/stripeevent"
+)
+
+// gatedProcessor holds each event it gets until its event's gate opens,
+// counts its runs per event, and fails the events marked failing.
+type gatedProcessor struct {
+	mu      sync.Mutex
+	runs    map[string]int
+	gates   map[string]chan struct{}
+	started atomic.Int64
+}
+
+func newGatedProcessor() *gatedProcessor {
+	return &gatedProcessor{runs: map[string]int{}, gates: map[string]chan struct{}{}}
+}
+
+// gate makes the processor hold id until the returned channel is closed.
+func (p *gatedProcessor) gate(id string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := make(chan struct{})
+	p.gates[id] = g
+	return g
+}
+
+func (p *gatedProcessor) Process(ctx context.Context, d worker.Delivery) worker.Result {
+	p.mu.Lock()
+	p.runs[d.EventID]++
+	g := p.gates[d.EventID]
+	p.mu.Unlock()
+	p.started.Add(1)
+	if g != nil {
+		select {
+		case <-g:
+		case <-ctx.Done():
+			return worker.Result{Err: ctx.Err()}
+		}
+	}
+	return worker.Result{HTTPStatus: 200}
+}
+
+func (p *gatedProcessor) runsOf(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runs[id]
+}
+
+type received struct {
+	id      string
+	outcome worker.Outcome
+	err     error
+}
+
+func deliver(r *worker.Receiver, id string, answers chan<- received) {
+	body := stripeevent.Minimal(id, "invoice.paid")
+	o, err := r.Receive(context.Background(), body, stripeevent.Sign(body, testSecret, time.Now()))
+	answers <- received{id, o, err}
+}
+
+// One delivery whose write fails is grouped with 15 good ones in one
+// transaction of outcomes: the 15 get their normal answer and reach the app
+// exactly once, and only the poisoned one is answered 503. Its outcome is
+// written once the database takes it, so its redelivery runs nothing.
+//
+// The group is made, not hoped for: the 16 outcomes wait for the database
+// while a 17th delivery's outcome is held there (its marker's insert waits
+// for an advisory lock the test holds), and are let go together.
+func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	ctx := t.Context()
+	const good = 15
+	poison, holder := stripeevent.NewID("evt"), stripeevent.NewID("evt")
+	if _, err := pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.event_id = '%s' THEN RAISE EXCEPTION 'poisoned write'; END IF;
+			IF NEW.event_id = '%s' THEN PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242); END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_poison BEFORE INSERT ON processed_webhook_events
+			FOR EACH ROW EXECUTE FUNCTION test_poison()`, poison, holder)); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p := newGatedProcessor()
+	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+		Secrets: []string{testSecret}, Processor: p, ProcessTimeout: time.Second,
+		Metrics: worker.NewMetrics(reg, nil),
+	})
+	waiting := func() int { return int(gaugeOf(t, reg, "hookd_receiver_waiting_deliveries")) }
+
+	ids := []string{poison}
+	for range good {
+		ids = append(ids, stripeevent.NewID("evt"))
+	}
+	gates := map[string]chan struct{}{}
+	for _, id := range ids {
+		gates[id] = p.gate(id)
+	}
+	answers := make(chan received, len(ids)+1)
+	for _, id := range ids {
+		go deliver(r, id, answers)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "all 16 in the app", func() bool { return p.started.Load() == int64(len(ids)) })
+
+	// Advisory locks belong to a database: the lock is taken in the test's.
+	lock, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	go deliver(r, holder, answers)
+	queuetest.WaitFor(t, 10*time.Second, "the holder's outcome to wait at the database", func() bool {
+		return queuetest.Count(t, pool, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 1
+	})
+	for _, g := range gates {
+		close(g)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "the 16 outcomes to wait together", func() bool { return waiting() == len(ids) })
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+
+	for range len(ids) + 1 {
+		a := <-answers
+		switch {
+		case a.id == poison:
+			if a.err == nil || !strings.Contains(a.err.Error(), "poisoned write") {
+				t.Errorf("poisoned delivery: %v, %v; want its own write's error", a.outcome, a.err)
+			}
+		case a.err != nil || a.outcome != worker.Processed:
+			t.Errorf("%s: %v, %v; want processed", a.id, a.outcome, a.err)
+		}
+	}
+	for _, id := range ids {
+		if n := p.runsOf(id); n != 1 {
+			t.Errorf("%s reached the app %d times, want 1", id, n)
+		}
+	}
+	if n := markers(t, pool); n != good+1 {
+		t.Errorf("markers %d, want the %d good ones and the holder's", n, good+1)
+	}
+
+	// Once its write can succeed, the poisoned delivery's outcome lands
+	// by itself, and its redelivery finds it.
+	if _, err := pool.Exec(ctx, `DROP TRIGGER test_poison ON processed_webhook_events`); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return markers(t, pool) == good+2 })
+	go deliver(r, poison, answers)
+	if a := <-answers; a.err != nil || a.outcome != worker.Duplicate {
+		t.Errorf("redelivery of the poisoned event: %v, %v; want duplicate", a.outcome, a.err)
+	}
+	if n := p.runsOf(poison); n != 1 {
+		t.Errorf("the poisoned event reached the app %d times, want 1", n)
+	}
+}
+
+// gaugeOf reads the gauge name from reg.
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// A delivery waits only for its own processor and its own short
+// transactions: with 10 slow events held in the app, 90 fast ones
+// delivered beside them are all answered, processed, while the slow ones
+// are still held. (make bench-load measures the fast ones' latency.)
+func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	p := newGatedProcessor()
+	r := newReceiver(store, p)
+	const slow, fast = 10, 90
+	var held []chan struct{}
+	answers := make(chan received, slow+fast)
+	for range slow {
+		id := stripeevent.NewID("evt")
+		held = append(held, p.gate(id))
+		go deliver(r, id, answers)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "the slow events in the app", func() bool { return p.started.Load() == slow })
+	for range fast {
+		go deliver(r, stripeevent.NewID("evt"), answers)
+	}
+	for range fast {
+		if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+			t.Errorf("%s behind slow ones: %v, %v; want processed", a.id, a.outcome, a.err)
+		}
+	}
+	if n := markers(t, pool); n != fast {
+		t.Errorf("markers %d while the slow events are held, want %d", n, fast)
+	}
+	for _, g := range held {
+		close(g)
+	}
+	for range slow {
+		if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+			t.Errorf("slow %s: %v, %v; want processed", a.id, a.outcome, a.err)
+		}
+	}
+}
+
+// A delivery's lease outlasts its processor's deadline: when the app hangs
+// past the timeout, the run is cut off before the lease could be taken
+// over, so a redelivery racing it is busy, never a second run beside it.
+func TestReceive_RedeliveryWhileTheAppRunsIsBusy(t *testing.T) {
+	t.Parallel()
+	store, _ := queuetest.NewStore(t)
+	p := newGatedProcessor()
+	r := newReceiver(store, p)
+	id := stripeevent.NewID("evt")
+	g := p.gate(id)
+	answers := make(chan received, 2)
+	go deliver(r, id, answers)
+	queuetest.WaitFor(t, 10*time.Second, "the first delivery in the app", func() bool { return p.started.Load() == 1 })
+	go deliver(r, id, answers)
+	if a := <-answers; !errors.Is(a.err, queue.ErrEventLocked) {
+		t.Errorf("redelivery while the app runs: %v, %v; want ErrEventLocked", a.outcome, a.err)
+	}
+	close(g)
+	if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+		t.Errorf("first delivery: %v, %v; want processed", a.outcome, a.err)
+	}
+	if n := p.runsOf(id); n != 1 {
+		t.Errorf("app runs %d, want 1", n)
+	}
+}
