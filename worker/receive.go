@@ -127,11 +127,16 @@ type Receiver struct {
 	timeout time.Duration
 	metrics *Metrics
 	inline  inlineSlots
-	// db gathers the deliveries that reach the database at one moment into
-	// one short transaction: the outcomes of those whose processors ended,
-	// with their leases' release, and the leases and states of those that
-	// just arrived.
-	db *groupcommit.Batcher[*delivery]
+	// leases and outcomes gather the deliveries that reach the database at
+	// one moment into one short transaction each: the leases and states of
+	// those that just arrived, and the outcomes of those whose processors
+	// ended, with their leases' release. The two run side by side: a
+	// transaction that only takes leases writes no WAL (the table is
+	// unlogged), so it commits without waiting for a flush, and the
+	// deliveries that just arrived never wait behind the flush of the
+	// outcomes before them.
+	leases   *groupcommit.Batcher[*delivery]
+	outcomes *groupcommit.Batcher[*delivery]
 }
 
 // maxBatch bounds the deliveries of one short transaction: enough to take
@@ -155,8 +160,10 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
 	}
-	r.db = groupcommit.New(maxBatch, r.exchange)
-	r.db.OnWaiting(cfg.Metrics.addWaiting)
+	r.leases = groupcommit.New(maxBatch, r.exchange)
+	r.leases.OnWaiting(cfg.Metrics.addWaiting)
+	r.outcomes = groupcommit.New(maxBatch, r.exchange)
+	r.outcomes.OnWaiting(cfg.Metrics.addWaiting)
 	return r
 }
 
@@ -259,7 +266,7 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 		}
 		d.deferred = !ok
 	}
-	r.db.Do(d)
+	r.leases.Do(d)
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -274,7 +281,7 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 
 	outcome, res := r.run(d)
 	d.settling = true
-	r.db.Do(d)
+	r.outcomes.Do(d)
 	switch {
 	case d.err != nil:
 		// Stripe is told 503 and delivers again; meanwhile the outcome is
@@ -344,7 +351,8 @@ func (r *Receiver) run(d *delivery) (Outcome, Result) {
 
 // exchange writes the outcomes of the settling deliveries of a batch and
 // takes the leases and reads the states of the others, in one short
-// transaction. A delivery whose sender hung up before its lease was taken
+// transaction (a batch of r.leases holds only the latter, one of
+// r.outcomes only the former). A delivery whose sender hung up before its lease was taken
 // is answered without one: Stripe delivers again. When the transaction
 // fails, each delivery is tried alone, so that one event's bad write never
 // changes another's outcome: each gets the error of its own.
