@@ -313,3 +313,62 @@ func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
 		}
 	}
 }
+
+// A settle that comes after its leases expired races a claim that takes
+// the same events over: neither waits on the other in a cycle (no
+// deadlock), and each event ends with exactly one owner's outcome: the late
+// settle's, or the new claim's.
+func TestSettleAttempts_LateSettleRacesATakeover(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	const events, rounds = 20, 15
+	for i := range events {
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_race_%02d", i)})
+	}
+	for round := range rounds {
+		old, err := s.ClaimAttempts(t.Context(), events, time.Minute)
+		if err != nil || len(old.Claimed) != events {
+			t.Fatalf("round %d: claim %d, %v", round, len(old.Claimed), err)
+		}
+		expireLeases(t, pool)
+		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
+			t.Fatal(err)
+		}
+		var late []queue.Settled
+		for _, c := range old.Claimed {
+			late = append(late, queue.Settled{Claimed: c, Kind: queue.SettleFailed, Attempt: &queue.NewAttempt{
+				Source: c.Event.Source, EventID: c.Event.EventID, Path: c.Path, Number: c.Event.Attempts, Error: "late"}})
+		}
+		var states []queue.SettledState
+		var taken queue.Attempts
+		var settleErr, claimErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { states, settleErr = s.SettleAttempts(context.Background(), late) })
+		wg.Go(func() { taken, claimErr = s.ClaimAttempts(context.Background(), events, time.Minute) })
+		wg.Wait()
+		if settleErr != nil || claimErr != nil {
+			t.Fatalf("round %d: settle %v, claim %v", round, settleErr, claimErr)
+		}
+		takenBy := map[string]bool{}
+		for _, c := range taken.Claimed {
+			takenBy[c.Event.EventID] = true
+		}
+		for i, st := range states {
+			id := old.Claimed[i].Event.EventID
+			if st.Written == takenBy[id] {
+				t.Fatalf("round %d: %s written by the late settle %v, taken over %v; want exactly one", round, id, st.Written, takenBy[id])
+			}
+		}
+		// Start the next round from free, due rows.
+		var rest []queue.Settled
+		for _, c := range taken.Claimed {
+			rest = append(rest, queue.Settled{Claimed: c, Kind: queue.SettleReleased})
+		}
+		if _, err := s.SettleAttempts(t.Context(), rest); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now(), attempts = 0, status = 'failed'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

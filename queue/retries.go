@@ -103,12 +103,22 @@ var claimAttemptsSQL = `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
+	), held AS (
+		-- The leases these events have that no one is writing at this
+		-- moment: a lease being given back with its outcome is skipped,
+		-- not waited for, so a claim never waits on a settle (which may be
+		-- waiting on a row this claim holds).
+		SELECT l.event_id, l.expires_at FROM webhook_leases l
+		WHERE l.event_id IN (SELECT event_id FROM due)
+		FOR UPDATE SKIP LOCKED
 	), leased AS (
 		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
-		SELECT event_id, $2, CASE WHEN manual_retry THEN 'manual' ELSE 'retry' END,
-		       CASE WHEN attempts < $4 THEN now() + make_interval(secs => $3) ELSE now() END
-		FROM due
-		ORDER BY event_id
+		SELECT d.event_id, $2, CASE WHEN d.manual_retry THEN 'manual' ELSE 'retry' END,
+		       CASE WHEN d.attempts < $4 THEN now() + make_interval(secs => $3) ELSE now() END
+		FROM due d
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id)
+		   OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = d.event_id AND h.expires_at <= now())
+		ORDER BY d.event_id
 		ON CONFLICT (event_id) DO UPDATE
 		SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
 		WHERE l.expires_at <= now()
@@ -209,12 +219,8 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 	}
 	var results []result
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(lockClaimedRowsSQL, ids)
 		b.Queue(settleAttemptsSQL, args...)
 	}, func(br pgx.BatchResults) (err error) {
-		if _, err = br.Exec(); err != nil {
-			return err
-		}
 		results, err = collect(br, pgx.RowToStructByPos[result])
 		return err
 	})
@@ -233,14 +239,6 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 	}
 	return out, nil
 }
-
-// lockClaimedRowsSQL locks the queue rows $1 before their leases are
-// touched, in the order a claim locks rows and then leases: a claim holding
-// a row (taken after its lease expired) and waiting for its lease, while
-// this settle holds the lease and waits for the row, would deadlock. A
-// claim skips a row this holds; this waits for a claim's short statement.
-const lockClaimedRowsSQL = `
-	SELECT 1 FROM webhook_events WHERE id = ANY ($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
 // owners $3) and writes each released one's outcome by its kind $4: for a
