@@ -24,6 +24,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -56,6 +57,9 @@ import (
 const webhookSecret = "whsec_loadgen_secret"
 
 type options struct {
+	burst       bool
+	burstEvents int
+	burstApp    time.Duration
 	hookd       string
 	server      string
 	sqlDir      string
@@ -82,6 +86,9 @@ func main() {
 	flag.IntVar(&o.drainRounds, "drain-rounds", 3, "drain rounds")
 	flag.BoolVar(&o.receiver, "receiver", true, "run the receiver rounds")
 	flag.BoolVar(&o.drain, "drain", true, "run the drain rounds")
+	flag.BoolVar(&o.burst, "burst", true, "run the burst: concurrent deliveries to a slow app")
+	flag.IntVar(&o.burstEvents, "burst-events", 1000, "concurrent deliveries in the burst")
+	flag.DurationVar(&o.burstApp, "burst-app", 2*time.Second, "how long the app takes with each event in the burst")
 	flag.IntVar(&o.procs, "procs", 1, "GOMAXPROCS of the load generator while it posts to the receiver (hookd keeps its own)")
 	flag.Parse()
 
@@ -108,8 +115,180 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.burst {
+		if err := bursts(ctx, o); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// bursts posts burstEvents distinct events at once, each on a connection
+// of its own, to a hookd forwarding to an app that takes burstApp with
+// each, with the default database pool and then with pool_max_conns=8,
+// while a prober asks /readyz every 50 ms. Waiting for the app holds no
+// database connection, so every event is meant to be answered 200 once the
+// app has answered, and /readyz at once throughout.
+func bursts(ctx context.Context, o options) error {
+	app, err := startSlowSink(o.burstApp)
+	if err != nil {
+		return err
+	}
+	defer app.close()
+	fmt.Printf("\nburst: %d distinct events at once to hookd forwarding to an app that takes %s with each; /readyz every 50 ms\n",
+		o.burstEvents, o.burstApp)
+	for _, pool := range []string{"", "pool_max_conns=8"} {
+		targets, cleanup, err := startTargets(ctx, o, "burst", "HOOKD_PROCESSOR=forward",
+			"HOOKD_FORWARD_URL="+app.url, "HOOKD_FORWARD_TIMEOUT=10s")
+		if err != nil {
+			return err
+		}
+		for _, t := range targets {
+			if pool != "" {
+				// Restart on the same database with the smaller pool.
+				t.h.stop()
+				sep := "?"
+				if strings.Contains(t.dbURL, "?") {
+					sep = "&"
+				}
+				if t.h, err = startHookd(ctx, t.bin, t.dbURL+sep+pool, "HOOKD_PROCESSOR=forward",
+					"HOOKD_FORWARD_URL="+app.url, "HOOKD_FORWARD_TIMEOUT=10s"); err != nil {
+					cleanup()
+					return err
+				}
+			}
+			r, err := burstOnce(ctx, t.h.url, o.burstEvents)
+			if err != nil {
+				cleanup()
+				return fmt.Errorf("%s: %w", t.bin, err)
+			}
+			label := "default pool"
+			if pool != "" {
+				label = pool
+			}
+			fmt.Printf("  %s (%s): %d of %d answered 200 (%d processed, %d deferred), slowest %.0f ms, p50 %.0f ms"+
+				" | /readyz %d probes, slowest %.1f ms, not 200: %d | peak RSS %.1f MiB\n",
+				t.bin, label, r.ok, o.burstEvents, r.processed, r.deferred, ms(r.slowest), ms(r.p50),
+				r.probes, ms(r.slowestProbe), r.badProbes, must(peakRSS(t.h.cmd.Process.Pid)))
+		}
+		cleanup()
+	}
+	return nil
+}
+
+func must(v float64, _ error) float64 { return v }
+
+type burstResult struct {
+	ok, processed, deferred int
+	slowest, p50            time.Duration
+	probes, badProbes       int
+	slowestProbe            time.Duration
+}
+
+func burstOnce(ctx context.Context, base string, n int) (burstResult, error) {
+	var r burstResult
+	stopProbe := make(chan struct{})
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		client := &http.Client{Timeout: 5 * time.Second}
+		for {
+			select {
+			case <-stopProbe:
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			resp, err := client.Get(base + "/readyz")
+			took := time.Since(t0)
+			r.probes++
+			r.slowestProbe = max(r.slowestProbe, took)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				r.badProbes++
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	u, err := url.Parse(base + "/webhooks/stripe")
+	if err != nil {
+		return r, err
+	}
+	gen := newEventGen(fmt.Sprintf("evt_burst_%s_", randomHex(4)))
+	bodies := make([][]byte, n)
+	for i := range bodies {
+		bodies[i] = gen.next()
+	}
+	var mu sync.Mutex
+	var took []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, body := range bodies {
+		wg.Go(func() {
+			client := &poster{addr: u.Host, path: u.Path}
+			defer client.close()
+			<-start
+			t0 := time.Now()
+			status, answer, err := client.post(body, stripeevent.Sign(body, webhookSecret, time.Now()))
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				firstErr = cmp.Or(firstErr, err)
+			case status == http.StatusOK:
+				r.ok++
+				switch string(bytes.TrimSpace(answer)) {
+				case "processed":
+					r.processed++
+				case "deferred":
+					r.deferred++
+				}
+			}
+			took = append(took, d)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(stopProbe)
+	<-probed
+	if firstErr != nil {
+		return r, firstErr
+	}
+	slices.Sort(took)
+	r.slowest, r.p50 = took[len(took)-1], took[len(took)/2]
+	return r, ctx.Err()
+}
+
+// slowSink is the user's app on a slow day: it answers 200 after a delay.
+type slowSink struct {
+	url string
+	srv *http.Server
+}
+
+func startSlowSink(delay time.Duration) (*slowSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &slowSink{url: "http://" + ln.Addr().String() + "/events"}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *slowSink) close() { _ = s.srv.Close() }
 
 // receiverRound is one round's figures for one binary.
 type receiverRound struct {
