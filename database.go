@@ -15,9 +15,11 @@ import (
 // openPool connects to DATABASE_URL and checks it answers: pgxpool.New does
 // not connect, and a wrong DATABASE_URL should stop the program at start.
 func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
-	// Each webhook being processed holds a connection, since its transaction
-	// holds the event's lock; pgxpool's default of max(4, CPUs) would cap
-	// concurrent deliveries at 4. pool_max_conns in DATABASE_URL still wins.
+	// A delivery holds a connection only for its two short transactions,
+	// never while the app runs, but the receiver's two group commits, the
+	// retry loop's claims and outcomes, the dashboard and /readyz all run
+	// at once, and pgxpool's default of max(4, CPUs) would queue them behind
+	// each other. pool_max_conns in DATABASE_URL still wins.
 	return connect(ctx, "DATABASE_URL", cfg.DatabaseURL, defaultMaxConns)
 }
 

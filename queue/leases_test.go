@@ -372,3 +372,24 @@ func TestSettleAttempts_LateSettleRacesATakeover(t *testing.T) {
 		}
 	}
 }
+
+// Only leases that expired long ago are pruned: a live one, or one just
+// expired, stays.
+func TestPruneLeases_OnlyLongExpired(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewStore(t)
+	take(t, s, "evt_live", "evt_recent", "evt_old")
+	if _, err := pool.Exec(t.Context(), `
+		UPDATE webhook_leases SET expires_at = now() - CASE event_id
+			WHEN 'evt_recent' THEN interval '1 minute' WHEN 'evt_old' THEN interval '2 hours' END
+		WHERE event_id <> 'evt_live'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneLeases(t.Context(), time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want 1", n, err)
+	}
+	if left := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases WHERE event_id IN ('evt_live', 'evt_recent')`); left != 2 {
+		t.Errorf("%d of the live and the recently expired lease left, want 2", left)
+	}
+}

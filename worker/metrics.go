@@ -51,12 +51,12 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookd_receiver_batch_deliveries",
-			Help:    "Deliveries per receiver batch: the deliveries that arrived together and shared one transaction.",
+			Help:    "Deliveries per receiver batch: the deliveries whose leases were taken together in one short transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookd_receiver_waiting_deliveries",
-			Help: "Verified deliveries waiting for the receiver's next batch.",
+			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
 		}),
 	}
 	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting)

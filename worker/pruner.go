@@ -37,6 +37,12 @@ type PrunerConfig struct {
 	Metrics *Metrics
 }
 
+// staleLeaseAge is how long after it expired an abandoned lease is deleted:
+// one whose holder died and that no delivery or claim took over since. An
+// expired lease already lets anyone take the event; deleting it only keeps
+// the table small, so the age is generous.
+const staleLeaseAge = time.Hour
+
 // Pruner deletes old dedup markers on a schedule, and with them the attempt
 // history of resolved events. Dead and pending events keep their history.
 type Pruner struct {
@@ -116,10 +122,14 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 || rejections > 0 {
+	leases, err := p.store.PruneLeases(ctx, staleLeaseAge)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 || rejections > 0 || leases > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", activity,
-			"refused_deliveries", rejections, "older_than", p.cfg.Retention)
+			"refused_deliveries", rejections, "abandoned_leases", leases, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }
