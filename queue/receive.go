@@ -206,8 +206,8 @@ const deliveryStatesSQL = `
 		       (SELECT true FROM webhook_events e WHERE e.source = $1 AND e.event_id = d.id) IS NOT NULL AS queued
 		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)
 	), handled AS (
-		DELETE FROM webhook_leases l USING d
-		WHERE l.event_id = d.id AND l.owner = $3 AND (d.processed OR d.queued)
+		DELETE FROM webhook_leases l
+		WHERE l.event_id = ANY (ARRAY(SELECT id FROM d WHERE processed OR queued)) AND l.owner = $3
 	)
 	SELECT processed, queued FROM d ORDER BY ord`
 
@@ -319,14 +319,14 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 // orders them), and the attempts ($13-$21, as attemptColumns orders them).
 // It returns the leases it released.
 var settleDeliveriesSQL = `
-	WITH released AS (
-		DELETE FROM webhook_leases l
-		USING unnest($1::text[], $2::uuid[], $3::bool[]) AS o(event_id, owner, queued)
-		WHERE l.event_id = o.event_id AND l.owner = o.owner
-		RETURNING o.event_id, o.owner, o.queued
+	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
+	), o AS (
+		SELECT r.event_id, r.owner, o.queued
+		FROM released r JOIN unnest($1::text[], $2::uuid[], $3::bool[]) AS o(event_id, owner, queued)
+		     ON o.event_id = r.event_id AND o.owner = r.owner
 	), marked AS (
 		INSERT INTO processed_webhook_events (event_id)
-		SELECT event_id FROM released WHERE NOT queued
+		SELECT event_id FROM o WHERE NOT queued
 		ON CONFLICT DO NOTHING
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
@@ -343,12 +343,8 @@ var settleDeliveriesSQL = `
 // settleProcessedSQL is settleDeliveriesSQL for outcomes that are all
 // markers without attempts: it releases the leases ($1 event ids, $2
 // owners) and writes the marker of each one it released.
-const settleProcessedSQL = `
-	WITH released AS (
-		DELETE FROM webhook_leases l
-		USING unnest($1::text[], $2::uuid[]) AS o(event_id, owner)
-		WHERE l.event_id = o.event_id AND l.owner = o.owner
-		RETURNING o.event_id, o.owner
+var settleProcessedSQL = `
+	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (
 		INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM released
 		ON CONFLICT DO NOTHING

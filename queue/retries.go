@@ -247,12 +247,12 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 // returns each released row with a failure's new status and whether a
 // person hastened it.
 var settleAttemptsSQL = `
-	WITH released AS (
-		DELETE FROM webhook_leases l
-		USING unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[])
-		      AS o(id, event_id, owner, kind, new_status, wait, error)
-		WHERE l.event_id = o.event_id AND l.owner = o.owner
-		RETURNING o.*
+	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
+	), released AS (
+		SELECT o.* FROM freed f
+		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[])
+		     AS o(id, event_id, owner, kind, new_status, wait, error)
+		  ON o.event_id = f.event_id AND o.owner = f.owner
 	), resolved AS (
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
