@@ -119,6 +119,90 @@ func run(ctx context.Context, o options) error {
 		if err := bursts(ctx, o); err != nil {
 			return err
 		}
+		if err := mixedApp(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mixedApp posts events for roundTime from 64 clients to a hookd
+// forwarding to an app that takes 3 s with one event in ten and answers the
+// others at once, and reports how long the fast ones waited: a delivery
+// waits only for its own processor, never for a slow one that reached the
+// database with it.
+func mixedApp(ctx context.Context, o options) error {
+	const clients, slowEvery, slowFor = 64, 10, 3 * time.Second
+	app, err := startSlowSink(slowFor)
+	if err != nil {
+		return err
+	}
+	defer app.close()
+	app.slowOnly = "_slow"
+	targets, cleanup, err := startTargets(ctx, o, "mixed", "HOOKD_PROCESSOR=forward",
+		"HOOKD_FORWARD_URL="+app.url, "HOOKD_FORWARD_TIMEOUT=10s")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Printf("\nmixed app: %d clients for %s; the app takes %s with one event in %d, the others at once\n",
+		clients, o.roundTime, slowFor, slowEvery)
+	for _, t := range targets {
+		u, err := url.Parse(t.h.url + "/webhooks/stripe")
+		if err != nil {
+			return err
+		}
+		var mu sync.Mutex
+		var fast, slow []time.Duration
+		var firstErr error
+		deadline := time.Now().Add(o.roundTime)
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				client := &poster{addr: u.Host, path: u.Path}
+				defer client.close()
+				prefix := fmt.Sprintf("evt_mixed_%s_c%d_", randomHex(4), c)
+				for i := 0; time.Now().Before(deadline); i++ {
+					gen := newEventGen(prefix)
+					if i%slowEvery == c%slowEvery {
+						gen = newEventGen(prefix + "_slow")
+					}
+					gen.seq = i
+					body := gen.next()
+					t0 := time.Now()
+					status, answer, err := client.post(body, stripeevent.Sign(body, webhookSecret, time.Now()))
+					d := time.Since(t0)
+					mu.Lock()
+					switch {
+					case err == nil && status != http.StatusOK:
+						err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
+						fallthrough
+					case err != nil:
+						firstErr = cmp.Or(firstErr, err)
+					case strings.Contains(string(body[:64]), "_slow"):
+						slow = append(slow, d)
+					default:
+						fast = append(fast, d)
+					}
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return fmt.Errorf("%s: %w", t.bin, firstErr)
+		}
+		slices.Sort(fast)
+		slices.Sort(slow)
+		if len(fast) == 0 || len(slow) == 0 {
+			return fmt.Errorf("%s: %d fast and %d slow answers", t.bin, len(fast), len(slow))
+		}
+		fmt.Printf("  %s: %d fast events p50 %.1f ms p99 %.1f ms max %.0f ms | %d slow events p50 %.0f ms\n",
+			t.bin, len(fast), ms(fast[len(fast)/2]), ms(fast[len(fast)*99/100]), ms(fast[len(fast)-1]),
+			len(slow), ms(slow[len(slow)/2]))
 	}
 	return nil
 }
@@ -158,6 +242,10 @@ func bursts(ctx context.Context, o options) error {
 				}
 			}
 			r, err := burstOnce(ctx, t.h.url, o.burstEvents)
+			if pool != "" {
+				// The restarted hookd is not among cleanup's.
+				defer t.h.stop()
+			}
 			if err != nil {
 				cleanup()
 				return fmt.Errorf("%s: %w", t.bin, err)
@@ -264,10 +352,12 @@ func burstOnce(ctx context.Context, base string, n int) (burstResult, error) {
 	return r, ctx.Err()
 }
 
-// slowSink is the user's app on a slow day: it answers 200 after a delay.
+// slowSink is the user's app on a slow day: it answers 200 after a delay,
+// to every event or, with slowOnly set, to the events whose id has it.
 type slowSink struct {
-	url string
-	srv *http.Server
+	url      string
+	srv      *http.Server
+	slowOnly string
 }
 
 func startSlowSink(delay time.Duration) (*slowSink, error) {
@@ -278,9 +368,11 @@ func startSlowSink(delay time.Duration) (*slowSink, error) {
 	s := &slowSink{url: "http://" + ln.Addr().String() + "/events"}
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		select {
-		case <-time.After(delay):
-		case <-r.Context().Done():
+		if s.slowOnly == "" || strings.Contains(r.Header.Get("Hookd-Event-Id"), s.slowOnly) {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+			}
 		}
 		w.WriteHeader(http.StatusOK)
 	})}
@@ -813,6 +905,8 @@ type hookd struct {
 	url  string
 	logs *e2etest.SyncBuffer
 	done chan error
+
+	stopOnce sync.Once
 }
 
 func startHookd(ctx context.Context, bin, dbURL string, env ...string) (*hookd, error) {
@@ -870,14 +964,17 @@ func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []strin
 }
 
 // stop sends SIGTERM and waits for hookd to exit, killing it after 30 s.
+// Calls after the first return at once.
 func (h *hookd) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.done:
-	case <-time.After(30 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.done
-	}
+	h.stopOnce.Do(func() {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.done:
+		case <-time.After(30 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-h.done
+		}
+	})
 }
 
 func freePort() (int, error) {
