@@ -272,7 +272,11 @@ func TestAuth_SessionCookieFlags(t *testing.T) {
 	}
 }
 
-func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
+// Every POST form carries the CSRF token, and no GET form does: what a GET
+// form sends (the search box, the list filters) lands in the URL, and so in
+// the browser's history and in proxy logs, where the token that guards
+// every POST must not.
+func TestCSRF_EveryPostFormCarriesTheTokenAndNoGetForm(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	anon := b.client(t)
@@ -283,7 +287,8 @@ func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
 	dead := insertDead(t, b, "evt_forms")
 	pending := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
 	for _, path := range []string{"/", "/events?status=dead", "/events?status=pending",
-		"/events/" + dead.ID.String(), "/events/" + pending.ID.String(), "/events/" + uuid.NewString(), "/audit"} {
+		"/events/" + dead.ID.String(), "/events/" + pending.ID.String(), "/events/" + uuid.NewString(), "/audit",
+		"/search?q=evt_forms", "/rejections", "/failures"} {
 		pages[path] = c.get(path)
 	}
 	pages["prune confirmation"] = c.post("/prune/preview", url.Values{"days": {"30"}})
@@ -301,8 +306,14 @@ func TestCSRF_EveryFormCarriesTheToken(t *testing.T) {
 			t.Errorf("%s: no form at all (not even Sign out)", name)
 		}
 		forms.Each(func(_ int, f *goquery.Selection) {
-			if tok, _ := f.Find(`input[type="hidden"][name="_csrf"]`).Attr("value"); tok == "" {
-				action, _ := f.Attr("action")
+			action, _ := f.Attr("action")
+			tok, _ := f.Find(`input[type="hidden"][name="_csrf"]`).Attr("value")
+			switch method, _ := f.Attr("method"); {
+			case strings.EqualFold(method, "get"):
+				if f.Find(`input[name="_csrf"]`).Length() != 0 {
+					t.Errorf("%s: the GET form to %s carries the _csrf token", name, action)
+				}
+			case tok == "":
 				t.Errorf("%s: the form to %s has no _csrf token", name, action)
 			}
 		})
