@@ -123,3 +123,14 @@ func errorLocation(loc string) string {
 	}
 	return loc
 }
+
+// DisplayURL is raw as hookd shows it to people (doctor's output, logs,
+// pages): its scheme, host and path, without the user, password, query or
+// fragment, any of which may carry a secret.
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(an unparseable URL)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}

@@ -351,6 +351,9 @@ func Forward(ctx context.Context, cfg Config) Result {
 	if cfg.ForwardURL == "" {
 		return Result{name, Fail, "HOOKD_FORWARD_URL is not set: hookd serve refuses to start; set it to your app's webhook URL"}
 	}
+	// The URL's user, password and query may carry a secret: doctor's
+	// output is pasted into tickets and chats.
+	shown := worker.DisplayURL(cfg.ForwardURL)
 	f, err := worker.NewForwarder(cfg.ForwardURL, cfg.ForwardSecret)
 	if err != nil {
 		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_SECRET: %v", err)}
@@ -370,16 +373,16 @@ func Forward(ctx context.Context, cfg Config) Result {
 	switch {
 	case res.HTTPStatus >= 300 && res.HTTPStatus < 400:
 		return Result{name, Fail, fmt.Sprintf("%s redirects (%v): hookd never follows a redirect, so every event would fail; "+
-			"set HOOKD_FORWARD_URL to the final URL", cfg.ForwardURL, res.Err)}
+			"set HOOKD_FORWARD_URL to the final URL", shown, res.Err)}
 	case res.Err != nil:
 		return Result{name, Fail, fmt.Sprintf("%s did not take a %s test delivery: %v; make the app answer 2xx "+
-			"to %s (it may ignore the event)", cfg.ForwardURL, PingType, res.Err, PingType)}
+			"to %s (it may ignore the event)", shown, PingType, res.Err, PingType)}
 	case took > timeout/2:
 		return Result{name, Warn, fmt.Sprintf("%s answered %d, but took %s of HOOKD_FORWARD_TIMEOUT's %s: a slower "+
-			"moment turns deliveries into retries; answer first, work later", cfg.ForwardURL, res.HTTPStatus,
+			"moment turns deliveries into retries; answer first, work later", shown, res.HTTPStatus,
 			took.Round(time.Millisecond), short(timeout))}
 	}
-	return Result{name, OK, fmt.Sprintf("%s answered a signed %s with %d in %s", cfg.ForwardURL, PingType,
+	return Result{name, OK, fmt.Sprintf("%s answered a signed %s with %d in %s", shown, PingType,
 		res.HTTPStatus, took.Round(time.Millisecond))}
 }
 

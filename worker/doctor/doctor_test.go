@@ -210,6 +210,18 @@ func TestForward(t *testing.T) {
 			t.Errorf("the ping's body is %s (%v); want an event of type %s with the header's id", *app.body.Load(), err, doctor.PingType)
 		}
 	})
+	t.Run("secrets in the URL are not shown", func(t *testing.T) {
+		t.Parallel()
+		app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+		secretURL := strings.Replace(app.srv.URL, "http://", "http://hookd:s3cr3t-pass@", 1) + "/stripe?token=s3cr3t-token#frag"
+		r := doctor.Forward(ctx, cfg(secretURL))
+		expect(t, r, doctor.OK, app.srv.URL+"/stripe answered")
+		for _, secret := range []string{"s3cr3t", "hookd:", "token", "frag"} {
+			if strings.Contains(r.Detail, secret) {
+				t.Errorf("doctor shows %q: %s", secret, r.Detail)
+			}
+		}
+	})
 	t.Run("warn slow", func(t *testing.T) {
 		t.Parallel()
 		// Slower than half the timeout, by design of this app.
