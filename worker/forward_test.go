@@ -162,8 +162,8 @@ func TestDisplayURL_ShowsNoSecret(t *testing.T) {
 	t.Parallel()
 	for raw, want := range map[string]string{
 		"https://user:pass@app.example.com:8443/hooks/stripe?token=abc#x": "https://app.example.com:8443/hooks/stripe",
-		"http://app.internal/stripe":                                     "http://app.internal/stripe",
-		"not a url":                                                      "(an unparseable URL)",
+		"http://app.internal/stripe":                                      "http://app.internal/stripe",
+		"not a url":                                                       "(an unparseable URL)",
 	} {
 		if got := worker.DisplayURL(raw); got != want {
 			t.Errorf("DisplayURL(%q) = %q, want %q", raw, got, want)
