@@ -120,7 +120,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,
 		set: func(c *Config, v string) error { c.AdminPassword = Secret(v); return nil }},
-	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", boolean: true, usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy)",
+	{flag: "secure-cookies", env: "HOOKD_SECURE_COOKIES", def: "false", boolean: true, usage: "mark the session cookie Secure on plain HTTP too (set when TLS ends at a reverse proxy; default: true when HOOKD_PUBLIC_URL is https)",
 		set: func(c *Config, v string) error { return parseBool(&c.SecureCookies, v) }},
 	{flag: "trusted-proxies", env: "HOOKD_TRUSTED_PROXIES", usage: "comma-separated CIDRs of reverse proxies whose X-Forwarded-For is believed (none: the connection's address is the client's)",
 		set: func(c *Config, v string) error { return parseCIDRs(&c.TrustedProxies, v) }},
@@ -213,7 +213,18 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err
 	}
+	// Behind an https public URL the dashboard is only ever reached over
+	// TLS, so the session cookie is Secure unless HOOKD_SECURE_COOKIES says
+	// otherwise (doctor warns when it does).
+	if !explicit["secure-cookies"] && getenv("HOOKD_SECURE_COOKIES") == "" && isHTTPS(cfg.PublicURL) {
+		cfg.SecureCookies = true
+	}
 	return cfg, nil
+}
+
+// isHTTPS reports whether raw is an https URL.
+func isHTTPS(raw string) bool {
+	return len(raw) > len("https://") && strings.EqualFold(raw[:len("https://")], "https://")
 }
 
 // durationText writes a default duration as people type it, in its largest

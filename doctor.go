@@ -31,6 +31,8 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		StripeAPIKey:     cfg.StripeAPIKey.Reveal(),
 		StripeEndpointID: cfg.StripeEndpointID,
 		StripeAPIURL:     cfg.StripeAPIURL,
+		PublicURL:        cfg.PublicURL,
+		SecureCookies:    cfg.SecureCookies,
 	})
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))

@@ -77,6 +77,30 @@ func TestParseConfig_BooleanFlagNeedsNoValue(t *testing.T) {
 	}
 }
 
+// Behind an https public URL the session cookie is Secure by default; an
+// explicit HOOKD_SECURE_COOKIES wins either way.
+func TestParseConfig_SecureCookiesFollowAnHTTPSPublicURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want bool
+	}{
+		{map[string]string{"HOOKD_PUBLIC_URL": "https://hookd.example.com"}, nil, true},
+		{map[string]string{"HOOKD_PUBLIC_URL": "HTTPS://hookd.example.com"}, nil, true},
+		{map[string]string{"HOOKD_PUBLIC_URL": "http://localhost:8080"}, nil, false},
+		{map[string]string{}, nil, false},
+		{map[string]string{"HOOKD_PUBLIC_URL": "https://hookd.example.com", "HOOKD_SECURE_COOKIES": "false"}, nil, false},
+		{map[string]string{"HOOKD_PUBLIC_URL": "https://hookd.example.com"}, []string{"-secure-cookies=false"}, false},
+		{map[string]string{"HOOKD_PUBLIC_URL": "http://localhost:8080", "HOOKD_SECURE_COOKIES": "true"}, nil, true},
+	} {
+		cfg, err := parseConfig("serve", tc.args, envOf(tc.env), new(bytes.Buffer))
+		if err != nil || cfg.SecureCookies != tc.want {
+			t.Errorf("%v %v: secure cookies %v, %v; want %v", tc.env, tc.args, cfg.SecureCookies, err, tc.want)
+		}
+	}
+}
+
 func TestParseConfig_TrustedProxies(t *testing.T) {
 	t.Parallel()
 	cfg, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_TRUSTED_PROXIES": "127.0.0.1, 10.0.0.0/8,::1"}), io.Discard)

@@ -68,7 +68,11 @@ type Config struct {
 	ForwardSecret  string
 	ForwardTimeout time.Duration
 	// ClaimWindow is the retry loop's claim window.
-	ClaimWindow     time.Duration
+	ClaimWindow time.Duration
+	// PublicURL and SecureCookies are HOOKD_PUBLIC_URL and whether the
+	// session cookie is Secure.
+	PublicURL       string
+	SecureCookies   bool
 	MarkerRetention time.Duration
 	DemoBackoff     bool
 	// StripeAPIKey and StripeEndpointID are reconciliation's settings;
@@ -102,7 +106,28 @@ func Run(ctx context.Context, cfg Config) []Result {
 		key,
 		endpoint,
 		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
+		Cookies(cfg.PublicURL, cfg.SecureCookies),
 	}
+}
+
+// Cookies checks the session cookie is Secure when the dashboard is served
+// over https: one that is not is also sent over plain HTTP, to whoever
+// answers there.
+func Cookies(publicURL string, secure bool) Result {
+	const name = "session cookie"
+	switch u, err := url.Parse(publicURL); {
+	case publicURL == "" || err != nil:
+		if secure {
+			return Result{name, OK, "Secure: sent over TLS only"}
+		}
+		return Result{name, Skip, "HOOKD_PUBLIC_URL is not set, so doctor cannot tell whether the dashboard is served over TLS"}
+	case strings.EqualFold(u.Scheme, "https") && !secure:
+		return Result{name, Warn, "HOOKD_PUBLIC_URL is https but HOOKD_SECURE_COOKIES is false: the session cookie is also " +
+			"sent over plain HTTP; unset HOOKD_SECURE_COOKIES, or set it to true"}
+	case secure:
+		return Result{name, OK, "Secure: sent over TLS only"}
+	}
+	return Result{name, OK, "not Secure, as HOOKD_PUBLIC_URL is plain http"}
 }
 
 // Write prints one line per result, then a summary, and returns how many

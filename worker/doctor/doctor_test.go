@@ -467,3 +467,11 @@ func TestStripe(t *testing.T) {
 		expect(t, ep, doctor.Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set")
 	})
 }
+
+func TestCookies(t *testing.T) {
+	t.Parallel()
+	expect(t, doctor.Cookies("https://hookd.example.com", false), doctor.Warn, "HOOKD_SECURE_COOKIES is false")
+	expect(t, doctor.Cookies("https://hookd.example.com", true), doctor.OK, "Secure")
+	expect(t, doctor.Cookies("http://localhost:8080", false), doctor.OK, "plain http")
+	expect(t, doctor.Cookies("", false), doctor.Skip, "HOOKD_PUBLIC_URL is not set")
+}
