@@ -47,6 +47,7 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 		status, label, body := receiveAnswer(outcome, err)
 		metrics.Received(label)
 		if status >= 400 && status < 500 {
+			metrics.Refused(err)
 			refuse(status, err, payload)
 		}
 		switch label {

@@ -89,13 +89,16 @@ func (a *Activity) received(outcome string) {
 	case Queued.String(), Deferred.String():
 		// A deferred event is on the queue as surely as a failed one.
 		a.add(actQueued, 1)
-	case "bad_signature":
-		a.add(actRejected, 1)
-		a.add(actBadSignature, 1)
-	case "bad_payload", "too_large":
+	case "bad_signature", "bad_payload", "too_large":
 		a.add(actRejected, 1)
 	}
 }
+
+// wrongSignature counts a delivery whose signature header was well formed
+// and recent but matched no configured secret: what the signature alert
+// watches. A missing or garbage header says nothing about hookd's secret,
+// since anyone on the internet can send one.
+func (a *Activity) wrongSignature() { a.add(actBadSignature, 1) }
 
 // retried counts the retries of one batch once they are committed.
 func (a *Activity) retried(succeeded, failed int) {

@@ -35,7 +35,11 @@ func TestActivity(t *testing.T) {
 				counting.Go(func() {
 					<-start
 					for i := range perGoroutine {
-						metrics.Received([]string{"processed", "queued", "duplicate", "bad_signature", "bad_payload"}[i%5])
+						label := []string{"processed", "queued", "duplicate", "bad_signature", "bad_payload"}[i%5]
+						metrics.Received(label)
+						if label == "bad_signature" {
+							metrics.Refused(worker.ErrWrongSignature)
+						}
 					}
 				})
 			}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +71,16 @@ func (m *Metrics) Received(outcome string) {
 	}
 	m.received.WithLabelValues(outcome).Inc()
 	m.activity.received(outcome)
+}
+
+// Refused notes why a delivery was refused, beyond Received's label: one
+// well formed, recent and signed with no configured secret counts toward
+// the "is STRIPE_WEBHOOK_SECRET right?" alert; other refusals do not.
+func (m *Metrics) Refused(err error) {
+	if m == nil || !errors.Is(err, ErrWrongSignature) {
+		return
+	}
+	m.activity.wrongSignature()
 }
 
 func (m *Metrics) observeProcess(path queue.AttemptPath, ok bool, took time.Duration) {
