@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"mime"
@@ -45,7 +46,10 @@ const (
 // one NAT share it.
 const (
 	freeAttemptsPerAccount = 5
-	freeAttemptsPerAddr    = 50
+	// maxEmailLen is the longest email address there is (RFC 5321's path
+	// limit less its angle brackets).
+	maxEmailLen         = 254
+	freeAttemptsPerAddr = 50
 )
 
 // maxPasswordChecks is how many password checks run at once. Each holds
@@ -396,8 +400,8 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
 		addr := c.RealIP()
-		account := accounts.LoginKey{Key: "account:" + strings.ToLower(email) + "|ip:" + addr, Free: freeAttemptsPerAccount}
-		address := accounts.LoginKey{Key: "ip:" + addr, Free: freeAttemptsPerAddr}
+		account := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email) + "|ip:" + addr), Free: freeAttemptsPerAccount}
+		address := accounts.LoginKey{Key: loginKey("ip:" + addr), Free: freeAttemptsPerAddr}
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")
@@ -413,6 +417,11 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 			return refuse(http.StatusTooManyRequests, msg)
 		}
 
+		// No address is that long (RFC 5321), and a longer one would only
+		// be a large key to store: refused before anything else.
+		if len(email) > maxEmailLen {
+			return refuse(http.StatusBadRequest, fmt.Sprintf("An email address has at most %d characters.", maxEmailLen))
+		}
 		// A slot first, so a flood costs neither memory nor a write.
 		select {
 		case d.passwordChecks <- struct{}{}:
@@ -424,7 +433,17 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		// statement that decides whether it may be checked at all, so
 		// concurrent guesses get no more checks than the count allows, and
 		// a locked-out guesser learns nothing from further guesses.
-		wait, err := d.accounts.AdmitLogin(ctx, account, address)
+		// The address's budget is read first: an address that must wait is
+		// refused before any count is written, so a flood of guesses at
+		// fresh emails from it writes nothing.
+		wait, err := d.accounts.LoginDelay(ctx, address.Key, address.Free)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
+		}
+		wait, err = d.accounts.AdmitLogin(ctx, account, address)
 		if err != nil {
 			return err
 		}
@@ -490,4 +509,12 @@ func (d *dashboard) handleLogout() echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, "/login?signed_out=1")
 	}
+}
+
+// loginKey is how a sign-in count's name is stored: a hash of fixed length,
+// so a count costs the same row whatever the email typed, and the table
+// holds no address in the clear.
+func loginKey(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])
 }
