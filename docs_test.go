@@ -1,0 +1,488 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The documents are held to the code here, so that a setting added to
+// config.go, or a package moved, fails a test until the document says so.
+
+// TestREADME_ConfigurationTableMatchesSettings holds the README's
+// configuration table to config.go's settings table: every variable there
+// has a row with its flag and the default the table renders (what
+// `hookd serve -h` prints), and the README lists no variable hookd lacks.
+func TestREADME_ConfigurationTableMatchesSettings(t *testing.T) {
+	t.Parallel()
+	rows := readConfigurationTable(t, "README.md")
+
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.env] = true
+	}
+	for _, s := range settings {
+		row, ok := rows[s.env]
+		if !ok {
+			t.Errorf("README.md's configuration table has no row for %s (flag -%s, default %q); add one", s.env, s.flag, s.def)
+			continue
+		}
+		if !slices.Contains(codeSpans(row.flag), "-"+s.flag) {
+			t.Errorf("README.md's configuration table gives %s the flag %q; config.go says `-%s`", s.env, row.flag, s.flag)
+		}
+		if s.def != "" {
+			if !strings.HasPrefix(row.def, "`"+s.def+"`") {
+				t.Errorf("README.md's configuration table gives %s the default %q; config.go's default is %q, which the cell must start with as `%s`",
+					s.env, row.def, s.def, s.def)
+			}
+			continue
+		}
+		// No built-in default: the cell says what happens without one
+		// ("none: ..."), or names the variable it falls back to.
+		first := ""
+		if spans := codeSpans(row.def); len(spans) > 0 && strings.HasPrefix(row.def, "`") {
+			first = spans[0]
+		}
+		if !strings.HasPrefix(row.def, "none") && !(first != "" && known[first] && first != s.env) {
+			t.Errorf("README.md's configuration table gives %s the default %q, but config.go gives it none: start the cell with \"none\" (or the variable it falls back to)",
+				s.env, row.def)
+		}
+	}
+	for env := range rows {
+		if !known[env] {
+			t.Errorf("README.md's configuration table lists %s, which config.go's settings table does not have", env)
+		}
+	}
+}
+
+type configRow struct{ flag, def string }
+
+// readConfigurationTable reads the first table under the "## Configuration"
+// heading, by its header's column names, keyed by each variable its row
+// names.
+func readConfigurationTable(t *testing.T, path string) map[string]configRow {
+	t.Helper()
+	lines := readLines(t, path)
+	start := slices.Index(lines, "## Configuration")
+	if start < 0 {
+		t.Fatalf("%s has no \"## Configuration\" heading", path)
+	}
+	var header []string
+	rows := map[string]configRow{}
+	for _, line := range lines[start+1:] {
+		if strings.HasPrefix(line, "## ") {
+			break
+		}
+		if !strings.HasPrefix(line, "|") {
+			if header != nil {
+				break
+			}
+			continue
+		}
+		cells := tableCells(line)
+		if header == nil {
+			header = cells
+			continue
+		}
+		if strings.Trim(strings.Join(cells, ""), "-: ") == "" {
+			continue
+		}
+		col := func(name string) string {
+			i := slices.Index(header, name)
+			if i < 0 || i >= len(cells) {
+				t.Fatalf("%s's configuration table has no %q column (header %q)", path, name, header)
+			}
+			return cells[i]
+		}
+		vars := codeSpans(col("variable"))
+		if len(vars) == 0 {
+			t.Errorf("%s's configuration table has a row naming no `VARIABLE`: %s", path, line)
+		}
+		for _, v := range vars {
+			if _, dup := rows[v]; dup {
+				t.Errorf("%s's configuration table lists %s twice", path, v)
+			}
+			rows[v] = configRow{flag: col("flag"), def: col("default")}
+		}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("%s has no table under \"## Configuration\"", path)
+	}
+	return rows
+}
+
+// TestArchitecture_NamesExist holds ARCHITECTURE.md to the tree. Every name
+// in backticks is checked by what it looks like:
+//
+//   - a path (`worker/receive.go`, `queue/accounts`, `views/*.templ`,
+//     `migrations/00013_leases.sql`), written from the repository's root,
+//     must exist;
+//   - a Go name (`Receive`, `Lease.Release`) must be declared, at top level
+//     or as a method or struct field, in the file named last before it in
+//     its paragraph or table row, or in the package named last; with
+//     neither, anywhere in the tree. A qualified one (`queue.ErrEventLocked`,
+//     `worker.Receiver.Recover`) must be declared in that package, and
+//     leaves the context as it was;
+//   - an ENVIRONMENT_VARIABLE or a snake_case SQL name must appear in the
+//     code, the SQL or the scripts;
+//   - a folder path in the package map's drawing must exist.
+//
+// Anything else in backticks (SQL, commands, status codes) is prose.
+func TestArchitecture_NamesExist(t *testing.T) {
+	t.Parallel()
+	tree := scanTree(t)
+	const doc = "ARCHITECTURE.md"
+	for _, block := range docBlocks(readLines(t, doc)) {
+		if block.fenced {
+			for _, p := range drawnPath.FindAllString(block.text, -1) {
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("%s:%d: the package map draws %s, which is not a folder of the tree", doc, block.line, p)
+				}
+			}
+			continue
+		}
+		var ctx struct{ dir, file string }
+		for _, span := range codeSpans(block.text) {
+			where := fmt.Sprintf("%s:%d", doc, block.line)
+			switch {
+			case isDocPath(span):
+				p := strings.TrimSuffix(span, "/")
+				matches, _ := filepath.Glob(p)
+				if len(matches) == 0 {
+					t.Errorf("%s: `%s` is not in the tree (paths are written from the repository's root)", where, span)
+					ctx.dir, ctx.file = "", ""
+					continue
+				}
+				ctx.dir, ctx.file = "", ""
+				if len(matches) == 1 && strings.HasSuffix(p, ".go") {
+					ctx.dir, ctx.file = filepath.Dir(p), p
+				} else if tree.packages[filepath.Dir(matches[0])] != nil && !isDir(matches[0]) {
+					ctx.dir = filepath.Dir(matches[0])
+				} else if tree.packages[p] != nil {
+					ctx.dir = p
+				}
+			case envName.MatchString(span) || sqlName.MatchString(span):
+				if !tree.mentions(span) {
+					t.Errorf("%s: `%s` appears nowhere in the code, the SQL or the scripts", where, span)
+				}
+			case goName.MatchString(span) && strings.ContainsAny(span, "abcdefghijklmnopqrstuvwxyz"):
+				name := span
+				// pkg.Name and pkg.Type.Method name a package of the tree
+				// (unless pkg is a type in context, as in Lease.Release), and
+				// leave the context as it is: they are references.
+				if pkg, rest, ok := strings.Cut(span, "."); ok && len(tree.byName[pkg]) > 0 && !tree.isType(ctx.dir, pkg) {
+					if !slices.ContainsFunc(tree.byName[pkg], func(d string) bool { return tree.packages[d][rest] != nil }) {
+						t.Errorf("%s: `%s`: package %s (%s) declares no %s%s", where, span, pkg, strings.Join(tree.byName[pkg], ", "), rest, tree.whereIs(rest))
+					}
+					continue
+				}
+				switch {
+				case ctx.file != "":
+					if !tree.files[ctx.file][name] {
+						t.Errorf("%s: `%s` is not declared in %s, the file named before it%s", where, span, ctx.file, tree.whereIs(name))
+					}
+				case ctx.dir != "":
+					if tree.packages[ctx.dir][name] == nil {
+						t.Errorf("%s: `%s` is not declared in package %s, the folder named before it%s", where, span, ctx.dir, tree.whereIs(name))
+					}
+				default:
+					if tree.whereIs(name) == "" {
+						t.Errorf("%s: `%s` is declared nowhere in the tree (write it without backticks if it is not a Go name)", where, span)
+					}
+				}
+			}
+		}
+	}
+}
+
+var (
+	// A path written from the root: segments of file-name characters, one
+	// of them with a slash or a file extension; a leading slash is a route,
+	// <x> and ... are placeholders.
+	docPath   = regexp.MustCompile(`^[A-Za-z0-9_.*-]+(/[A-Za-z0-9_.*-]+)*/?$`)
+	docExt    = regexp.MustCompile(`\.(go|sql|templ|md|sh|env|css|js|mod|sum)$`)
+	drawnPath = regexp.MustCompile(`\b[a-z][a-z0-9]*(/[a-z][a-z0-9]*)+\b`)
+	envName   = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$`)
+	sqlName   = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
+	goName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$`)
+)
+
+func isDocPath(span string) bool {
+	if !docPath.MatchString(span) || strings.Contains(span, "...") {
+		return false
+	}
+	if strings.Contains(span, "/") || docExt.MatchString(span) {
+		return true
+	}
+	return isDir(span) // a top-level folder: `web`, `queue`
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// goTree is every Go declaration of the tree: top-level names, methods as
+// Type.Method and Method, struct fields as Type.Field and Field.
+type goTree struct {
+	files    map[string]map[string]bool     // file → names
+	packages map[string]map[string][]string // folder → name → files
+	byName   map[string][]string            // package name → folders
+	text     string                         // the code, SQL and scripts
+}
+
+func scanTree(t *testing.T) *goTree {
+	t.Helper()
+	tree := &goTree{files: map[string]map[string]bool{}, packages: map[string]map[string][]string{}, byName: map[string][]string{}}
+	fset := token.NewFileSet()
+	var text strings.Builder
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (strings.HasPrefix(d.Name(), ".") && d.Name() != ".ci" || d.Name() == "bin" || d.Name() == "test-output" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasSuffix(path, ".go"):
+		case docExt.MatchString(path) && !strings.HasSuffix(path, ".md"), d.Name() == "Makefile", strings.HasPrefix(path, ".ci/"):
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			text.Write(b)
+			return nil
+		default:
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		text.Write(b)
+		f, err := parser.ParseFile(fset, path, b, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		dir := filepath.Dir(path)
+		pkg := strings.TrimSuffix(f.Name.Name, "_test")
+		if !slices.Contains(tree.byName[pkg], dir) {
+			tree.byName[pkg] = append(tree.byName[pkg], dir)
+		}
+		names := map[string]bool{}
+		add := func(name string) { names[name] = true }
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				add(decl.Name.Name)
+				if decl.Recv != nil && len(decl.Recv.List) == 1 {
+					if recv := receiverType(decl.Recv.List[0].Type); recv != "" {
+						add(recv + "." + decl.Name.Name)
+					}
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					switch spec := spec.(type) {
+					case *ast.TypeSpec:
+						add(spec.Name.Name)
+						add("type " + spec.Name.Name)
+						for _, field := range fieldsOf(spec.Type) {
+							add(field)
+							add(spec.Name.Name + "." + field)
+						}
+					case *ast.ValueSpec:
+						for _, n := range spec.Names {
+							add(n.Name)
+						}
+					}
+				}
+			}
+		}
+		tree.files[path] = names
+		if tree.packages[dir] == nil {
+			tree.packages[dir] = map[string][]string{}
+		}
+		for n := range names {
+			tree.packages[dir][n] = append(tree.packages[dir][n], path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree.text = text.String()
+	return tree
+}
+
+func receiverType(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.StarExpr:
+		return receiverType(e.X)
+	case *ast.IndexExpr:
+		return receiverType(e.X)
+	case *ast.IndexListExpr:
+		return receiverType(e.X)
+	case *ast.Ident:
+		return e.Name
+	}
+	return ""
+}
+
+// fieldsOf names a struct's fields and an interface's methods.
+func fieldsOf(e ast.Expr) []string {
+	var list *ast.FieldList
+	switch e := e.(type) {
+	case *ast.StructType:
+		list = e.Fields
+	case *ast.InterfaceType:
+		list = e.Methods
+	default:
+		return nil
+	}
+	var names []string
+	for _, f := range list.List {
+		for _, n := range f.Names {
+			names = append(names, n.Name)
+		}
+		if len(f.Names) == 0 { // embedded
+			if n := receiverType(f.Type); n != "" {
+				names = append(names, n)
+			}
+		}
+	}
+	return names
+}
+
+// isType reports whether name is a type of the package in context, so that
+// `Lease.Release` after `queue/leases.go` is a method, not a package's name.
+func (tree *goTree) isType(dir, name string) bool {
+	return dir != "" && tree.packages[dir]["type "+name] != nil
+}
+
+// whereIs says where name is declared, for a failure message.
+func (tree *goTree) whereIs(name string) string {
+	var at []string
+	for _, files := range tree.packages {
+		at = append(at, files[name]...)
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	slices.Sort(at)
+	return " (it is in " + strings.Join(at, ", ") + ")"
+}
+
+func (tree *goTree) mentions(s string) bool { return strings.Contains(tree.text, s) }
+
+type docBlock struct {
+	text   string
+	line   int
+	fenced bool
+}
+
+// docBlocks cuts a Markdown document into paragraphs, table rows and fenced
+// blocks: the units a name's context is taken from.
+func docBlocks(lines []string) []docBlock {
+	var blocks []docBlock
+	var cur *docBlock
+	flush := func() {
+		if cur != nil {
+			blocks = append(blocks, *cur)
+			cur = nil
+		}
+	}
+	fenced := false
+	for i, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "```"):
+			if fenced {
+				fenced = false
+				flush()
+				continue
+			}
+			flush()
+			fenced = true
+			cur = &docBlock{line: i + 1, fenced: true}
+		case fenced:
+			cur.text += line + "\n"
+		case strings.TrimSpace(line) == "", strings.HasPrefix(line, "#"):
+			flush()
+		case strings.HasPrefix(line, "|"), strings.HasPrefix(line, "- "):
+			flush()
+			cur = &docBlock{text: line + "\n", line: i + 1}
+		default:
+			if cur == nil {
+				cur = &docBlock{line: i + 1}
+			}
+			cur.text += line + "\n"
+		}
+	}
+	flush()
+	return blocks
+}
+
+var codeSpan = regexp.MustCompile("`([^`]+)`")
+
+func codeSpans(s string) []string {
+	var spans []string
+	for _, m := range codeSpan.FindAllStringSubmatch(s, -1) {
+		spans = append(spans, m[1])
+	}
+	return spans
+}
+
+// tableCells splits a Markdown table row on the pipes outside code spans.
+func tableCells(line string) []string {
+	line = strings.TrimSpace(line)
+	line = strings.TrimPrefix(strings.TrimSuffix(line, "|"), "|")
+	var cells []string
+	var cell strings.Builder
+	inCode := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == '\\' && i+1 < len(line) && line[i+1] == '|':
+			cell.WriteByte('|')
+			i++
+			continue
+		case c == '`':
+			inCode = !inCode
+		case c == '|' && !inCode:
+			cells = append(cells, strings.TrimSpace(cell.String()))
+			cell.Reset()
+			continue
+		}
+		cell.WriteByte(c)
+	}
+	return append(cells, strings.TrimSpace(cell.String()))
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
