@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The documents are held to the code here, so that a setting added to
@@ -485,4 +486,65 @@ func readLines(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return lines
+}
+
+// TestDocs_LinksResolve holds the links between the documents to their
+// files and headings, so that a heading renamed in one breaks no link in
+// another.
+func TestDocs_LinksResolve(t *testing.T) {
+	t.Parallel()
+	docs := []string{"README.md", "OPERATIONS.md", "ARCHITECTURE.md", ".ci/bench/README.md"}
+	for _, doc := range docs {
+		for n, line := range readLines(t, doc) {
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				file, anchor, _ := strings.Cut(target, "#")
+				path := doc
+				if file != "" {
+					path = filepath.Join(filepath.Dir(doc), file)
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: the link to %s finds no file %s", doc, n+1, target, path)
+					continue
+				}
+				if anchor != "" && !slices.Contains(headingAnchors(t, path), anchor) {
+					t.Errorf("%s:%d: the link to %s finds no heading #%s in %s (its headings: %s)",
+						doc, n+1, target, anchor, path, strings.Join(headingAnchors(t, path), ", "))
+				}
+			}
+		}
+	}
+}
+
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// headingAnchors lists a Markdown file's headings as GitHub links them:
+// lower case, punctuation dropped, spaces as hyphens.
+func headingAnchors(t *testing.T, path string) []string {
+	t.Helper()
+	var anchors []string
+	fenced := false
+	for _, line := range readLines(t, path) {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
+		var b strings.Builder
+		for _, r := range title {
+			switch {
+			case r == ' ':
+				b.WriteByte('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchors = append(anchors, b.String())
+	}
+	return anchors
 }
