@@ -113,8 +113,8 @@ func NewRejectionLog(store *queue.Store, logger *slog.Logger, cfg RejectionLogCo
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
 	return &RejectionLog{
-		store:  store,
-		logger: logger.With("component", "rejections"),
+		store:    store,
+		logger:   logger.With("component", "rejections"),
 		cfg:      cfg,
 		admitted: map[bool]int{},
 		extra:    map[summaryKey]*queue.Rejection{},
