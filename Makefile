@@ -58,6 +58,9 @@ run: db build $(DEV_ENV)
 	. ./$(DEMO_ENV); . ./$(DEV_ENV); set +a; \
 	port=$${HOOKD_ADDR:-:8080}; port=$${port##*:}; base="http://localhost:$$port"; \
 	to=""; [ "$$port" = 8080 ] || to=" -url $$base/webhooks/stripe"; \
+	metrics=$${HOOKD_METRICS_ADDR:-127.0.0.1:9090}; \
+	case $$metrics in off) metrics="off (HOOKD_METRICS_ADDR)";; :*) metrics="http://localhost$$metrics/metrics";; \
+	  *) metrics="http://$$metrics/metrics";; esac; \
 	./bin/hookd demo-app & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null || true' EXIT; \
 	echo; \
@@ -75,7 +78,7 @@ run: db build $(DEV_ENV)
 	echo "     Open one and press Retry: the demo app takes it this time, and it is processed."; \
 	echo; \
 	echo "  add people: DATABASE_URL=$$DATABASE_URL ./bin/hookd user add EMAIL -role operator"; \
-	echo "  health:     $$base/healthz   metrics: $$base/metrics"; \
+	echo "  health:     $$base/healthz   metrics: $$metrics"; \
 	echo "  settings:   $(DEV_ENV) (yours, kept out of git) over $(DEMO_ENV) (the demo's)"; \
 	echo; \
 	./bin/hookd serve

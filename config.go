@@ -29,8 +29,11 @@ type Config struct {
 	// unset. migrateURL says which URL migrations use.
 	MigrateDatabaseURL string
 
-	Addr             string
+	Addr string
+	// MetricsAddr is the listener that serves /metrics alone; empty when
+	// HOOKD_METRICS_ADDR is off. MetricsPublic also serves /metrics on Addr.
 	MetricsAddr      string
+	MetricsPublic    bool
 	StripeSecrets    []Secret
 	Processor        string
 	ForwardURL       string
@@ -100,8 +103,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.MigrateDatabaseURL = v; return nil }},
 	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
 		set: func(c *Config, v string) error { c.Addr = v; return nil }},
-	{flag: "metrics-addr", env: "HOOKD_METRICS_ADDR", usage: "listen address serving /metrics alone (none: /metrics is on the listen address)",
-		set: func(c *Config, v string) error { c.MetricsAddr = v; return nil }},
+	{flag: "metrics-addr", env: "HOOKD_METRICS_ADDR", def: "127.0.0.1:9090", usage: "listen address serving /metrics alone, or off",
+		set: func(c *Config, v string) error { return parseMetricsAddr(&c.MetricsAddr, v) }},
+	{flag: "metrics-public", env: "HOOKD_METRICS_PUBLIC", def: "false", boolean: true, usage: "also serve /metrics on the listen address, to whoever reaches the receiver",
+		set: func(c *Config, v string) error { return parseBool(&c.MetricsPublic, v) }},
 	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
 		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
 	{flag: "processor", env: "HOOKD_PROCESSOR", def: processorForward, usage: "forward: POST each event to the forward URL; discard: accept and mark processed without processing (trials only)",
@@ -239,6 +244,21 @@ func durationText(d time.Duration) string {
 		}
 	}
 	return d.String()
+}
+
+// metricsOff is HOOKD_METRICS_ADDR's value for no metrics listener.
+const metricsOff = "off"
+
+func parseMetricsAddr(dst *string, v string) error {
+	if v == metricsOff {
+		*dst = ""
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		return errors.New("not a listen address like 127.0.0.1:9090, or off")
+	}
+	*dst = v
+	return nil
 }
 
 func parsePositiveDuration(dst *time.Duration, v string) error {

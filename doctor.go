@@ -33,6 +33,9 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		StripeAPIURL:     cfg.StripeAPIURL,
 		PublicURL:        cfg.PublicURL,
 		SecureCookies:    cfg.SecureCookies,
+		Addr:             cfg.Addr,
+		MetricsAddr:      cfg.MetricsAddr,
+		MetricsPublic:    cfg.MetricsPublic,
 	})
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))

@@ -43,7 +43,8 @@ func TestRunDoctor(t *testing.T) {
 		t.Fatalf("doctor on a good configuration: %v\n%s", err, out)
 	}
 	for _, want := range []string{"ok    database", "ok    session timeouts", "ok    signing secret", "ok    forward to app", "ok    clock",
-		"ok    stripe api key", "ok    stripe endpoint    " + endpoint.ID + " is enabled", "API version 2025-03-31.basil", "0 failed"} {
+		"ok    stripe api key", "ok    stripe endpoint    " + endpoint.ID + " is enabled", "API version 2025-03-31.basil",
+		"ok    metrics            served on 127.0.0.1:9090/metrics only, not on HOOKD_ADDR", "0 failed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -644,7 +644,10 @@ func startHookdProcess(t testing.TB, bin string, env []string) *hookdProcess {
 				p.cmd.Env = append(p.cmd.Env, kv)
 			}
 		}
-		p.cmd.Env = append(append(p.cmd.Env, env...), "HOOKD_ADDR="+addr)
+		// The default metrics address is one port for every hookd of the
+		// tests running at once; env may name another.
+		p.cmd.Env = append(append(p.cmd.Env, "HOOKD_METRICS_ADDR=127.0.0.1:0"), env...)
+		p.cmd.Env = append(p.cmd.Env, "HOOKD_ADDR="+addr)
 		p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 		p.cmd.SysProcAttr = childProcAttr()
 		if err := p.cmd.Start(); err != nil {

@@ -34,7 +34,8 @@ func TestParseConfig_Defaults(t *testing.T) {
 	if cfg.Addr != ":8080" || cfg.ForwardTimeout != 10*time.Second || cfg.RetryInterval != 5*time.Second ||
 		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 ||
 		cfg.Processor != "forward" ||
-		cfg.AlertURL != "" || cfg.AlertPendingAge != time.Hour || cfg.PublicURL != "" {
+		cfg.AlertURL != "" || cfg.AlertPendingAge != time.Hour || cfg.PublicURL != "" ||
+		cfg.MetricsAddr != "127.0.0.1:9090" || cfg.MetricsPublic {
 		t.Fatalf("defaults = %+v, want SPEC.md's", cfg)
 	}
 }
@@ -251,6 +252,11 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *e2e
 		env["DATABASE_URL"] = queuetest.NewDatabaseURL(t)
 	}
 	env["HOOKD_ADDR"] = addr
+	if env["HOOKD_METRICS_ADDR"] == "" {
+		// The default, 127.0.0.1:9090, is one port for every hookd of the
+		// tests running at once.
+		env["HOOKD_METRICS_ADDR"] = "127.0.0.1:0"
+	}
 	getenv := func(k string) string { return env[k] }
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -285,10 +291,12 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *e2e
 
 func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 	t.Parallel()
+	metricsAddr := freeAddr(t)
 	base, stop, stderr := startServe(t, map[string]string{
 		"STRIPE_WEBHOOK_SECRET": testSecret,
 		"HOOKD_RETRY_INTERVAL":  "50ms",
 		"HOOKD_PROCESSOR":       "discard",
+		"HOOKD_METRICS_ADDR":    metricsAddr,
 	})
 
 	var out bytes.Buffer
@@ -299,7 +307,7 @@ func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 		t.Errorf("send-test-event: got %v, output %q; want 200 processed", err, out.String())
 	}
 
-	resp, err := http.Get(base + "/metrics")
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,6 +317,15 @@ func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// Without HOOKD_METRICS_PUBLIC, the address Stripe reaches has none.
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("main address /metrics: %d, want 404", resp.StatusCode)
 	}
 
 	if err := stop(); err != nil {
@@ -510,8 +527,8 @@ func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 	}
 }
 
-// With HOOKD_METRICS_ADDR, /metrics is served there, alone, and no longer
-// on the main address.
+// /metrics is served on HOOKD_METRICS_ADDR, alone, and not on the main
+// address, which whoever reaches the receiver reaches too.
 func TestRunServeMetricsOnTheirOwnListener(t *testing.T) {
 	t.Parallel()
 	metricsAddr := freeAddr(t)
@@ -539,5 +556,70 @@ func TestRunServeMetricsOnTheirOwnListener(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run after cancel: %v\n%s", err, stderr)
+	}
+}
+
+// HOOKD_METRICS_PUBLIC=true serves /metrics on the main address too; with
+// HOOKD_METRICS_ADDR off, there alone; with both off, nowhere.
+func TestRunServeMetricsPublicOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, tc := range []struct {
+		name               string
+		metricsAddr        string
+		public, wantPublic bool
+	}{
+		{name: "PublicAndOwnListener", metricsAddr: freeAddr(t), public: true, wantPublic: true},
+		{name: "PublicOnly", metricsAddr: "off", public: true, wantPublic: true},
+		{name: "Nowhere", metricsAddr: "off", public: false, wantPublic: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"HOOKD_PROCESSOR": "discard", "HOOKD_METRICS_ADDR": tc.metricsAddr}
+			if tc.public {
+				env["HOOKD_METRICS_PUBLIC"] = "true"
+			}
+			base, stop, stderr := startServe(t, env)
+			status, body := get(base + "/metrics")
+			switch {
+			case tc.wantPublic && (status != http.StatusOK || !strings.Contains(body, "hookd_queue_events")):
+				t.Errorf("main address /metrics: %d, want 200 with hookd_queue_events:\n%s", status, body)
+			case !tc.wantPublic && status != http.StatusNotFound:
+				t.Errorf("main address /metrics: %d, want 404", status)
+			}
+			if tc.metricsAddr != "off" {
+				if status, body := get("http://" + tc.metricsAddr + "/metrics"); status != http.StatusOK || !strings.Contains(body, "hookd_queue_events") {
+					t.Errorf("metrics listener /metrics: %d, want 200 with hookd_queue_events:\n%s", status, body)
+				}
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("run after cancel: %v\n%s", err, stderr)
+			}
+		})
+	}
+}
+
+func TestParseConfig_MetricsAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ value, want string }{
+		{"", "127.0.0.1:9090"}, {"off", ""}, {":9100", ":9100"}, {"10.0.0.5:9090", "10.0.0.5:9090"},
+	} {
+		cfg, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_METRICS_ADDR": tc.value}), io.Discard)
+		if err != nil || cfg.MetricsAddr != tc.want {
+			t.Errorf("HOOKD_METRICS_ADDR=%q: %q, %v; want %q", tc.value, cfg.MetricsAddr, err, tc.want)
+		}
+	}
+	_, err := parseConfig("serve", nil, envOf(map[string]string{"HOOKD_METRICS_ADDR": "9090"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "HOOKD_METRICS_ADDR") || !strings.Contains(err.Error(), "or off") {
+		t.Errorf("HOOKD_METRICS_ADDR=9090: %v, want an error naming the variable and off", err)
 	}
 }

@@ -76,11 +76,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	rejections := worker.NewRejectionLog(store, logger, worker.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
 	reconciler := newReconciler(cfg, store, receiver, logger)
 
-	// With a listener of its own, /metrics is not on the main address,
-	// where whoever reaches the receiver could scrape it.
-	var mainGatherer prometheus.Gatherer = reg
-	if cfg.MetricsAddr != "" {
-		mainGatherer = nil
+	// /metrics tells queue depths, traffic and failures: on the main
+	// address whoever reaches the receiver could read them, so it is there
+	// only when asked for.
+	var mainGatherer prometheus.Gatherer
+	if cfg.MetricsPublic {
+		mainGatherer = reg
 	}
 	handler := web.NewServer(web.Options{
 		Logger:          logger,
@@ -112,10 +113,16 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
 			ln.Close()
-			return fmt.Errorf("HOOKD_METRICS_ADDR: %v", err)
+			return fmt.Errorf("HOOKD_METRICS_ADDR: %v; set it to a free address, or to off", err)
 		}
 		listeners = append(listeners, listener{newHTTPServer(cfg, web.NewMetricsHandler(reg), logger), mln})
 		logger.Info("metrics listening", "addr", mln.Addr().String())
+	}
+	switch {
+	case cfg.MetricsPublic:
+		logger.Info("metrics on the listen address too, as HOOKD_METRICS_PUBLIC is true", "addr", ln.Addr().String())
+	case cfg.MetricsAddr == "":
+		logger.Info("metrics not served: HOOKD_METRICS_ADDR is off and HOOKD_METRICS_PUBLIC is false")
 	}
 
 	g, gctx := errgroup.WithContext(ctx)

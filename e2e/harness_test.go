@@ -105,6 +105,9 @@ func (h *hookd) start(t *testing.T, dbURL string, port int, env []string) error 
 		// Ten years: the pruner must never remove the markers a test ages.
 		"HOOKD_MARKER_RETENTION=87600h",
 		"HOOKD_SHUTDOWN_TIMEOUT=10s",
+		// The default metrics address is one port for every hookd running
+		// at once.
+		"HOOKD_METRICS_ADDR=127.0.0.1:0",
 	)
 	// exec keeps the last of duplicate names, so these override the above.
 	cmd.Env = append(cmd.Env, env...)

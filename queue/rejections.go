@@ -24,6 +24,18 @@ const (
 	RejectBadType        RejectReason = "bad_type"        // 400: no usable string "type"
 )
 
+// SignatureVerified reports whether a refusal for r came with a signature
+// made with a configured secret: the receiver reads the body only once its
+// signature verified, so a body refused as no Stripe event was signed. Every
+// other refusal's body is unverified, and the event id it claims anyone's.
+func (r RejectReason) SignatureVerified() bool {
+	switch r {
+	case RejectBadJSON, RejectBadID, RejectBadType:
+		return true
+	}
+	return false
+}
+
 // Rejection is one refused delivery, or, with Count above 1, the refusals
 // of one reason beyond what the receiver records one by one in a second.
 type Rejection struct {

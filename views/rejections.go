@@ -67,6 +67,16 @@ func RejectReasonLabel(r queue.RejectReason) string {
 	return string(r)
 }
 
+// claimNote says whose claim a refused delivery's event id is: the body's
+// own, unverified, unless its signature verified and the body was refused
+// for what it held. An attacker's post can claim any real event's id.
+func claimNote(r queue.Rejection) string {
+	if r.Reason.SignatureVerified() {
+		return "claimed by a body signed with a configured secret"
+	}
+	return "claimed by an unverified body"
+}
+
 // skewText says how a signature's timestamp stood against the clock that
 // refused it: "4 min before the server's clock", "12 s after it".
 func skewText(d time.Duration) string {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +30,16 @@ type rejectionBundle struct {
 
 func setupRejections(t *testing.T, maxBody int64) *rejectionBundle {
 	t.Helper()
+	return setupRejectionsWith(t, maxBody, worker.RejectionLogConfig{PerFlush: 1000})
+}
+
+// setupRejectionsWith is setupRejections with the rejection log configured
+// by cfg, which gets the receiver's secret.
+func setupRejectionsWith(t *testing.T, maxBody int64, cfg worker.RejectionLogConfig) *rejectionBundle {
+	t.Helper()
 	store, pool := queuetest.NewStore(t)
-	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{
-		Secrets: []string{testSecret}, PerFlush: 1000})
+	cfg.Secrets = []string{testSecret}
+	log := worker.NewRejectionLog(store, discardLogger, cfg)
 	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{Secrets: []string{testSecret}})
 	stores := storesOn(store, pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: stores, Receiver: receiver,
@@ -154,6 +162,26 @@ func TestRejections_EveryRefusalIsLoggedWithItsReason(t *testing.T) {
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`) + queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`); n != 0 {
 		t.Errorf("refused deliveries left %d queue rows or markers", n)
 	}
+
+	// Each claimed id says whose claim it is: only a body refused after its
+	// signature verified was signed with a configured secret.
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	notes := map[string]string{}
+	c.get("/rejections").doc.Find(`[data-testid="rejection-row"]`).Each(func(_ int, tr *goquery.Selection) {
+		if id := tr.Find(`td[data-label="Claimed event"] a`).Text(); id != "" {
+			notes[id] = tr.Find(`[data-testid="claim-note"]`).Text()
+		}
+	})
+	for _, id := range []string{"evt_big", "evt_unsigned", "evt_malformed", "evt_drift", "evt_forged_old", "evt_wrong", "evt_typeless"} {
+		want := "claimed by an unverified body"
+		if id == "evt_typeless" {
+			want = "claimed by a body signed with a configured secret"
+		}
+		if notes[id] != want {
+			t.Errorf("/rejections marks %s %q, want %q", id, notes[id], want)
+		}
+	}
 }
 
 func TestRejections_AcceptedDeliveriesAreNotLogged(t *testing.T) {
@@ -196,7 +224,7 @@ func TestRejections_PageOverviewAndSearch(t *testing.T) {
 	}
 	first := rows.Last() // oldest
 	if text := strings.Join(strings.Fields(first.Text()), " "); !strings.Contains(text, "Wrong signature") ||
-		!strings.Contains(text, "evt_refused_1 (unverified)") || !strings.Contains(text, "127.0.0.1") ||
+		!strings.Contains(text, "evt_refused_1 claimed by an unverified body") || !strings.Contains(text, "127.0.0.1") ||
 		!strings.Contains(text, "is STRIPE_WEBHOOK_SECRET this endpoint's signing secret?") {
 		t.Errorf("a wrong-secret row reads %q", text)
 	}
@@ -226,6 +254,118 @@ func TestRejections_PageOverviewAndSearch(t *testing.T) {
 	}
 	if n := c.get("/search?q=evt_refused_1").doc.Find(`[data-testid="search-refusal"]`).Length(); n != 2 {
 		t.Errorf("the search lists %d refusals, want 2", n)
+	}
+}
+
+// An attacker floods the endpoint with unsigned and garbage posts, far
+// above the detailed rows a second, each claiming the id of an event Stripe
+// really delivered; meanwhile Stripe's deliveries, signed with a secret
+// hookd lacks, are refused too. Every one of those gets a row of its own,
+// with its claimed id and signature time, however many of the flood came
+// before it, and every claimed id the dashboard shows is marked as the
+// claim of an unverified body.
+func TestRejections_AFloodOfGarbageCannotFoldAwaySignedRefusals(t *testing.T) {
+	t.Parallel()
+	b := setupRejectionsWith(t, 1<<20, worker.RejectionLogConfig{})
+	real := stripeevent.NewID("evt")
+	realBody := stripeevent.Minimal(real, "invoice.paid")
+	if got := post(t, b.srv, realBody, stripeevent.Sign(realBody, testSecret, time.Now())); got.status != http.StatusOK {
+		t.Fatalf("Stripe's delivery: got %d %q, want 200", got.status, got.body)
+	}
+
+	const (
+		seconds          = 5   // writes of the log, a second apart in production
+		garbagePerSecond = 200 // 20 times the default budget of 10
+		signedPerSecond  = 3
+		senders          = 8
+	)
+	claim := []byte(`{"id":"` + real + `","object":"event","type":"invoice.paid"}`)
+	staleSig := stripeevent.Sign(claim, "whsec_attackers_own", time.Now().Add(-time.Hour))
+	garbage := []string{"", "t=abc,v1=zz", "garbage", "v1=" + strings.Repeat("a", 64), staleSig}
+	flood := func(n int) {
+		var wg sync.WaitGroup
+		for s := range senders {
+			wg.Go(func() {
+				for i := s; i < n; i += senders {
+					if got := post(t, b.srv, claim, garbage[i%len(garbage)]); got.status != http.StatusBadRequest {
+						t.Errorf("garbage post: got %d %q, want 400", got.status, got.body)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var signedIDs []string
+	for range seconds {
+		// The flood is well past the budget when Stripe's deliveries come,
+		// and goes on alongside them.
+		flood(garbagePerSecond / 2)
+		var wg sync.WaitGroup
+		wg.Go(func() { flood(garbagePerSecond / 2) })
+		for range signedPerSecond {
+			id := stripeevent.NewID("evt")
+			signedIDs = append(signedIDs, id)
+			body := stripeevent.Minimal(id, "invoice.paid")
+			if got := post(t, b.srv, body, stripeevent.Sign(body, "whsec_rotated_away", time.Now())); got.status != http.StatusBadRequest {
+				t.Errorf("wrong secret: got %d %q, want 400", got.status, got.body)
+			}
+		}
+		wg.Wait()
+		if err := b.log.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var signedRows, signedCounted, garbageRows, garbageCounted int64
+	err := b.pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE reason = 'wrong_signature' AND count = 1 AND claimed_event_id = ANY ($1)),
+		       coalesce(sum(count) FILTER (WHERE reason = 'wrong_signature'), 0),
+		       count(*) FILTER (WHERE reason <> 'wrong_signature' AND count = 1),
+		       coalesce(sum(count) FILTER (WHERE reason <> 'wrong_signature'), 0)
+		FROM webhook_rejections`, signedIDs).Scan(&signedRows, &signedCounted, &garbageRows, &garbageCounted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("during the flood: %d of %d wrong-secret refusals got a row of their own", signedRows, len(signedIDs))
+	if signedRows != seconds*signedPerSecond || signedCounted != seconds*signedPerSecond {
+		t.Errorf("wrong-secret refusals: %d rows of their own, %d counted; want each of the %d in a row of its own",
+			signedRows, signedCounted, seconds*signedPerSecond)
+	}
+	if garbageRows != seconds*10 || garbageCounted != seconds*garbagePerSecond {
+		t.Errorf("garbage: %d rows of their own, %d counted; want 10 a second (%d) and all %d counted",
+			garbageRows, garbageCounted, seconds*10, seconds*garbagePerSecond)
+	}
+
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	const unverified = "claimed by an unverified body"
+	answer, _ := searchAnswer(t, c, real)
+	if answer != "processed" {
+		t.Errorf("search for the event Stripe delivered: %q, want processed", answer)
+	}
+	refusals := c.get("/search?q=" + real).doc.Find(`[data-testid="search-refusal"]`)
+	if refusals.Length() == 0 {
+		t.Fatal("the search lists none of the refusals that claimed the real id")
+	}
+	refusals.Each(func(i int, li *goquery.Selection) {
+		if text := strings.Join(strings.Fields(li.Text()), " "); !strings.Contains(text, unverified) {
+			t.Errorf("search refusal %d reads %q, without %q", i, text, unverified)
+		}
+	})
+	rows := c.get("/rejections").doc.Find(`[data-testid="rejection-row"]`)
+	claimed := 0
+	rows.Each(func(i int, tr *goquery.Selection) {
+		cell := tr.Find(`td[data-label="Claimed event"]`)
+		if cell.Find("a").Length() == 0 {
+			return
+		}
+		claimed++
+		if text := strings.Join(strings.Fields(cell.Text()), " "); !strings.Contains(text, unverified) {
+			t.Errorf("rejection row %d's claimed event reads %q, without %q", i, text, unverified)
+		}
+	})
+	if claimed == 0 {
+		t.Error("no row on /rejections shows a claimed id")
 	}
 }
 

@@ -47,8 +47,9 @@ type Options struct {
 	Receiver *worker.Receiver
 	// Metrics counts the receiver's answers; nil counts nothing.
 	Metrics *worker.Metrics
-	// Gatherer is what /metrics serves; nil serves no /metrics here, as it
-	// has a listener of its own (NewMetricsHandler).
+	// Gatherer is what /metrics serves; nil serves no /metrics here, as is
+	// hookd's default: the metrics have a listener of their own
+	// (NewMetricsHandler), away from whoever reaches the receiver.
 	Gatherer prometheus.Gatherer
 
 	// MaxBody is the largest webhook body accepted, in bytes; larger ones

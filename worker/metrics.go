@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,7 +76,7 @@ func (m *Metrics) Received(outcome string) {
 // well formed, recent and signed with no configured secret counts toward
 // the "is STRIPE_WEBHOOK_SECRET right?" alert; other refusals do not.
 func (m *Metrics) Refused(err error) {
-	if m == nil || !errors.Is(err, ErrWrongSignature) {
+	if m == nil || checkSignature(err) != signatureWrongSecret {
 		return
 	}
 	m.activity.wrongSignature()

@@ -46,6 +46,36 @@ var (
 	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
 )
 
+// signatureCheck is what a refusal shows of its Stripe-Signature header.
+type signatureCheck int
+
+const (
+	// signatureUnproven: no header, a malformed or stale one, or a refusal
+	// made before the signature was checked. Anyone on the internet can
+	// send one, so it says nothing about Stripe or hookd's secret.
+	signatureUnproven signatureCheck = iota
+	// signatureWrongSecret: well formed and recent, matching no configured
+	// secret: Stripe signing with a secret hookd lacks, or another sender
+	// taking the trouble to look like it.
+	signatureWrongSecret
+	// signatureVerified: well formed, recent and made with a configured
+	// secret; the body was what got refused.
+	signatureVerified
+)
+
+// checkSignature reads a refusal's error for what its signature showed: the
+// one place that tells a signature well formed and recent from one anyone
+// could send, for the signature alert and the rejection log's budgets.
+func checkSignature(err error) signatureCheck {
+	switch reason := rejectReason(err); {
+	case reason == queue.RejectWrongSignature:
+		return signatureWrongSecret
+	case reason.SignatureVerified():
+		return signatureVerified
+	}
+	return signatureUnproven
+}
+
 // SignatureTolerance is how old a signature's timestamp may be: Stripe's
 // own libraries' default, which bounds how long a captured delivery can be
 // replayed.

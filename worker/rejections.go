@@ -57,6 +57,13 @@ type RejectionLogConfig struct {
 	// one per reason every FlushInterval, not a row per request.
 	// Default: 10.
 	PerFlush int
+	// SignedPerFlush is PerFlush for the refusals whose signature was well
+	// formed and recent (checkSignature): Stripe signing with a secret
+	// hookd lacks, or a body refused after its signature verified. They
+	// have a budget and rows of their own, so a flood of unsigned or
+	// garbage posts, which anyone can send, cannot add them up out of
+	// sight. Default: 10.
+	SignedPerFlush int
 	// FlushInterval is how often the recorded refusals are written, in one
 	// statement. Default: 1 s.
 	FlushInterval time.Duration
@@ -74,30 +81,43 @@ const claimScanBytes = 16 << 10
 // dashboard's rejection log. Record never waits on the database: refusals
 // are kept in memory and written every FlushInterval, so a crash loses at
 // most that much of the log, and a flood of bad requests becomes at most
-// PerFlush rows plus one row per reason per write: with the defaults, 10
-// refusals a second recorded one by one and the rest counted. A nil
+// PerFlush plus SignedPerFlush rows and one row per reason per write: with
+// the defaults, 10 refusals a second with a well-formed, recent signature
+// and 10 others recorded one by one, and the rest counted. A nil
 // *RejectionLog records nothing.
 type RejectionLog struct {
 	store  *queue.Store
 	logger *slog.Logger
 	cfg    RejectionLogConfig
 
-	mu       sync.Mutex
-	admitted int // refusals since the last write recorded one by one
+	mu sync.Mutex
+	// admitted counts the refusals of each budget recorded one by one since
+	// the last write: [false] unproven signatures, [true] signed ones.
+	admitted map[bool]int
 	pending  []queue.Rejection
-	extra    map[queue.RejectReason]*queue.Rejection
+	extra    map[summaryKey]*queue.Rejection
+}
+
+// summaryKey is the row that adds up the refusals beyond a budget: one per
+// budget and reason, so a signed refusal is never counted in a row a flood
+// of garbage can make.
+type summaryKey struct {
+	signed bool
+	reason queue.RejectReason
 }
 
 // NewRejectionLog returns a RejectionLog writing to store.
 func NewRejectionLog(store *queue.Store, logger *slog.Logger, cfg RejectionLogConfig) *RejectionLog {
 	cfg.PerFlush = cmp.Or(cfg.PerFlush, 10)
+	cfg.SignedPerFlush = cmp.Or(cfg.SignedPerFlush, 10)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
 	return &RejectionLog{
-		store:  store,
-		logger: logger.With("component", "rejections"),
-		cfg:    cfg,
-		extra:  map[queue.RejectReason]*queue.Rejection{},
+		store:    store,
+		logger:   logger.With("component", "rejections"),
+		cfg:      cfg,
+		admitted: map[bool]int{},
+		extra:    map[summaryKey]*queue.Rejection{},
 	}
 }
 
@@ -108,14 +128,20 @@ func (l *RejectionLog) Record(r Refusal) {
 	}
 	now := time.Now()
 	reason := rejectReason(r.Err)
+	signed := checkSignature(r.Err) != signatureUnproven
+	budget := l.cfg.PerFlush
+	if signed {
+		budget = l.cfg.SignedPerFlush
+	}
+	key := summaryKey{signed: signed, reason: reason}
 	l.mu.Lock()
-	one := l.admitted < l.cfg.PerFlush
+	one := l.admitted[signed] < budget
 	if one {
-		l.admitted++
-	} else if sum, ok := l.extra[reason]; ok {
+		l.admitted[signed]++
+	} else if sum, ok := l.extra[key]; ok {
 		sum.Count++
 	} else {
-		l.extra[reason] = &queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus,
+		l.extra[key] = &queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus,
 			Detail: refusalText(r.Err), RemoteAddr: r.RemoteAddr, Count: 1}
 	}
 	l.mu.Unlock()
@@ -156,10 +182,11 @@ func (l *RejectionLog) describe(now time.Time, reason queue.RejectReason, r Refu
 func (l *RejectionLog) Flush(ctx context.Context) error {
 	l.mu.Lock()
 	rows := l.pending
-	l.pending, l.admitted = nil, 0
-	for reason, sum := range l.extra {
+	l.pending = nil
+	clear(l.admitted)
+	for key, sum := range l.extra {
 		rows = append(rows, *sum)
-		delete(l.extra, reason)
+		delete(l.extra, key)
 	}
 	l.mu.Unlock()
 	return l.store.RecordRejections(ctx, rows)

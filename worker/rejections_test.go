@@ -10,12 +10,14 @@ import (
 	"github.com/hookd/hookd/worker"
 )
 
-// A flood of refusals between two writes becomes PerFlush rows and one row
-// per reason adding up the rest, with not one refusal lost from the counts.
+// A flood of refusals between two writes becomes PerFlush rows for the
+// unsigned, SignedPerFlush for those with a well-formed, recent signature,
+// and one row per reason adding up the rest, with not one refusal lost from
+// the counts.
 func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	t.Parallel()
 	store, pool := queuetest.NewStore(t)
-	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{PerFlush: 5})
+	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{PerFlush: 5, SignedPerFlush: 4})
 
 	const perReason = 400
 	start := make(chan struct{})
@@ -44,8 +46,10 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows != 5+3 || aggregated != 3 || total != 3*perReason {
-		t.Errorf("got %d rows (%d adding up others) counting %d refusals; want 5 one by one, 3 adding up, counting %d",
+	// Too large is unsigned; a wrong signature and a signed body that is
+	// not JSON share the signed budget.
+	if rows != 5+4+3 || aggregated != 3 || total != 3*perReason {
+		t.Errorf("got %d rows (%d adding up others) counting %d refusals; want 5+4 one by one, 3 adding up, counting %d",
 			rows, aggregated, total, 3*perReason)
 	}
 
@@ -57,6 +61,56 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	page, err := store.Rejections(context.Background(), queue.RejectionFilter{Reason: queue.RejectNoSignature})
 	if err != nil || page.Total != 1 || page.Rejections[0].Count != 1 {
 		t.Errorf("after the flood, a refusal is recorded one by one again: got %+v, %v", page, err)
+	}
+}
+
+// Refusals anyone can send, past their budget, leave the signed budget
+// whole: each refusal with a well-formed, recent signature gets a row of its
+// own, while the garbage around it is added up in rows of its own.
+func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{})
+
+	const garbage, signed = 1000, 10
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, err := range []error{worker.ErrNoSignature, worker.ErrMalformedSignature, worker.ErrStaleSignature, worker.ErrTooLarge} {
+		wg.Go(func() {
+			<-start
+			for range garbage / 4 {
+				log.Record(worker.Refusal{Err: err, HTTPStatus: 400, Payload: []byte(`{"id":"evt_real"}`)})
+			}
+		})
+	}
+	wg.Go(func() {
+		<-start
+		for range signed {
+			log.Record(worker.Refusal{Err: worker.ErrWrongSignature, HTTPStatus: 400, Payload: []byte(`{"id":"evt_stripe"}`)})
+		}
+	})
+	close(start)
+	wg.Wait()
+	if err := log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var signedRows, signedSums, garbageRows, garbageSums, garbageTotal int64
+	err := pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE reason = 'wrong_signature' AND count = 1 AND claimed_event_id = 'evt_stripe'),
+		       count(*) FILTER (WHERE reason = 'wrong_signature' AND count > 1),
+		       count(*) FILTER (WHERE reason <> 'wrong_signature' AND count = 1),
+		       count(*) FILTER (WHERE reason <> 'wrong_signature' AND count > 1),
+		       sum(count) FILTER (WHERE reason <> 'wrong_signature')
+		FROM webhook_rejections`).Scan(&signedRows, &signedSums, &garbageRows, &garbageSums, &garbageTotal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signedRows != signed || signedSums != 0 {
+		t.Errorf("wrong signatures: %d rows of their own and %d adding up; want %d and none", signedRows, signedSums, signed)
+	}
+	if garbageRows != 10 || garbageSums != 4 || garbageTotal != garbage {
+		t.Errorf("garbage: %d rows of its own, %d adding up, counting %d; want 10, 4 and %d",
+			garbageRows, garbageSums, garbageTotal, garbage)
 	}
 }
 

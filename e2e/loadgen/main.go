@@ -930,7 +930,9 @@ func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []strin
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HOOKD_ADDR="+addr,
-		"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn")
+		"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn",
+		// The default metrics address is one port for every hookd it starts.
+		"HOOKD_METRICS_ADDR=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, env...)
 	h := &hookd{cmd: cmd, url: "http://" + addr, logs: &e2etest.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs

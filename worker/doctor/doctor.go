@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -85,6 +86,11 @@ type Config struct {
 	// HTTPClient reaches Stripe's API. Default: a client with a 10 s
 	// timeout.
 	HTTPClient *http.Client
+	// Addr is HOOKD_ADDR; MetricsAddr is HOOKD_METRICS_ADDR, empty when it
+	// is off; MetricsPublic is HOOKD_METRICS_PUBLIC.
+	Addr          string
+	MetricsAddr   string
+	MetricsPublic bool
 }
 
 // Run runs every check, in order, and returns their results.
@@ -107,7 +113,31 @@ func Run(ctx context.Context, cfg Config) []Result {
 		endpoint,
 		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
 		Cookies(cfg.PublicURL, cfg.SecureCookies),
+		Metrics(cfg.Addr, cfg.MetricsAddr, cfg.MetricsPublic),
 	}
+}
+
+// Metrics says where /metrics is served. Queue depths, traffic and
+// failures are for Prometheus, not for whoever reaches the receiver, so a
+// public /metrics, or a metrics listener on every interface, is a warning.
+func Metrics(addr, metricsAddr string, public bool) Result {
+	const name = "metrics"
+	if public {
+		where := "on HOOKD_ADDR (" + addr + "/metrics)"
+		if metricsAddr != "" {
+			where = "on " + metricsAddr + "/metrics and " + where
+		}
+		return Result{name, Warn, "served " + where + ", where anyone who reaches the receiver can read them " +
+			"(HOOKD_METRICS_PUBLIC=true): unset it and have Prometheus scrape HOOKD_METRICS_ADDR"}
+	}
+	if metricsAddr == "" {
+		return Result{name, OK, "not served: HOOKD_METRICS_ADDR is off and HOOKD_METRICS_PUBLIC is false"}
+	}
+	if host, _, err := net.SplitHostPort(metricsAddr); err == nil && (host == "" || net.ParseIP(host).IsUnspecified()) {
+		return Result{name, Warn, "served on " + metricsAddr + "/metrics, every interface: keep the port from " +
+			"everyone but Prometheus, or give HOOKD_METRICS_ADDR one address, e.g. 127.0.0.1:9090"}
+	}
+	return Result{name, OK, "served on " + metricsAddr + "/metrics only, not on HOOKD_ADDR"}
 }
 
 // Cookies checks the session cookie is Secure when the dashboard is served

@@ -475,3 +475,14 @@ func TestCookies(t *testing.T) {
 	expect(t, doctor.Cookies("http://localhost:8080", false), doctor.OK, "plain http")
 	expect(t, doctor.Cookies("", false), doctor.Skip, "HOOKD_PUBLIC_URL is not set")
 }
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	expect(t, doctor.Metrics(":8080", "127.0.0.1:9090", false), doctor.OK, "served on 127.0.0.1:9090/metrics only, not on HOOKD_ADDR")
+	expect(t, doctor.Metrics(":8080", "10.0.0.5:9090", false), doctor.OK, "10.0.0.5:9090/metrics only")
+	expect(t, doctor.Metrics(":8080", "127.0.0.1:9090", true), doctor.Warn, "on 127.0.0.1:9090/metrics and on HOOKD_ADDR (:8080/metrics)")
+	expect(t, doctor.Metrics(":8080", "", true), doctor.Warn, "HOOKD_METRICS_PUBLIC=true")
+	expect(t, doctor.Metrics(":8080", ":9090", false), doctor.Warn, "every interface")
+	expect(t, doctor.Metrics(":8080", "0.0.0.0:9090", false), doctor.Warn, "every interface")
+	expect(t, doctor.Metrics(":8080", "", false), doctor.OK, "not served")
+}
