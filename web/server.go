@@ -29,7 +29,11 @@ import (
 
 // Stores are the stores the server reads and writes, all over one database.
 type Stores struct {
-	Queue    *queue.Store
+	Queue *queue.Store
+	// Reads is the queue as the dashboard's pages read it: a reader
+	// (queue.NewReader) on a small pool of its own with a time limit per
+	// query. Nil reads from Queue.
+	Reads    *queue.Store
 	Accounts *accounts.Store
 	Audit    *audit.Log
 }
