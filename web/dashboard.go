@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,9 +40,8 @@ type dashboard struct {
 	sessions sessionManagers
 	// passwordChecks holds a token per password check running.
 	passwordChecks chan struct{}
-
-	csrfKeyMu    sync.Mutex
-	csrfKeyBytes []byte
+	// formKeys signs the sign-in form's token and checks it.
+	formKeys *accounts.KeyRing
 }
 
 func newDashboard(opts Options) *dashboard {
@@ -58,6 +56,7 @@ func newDashboard(opts Options) *dashboard {
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 
 		passwordChecks: make(chan struct{}, maxPasswordChecks),
+		formKeys:       opts.FormKeys,
 	}
 }
 
