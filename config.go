@@ -63,6 +63,10 @@ type Config struct {
 	ReconcileWindow   time.Duration
 
 	InlineConcurrency int64
+	// DashboardConns and DashboardTimeout bound the dashboard's reads: the
+	// connections of their own pool and how long one query may run.
+	DashboardConns   int64
+	DashboardTimeout time.Duration
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -137,6 +141,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", def: strconv.Itoa(worker.DefaultInlineConcurrency), usage: "deliveries waiting for the app at once while Stripe waits, a bound on the memory they hold; past it a new event is queued at once and answered 200",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.InlineConcurrency, v) }},
+	{flag: "dashboard-conns", env: "HOOKD_DASHBOARD_CONNS", def: strconv.Itoa(defaultDashboardConns), usage: "connections of the dashboard's own pool for its pages' reads, apart from the receiver's: however many people load pages, they hold no more",
+		set: func(c *Config, v string) error { return parseDashboardConns(&c.DashboardConns, v) }},
+	{flag: "dashboard-timeout", env: "HOOKD_DASHBOARD_TIMEOUT", def: durationText(queue.DefaultReadTimeout), usage: "longest a query of a dashboard page may run before it is stopped and the page asks for a narrower filter",
+		set: func(c *Config, v string) error { return parseDashboardTimeout(&c.DashboardTimeout, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,
@@ -280,6 +288,28 @@ func parseMarkerRetention(dst *time.Duration, v string) error {
 	if *dst < worker.MinMarkerRetention {
 		return errors.New("must be at least 72h: Stripe redelivers an event for up to 3 days, " +
 			"and a redelivery whose marker was pruned is processed again")
+	}
+	return nil
+}
+
+func parseDashboardConns(dst *int64, v string) error {
+	if err := parsePositiveInt(dst, v); err != nil {
+		return err
+	}
+	if *dst > 100 {
+		return errors.New("at most 100, PostgreSQL's default max_connections; a few are enough, as each page runs its queries one after another")
+	}
+	return nil
+}
+
+// parseDashboardTimeout reads a statement timeout, which PostgreSQL counts
+// in whole milliseconds and where 0 would mean no limit at all.
+func parseDashboardTimeout(dst *time.Duration, v string) error {
+	if err := parsePositiveDuration(dst, v); err != nil {
+		return err
+	}
+	if *dst < time.Millisecond {
+		return errors.New("at least 1ms: PostgreSQL counts the limit in milliseconds")
 	}
 	return nil
 }

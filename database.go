@@ -32,6 +32,24 @@ const defaultMaxConns = 30
 // run a Go migration on another.
 const migrateConns = 2
 
+// defaultDashboardConns is HOOKD_DASHBOARD_CONNS's default: enough for a
+// few people's pages at once, each page's queries running one after
+// another on one connection.
+const defaultDashboardConns = 4
+
+// openDashboardPool opens the dashboard's own pool on DATABASE_URL, of
+// HOOKD_DASHBOARD_CONNS connections whatever pool_max_conns says: that
+// sizes the receiver's pool, and the point of this one is to stay small.
+func openDashboardPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %v", err)
+	}
+	pcfg.MaxConns = int32(cfg.DashboardConns)
+	pcfg.MinConns = min(pcfg.MinConns, pcfg.MaxConns)
+	return open(ctx, "DATABASE_URL", pcfg)
+}
+
 // connect opens a pool of maxConns connections (unless the connection
 // string sets pool_max_conns) on the database named by setting and checks it
 // answers.
@@ -43,6 +61,11 @@ func connect(ctx context.Context, setting, connString string, maxConns int32) (*
 	if !strings.Contains(connString, "pool_max_conns") {
 		pcfg.MaxConns = maxConns
 	}
+	return open(ctx, setting, pcfg)
+}
+
+// open opens the pool pcfg describes and checks it answers.
+func open(ctx context.Context, setting string, pcfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", setting, err)

@@ -11,6 +11,8 @@
 //	                add a dashboard account; the password is read from the terminal or stdin
 //	hookd user passwd EMAIL
 //	                set an account's password, read the same way
+//	hookd keys rotate
+//	                replace the sign-in form key; the old one is accepted for an hour
 //	hookd demo-app  run the app `make run` forwards to, which fails some events on purpose
 //	hookd doctor    check the configuration end to end, one line per check
 //	hookd reconcile [-since 72h] [-dry-run] [-event evt_...]
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return doctorCommand(ctx, args, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
+	case "keys":
+		return keysCommand(ctx, args, getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCommand(ctx, args, getenv, stdout, stderr)
 	case "version":
@@ -104,6 +108,8 @@ Commands:
                    add a dashboard account (the password is read from the terminal or stdin)
   user passwd EMAIL
                    set an account's password, read the same way
+  keys rotate      replace the sign-in form key on every replica within a minute;
+                   forms signed with the old one are accepted for an hour
   demo-app         run the demo app make run forwards to, which fails some events on purpose
   doctor           check the configuration end to end: database, secret, app, timeouts, Stripe, clock
   reconcile [-since 72h] [-dry-run] [-event evt_...]

@@ -35,7 +35,8 @@ func TestParseConfig_Defaults(t *testing.T) {
 		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 ||
 		cfg.Processor != "forward" ||
 		cfg.AlertURL != "" || cfg.AlertPendingAge != time.Hour || cfg.PublicURL != "" ||
-		cfg.MetricsAddr != "127.0.0.1:9090" || cfg.MetricsPublic {
+		cfg.MetricsAddr != "127.0.0.1:9090" || cfg.MetricsPublic ||
+		cfg.DashboardConns != 4 || cfg.DashboardTimeout != 5*time.Second {
 		t.Fatalf("defaults = %+v, want SPEC.md's", cfg)
 	}
 }
@@ -142,6 +143,10 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"BadAlertURL", map[string]string{"HOOKD_ALERT_URL": "hooks.slack.com/services/T0/B0/x"}, nil, "HOOKD_ALERT_URL: not an absolute http(s) URL"},
 		{"ZeroPendingAge", map[string]string{"HOOKD_ALERT_PENDING_AGE": "0s"}, nil, "HOOKD_ALERT_PENDING_AGE: must be greater than zero"},
 		{"BadPublicURL", map[string]string{"HOOKD_PUBLIC_URL": "/hookd"}, nil, "HOOKD_PUBLIC_URL: not an absolute http(s) URL"},
+		{"ZeroDashboardConns", map[string]string{"HOOKD_DASHBOARD_CONNS": "0"}, nil, "HOOKD_DASHBOARD_CONNS: must be greater than zero"},
+		{"TooManyDashboardConns", map[string]string{"HOOKD_DASHBOARD_CONNS": "101"}, nil, "HOOKD_DASHBOARD_CONNS: at most 100"},
+		{"NoDashboardTimeout", map[string]string{"HOOKD_DASHBOARD_TIMEOUT": "0s"}, nil, "HOOKD_DASHBOARD_TIMEOUT: must be greater than zero"},
+		{"SubMillisecondDashboardTimeout", map[string]string{"HOOKD_DASHBOARD_TIMEOUT": "500us"}, nil, "HOOKD_DASHBOARD_TIMEOUT: at least 1ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

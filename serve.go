@@ -40,7 +40,17 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
-	store := queue.New(pool, storeOptions(cfg, logger)...)
+	storeOpts := storeOptions(cfg, logger)
+	store := queue.New(pool, storeOpts...)
+	// The dashboard's reads have a pool of their own and a time limit, so
+	// people loading pages, however many and however slow their filters,
+	// never hold the connections deliveries need.
+	dashPool, err := openDashboardPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer dashPool.Close()
+	reads := queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...)
 	accts := accounts.New(pool)
 	if cfg.AdminEmail != "" {
 		if cfg.AdminPassword == "" {
@@ -85,7 +95,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	handler := web.NewServer(web.Options{
 		Logger:          logger,
-		Stores:          web.Stores{Queue: store, Accounts: accts, Audit: audit.New(pool)},
+		Stores:          web.Stores{Queue: store, Reads: reads, Accounts: accts, Audit: audit.New(dashPool)},
 		Receiver:        receiver,
 		Metrics:         metrics,
 		Gatherer:        mainGatherer,

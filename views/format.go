@@ -138,6 +138,8 @@ func ActionLabel(a audit.Action) string {
 		return "reconciled with Stripe"
 	case audit.Pull:
 		return "pulled from Stripe"
+	case audit.KeyRotate:
+		return "sign-in form key rotated"
 	}
 	return string(a)
 }

@@ -187,21 +187,6 @@ func (d *dashboard) loginCSRF(c echo.Context) (string, error) {
 	return d.signNonce(c.Request().Context(), nonce)
 }
 
-// wantCSRF returns the token a form posted with this request must carry,
-// or "" when there is none to match. It reads the session and the cookie,
-// never the body.
-func (d *dashboard) wantCSRF(c echo.Context) (string, error) {
-	sm, ctx := session(c), c.Request().Context()
-	if sm.GetInt64(ctx, sessUserID) != 0 {
-		return sm.GetString(ctx, sessCSRF), nil
-	}
-	nonce := csrfNonce(c)
-	if nonce == "" {
-		return "", nil
-	}
-	return d.signNonce(ctx, nonce)
-}
-
 // csrfNonce returns the sign-in form's nonce: the one set during this
 // request, else the cookie's when it is one hookd could have made.
 func csrfNonce(c echo.Context) string {
@@ -219,28 +204,37 @@ func csrfNonce(c echo.Context) string {
 }
 
 func (d *dashboard) signNonce(ctx context.Context, nonce string) (string, error) {
-	key, err := d.csrfKey(ctx)
+	key, err := d.formKeys.Current(ctx)
 	if err != nil {
 		return "", err
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("hookd sign-in form\x00" + nonce))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)), nil
+	return base64.RawURLEncoding.EncodeToString(nonceMAC(key.Key, nonce)), nil
 }
 
-// csrfKey returns the key the sign-in form's token is signed with, read
-// from the database once.
-func (d *dashboard) csrfKey(ctx context.Context) ([]byte, error) {
-	d.csrfKeyMu.Lock()
-	defer d.csrfKeyMu.Unlock()
-	if d.csrfKeyBytes == nil {
-		key, err := d.accounts.SigningKey(ctx, "csrf")
-		if err != nil {
-			return nil, err
-		}
-		d.csrfKeyBytes = key
+func nonceMAC(key []byte, nonce string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("hookd sign-in form\x00" + nonce))
+	return mac.Sum(nil)
+}
+
+// checkLoginCSRF checks the sign-in form's token against the nonce of its
+// cookie under every key still accepted: the newest, and one replaced by
+// `hookd keys rotate` less than an hour ago.
+func (d *dashboard) checkLoginCSRF(ctx context.Context, nonce, got string) error {
+	mac, err := base64.RawURLEncoding.DecodeString(got)
+	if err != nil {
+		return errCSRF
 	}
-	return d.csrfKeyBytes, nil
+	verdict, err := d.formKeys.Verify(ctx, func(key []byte) bool { return hmac.Equal(nonceMAC(key, nonce), mac) })
+	switch {
+	case err != nil:
+		return err
+	case verdict == accounts.Retired:
+		return errFormKeyRetired
+	case verdict != accounts.Accepted:
+		return errCSRF
+	}
+	return nil
 }
 
 func randomToken() string {
@@ -252,6 +246,9 @@ func randomToken() string {
 var (
 	errCSRF = echo.NewHTTPError(http.StatusForbidden,
 		"This form has expired or did not come from this site, so nothing was changed. Go back, reload the page and try again.")
+	errFormKeyRetired = echo.NewHTTPError(http.StatusForbidden,
+		"This sign-in form was signed with a key that was replaced more than an hour ago, so nothing was changed. "+
+			"Reload the page and sign in again.")
 	errFormTooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge,
 		fmt.Sprintf("This form is larger than the dashboard accepts (%d KiB), so nothing was changed.", maxFormBody>>10))
 	errFormEncoding = echo.NewHTTPError(http.StatusUnsupportedMediaType,
@@ -269,18 +266,23 @@ func (d *dashboard) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return next(c)
 		}
-		want, err := d.wantCSRF(c)
-		if err != nil {
-			return err
-		}
-		if want == "" {
+		// Which token to match is known, from the session or the
+		// sign-in cookie, before the body is read.
+		sm, ctx := session(c), c.Request().Context()
+		signedIn := sm.GetInt64(ctx, sessUserID) != 0
+		want, nonce := sm.GetString(ctx, sessCSRF), csrfNonce(c)
+		if signedIn && want == "" || !signedIn && nonce == "" {
 			return errCSRF
 		}
 		if err := readForm(c); err != nil {
 			return err
 		}
 		got := c.Request().PostForm.Get("_csrf")
-		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		if !signedIn {
+			if err := d.checkLoginCSRF(ctx, nonce, got); err != nil {
+				return err
+			}
+		} else if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return errCSRF
 		}
 		return next(c)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,17 +29,19 @@ const perPage = 50
 
 // dashboard holds what the dashboard's handlers share.
 type dashboard struct {
-	logger   *slog.Logger
+	logger *slog.Logger
+	// store is the queue for the actions people take; reads, for what
+	// the pages show.
 	store    *queue.Store
+	reads    *queue.Store
 	accounts *accounts.Store
 	audit    *audit.Log
 	opts     Options
 	sessions sessionManagers
 	// passwordChecks holds a token per password check running.
 	passwordChecks chan struct{}
-
-	csrfKeyMu    sync.Mutex
-	csrfKeyBytes []byte
+	// formKeys signs the sign-in form's token and checks it.
+	formKeys *accounts.KeyRing
 }
 
 func newDashboard(opts Options) *dashboard {
@@ -47,35 +49,37 @@ func newDashboard(opts Options) *dashboard {
 	return &dashboard{
 		logger:   opts.Logger.With("component", "dashboard"),
 		store:    opts.Stores.Queue,
+		reads:    cmp.Or(opts.Stores.Reads, opts.Stores.Queue),
 		accounts: opts.Stores.Accounts,
 		audit:    opts.Stores.Audit,
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 
 		passwordChecks: make(chan struct{}, maxPasswordChecks),
+		formKeys:       opts.FormKeys,
 	}
 }
 
 func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, error) {
-	st, err := d.store.Stats(ctx)
+	st, err := d.reads.Stats(ctx)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	ws, err := d.store.WorkerStatus(ctx)
+	ws, err := d.reads.WorkerStatus(ctx)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	refused, err := d.store.RejectionsByReason(ctx, 24*time.Hour)
+	refused, err := d.reads.RejectionsByReason(ctx, 24*time.Hour)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	stuck, err := d.store.CountStuck(ctx, queue.DefaultClaimWindow)
+	stuck, err := d.reads.CountStuck(ctx, queue.DefaultClaimWindow)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
 		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil}
-	switch run, err := d.store.LastReconcileRun(ctx); {
+	switch run, err := d.reads.LastReconcileRun(ctx); {
 	case err == nil:
 		stats.Reconcile = &run
 	case !errors.Is(err, queue.ErrNotFound):
@@ -119,7 +123,7 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 // ?activity= asks for.
 func (d *dashboard) activity(c echo.Context) (views.Activity, error) {
 	r := views.ParseActivityRange(c.QueryParam("activity"))
-	buckets, err := d.store.Activity(c.Request().Context(), r.Query())
+	buckets, err := d.reads.Activity(c.Request().Context(), r.Query())
 	if err != nil {
 		return views.Activity{}, err
 	}
@@ -179,7 +183,7 @@ func (d *dashboard) handlePrunePreview() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		n, err := d.store.CountPrunable(c.Request().Context(), time.Duration(days)*24*time.Hour)
+		n, err := d.reads.CountPrunable(c.Request().Context(), time.Duration(days)*24*time.Hour)
 		if err != nil {
 			return err
 		}
@@ -278,7 +282,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		f := listFilter(c, status)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
-		page, err := d.store.Events(ctx, f)
+		page, err := d.reads.Events(ctx, f)
 		if err != nil {
 			return err
 		}
@@ -288,7 +292,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		for i, e := range page.Events {
 			ids[i] = e.EventID
 		}
-		if l.InFlight, err = d.store.EventsInFlight(ctx, ids); err != nil {
+		if l.InFlight, err = d.reads.EventsInFlight(ctx, ids); err != nil {
 			return err
 		}
 		if len(page.Events) == 0 && f.EventID != "" {
@@ -307,10 +311,10 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		title, nav := "Dead events", "dead"
 		if status != queue.StatusDead {
 			title, nav = "Pending events", "pending"
-			if l.Failed, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusFailed}); err != nil {
+			if l.Failed, err = d.reads.CountEvents(ctx, queue.EventFilter{Status: queue.StatusFailed}); err != nil {
 				return err
 			}
-			if l.Retrying, err = d.store.CountEvents(ctx, queue.EventFilter{Status: queue.StatusRetrying}); err != nil {
+			if l.Retrying, err = d.reads.CountEvents(ctx, queue.EventFilter{Status: queue.StatusRetrying}); err != nil {
 				return err
 			}
 		}
@@ -322,12 +326,12 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 // (it has a dedup marker), or unknown.
 func (d *dashboard) findEvent(ctx context.Context, eventID string) (*views.SearchResult, error) {
 	r := &views.SearchResult{EventID: eventID}
-	e, err := d.store.EventByEventID(ctx, eventID)
+	e, err := d.reads.EventByEventID(ctx, eventID)
 	switch {
 	case err == nil:
 		r.Queued = &e
 	case errors.Is(err, queue.ErrNotFound):
-		if r.Processed, err = d.store.IsProcessed(ctx, eventID); err != nil {
+		if r.Processed, err = d.reads.IsProcessed(ctx, eventID); err != nil {
 			return nil, err
 		}
 	default:
@@ -353,15 +357,15 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		e, err := d.store.Event(ctx, id)
+		e, err := d.reads.Event(ctx, id)
 		if err != nil {
 			return err
 		}
-		attempts, err := d.store.Attempts(ctx, e.Source, e.EventID)
+		attempts, err := d.reads.Attempts(ctx, e.Source, e.EventID)
 		if err != nil {
 			return err
 		}
-		inFlight, err := d.store.EventInFlight(ctx, e.EventID)
+		inFlight, err := d.reads.EventInFlight(ctx, e.EventID)
 		if err != nil {
 			return err
 		}
@@ -443,7 +447,7 @@ func (d *dashboard) handleRetryNow() echo.HandlerFunc {
 func (d *dashboard) handleRetryAllPreview() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		f := listFilter(c, queue.StatusDead)
-		n, err := d.store.CountEvents(c.Request().Context(), f)
+		n, err := d.reads.CountEvents(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}

@@ -18,7 +18,7 @@ const maxFailureGroups = 200
 
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		groups, total, err := d.store.FailureGroups(c.Request().Context(), maxFailureGroups)
+		groups, total, err := d.reads.FailureGroups(c.Request().Context(), maxFailureGroups)
 		if err != nil {
 			return err
 		}
@@ -44,11 +44,11 @@ func (d *dashboard) handleRetryGroupPreview() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		dead, err := d.store.CountEvents(ctx, g.Filter(queue.StatusDead))
+		dead, err := d.reads.CountEvents(ctx, g.Filter(queue.StatusDead))
 		if err != nil {
 			return err
 		}
-		pending, err := d.store.CountEvents(ctx, g.Filter(queue.StatusPending))
+		pending, err := d.reads.CountEvents(ctx, g.Filter(queue.StatusPending))
 		if err != nil {
 			return err
 		}

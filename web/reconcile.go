@@ -163,7 +163,7 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 			flash(c, eventID+" pulled from Stripe and processed")
 		case worker.Queued:
 			flash(c, eventID+" pulled from Stripe; processing failed, so it is on the retry queue")
-			if e, err := d.store.EventByEventID(ctx, eventID); err == nil {
+			if e, err := d.reads.EventByEventID(ctx, eventID); err == nil {
 				back = "/events/" + e.ID.String()
 			}
 		case worker.Duplicate:

@@ -45,7 +45,7 @@ func (d *dashboard) handleRejections() echo.HandlerFunc {
 			pageNum = 1
 		}
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
-		page, err := d.store.Rejections(c.Request().Context(), f)
+		page, err := d.reads.Rejections(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}

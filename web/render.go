@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -60,7 +61,7 @@ func (d *dashboard) stalledBanner(c echo.Context) string {
 		return ""
 	}
 	after := worker.RetrierStalledAfter(d.opts.RetryInterval)
-	stalled, last, now, err := d.store.RetryLoopStall(c.Request().Context(), after)
+	stalled, last, now, err := d.reads.RetryLoopStall(c.Request().Context(), after)
 	switch {
 	case err != nil:
 		d.logger.WarnContext(c.Request().Context(), "cannot tell whether the retry loop is stalled", "err", err)
@@ -89,7 +90,17 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	}
 	status, msg := http.StatusInternalServerError, "Something went wrong on our side. It has been logged; try again in a moment."
 	var he *echo.HTTPError
+	var slow *queue.ReadTimeoutError
 	switch {
+	case errors.As(err, &slow):
+		// A page whose query ran past HOOKD_DASHBOARD_TIMEOUT: the
+		// database stopped it so that it holds no connection and no core
+		// the receiver needs. Not hookd's fault, and not worth a 500.
+		status, msg = http.StatusServiceUnavailable, fmt.Sprintf("This view took longer than %s to read, so it was stopped "+
+			"to keep deliveries fast. Narrow the filter (an event type, a longer error text) and try again.", slow.Limit)
+		d.logger.WarnContext(c.Request().Context(), "dashboard read stopped at its time limit (HOOKD_DASHBOARD_TIMEOUT)",
+			"limit", slow.Limit, "path", c.Request().URL.Path, "query", c.Request().URL.RawQuery,
+			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 	case errors.Is(err, queue.ErrNotFound):
 		status, msg = http.StatusNotFound, "There is no such event on the queue. It may have succeeded since and left the queue."
 	case errors.As(err, &he):
@@ -104,7 +115,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 			msg = "There is no page at this address."
 		}
 	}
-	if status >= http.StatusInternalServerError {
+	if status >= http.StatusInternalServerError && slow == nil {
 		d.logger.ErrorContext(c.Request().Context(), "request failed", "err", err,
 			"method", c.Request().Method, "path", c.Request().URL.Path,
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))

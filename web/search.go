@@ -36,7 +36,7 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 			eventID := s.Query
 			if id, err := uuid.Parse(s.Query); err == nil {
 				// A queue id: search by the Stripe id of its row, if any.
-				e, err := d.store.Event(ctx, id)
+				e, err := d.reads.Event(ctx, id)
 				switch {
 				case err == nil:
 					eventID = e.EventID
@@ -44,7 +44,7 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 					return err
 				}
 			}
-			found, err := d.store.FindEvent(ctx, eventID)
+			found, err := d.reads.FindEvent(ctx, eventID)
 			if err != nil {
 				return err
 			}

@@ -29,7 +29,11 @@ import (
 
 // Stores are the stores the server reads and writes, all over one database.
 type Stores struct {
-	Queue    *queue.Store
+	Queue *queue.Store
+	// Reads is the queue as the dashboard's pages read it: a reader
+	// (queue.NewReader) on a small pool of its own with a time limit per
+	// query. Nil reads from Queue.
+	Reads    *queue.Store
 	Accounts *accounts.Store
 	Audit    *audit.Log
 }
@@ -77,6 +81,10 @@ type Options struct {
 	// Rejections, when set, records the deliveries the receiver refuses
 	// with a 4xx, for the rejection log.
 	Rejections *worker.RejectionLog
+	// FormKeys signs the sign-in form's CSRF token, rereading the keys
+	// every minute so a `hookd keys rotate` reaches every replica; nil
+	// means a key ring with the defaults over Stores.Accounts.
+	FormKeys *accounts.KeyRing
 	// Reconciler, when set, lets operators reconcile with Stripe's Events
 	// API and pull single events from it; nil hides those actions.
 	Reconciler *reconcile.Reconciler
@@ -138,5 +146,8 @@ func withDefaults(opts Options) Options {
 	opts.MaxBody = cmp.Or(opts.MaxBody, DefaultMaxBody)
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, worker.DefaultMarkerRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
+	if opts.FormKeys == nil && opts.Stores.Accounts != nil {
+		opts.FormKeys = accounts.NewKeyRing(opts.Stores.Accounts, accounts.SignInFormKey, accounts.KeyRingConfig{})
+	}
 	return opts
 }

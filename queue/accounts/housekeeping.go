@@ -2,11 +2,7 @@ package accounts
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DeleteExpiredSessions deletes the dashboard sessions that have expired
@@ -31,35 +27,4 @@ func (s *Store) DeleteStaleLoginFailures(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("delete stale login failures: %w", err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// SigningKey returns the 32-byte key named name, making it on first use.
-// Replicas racing to make it all get the one that was stored.
-func (s *Store) SigningKey(ctx context.Context, name string) ([]byte, error) {
-	fresh := make([]byte, 32)
-	if _, err := rand.Read(fresh); err != nil {
-		return nil, fmt.Errorf("make signing key %s: %w", name, err)
-	}
-	// A replica that loses the race waits in ON CONFLICT for the winner to
-	// commit, but its statement's snapshot predates that commit and reads
-	// no row; the second try sees it.
-	for try := 1; ; try++ {
-		var key []byte
-		err := s.db.QueryRow(ctx, `
-			WITH made AS (
-			    INSERT INTO signing_keys (name, key) VALUES ($1, $2)
-			    ON CONFLICT (name) DO NOTHING
-			    RETURNING key)
-			SELECT key FROM made
-			UNION ALL
-			SELECT key FROM signing_keys WHERE name = $1
-			LIMIT 1`, name, fresh).Scan(&key)
-		if errors.Is(err, pgx.ErrNoRows) && try < 2 {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read signing key %s: %w", name, err)
-		}
-		return key, nil
-	}
 }

@@ -32,6 +32,8 @@ const (
 
 	Reconcile Action = "reconcile" // an operator reconciled with Stripe's Events API
 	Pull      Action = "pull"      // an operator pulled one event from Stripe
+
+	KeyRotate Action = "key_rotate" // `hookd keys rotate` replaced the sign-in form key
 )
 
 // Entry is one line of the audit log.
