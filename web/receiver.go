@@ -33,6 +33,12 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 				Payload: payload, SigHeader: sigHeader})
 		}
 		payload, tooLarge, err := bodies.read(req)
+		if errors.Is(err, errBodyMemoryFull) || tooLarge {
+			// The rest of the body is not wanted: the answer goes out at
+			// once and the connection is closed, where net/http would
+			// otherwise wait to read and discard up to 256 KiB of it.
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
 		switch {
 		case errors.Is(err, errBodyMemoryFull):
 			metrics.Received("body_memory")
