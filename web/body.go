@@ -15,10 +15,11 @@ import (
 
 // DefaultMaxBodyMemory is HOOKD_MAX_BODY_MEMORY's default, 32 MiB: room for
 // 32 bodies of the default HOOKD_MAX_BODY, or for thousands of Stripe's
-// events of a few KB, arriving at one moment. hookd holds about 50 MB at
-// rest and some 25 KB for each open connection; with the whole budget
-// taken and thousands of connections open it stays under 150 MiB, so a
-// flood of bodies cannot carry a replica to a small container's limit.
+// events of a few KB, arriving at one moment. hookd's resident set is some
+// 20 to 50 MB at rest, and an open connection costs about 20 KB besides
+// its body (2,000 silent ones, opened three times over: under 100 MB); with
+// the whole budget taken on top it stays under 150 MiB, so a flood of
+// bodies cannot carry a replica to a small container's limit.
 const DefaultMaxBodyMemory = 32 << 20
 
 // bodyMemoryWait is how long a delivery waits for room for its body when
