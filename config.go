@@ -48,6 +48,7 @@ type Config struct {
 	SecureCookies    bool
 	TrustedProxies   []*net.IPNet
 	MaxBody          int64
+	MaxBodyMemory    int64
 	ShutdownTimeout  time.Duration
 	LogLevel         slog.Level
 	AlertURL         Secret
@@ -135,6 +136,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseCIDRs(&c.TrustedProxies, v) }},
 	{flag: "max-body", env: "HOOKD_MAX_BODY", def: strconv.Itoa(web.DefaultMaxBody), usage: "largest webhook body accepted, in bytes",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
+	{flag: "max-body-memory", env: "HOOKD_MAX_BODY_MEMORY", def: strconv.Itoa(web.DefaultMaxBodyMemory), usage: "bytes the webhook bodies being read may hold at once, over all connections (at least HOOKD_MAX_BODY); past it a delivery waits a second, then gets 503 with Retry-After",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBodyMemory, v) }},
 	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: strconv.Itoa(worker.DefaultRetryBatch), usage: "due events the retry loop claims and settles together (at most " + strconv.Itoa(worker.MaxRetryBatch) + ")",
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once",
@@ -222,6 +225,12 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	if cfg.ForwardTimeout >= queue.DefaultClaimWindow {
 		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window of %s (got %s)",
 			queue.DefaultClaimWindow, cfg.ForwardTimeout)
+	}
+	// A body of HOOKD_MAX_BODY that cannot fit in the budget could never
+	// be read: every such delivery would be answered 503.
+	if cfg.MaxBodyMemory < cfg.MaxBody {
+		return Config{}, fmt.Errorf("HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (%d), or a body of that size could never be read (got %d)",
+			cfg.MaxBody, cfg.MaxBodyMemory)
 	}
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err

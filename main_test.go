@@ -32,7 +32,7 @@ func TestParseConfig_Defaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Addr != ":8080" || cfg.ForwardTimeout != 10*time.Second || cfg.RetryInterval != 5*time.Second ||
-		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || len(cfg.StripeSecrets) != 0 ||
+		cfg.MarkerRetention != 720*time.Hour || cfg.MaxBody != 1<<20 || cfg.MaxBodyMemory != 32<<20 || len(cfg.StripeSecrets) != 0 ||
 		cfg.Processor != "forward" ||
 		cfg.AlertURL != "" || cfg.AlertPendingAge != time.Hour || cfg.PublicURL != "" ||
 		cfg.MetricsAddr != "127.0.0.1:9090" || cfg.MetricsPublic ||
@@ -130,6 +130,10 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 		{"NegativeDuration", map[string]string{"HOOKD_FORWARD_TIMEOUT": "-1s"}, nil, "HOOKD_FORWARD_TIMEOUT: must be greater than zero"},
 		{"BadURL", map[string]string{"HOOKD_FORWARD_URL": "localhost:3000/hooks"}, nil, "HOOKD_FORWARD_URL: not an absolute http(s) URL"},
 		{"BadBodyLimit", map[string]string{"HOOKD_MAX_BODY": "1MB"}, nil, "HOOKD_MAX_BODY: not a whole number"},
+		{"BodyMemoryBelowDefaultBodyLimit", map[string]string{"HOOKD_MAX_BODY_MEMORY": "1048575"}, nil,
+			"HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (1048576), or a body of that size could never be read (got 1048575)"},
+		{"BodyMemoryBelowBodyLimit", map[string]string{"HOOKD_MAX_BODY": "4194304"}, []string{"-max-body-memory", "2097152"},
+			"HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (4194304)"},
 		{"BadFlag", nil, []string{"-marker-retention", "30d"}, "-marker-retention: not a duration"},
 		{"BadStripeSecret", map[string]string{"STRIPE_WEBHOOK_SECRET": "sk_live_oops"}, nil, "STRIPE_WEBHOOK_SECRET: each secret must start with whsec_"},
 		{"ForwardTimeoutBeyondClaimWindow", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window"},

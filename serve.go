@@ -100,6 +100,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Metrics:         metrics,
 		Gatherer:        mainGatherer,
 		MaxBody:         cfg.MaxBody,
+		MaxBodyMemory:   cfg.MaxBodyMemory,
 		Sessions:        sessions,
 		SecureCookies:   cfg.SecureCookies,
 		TrustedProxies:  cfg.TrustedProxies,
@@ -195,7 +196,8 @@ func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		// The whole request, body included: a webhook body or a dashboard
-		// form trickled in byte by byte is cut off after this.
+		// form trickled in byte by byte is cut off after this, and gives
+		// back what it held of HOOKD_MAX_BODY_MEMORY.
 		ReadTimeout: 30 * time.Second,
 		// From the end of the request's header to the end of the answer,
 		// so it covers the handler: the longest waits HOOKD_FORWARD_TIMEOUT

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -19,11 +18,12 @@ const lockedRetryAfter = "5"
 
 // handleStripeWebhook answers a delivery from Stripe: 200 only once the
 // event is processed or durably queued, 400 with the reason for a delivery
-// that can never succeed, 413 for a body over maxBody, 503 for anything
-// Stripe should deliver again.
+// that can never succeed, 413 for a body over the size limit, 503 for
+// anything Stripe should deliver again, such as a body that found no room
+// in the memory bodies may hold (bodies).
 //
 // Every 4xx is noted in rejections, with the client's address.
-func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, maxBody int64,
+func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, bodies *bodyReader,
 	rejections *worker.RejectionLog) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -32,16 +32,26 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 			rejections.Record(worker.Refusal{Err: err, HTTPStatus: status, RemoteAddr: c.RealIP(),
 				Payload: payload, SigHeader: sigHeader})
 		}
-		payload, err := readBody(req, maxBody)
-		if int64(len(payload)) > maxBody {
-			metrics.Received("too_large")
-			refuse(http.StatusRequestEntityTooLarge, worker.ErrTooLarge, payload)
-			return c.String(http.StatusRequestEntityTooLarge, worker.ErrTooLarge.Error()+"\n")
+		payload, tooLarge, err := bodies.read(req)
+		if errors.Is(err, errBodyMemoryFull) || tooLarge {
+			// The rest of the body is not wanted: the answer goes out at
+			// once and the connection is closed, where net/http would
+			// otherwise wait to read and discard up to 256 KiB of it.
+			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, errBodyMemoryFull):
+			metrics.Received("body_memory")
+			c.Response().Header().Set("Retry-After", bodyMemoryRetryAfter)
+			return c.String(http.StatusServiceUnavailable, err.Error()+"\n")
+		case err != nil:
 			metrics.Received("bad_payload")
 			refuse(http.StatusBadRequest, worker.ErrUnreadableBody, payload)
 			return c.String(http.StatusBadRequest, worker.ErrUnreadableBody.Error()+"\n")
+		case tooLarge:
+			metrics.Received("too_large")
+			refuse(http.StatusRequestEntityTooLarge, worker.ErrTooLarge, payload)
+			return c.String(http.StatusRequestEntityTooLarge, worker.ErrTooLarge.Error()+"\n")
 		}
 		outcome, err := receiver.Receive(req.Context(), payload, sigHeader)
 		status, label, body := receiveAnswer(outcome, err)
@@ -63,19 +73,6 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 		}
 		return c.String(status, body+"\n")
 	}
-}
-
-// readBody reads up to maxBody+1 bytes of the request's body: one more
-// than allowed shows it is too large. A body whose length is declared, as
-// Stripe's are, is read into a buffer of that size at once, rather than one
-// grown and copied as it fills.
-func readBody(req *http.Request, maxBody int64) ([]byte, error) {
-	if n := req.ContentLength; n >= 0 && n <= maxBody {
-		payload := make([]byte, n)
-		read, err := io.ReadFull(req.Body, payload)
-		return payload[:read], err
-	}
-	return io.ReadAll(io.LimitReader(req.Body, maxBody+1))
 }
 
 // receiveAnswer maps what Receive returned to the HTTP status, the metrics

@@ -17,7 +17,8 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	if opts.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(metricsHandler(opts.Gatherer)))
 	}
-	e.POST("/webhooks/stripe", handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics, opts.MaxBody, opts.Rejections))
+	e.POST("/webhooks/stripe", handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics,
+		newBodyReader(opts.MaxBody, opts.MaxBodyMemory, opts.Metrics), opts.Rejections))
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
 		"/webhooks/stripe", handleStripeWebhookMethod(opts.Rejections))
 

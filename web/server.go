@@ -59,6 +59,11 @@ type Options struct {
 	// MaxBody is the largest webhook body accepted, in bytes; larger ones
 	// get a 413. Zero means DefaultMaxBody.
 	MaxBody int64
+	// MaxBodyMemory bounds the bytes held by the webhook bodies being
+	// read, over all connections; past it a delivery waits briefly, then
+	// gets a 503 with Retry-After. Zero means DefaultMaxBodyMemory; below
+	// MaxBody counts as MaxBody.
+	MaxBodyMemory int64
 	// Sessions keeps the dashboard's sessions; in production the pgxstore
 	// over the same database, so any replica serves any session.
 	Sessions scs.Store
@@ -144,6 +149,7 @@ func withDefaults(opts Options) Options {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.MaxBody = cmp.Or(opts.MaxBody, DefaultMaxBody)
+	opts.MaxBodyMemory = cmp.Or(opts.MaxBodyMemory, DefaultMaxBodyMemory)
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, worker.DefaultMarkerRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
 	if opts.FormKeys == nil && opts.Stores.Accounts != nil {

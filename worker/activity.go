@@ -80,7 +80,7 @@ func (a *Activity) add(field int, n int64) {
 // received counts one delivery to the receiver, answered with the metrics
 // label outcome: an Outcome's name for a 200, or the reason of a refusal
 // as the receiver's handler names it (4xx: bad_signature, bad_payload,
-// too_large; 503: locked, no_secret, unavailable).
+// too_large; 503: body_memory, locked, no_secret, unavailable).
 func (a *Activity) received(outcome string) {
 	a.add(actReceived, 1)
 	switch outcome {

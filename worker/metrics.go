@@ -20,6 +20,8 @@ type Metrics struct {
 	pruned   prometheus.Counter
 	batch    prometheus.Histogram
 	waiting  prometheus.Gauge
+	reading  prometheus.Gauge
+	bodyMem  prometheus.Gauge
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg.
@@ -29,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		activity: activity,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookd_webhooks_received_total",
-			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued, deferred (200); bad_signature, bad_payload, too_large (4xx); locked, no_secret, unavailable (503).",
+			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued, deferred (200); bad_signature, bad_payload, too_large (4xx); body_memory, locked, no_secret, unavailable (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "hookd_processing_duration_seconds",
@@ -58,8 +60,16 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 			Name: "hookd_receiver_waiting_deliveries",
 			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
 		}),
+		reading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_receiver_bodies_reading",
+			Help: "Deliveries whose body the receiver is reading now; many that stay are slow or silent senders.",
+		}),
+		bodyMem: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookd_receiver_body_memory_bytes",
+			Help: "Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory).",
+		}),
 	}
-	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting)
+	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
 	return m
 }
 
@@ -70,6 +80,24 @@ func (m *Metrics) Received(outcome string) {
 	}
 	m.received.WithLabelValues(outcome).Inc()
 	m.activity.received(outcome)
+}
+
+// ReadingBodies counts deliveries starting (1) or ending (-1) to read
+// their body.
+func (m *Metrics) ReadingBodies(delta int) {
+	if m == nil {
+		return
+	}
+	m.reading.Add(float64(delta))
+}
+
+// HoldBodyMemory counts bytes taken (positive) or given back (negative)
+// by the bodies being read.
+func (m *Metrics) HoldBodyMemory(delta int64) {
+	if m == nil {
+		return
+	}
+	m.bodyMem.Add(float64(delta))
 }
 
 // Refused notes why a delivery was refused, beyond Received's label: one
