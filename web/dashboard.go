@@ -35,11 +35,14 @@ type dashboard struct {
 	audit    *audit.Log
 	opts     Options
 	sessions sessionManagers
-	// passwordChecks holds a token per password check running.
-	passwordChecks chan struct{}
+	// passwordChecks holds a slot per password check running.
+	passwordChecks *checkSlots
 
 	csrfKeyMu    sync.Mutex
 	csrfKeyBytes []byte
+
+	deviceKeyMu    sync.Mutex
+	deviceKeyBytes []byte
 }
 
 func newDashboard(opts Options) *dashboard {
@@ -52,7 +55,7 @@ func newDashboard(opts Options) *dashboard {
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 
-		passwordChecks: make(chan struct{}, maxPasswordChecks),
+		passwordChecks: newCheckSlots(maxPasswordChecks),
 	}
 }
 
