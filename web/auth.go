@@ -40,22 +40,37 @@ const (
 	ctxUser     = "hookd.user"
 )
 
-// Sign-in attempts each key may make within an hour before sign-ins must
+// Sign-in attempts each count may make within an hour before sign-ins must
 // wait. The account is counted per address, so a guesser elsewhere cannot
-// lock its owner out; the address alone gets more, as several people behind
-// one NAT share it.
+// make its owner wait; the address alone gets more, as several people
+// behind one NAT share it. An IPv6 address counts as its /64, which one
+// home or server is given whole: counted one by one, its 2^64 addresses
+// would be 2^64 fresh budgets.
 const (
 	freeAttemptsPerAccount = 5
 	// maxEmailLen is the longest email address there is (RFC 5321's path
 	// limit less its angle brackets).
 	maxEmailLen         = 254
 	freeAttemptsPerAddr = 50
+	// freeChecksPerAccount is an account's budget across every address:
+	// guessers spread over many addresses (each within its own budget)
+	// together get this many checks an hour before each further check of
+	// the account waits, 1 s, 2 s, 4 s, ... up to 15 minutes. It never
+	// applies to a browser the account signed in from before (see
+	// knownDeviceCookie), so a stranger can slow new browsers down but
+	// never keep the account's owner out. A single address cannot spend it
+	// alone: its own count for the account lets it about 17 checks in
+	// the first hour.
+	freeChecksPerAccount = 20
 )
 
-// maxPasswordChecks is how many password checks run at once. Each holds
-// argon2's 19 MiB for about 30 ms of a core; more at once would not finish
-// sooner, only hold more memory, so a flood of sign-ins beyond it is turned
-// away at once rather than queued.
+// maxPasswordChecks is how many password checks run at once on a replica.
+// Each holds argon2's 19 MiB for about 30 ms of a core; more at once would
+// not finish sooner, only hold more memory, so a flood of sign-ins beyond
+// it is turned away at once rather than queued. An address (an IPv6 /64)
+// holds at most one of them, and one is kept for known browsers, so a
+// flood from rotating addresses can fill the others and still not keep out
+// a person who signed in from that browser before.
 const maxPasswordChecks = 4
 
 // sessionManagers holds two scs managers over one store that differ only in
@@ -401,9 +416,7 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		email := strings.TrimSpace(c.FormValue("email"))
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
-		addr := c.RealIP()
-		account := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email) + "|ip:" + addr), Free: freeAttemptsPerAccount}
-		address := accounts.LoginKey{Key: loginKey("ip:" + addr), Free: freeAttemptsPerAddr}
+		addr := throttleAddress(c.RealIP())
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")
@@ -424,28 +437,58 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		if len(email) > maxEmailLen {
 			return refuse(http.StatusBadRequest, fmt.Sprintf("An email address has at most %d characters.", maxEmailLen))
 		}
-		// A slot first, so a flood costs neither memory nor a write.
-		select {
-		case d.passwordChecks <- struct{}{}:
-			defer func() { <-d.passwordChecks }()
-		default:
-			return tooMany(time.Second, "Too many sign-ins at once. Try again in a second.")
-		}
-		// The attempt counts before the password is checked, in the same
-		// statement that decides whether it may be checked at all, so
-		// concurrent guesses get no more checks than the count allows, and
-		// a locked-out guesser learns nothing from further guesses.
-		// The address's budget is read first: an address that must wait is
-		// refused before any count is written, so a flood of guesses at
-		// fresh emails from it writes nothing.
-		wait, err := d.accounts.LoginDelay(ctx, address.Key, address.Free)
+		device, known, err := d.knownDevice(c, email)
 		if err != nil {
 			return err
 		}
-		if wait > 0 {
-			return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
+		// A slot first, so a flood costs neither memory nor a write.
+		holder := "address " + addr
+		if known {
+			holder = "device " + device
 		}
-		wait, err = d.accounts.AdmitLogin(ctx, account, address)
+		if !d.passwordChecks.take(holder, known) {
+			return tooMany(time.Second, "Too many sign-ins at once. Try again in a second.")
+		}
+		defer d.passwordChecks.release(holder)
+
+		// The attempt counts before the password is checked, in the same
+		// statement that decides whether it may be checked at all, so
+		// concurrent guesses get no more checks than the counts allow, and
+		// a guesser made to wait learns nothing from further guesses.
+		var keys []accounts.LoginKey
+		if known {
+			// A browser the account signed in from before has a count of
+			// its own: no stranger, at its address or any other, can
+			// make it wait.
+			keys = []accounts.LoginKey{{Key: loginKey("account:" + strings.ToLower(email) + "|device:" + device), Free: freeAttemptsPerAccount}}
+		} else {
+			accountAtAddress := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email) + "|ip:" + addr), Free: freeAttemptsPerAccount}
+			address := accounts.LoginKey{Key: loginKey("ip:" + addr), Free: freeAttemptsPerAddr}
+			account := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email)), Free: freeChecksPerAccount, IfAccount: email}
+			// The address's and the account's budgets are read first: an
+			// attempt that must wait for them is refused before any count
+			// is written, so a flood of guesses at fresh emails from one
+			// address, or at one account from many, writes nothing.
+			wait, err := d.accounts.LoginDelay(ctx, address.Key, address.Free)
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
+			}
+			wait, err = d.accounts.LoginDelay(ctx, account.Key, account.Free)
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				return tooMany(wait, fmt.Sprintf("This account has had too many failed sign-ins from elsewhere. "+
+					"Try again in %s, or from a browser you have signed in with before.", waitText(wait)))
+			}
+			// The account's own count goes last: only an attempt every
+			// other count admits moves it.
+			keys = []accounts.LoginKey{accountAtAddress, address, account}
+		}
+		wait, err := d.accounts.AdmitLogin(ctx, keys...)
 		if err != nil {
 			return err
 		}
@@ -462,15 +505,20 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		}
 
 		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			if err := tx.ClearLoginFailures(ctx, account.Key); err != nil {
+			if err := tx.ClearLoginFailures(ctx, keys[0].Key); err != nil {
 				return err
 			}
-			if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
-				return err
+			for _, k := range keys[1:] {
+				if err := tx.ForgiveLoginAttempt(ctx, k.Key); err != nil {
+					return err
+				}
 			}
 			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
 		})
 		if err != nil {
+			return err
+		}
+		if err := d.rememberDevice(c, u.Email); err != nil {
 			return err
 		}
 		// A new token at sign-in, so a session id planted before it

@@ -38,10 +38,12 @@ type dashboard struct {
 	audit    *audit.Log
 	opts     Options
 	sessions sessionManagers
-	// passwordChecks holds a token per password check running.
-	passwordChecks chan struct{}
+	// passwordChecks holds a slot per password check running.
+	passwordChecks *checkSlots
 	// formKeys signs the sign-in form's token and checks it.
 	formKeys *accounts.KeyRing
+	// deviceKeys signs the cookies of known browsers (signin.go).
+	deviceKeys *accounts.KeyRing
 }
 
 func newDashboard(opts Options) *dashboard {
@@ -55,8 +57,9 @@ func newDashboard(opts Options) *dashboard {
 		opts:     opts,
 		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
 
-		passwordChecks: make(chan struct{}, maxPasswordChecks),
+		passwordChecks: newCheckSlots(maxPasswordChecks),
 		formKeys:       opts.FormKeys,
+		deviceKeys:     deviceKeys(opts),
 	}
 }
 

@@ -17,6 +17,11 @@ import (
 // cookie's nonce under this key, which every replica shares.
 const SignInFormKey = "csrf"
 
+// KnownBrowserKey names the key the cookies of browsers that signed in
+// before are signed with. `hookd keys rotate` leaves it: a new key would
+// forget every known browser at once.
+const KnownBrowserKey = "known-device"
+
 const (
 	// DefaultKeyRefresh is how old a replica's copy of the keys may get
 	// before it reads them again, so a rotation reaches every replica

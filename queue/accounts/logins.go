@@ -3,6 +3,7 @@ package accounts
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -25,41 +26,72 @@ type LoginKey struct {
 	Key string
 	// Free is how many attempts within an hour need not wait.
 	Free int
+	// IfAccount, when set, is an email: the attempt counts against Key
+	// only when an account has that email, so a count kept for an account
+	// (rather than an address) costs no row for the emails nobody has, and
+	// a flood of guesses at made-up emails writes none.
+	IfAccount string
 }
 
 // loginAttemptSQL counts one attempt against a key unless the key must
 // still wait. ON CONFLICT DO UPDATE locks the key's row and sees its latest
 // version, so of any number of concurrent attempts exactly as many are
 // admitted as the count allows. A refused attempt changes nothing and
-// returns no row. $1 is the key, $2 its free attempts; %s is the source of
-// the row to insert, which lets the second key's insert depend on the first.
+// returns no row. $1 is how long a count is remembered, $2 the longest
+// wait; %[1]s is the source of the row to insert, which lets each key's
+// insert depend on the one before, and %[2]s the key's free attempts.
 const loginAttemptSQL = `
-	INSERT INTO login_failures AS f (key, failures, last_failed_at) %s
+	INSERT INTO login_failures AS f (key, failures, last_failed_at) %[1]s
 	ON CONFLICT (key) DO UPDATE
-	SET failures = CASE WHEN f.last_failed_at > now() - make_interval(secs => $5)
+	SET failures = CASE WHEN f.last_failed_at > now() - make_interval(secs => $1)
 	                    THEN f.failures + 1 ELSE 1 END,
 	    last_failed_at = now()
-	WHERE f.failures <= %s
-	   OR f.last_failed_at <= now() - make_interval(secs => $5)
+	WHERE f.failures <= %[2]s
+	   OR f.last_failed_at <= now() - make_interval(secs => $1)
 	   OR now() >= f.last_failed_at + least(make_interval(secs => power(2, f.failures - %[2]s - 1)),
-	                                        make_interval(secs => $6))
+	                                        make_interval(secs => $2))
 	RETURNING key`
 
-// AdmitLogin records a sign-in attempt against first and then second, in
-// one statement, before any password is checked, and returns zero when the
-// attempt may go ahead, or how long attempts counted against either key
-// must still wait (at least a second) when it may not. A refused attempt
-// is not counted against first; counted against first, it is refused by
-// second only when second must wait as well.
-func (s *Store) AdmitLogin(ctx context.Context, first, second LoginKey) (time.Duration, error) {
+// AdmitLogin records a sign-in attempt against each key in turn, in one
+// statement, before any password is checked, and returns zero when the
+// attempt may go ahead, or how long attempts counted against one of the
+// keys must still wait (at least a second) when it may not. An attempt
+// refused by a key is not counted against it nor against the keys after
+// it; it stays counted against the keys before it, so the key a guesser
+// can least afford to move (an account's count across all addresses) goes
+// last. A key whose IfAccount names no account is passed over.
+func (s *Store) AdmitLogin(ctx context.Context, keys ...LoginKey) (time.Duration, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	args := []any{loginFailureForgets.Seconds(), maxLoginDelay.Seconds()}
+	param := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	// One pair of CTEs per key: k<i> counts the attempt when every key
+	// before it admitted it (and the key applies), ok<i> says whether it is
+	// admitted so far.
+	var sql strings.Builder
+	sql.WriteString("WITH ")
+	admittedSoFar := "true"
+	for i, k := range keys {
+		applies := "true"
+		if k.IfAccount != "" {
+			applies = "EXISTS (SELECT FROM users WHERE lower(email) = lower(" + param(k.IfAccount) + "::text))"
+		}
+		source := "SELECT " + param(k.Key) + "::text, 1, now() WHERE " + admittedSoFar + " AND " + applies
+		count := fmt.Sprintf(loginAttemptSQL, source, param(k.Free)+"::int")
+		if i > 0 {
+			sql.WriteString(",\n")
+		}
+		fmt.Fprintf(&sql, "k%d AS (%s),\nok%d AS (SELECT %s AND (EXISTS (SELECT FROM k%d) OR NOT %s) AS ok)",
+			i, count, i, admittedSoFar, i, applies)
+		admittedSoFar = fmt.Sprintf("(SELECT ok FROM ok%d)", i)
+	}
+	sql.WriteString("\nSELECT " + admittedSoFar)
 	var admitted bool
-	err := s.db.QueryRow(ctx, `
-		WITH first AS (`+fmt.Sprintf(loginAttemptSQL, `VALUES ($1, 1, now())`, `$2`)+`),
-		     second AS (`+fmt.Sprintf(loginAttemptSQL, `SELECT $3::text, 1, now() FROM first`, `$4`)+`)
-		SELECT EXISTS (SELECT FROM second)`,
-		first.Key, first.Free, second.Key, second.Free,
-		loginFailureForgets.Seconds(), maxLoginDelay.Seconds()).Scan(&admitted)
-	if err != nil {
+	if err := s.db.QueryRow(ctx, sql.String(), args...).Scan(&admitted); err != nil {
 		return 0, fmt.Errorf("record sign-in attempt: %w", err)
 	}
 	if admitted {
@@ -67,7 +99,7 @@ func (s *Store) AdmitLogin(ctx context.Context, first, second LoginKey) (time.Du
 	}
 	// Only what to tell the person: the decision was made above.
 	var wait time.Duration
-	for _, k := range []LoginKey{first, second} {
+	for _, k := range keys {
 		d, err := s.LoginDelay(ctx, k.Key, k.Free)
 		if err != nil {
 			return 0, err

@@ -160,3 +160,65 @@ func TestAdmitLogin_ConcurrentAttemptsGetOnlyTheFreeOnes(t *testing.T) {
 		}
 	}
 }
+
+// An attempt refused by a key is counted against the keys before it only;
+// a key kept for an account counts only when the account exists, so
+// guesses at made-up emails write no row for it.
+func TestAdmitLogin_KeysInTurnAndOnlyForAccountsThatExist(t *testing.T) {
+	t.Parallel()
+	s, pool := queuetest.NewAccounts(t)
+	ctx := context.Background()
+	if _, err := s.CreateUser(ctx, "ana@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	atAddress := accounts.LoginKey{Key: "account:ana@example.com|ip:192.0.2.1", Free: 5}
+	address := accounts.LoginKey{Key: "ip:192.0.2.1", Free: 50}
+	account := accounts.LoginKey{Key: "account:ana@example.com", Free: 1, IfAccount: "ANA@example.com"}
+	for i, want := range []time.Duration{0, 0, time.Second} {
+		if d, err := s.AdmitLogin(ctx, atAddress, address, account); err != nil || d != want {
+			t.Fatalf("attempt %d: wait %s (%v), want %s", i+1, d, err, want)
+		}
+	}
+	// The third was refused by the account's count, the last: counted
+	// against the two before it, not against the account.
+	for key, want := range map[string]int{atAddress.Key: 3, address.Key: 3, account.Key: 2} {
+		if got := loginCount(t, pool, key); got != want {
+			t.Errorf("%s counts %d, want %d", key, got, want)
+		}
+	}
+
+	nobody := accounts.LoginKey{Key: "account:nobody@example.com", Free: 1, IfAccount: "nobody@example.com"}
+	for i := range 5 {
+		if d, err := s.AdmitLogin(ctx, accounts.LoginKey{Key: "ip:192.0.2.2", Free: 50}, nobody); err != nil || d != 0 {
+			t.Fatalf("attempt %d at a made-up email: wait %s (%v), want it admitted", i+1, d, err)
+		}
+	}
+	if n := queuetest.Count(t, pool, `SELECT count(*) FROM login_failures WHERE key = $1`, nobody.Key); n != 0 {
+		t.Errorf("%d rows for an email no account has, want none", n)
+	}
+	if got := loginCount(t, pool, "ip:192.0.2.2"); got != 5 {
+		t.Errorf("address counts %d, want 5", got)
+	}
+}
+
+// Every Authenticate is one password check, whatever its answer.
+func TestAuthenticate_CountsEveryCheck(t *testing.T) {
+	t.Parallel()
+	s, _ := queuetest.NewAccounts(t)
+	ctx := context.Background()
+	if _, err := s.CreateUser(ctx, "ana@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	for _, try := range [][2]string{{"ana@example.com", "correct horse battery"}, {"ana@example.com", "wrong"}, {"nobody@example.com", "wrong"}} {
+		_, _ = s.Authenticate(ctx, try[0], try[1])
+	}
+	if err := s.InTx(ctx, func(tx *accounts.Tx) error {
+		_, err := tx.Authenticate(ctx, "ana@example.com", "correct horse battery")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.PasswordChecks(); n != 4 {
+		t.Errorf("PasswordChecks %d after 4 checks, want 4", n)
+	}
+}

@@ -12,6 +12,7 @@ package accounts
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,11 +35,14 @@ type dbtx interface {
 // Tx, against one transaction.
 type Store struct {
 	db dbtx
+	// checks counts the password checks Authenticate made, shared by the
+	// Store and every Tx made from it.
+	checks *atomic.Int64
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{db: pool}
+	return &Store{db: pool, checks: new(atomic.Int64)}
 }
 
 // Tx is a Store bound to one open transaction, as given by InTx: the
@@ -53,7 +57,7 @@ type Tx struct {
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		return fn(&Tx{Store: Store{db: tx}, tx: tx})
+		return fn(&Tx{Store: Store{db: tx, checks: s.checks}, tx: tx})
 	})
 }
 
