@@ -22,19 +22,6 @@ func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 	return exists, nil
 }
 
-// MarkProcessed writes the dedup marker for eventID. Call it only after the
-// event's side effects are durable. It is idempotent: a concurrent duplicate
-// or a redelivery leaves the one existing row as it is. It is the seed's
-// call: the receiver and the retry loop write markers with their outcomes,
-// under the event's lease (SettleDeliveries, SettleAttempts).
-func (s *Store) MarkProcessed(ctx context.Context, eventID string) error {
-	if _, err := s.db.Exec(ctx, `INSERT INTO processed_webhook_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING`,
-		eventID); err != nil {
-		return fmt.Errorf("write dedup marker: %w", err)
-	}
-	return nil
-}
-
 // pruneBatchSize bounds each DELETE of PruneProcessed, so a prune of millions
 // of markers is many short transactions instead of one long one holding row
 // locks and bloating the WAL in a single commit.
