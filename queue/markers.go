@@ -13,9 +13,7 @@ import (
 // leaves no marker and the event is processed again on redelivery.
 func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 	var exists bool
-	err := s.db.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM processed_webhook_events WHERE event_id = $1)`,
-		eventID).Scan(&exists)
+	err := s.db.QueryRow(ctx, `SELECT `+markedSQL("$1"), eventID).Scan(&exists)
 	if err != nil {
 		return false, fmt.Errorf("read dedup marker: %w", err)
 	}

@@ -192,19 +192,33 @@ func (op *takeOp) result() Deliveries {
 	return op.d
 }
 
-// deliveryStatesSQL reads, for each event id $2 of source $1, in order,
-// whether it has a dedup marker and whether it has a queue row, and gives
-// back owner $3's lease of each event that has either. Each read is a
+// markedSQL is true when the event whose id the SQL expression id gives
+// has a dedup marker, and queuedSQL when it has a row of source on the retry
+// queue: every read of an event's state is made of these two. Each is a
 // lookup of one key, written as a scalar subquery rather than EXISTS:
 // PostgreSQL may plan an EXISTS as one hashed read of the whole table, the
 // cheapest way when the plan is made on an empty table, and a plan made
 // once keeps it.
-const deliveryStatesSQL = `
-	WITH d AS MATERIALIZED (
-		SELECT d.id, d.ord,
-		       (SELECT true FROM processed_webhook_events m WHERE m.event_id = d.id) IS NOT NULL AS processed,
-		       (SELECT true FROM webhook_events e WHERE e.source = $1 AND e.event_id = d.id) IS NOT NULL AS queued
-		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)
+func markedSQL(id string) string {
+	return `(SELECT true FROM processed_webhook_events m WHERE m.event_id = ` + id + `) IS NOT NULL`
+}
+
+func queuedSQL(source, id string) string {
+	return `(SELECT true FROM webhook_events e WHERE e.source = ` + source + ` AND e.event_id = ` + id + `) IS NOT NULL`
+}
+
+// eventStatesSQL reads, for each event id $2 of source $1, with its place
+// in $2 (ord), whether it has a dedup marker (processed) and whether it has
+// a queue row (queued).
+var eventStatesSQL = `
+		SELECT d.id, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$1", "d.id") + ` AS queued
+		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)`
+
+// deliveryStatesSQL reads the states of the event ids $2 of source $1, in
+// order, as eventStatesSQL does, and gives back owner $3's lease of each
+// event that has a marker or a queue row.
+var deliveryStatesSQL = `
+	WITH d AS MATERIALIZED (` + eventStatesSQL + `
 	), handled AS (
 		DELETE FROM webhook_leases l
 		WHERE l.event_id = ANY (ARRAY(SELECT id FROM d WHERE processed OR queued)) AND l.owner = $3

@@ -107,11 +107,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // only for the ones hookd never saw, which then checks again under the
 // event's lock.
 func (s *Store) SeenEvents(ctx context.Context, source string, eventIDs []string) (processed, queued map[string]bool, err error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT e.id,
-		       EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = e.id),
-		       EXISTS (SELECT 1 FROM webhook_events q WHERE q.source = $1 AND q.event_id = e.id)
-		FROM unnest($2::text[]) AS e(id)`, source, eventIDs)
+	rows, err := s.db.Query(ctx, eventStatesSQL, source, eventIDs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read event states: %w", err)
 	}
@@ -119,8 +115,9 @@ func (s *Store) SeenEvents(ctx context.Context, source string, eventIDs []string
 	processed, queued = map[string]bool{}, map[string]bool{}
 	for rows.Next() {
 		var id string
+		var ord int64
 		var p, q bool
-		if err := rows.Scan(&id, &p, &q); err != nil {
+		if err := rows.Scan(&id, &ord, &p, &q); err != nil {
 			return nil, nil, fmt.Errorf("read event states: %w", err)
 		}
 		if p {

@@ -143,7 +143,7 @@ var claimAttemptsSQL = `
 	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          c.manual_retry,
-	          (SELECT true FROM processed_webhook_events m WHERE m.event_id = e.event_id) IS NOT NULL`
+	          ` + markedSQL("e.event_id")
 
 // SettleKind is what became of a claimed event's attempt.
 type SettleKind string
