@@ -137,7 +137,7 @@ func (f EventFilter) where() (string, []any) {
 	if f.StuckAfter > 0 {
 		args = append(args, f.StuckAfter.Seconds())
 		conds = append(conds, fmt.Sprintf(
-			pending+" AND (claims >= 2 OR next_retry_at < now() - make_interval(secs => $%d))",
+			pending+" AND ("+reclaimedSQL+" OR next_retry_at < now() - make_interval(secs => $%d))",
 			len(args)))
 	}
 	return strings.Join(conds, " AND "), args

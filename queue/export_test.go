@@ -4,4 +4,6 @@ package queue
 var (
 	ShortTx       = (*Store).shortTx
 	TakeLeasesSQL = takeLeasesSQL
+	ReclaimedSQL  = reclaimedSQL
+	PendingSQL    = pending
 )
