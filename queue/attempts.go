@@ -38,7 +38,8 @@ type Attempt struct {
 	Number int `db:"attempt"`
 }
 
-// NewAttempt describes an attempt for RecordAttempt.
+// NewAttempt describes an attempt for the history, as SettleDeliveries and
+// SettleAttempts record it with its outcome.
 type NewAttempt struct {
 	Source     string
 	EventID    string
@@ -49,19 +50,6 @@ type NewAttempt struct {
 	Path       AttemptPath
 	Number     int
 }
-
-// RecordAttempt appends an attempt to the event's history. Call it on the Tx
-// that writes the attempt's outcome, so history and state commit together.
-func (s *Store) RecordAttempt(ctx context.Context, a NewAttempt) error {
-	var c attemptColumns
-	c.add(a, uuid.Nil)
-	if _, err := s.db.Exec(ctx, recordAttemptSQL, c.args()...); err != nil {
-		return fmt.Errorf("record attempt of %s: %w", a.EventID, err)
-	}
-	return nil
-}
-
-var recordAttemptSQL = insertAttemptsSQL(1, "")
 
 // Attempts returns the event's attempts, oldest first.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {

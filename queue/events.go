@@ -211,9 +211,6 @@ type Stats struct {
 	MarkersEstimated bool
 }
 
-// Pending is the number of events waiting for a retry.
-func (st Stats) Pending() int64 { return st.Failed + st.Retrying }
-
 // Stats returns the queue depth by status, the number of events due now, the
 // oldest pending event's arrival and the number of dedup markers.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {

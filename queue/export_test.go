@@ -1,5 +1,10 @@
 package queue
 
+import (
+	"context"
+	"time"
+)
+
 // Exported for the tests of package queue_test only.
 var (
 	ShortTx       = (*Store).shortTx
@@ -7,3 +12,13 @@ var (
 	ReclaimedSQL  = reclaimedSQL
 	PendingSQL    = pending
 )
+
+// TakeDeliveries is SettleAndTake with nothing to settle, for the tests of
+// taking leases alone.
+func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
+	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
+	return d, err
+}
+
+// Pending is the number of events waiting for a retry.
+func (st Stats) Pending() int64 { return st.Failed + st.Retrying }

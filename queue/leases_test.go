@@ -208,7 +208,7 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Status != queue.StatusDead || got.Attempts != queue.MaxAttempts || got.LastError == nil ||
-		*got.LastError != queue.InterruptedError(queue.MaxAttempts) {
+		*got.LastError != queuetest.InterruptedError(queue.MaxAttempts) {
 		t.Errorf("dead row: %s, %d attempts, last error %v", got.Status, got.Attempts, got.LastError)
 	}
 	attempts, err := s.Attempts(t.Context(), queue.SourceStripe, "evt_crash")

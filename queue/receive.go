@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeliveryState is where a delivered event stands once TakeDeliveries has
+// DeliveryState is where a delivered event stands once SettleAndTake has
 // tried its lease.
 type DeliveryState int
 
@@ -28,7 +28,7 @@ const (
 	DeliveryBusy
 )
 
-// Deliveries is a batch of deliveries after TakeDeliveries: their leases,
+// Deliveries is a batch of deliveries after SettleAndTake: their leases,
 // all with one owner token, and each event's state, in order.
 type Deliveries struct {
 	Owner uuid.UUID
@@ -39,25 +39,11 @@ type Deliveries struct {
 	States   []DeliveryState
 }
 
-// Delivery is one event of a batch to TakeDeliveries: its id, and who
+// Delivery is one event of a batch to SettleAndTake: its id, and who
 // brings it, which the lease records.
 type Delivery struct {
 	EventID string
 	Path    AttemptPath
-}
-
-// TakeDeliveries takes the leases of a batch of delivered events of source,
-// each for a processor run of at most processFor, and reads whether each
-// has a marker or a queue row, in one short transaction: one round trip,
-// committed before it returns, however many events the batch holds.
-//
-// The states are read by a statement after the one that took the leases,
-// so they see whatever the previous holders committed with their release.
-// The lease of an event that turns out processed or queued is given back
-// in that same statement: only DeliveryNew events stay leased.
-func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
-	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
-	return d, err
 }
 
 // SettleDeliveries writes the outcomes of leased deliveries and gives their
@@ -70,12 +56,19 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 	return written, err
 }
 
-// SettleAndTake does what SettleDeliveries does for settle, then what
-// TakeDeliveries does for take, in one short transaction: under load the
-// receiver writes the outcomes of the deliveries whose processors just
-// ended and takes the leases of those that just arrived in one round trip
-// and one commit. The outcomes are written first, so a redelivery in take
-// of an event settled in settle finds its marker.
+// SettleAndTake does what SettleDeliveries does for settle, then takes the
+// leases of the delivered events of source in take, each for a processor
+// run of at most processFor, and reads whether each has a marker or a
+// queue row, in one short transaction: under load the receiver writes the
+// outcomes of the deliveries whose processors just ended and takes the
+// leases of those that just arrived in one round trip and one commit. The
+// outcomes are written first, so a redelivery in take of an event settled
+// in settle finds its marker.
+//
+// The states are read by a statement after the one that took the leases,
+// so they see whatever the previous holders committed with their release.
+// The lease of an event that turns out processed or queued is given back
+// in that same statement: only DeliveryNew events stay leased.
 //
 // One transaction means one statement's failure fails all of it; the
 // caller then does each delivery alone, so that one event's bad write never
@@ -102,7 +95,7 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 	return st.written(), tk.result(), nil
 }
 
-// takeOp is TakeDeliveries' part of a short transaction.
+// takeOp is the taking part of SettleAndTake's short transaction.
 type takeOp struct {
 	batch      []Delivery
 	processFor time.Duration

@@ -84,7 +84,7 @@ func (l *ReconcileLease) Release(ctx context.Context) error {
 func (l *ReconcileLease) Record(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
 	c ReconcileCounts, errText string) error {
 	return l.store.InTx(ctx, func(tx *Tx) error {
-		if err := tx.RecordReconcileRun(ctx, trigger, startedAt, since, c, errText); err != nil {
+		if err := tx.recordReconcileRun(ctx, trigger, startedAt, since, c, errText); err != nil {
 			return err
 		}
 		_, err := tx.releaseLeases(ctx, []string{reconcileLeaseKey}, []uuid.UUID{l.owner})
@@ -174,9 +174,9 @@ type ReconcileRun struct {
 	Error *string `db:"error"`
 }
 
-// RecordReconcileRun keeps a finished run; errText is empty when it
+// recordReconcileRun keeps a finished run; errText is empty when it
 // completed.
-func (s *Store) RecordReconcileRun(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
+func (s *Store) recordReconcileRun(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
 	c ReconcileCounts, errText string) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO reconcile_runs (started_at, trigger, since, examined, already_processed, already_queued,

@@ -3,8 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,15 +35,11 @@ type Attempts struct {
 	Deadline time.Time
 }
 
-// InterruptedError is the last_error of an event whose attempt never
-// reported an outcome: its process was killed, or lost the database, while
-// the app had the event.
-func InterruptedError(attempt int) string {
-	return strings.Replace(interruptedFormat, "%s", strconv.Itoa(attempt), 1)
-}
-
-// interruptedFormat is InterruptedError's text for PostgreSQL's format().
-const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
+// InterruptedFormat is the last_error, for PostgreSQL's format() with the
+// attempt's number, of an event whose attempt never reported an outcome:
+// its process was killed, or lost the database, while the app had the
+// event. ClaimAttempts records it in the history and on the row.
+const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
 	"before it could record the outcome, so the attempt counts as failed"
 
 // ClaimAttempts claims up to n due events for an attempt each, in one
@@ -63,7 +57,7 @@ const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, interruptedFormat)
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat)
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
@@ -88,7 +82,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 }
 
 // claimAttemptsSQL claims up to $1 due events for owner $2 with leases of
-// $3 seconds; $4 is MaxAttempts, and $5 the format of InterruptedError.
+// $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
 //
 // A pending row with claims > 0 had an attempt that never reported (every
 // outcome sets claims back to 0). A pending row at MaxAttempts is one whose
