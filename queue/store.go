@@ -1,12 +1,3 @@
-// Package queue is hookd's durable state in PostgreSQL: the dedup markers that
-// make a redelivered Stripe event a no-op, the per-event lease that keeps
-// two runs of one event apart (leases.go), and the retry queue that keeps
-// every event whose processing failed until it succeeds or a person gives up
-// on it. The dashboard's accounts and its audit log are stores of their own,
-// in queue/accounts and queue/audit.
-//
-// Every timestamp is taken from the database's now(), so replicas on different
-// machines share one clock.
 package queue
 
 import (

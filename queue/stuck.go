@@ -60,27 +60,3 @@ func (s *Store) CountStuck(ctx context.Context, claimWindow time.Duration) (int6
 	}
 	return n, nil
 }
-
-// RetryLoopStall says whether the retry loop has stalled: no loop has
-// looked for due events within after (last is when one last did, nil if
-// none ever did), or none ever did while events wait for a retry.
-func (s *Store) RetryLoopStall(ctx context.Context, after time.Duration) (stalled bool, last *time.Time, now time.Time, err error) {
-	// The pending check runs only without any tick: every hookd serve
-	// ticks at start, so that is a database no retry loop has ever served.
-	// It reads the first pending row in due order, off the due index; an
-	// EXISTS would let the planner drop the order and scan the table.
-	var waiting bool
-	err = s.db.QueryRow(ctx, `
-		WITH tick AS (SELECT last_run_at FROM worker_status WHERE component = 'retrier')
-		SELECT (SELECT last_run_at FROM tick), now(),
-		       NOT EXISTS (SELECT 1 FROM tick) AND (
-		           SELECT next_retry_at FROM webhook_events WHERE `+pending+`
-		           ORDER BY next_retry_at LIMIT 1) IS NOT NULL`).Scan(&last, &now, &waiting)
-	if err != nil {
-		return false, nil, time.Time{}, fmt.Errorf("read retry loop status: %w", err)
-	}
-	if last == nil {
-		return waiting, nil, now, nil
-	}
-	return now.Sub(*last) > after, last, now, nil
-}
