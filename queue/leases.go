@@ -89,6 +89,15 @@ const takeLeasesSQL = `
 	WHERE l.expires_at <= now()
 	RETURNING l.event_id`
 
+// queueTakeLeases adds to b the statement that takes the leases of ids
+// for owner, each for the path at the same place of paths and a processor
+// run of at most processFor, whose rows are the ids it took: every lease
+// but the retry loop's, which its claim takes in the same statement as
+// the rows, is taken here.
+func queueTakeLeases(b *pgx.Batch, ids []string, paths []AttemptPath, owner uuid.UUID, processFor time.Duration) {
+	b.Queue(takeLeasesSQL, ids, paths, [16]byte(owner), leaseSeconds(processFor))
+}
+
 // InFlight is a live lease on an event: a processor is running it now.
 type InFlight struct {
 	Path      AttemptPath `db:"path"`

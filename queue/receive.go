@@ -137,9 +137,8 @@ func (op *takeOp) queue(b *pgx.Batch, source string) {
 	if len(op.ids) == 0 {
 		return
 	}
-	owner := [16]byte(op.d.Owner)
-	b.Queue(takeLeasesSQL, op.ids, op.paths, owner, leaseSeconds(op.processFor))
-	b.Queue(deliveryStatesSQL, source, op.ids, owner)
+	queueTakeLeases(b, op.ids, op.paths, op.d.Owner, op.processFor)
+	b.Queue(deliveryStatesSQL, source, op.ids, [16]byte(op.d.Owner))
 }
 
 func (op *takeOp) read(br pgx.BatchResults) (err error) {

@@ -55,7 +55,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error
 	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
 	var taken []string
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor))
+		queueTakeLeases(b, []string{eventID}, []AttemptPath{PathInline}, owner, DefaultLeaseFor)
 	}, func(br pgx.BatchResults) (err error) {
 		taken, err = collect(br, pgx.RowTo[string])
 		return err
