@@ -1,8 +1,9 @@
 package queue_test
 
 // The twelve contract tests of the seed's db::webhook_events module, ported
-// with the same intent and assertions. Tests of what hookd adds beyond the
-// seed are in store_test.go.
+// with the same intent and assertions, run against the seed's functions in
+// seed.go. Tests of what hookd adds beyond the seed are in store_test.go,
+// and of what production calls in their place in leases_test.go.
 
 import (
 	"context"
