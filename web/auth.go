@@ -451,44 +451,14 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		}
 		defer d.passwordChecks.release(holder)
 
-		// The attempt counts before the password is checked, in the same
-		// statement that decides whether it may be checked at all, so
-		// concurrent guesses get no more checks than the counts allow, and
-		// a guesser made to wait learns nothing from further guesses.
-		var keys []accounts.LoginKey
-		if known {
-			// A browser the account signed in from before has a count of
-			// its own: no stranger, at its address or any other, can
-			// make it wait.
-			keys = []accounts.LoginKey{{Key: loginKey("account:" + strings.ToLower(email) + "|device:" + device), Free: freeAttemptsPerAccount}}
-		} else {
-			accountAtAddress := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email) + "|ip:" + addr), Free: freeAttemptsPerAccount}
-			address := accounts.LoginKey{Key: loginKey("ip:" + addr), Free: freeAttemptsPerAddr}
-			account := accounts.LoginKey{Key: loginKey("account:" + strings.ToLower(email)), Free: freeChecksPerAccount, IfAccount: email}
-			// The address's and the account's budgets are read first: an
-			// attempt that must wait for them is refused before any count
-			// is written, so a flood of guesses at fresh emails from one
-			// address, or at one account from many, writes nothing.
-			wait, err := d.accounts.LoginDelay(ctx, address.Key, address.Free)
-			if err != nil {
-				return err
-			}
-			if wait > 0 {
-				return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
-			}
-			wait, err = d.accounts.LoginDelay(ctx, account.Key, account.Free)
-			if err != nil {
-				return err
-			}
-			if wait > 0 {
-				return tooMany(wait, fmt.Sprintf("This account has had too many failed sign-ins from elsewhere. "+
-					"Try again in %s, or from a browser you have signed in with before.", waitText(wait)))
-			}
-			// The account's own count goes last: only an attempt every
-			// other count admits moves it.
-			keys = []accounts.LoginKey{accountAtAddress, address, account}
+		keys, wait, why, err := d.signInCounts(ctx, email, addr, device, known)
+		if err != nil {
+			return err
 		}
-		wait, err := d.accounts.AdmitLogin(ctx, keys...)
+		if wait > 0 {
+			return tooMany(wait, why)
+		}
+		wait, err = d.accounts.AdmitLogin(ctx, keys...)
 		if err != nil {
 			return err
 		}
@@ -504,35 +474,46 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 			return err
 		}
 
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			if err := tx.ClearLoginFailures(ctx, keys[0].Key); err != nil {
-				return err
-			}
-			for _, k := range keys[1:] {
-				if err := tx.ForgiveLoginAttempt(ctx, k.Key); err != nil {
-					return err
-				}
-			}
-			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
-		})
-		if err != nil {
+		if err := d.startSession(c, u, keys); err != nil {
 			return err
 		}
-		if err := d.rememberDevice(c, u.Email); err != nil {
-			return err
-		}
-		// A new token at sign-in, so a session id planted before it
-		// (session fixation) is worth nothing after; a new CSRF token
-		// for the same reason.
-		sm := session(c)
-		if err := sm.RenewToken(ctx); err != nil {
-			return fmt.Errorf("renew session: %w", err)
-		}
-		sm.Put(ctx, sessUserID, u.ID)
-		sm.Put(ctx, sessPassword, u.PasswordStamp())
-		sm.Put(ctx, sessCSRF, randomToken())
 		return c.Redirect(http.StatusSeeOther, next)
 	}
+}
+
+// startSession signs u in: the attempt's counts forgiven and the sign-in
+// audited, the browser remembered as one that signed in, and a session
+// under a new token.
+func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []accounts.LoginKey) error {
+	ctx := c.Request().Context()
+	err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+		if err := tx.ClearLoginFailures(ctx, keys[0].Key); err != nil {
+			return err
+		}
+		for _, k := range keys[1:] {
+			if err := tx.ForgiveLoginAttempt(ctx, k.Key); err != nil {
+				return err
+			}
+		}
+		return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
+	})
+	if err != nil {
+		return err
+	}
+	if err := d.rememberDevice(c, u.Email); err != nil {
+		return err
+	}
+	// A new token at sign-in, so a session id planted before it (session
+	// fixation) is worth nothing after; a new CSRF token for the same
+	// reason.
+	sm := session(c)
+	if err := sm.RenewToken(ctx); err != nil {
+		return fmt.Errorf("renew session: %w", err)
+	}
+	sm.Put(ctx, sessUserID, u.ID)
+	sm.Put(ctx, sessPassword, u.PasswordStamp())
+	sm.Put(ctx, sessCSRF, randomToken())
+	return nil
 }
 
 func waitText(d time.Duration) string {

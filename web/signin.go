@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -174,4 +175,39 @@ func deviceKeys(opts Options) *accounts.KeyRing {
 		return nil
 	}
 	return accounts.NewKeyRing(opts.Stores.Accounts, accounts.KnownBrowserKey, accounts.KeyRingConfig{})
+}
+
+// signInCounts returns the counts a sign-in attempt moves, first the one
+// a success clears, or how long it must wait and why when a budget read
+// before any count is written is spent.
+//
+// The attempt counts before the password is checked, in the statement
+// that decides whether it may be checked at all (AdmitLogin), so
+// concurrent guesses get no more checks than the counts allow, and a
+// guesser made to wait learns nothing from further guesses.
+func (d *dashboard) signInCounts(ctx context.Context, email, addr, device string, known bool) (
+	keys []accounts.LoginKey, wait time.Duration, why string, err error) {
+	lower := strings.ToLower(email)
+	if known {
+		// A browser the account signed in from before has a count of its
+		// own: no stranger, at its address or any other, can make it wait.
+		return []accounts.LoginKey{{Key: loginKey("account:" + lower + "|device:" + device), Free: freeAttemptsPerAccount}}, 0, "", nil
+	}
+	accountAtAddress := accounts.LoginKey{Key: loginKey("account:" + lower + "|ip:" + addr), Free: freeAttemptsPerAccount}
+	address := accounts.LoginKey{Key: loginKey("ip:" + addr), Free: freeAttemptsPerAddr}
+	account := accounts.LoginKey{Key: loginKey("account:" + lower), Free: freeChecksPerAccount, IfAccount: email}
+	// The address's and the account's budgets are read first: an attempt
+	// that must wait for them is refused before any count is written, so a
+	// flood of guesses at fresh emails from one address, or at one account
+	// from many, writes nothing.
+	if wait, err = d.accounts.LoginDelay(ctx, address.Key, address.Free); err != nil || wait > 0 {
+		return nil, wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)), err
+	}
+	if wait, err = d.accounts.LoginDelay(ctx, account.Key, account.Free); err != nil || wait > 0 {
+		return nil, wait, fmt.Sprintf("This account has had too many failed sign-ins from elsewhere. "+
+			"Try again in %s, or from a browser you have signed in with before.", waitText(wait)), err
+	}
+	// The account's own count goes last: only an attempt every other
+	// count admits moves it.
+	return []accounts.LoginKey{accountAtAddress, address, account}, 0, "", nil
 }
