@@ -827,7 +827,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		poison).Scan(&e.Status, &e.Attempts, &e.LastError); err != nil {
 		t.Fatal(err)
 	}
-	if want := queue.InterruptedError(queue.MaxAttempts); e.Status != queue.StatusDead || e.Attempts != queue.MaxAttempts ||
+	if want := queuetest.InterruptedError(queue.MaxAttempts); e.Status != queue.StatusDead || e.Attempts != queue.MaxAttempts ||
 		e.LastError == nil || *e.LastError != want {
 		t.Errorf("poison event: %s after %d attempts, last_error %v; want dead after %d, %q",
 			e.Status, e.Attempts, deref(e.LastError), queue.MaxAttempts, want)
@@ -840,7 +840,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		t.Errorf("the poison's history holds %d attempts, want %d", len(attempts), queue.MaxAttempts)
 	}
 	for i, a := range attempts {
-		if want := queue.InterruptedError(i + 1); a.Number != i+1 || a.Succeeded || a.Path != queue.PathRetry || deref(a.Error) != want {
+		if want := queuetest.InterruptedError(i + 1); a.Number != i+1 || a.Succeeded || a.Path != queue.PathRetry || deref(a.Error) != want {
 			t.Errorf("poison attempt %d: number %d, succeeded %v, path %s, error %q; want number %d, failed, retry, %q",
 				i, a.Number, a.Succeeded, a.Path, deref(a.Error), i+1, want)
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // insertActivity writes one replica's counts of one minute, and adds them to
@@ -41,15 +40,15 @@ func TestActivity(t *testing.T) {
 
 	t.Run("PerMinuteBucketsSumReplicasAndFillGapsWithZero", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		insertActivity(t, pool, minute(12, 34), "a", queue.ActivityCounts{Received: 3, Processed: 2, Queued: 1})
-		insertActivity(t, pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Processed: 4})
-		insertActivity(t, pool, minute(12, 30), "a", queue.ActivityCounts{Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1})
-		insertActivity(t, pool, minute(11, 35), "b", queue.ActivityCounts{Received: 9})
+		store, bundle := setup(t)
+		insertActivity(t, bundle.pool, minute(12, 34), "a", queue.ActivityCounts{Received: 3, Processed: 2, Queued: 1})
+		insertActivity(t, bundle.pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Processed: 4})
+		insertActivity(t, bundle.pool, minute(12, 30), "a", queue.ActivityCounts{Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1})
+		insertActivity(t, bundle.pool, minute(11, 35), "b", queue.ActivityCounts{Received: 9})
 		// Outside the hour: the minute before its first bucket, and a
 		// minute after its last.
-		insertActivity(t, pool, minute(11, 34), "a", queue.ActivityCounts{Received: 100})
-		insertActivity(t, pool, minute(12, 35), "a", queue.ActivityCounts{Received: 100})
+		insertActivity(t, bundle.pool, minute(11, 34), "a", queue.ActivityCounts{Received: 100})
+		insertActivity(t, bundle.pool, minute(12, 35), "a", queue.ActivityCounts{Received: 100})
 
 		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Minute, Buckets: 60, End: end})
 		if err != nil {
@@ -75,15 +74,15 @@ func TestActivity(t *testing.T) {
 
 	t.Run("PerHourBucketsSumTheirMinutes", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		store, bundle := setup(t)
 		first := minute(12, 0).Add(-167 * time.Hour)
-		insertActivity(t, pool, minute(12, 0), "a", queue.ActivityCounts{Received: 1})
-		insertActivity(t, pool, minute(12, 34), "a", queue.ActivityCounts{Received: 2})
-		insertActivity(t, pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Dead: 1})
-		insertActivity(t, pool, minute(11, 59), "a", queue.ActivityCounts{Processed: 8})
-		insertActivity(t, pool, first, "b", queue.ActivityCounts{Queued: 16})
-		insertActivity(t, pool, first.Add(59*time.Minute), "b", queue.ActivityCounts{Queued: 32})
-		insertActivity(t, pool, first.Add(-time.Minute), "b", queue.ActivityCounts{Queued: 1000})
+		insertActivity(t, bundle.pool, minute(12, 0), "a", queue.ActivityCounts{Received: 1})
+		insertActivity(t, bundle.pool, minute(12, 34), "a", queue.ActivityCounts{Received: 2})
+		insertActivity(t, bundle.pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Dead: 1})
+		insertActivity(t, bundle.pool, minute(11, 59), "a", queue.ActivityCounts{Processed: 8})
+		insertActivity(t, bundle.pool, first, "b", queue.ActivityCounts{Queued: 16})
+		insertActivity(t, bundle.pool, first.Add(59*time.Minute), "b", queue.ActivityCounts{Queued: 32})
+		insertActivity(t, bundle.pool, first.Add(-time.Minute), "b", queue.ActivityCounts{Queued: 1000})
 
 		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Hour, Buckets: 168, End: end})
 		if err != nil {
@@ -109,7 +108,7 @@ func TestActivity(t *testing.T) {
 
 	t.Run("EmptyTableGivesZeroBucketsEndingNow", func(t *testing.T) {
 		t.Parallel()
-		store, _ := queuetest.NewStore(t)
+		store, _ := setup(t)
 		buckets, err := store.Activity(t.Context(), queue.ActivityLastHour)
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +128,7 @@ func TestActivity(t *testing.T) {
 
 	t.Run("AddActivityAddsToTheReplicasRowOfTheMinute", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		store, bundle := setup(t)
 		for range 3 {
 			if err := store.AddActivity(t.Context(), "a", queue.ActivityCounts{Received: 2, BadSignature: 1, Rejected: 1}); err != nil {
 				t.Fatal(err)
@@ -140,7 +139,7 @@ func TestActivity(t *testing.T) {
 		}
 		for _, table := range []string{"activity_minutes", "activity_hours"} {
 			var rows, received int64
-			if err := pool.QueryRow(t.Context(), `SELECT count(*), sum(received) FROM `+table).Scan(&rows, &received); err != nil {
+			if err := bundle.pool.QueryRow(t.Context(), `SELECT count(*), sum(received) FROM `+table).Scan(&rows, &received); err != nil {
 				t.Fatal(err)
 			}
 			// Three flushes of a may straddle a minute or an hour: two
@@ -167,7 +166,7 @@ func TestActivity(t *testing.T) {
 		if !errors.Is(err, queue.ErrActivityNotAdded) {
 			t.Errorf("unreachable database: got %v, want ErrActivityNotAdded", err)
 		}
-		store, _ := queuetest.NewStore(t)
+		store, _ := setup(t)
 		cancelled, cancel := context.WithCancel(t.Context())
 		cancel()
 		if err := store.AddActivity(cancelled, "a", queue.ActivityCounts{Received: 1}); !errors.Is(err, queue.ErrActivityNotAdded) {
@@ -177,8 +176,8 @@ func TestActivity(t *testing.T) {
 
 	t.Run("SignatureFailuresCountsTheWindowOnly", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		if _, err := pool.Exec(t.Context(), `
+		store, bundle := setup(t)
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO activity_minutes (minute, replica, bad_signature, rejected) VALUES
 			  (date_trunc('minute', now()), 'a', 4, 4),
 			  (date_trunc('minute', now()) - interval '3 minutes', 'b', 5, 5),
@@ -193,8 +192,8 @@ func TestActivity(t *testing.T) {
 
 	t.Run("PruneActivityDeletesRowsPastRetention", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		if _, err := pool.Exec(t.Context(), `
+		store, bundle := setup(t)
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO activity_minutes (minute, replica, received) VALUES
 			  (date_trunc('minute', now()) - interval '8 days 1 minute', 'a', 1),
 			  (date_trunc('minute', now()) - interval '7 days 23 hours', 'a', 1),
@@ -211,7 +210,7 @@ func TestActivity(t *testing.T) {
 		}
 		for _, table := range []string{"activity_minutes", "activity_hours"} {
 			var left int64
-			if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&left); err != nil || left != 2 {
+			if err := bundle.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+table).Scan(&left); err != nil || left != 2 {
 				t.Errorf("%s: left %d rows, %v; want 2", table, left, err)
 			}
 		}

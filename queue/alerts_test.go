@@ -13,10 +13,10 @@ func TestTakeNewlyDead(t *testing.T) {
 
 	t.Run("ConcurrentTakersSplitTheDeathsWithoutRepeats", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		store, bundle := setup(t)
 		const dead = 40
 		for range dead {
-			queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		}
 		seen := map[string]int{}
 		var mu sync.Mutex
@@ -53,8 +53,8 @@ func TestTakeNewlyDead(t *testing.T) {
 
 	t.Run("AnEventThatDiesAgainIsTakenAgain", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		store, bundle := setup(t)
+		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		take := func() int {
 			var n int
 			if err := store.InTx(t.Context(), func(tx *queue.Tx) error {

@@ -38,7 +38,8 @@ type Attempt struct {
 	Number int `db:"attempt"`
 }
 
-// NewAttempt describes an attempt for RecordAttempt.
+// NewAttempt describes an attempt for the history, as SettleDeliveries and
+// SettleAttempts record it with its outcome.
 type NewAttempt struct {
 	Source     string
 	EventID    string
@@ -49,19 +50,6 @@ type NewAttempt struct {
 	Path       AttemptPath
 	Number     int
 }
-
-// RecordAttempt appends an attempt to the event's history. Call it on the Tx
-// that writes the attempt's outcome, so history and state commit together.
-func (s *Store) RecordAttempt(ctx context.Context, a NewAttempt) error {
-	var c attemptColumns
-	c.add(a, uuid.Nil)
-	if _, err := s.db.Exec(ctx, recordAttemptSQL, c.args()...); err != nil {
-		return fmt.Errorf("record attempt of %s: %w", a.EventID, err)
-	}
-	return nil
-}
-
-var recordAttemptSQL = insertAttemptsSQL(1, "")
 
 // Attempts returns the event's attempts, oldest first.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
@@ -83,60 +71,6 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 		a.Succeeded = a.Outcome == "succeeded"
 	}
 	return attempts, nil
-}
-
-// WorkerStatus is what the background loops last reported, across replicas.
-type WorkerStatus struct {
-	// RetrierTick is the last time any retry loop looked for due events;
-	// nil when none ever ran.
-	RetrierTick *time.Time
-	// PrunerRun is the last time markers were pruned, by the pruner or by a
-	// person, and PrunerRemoved how many that removed.
-	PrunerRun     *time.Time
-	PrunerRemoved int64
-	// Now is the database's clock when this was read, to compute ages.
-	Now time.Time
-}
-
-// RecordRetrierTick notes that a retry loop just looked for due events.
-func (s *Store) RecordRetrierTick(ctx context.Context) error {
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO worker_status (component, last_run_at) VALUES ('retrier', now())
-		ON CONFLICT (component) DO UPDATE SET last_run_at = excluded.last_run_at`)
-	if err != nil {
-		return fmt.Errorf("record retrier tick: %w", err)
-	}
-	return nil
-}
-
-// RecordPrune notes that a prune just removed removed markers.
-func (s *Store) RecordPrune(ctx context.Context, removed int64) error {
-	_, err := s.db.Exec(ctx, `
-		INSERT INTO worker_status (component, last_run_at, last_removed) VALUES ('pruner', now(), $1)
-		ON CONFLICT (component) DO UPDATE
-		SET last_run_at = excluded.last_run_at, last_removed = excluded.last_removed`, removed)
-	if err != nil {
-		return fmt.Errorf("record prune: %w", err)
-	}
-	return nil
-}
-
-// WorkerStatus returns what the retry loops and pruners last reported.
-func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
-	var ws WorkerStatus
-	var removed *int64
-	err := s.db.QueryRow(ctx, `
-		SELECT (SELECT last_run_at FROM worker_status WHERE component = 'retrier'),
-		       (SELECT last_run_at FROM worker_status WHERE component = 'pruner'),
-		       (SELECT last_removed FROM worker_status WHERE component = 'pruner'),
-		       now()`).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.Now)
-	if err != nil {
-		return WorkerStatus{}, fmt.Errorf("read worker status: %w", err)
-	}
-	if removed != nil {
-		ws.PrunerRemoved = *removed
-	}
-	return ws, nil
 }
 
 // insertAttemptsSQL is the one statement that appends to the attempt

@@ -13,22 +13,21 @@ import (
 // seed's one-event ScheduleRetry.
 func TestWithDemoBackoff_HoursBecomeSeconds(t *testing.T) {
 	t.Parallel()
-	pool := queuetest.NewPool(t)
-	s := queue.New(pool, queue.WithDemoBackoff())
-	if !s.DemoBackoff() || queue.New(pool).DemoBackoff() {
+	s, bundle := setup(t, withStoreOptions(queue.WithDemoBackoff()))
+	if !s.DemoBackoff() || queue.New(bundle.pool).DemoBackoff() {
 		t.Fatal("DemoBackoff reports the option wrongly")
 	}
 	for n, want := range map[int]time.Duration{0: time.Second / 60, 3: 2 * time.Second, 4: 24 * time.Second} {
 		if got := s.RetryDelay(n); got != want {
 			t.Errorf("RetryDelay(%d) = %s, want %s", n, got, want)
 		}
-		if got := queue.New(pool).RetryDelay(n); got != queue.RetryDelay(n) {
+		if got := queue.New(bundle.pool).RetryDelay(n); got != queue.RetryDelay(n) {
 			t.Errorf("without the option RetryDelay(%d) = %s, want the policy's %s", n, got, queue.RetryDelay(n))
 		}
 	}
 
 	// Claimed at 3 attempts, the batch's attempt is the fourth.
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_batched", Attempts: 3, Status: queue.StatusRetrying})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_batched", Attempts: 3, Status: queue.StatusRetrying})
 	claim, err := s.ClaimAttempts(t.Context(), 10, time.Second)
 	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.EventID != "evt_batched" {
 		t.Fatalf("claim: %+v, %v", claim.Claimed, err)
@@ -50,14 +49,14 @@ func TestWithDemoBackoff_HoursBecomeSeconds(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	single := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_single", Attempts: 1, Status: queue.StatusRetrying})
+	single := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_single", Attempts: 1, Status: queue.StatusRetrying})
 	if _, err := s.ScheduleRetry(t.Context(), single.ID, 2, "downstream answered 500"); err != nil {
 		t.Fatal(err)
 	}
 
 	for id, want := range map[string]float64{"evt_new": 1.0 / 60, "evt_single": 0.5, "evt_batched": 24} {
 		var delay float64
-		if err := pool.QueryRow(t.Context(), `
+		if err := bundle.pool.QueryRow(t.Context(), `
 			SELECT extract(epoch FROM next_retry_at - last_attempt_at) FROM webhook_events WHERE event_id = $1`,
 			id).Scan(&delay); err != nil {
 			t.Fatalf("%s: %v", id, err)

@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // BenchmarkMarkProcessed writes one new dedup marker per operation, the
 // receiver's write for every event it processes.
 func BenchmarkMarkProcessed(b *testing.B) {
-	s, _ := queuetest.NewStore(b)
+	s, _ := setup(b)
 	ctx := context.Background()
 	i := 0
 	for b.Loop() {
@@ -30,20 +29,20 @@ func BenchmarkDrain(b *testing.B) {
 	const events = 10_000
 	for _, batch := range []int{10, 100} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			s, pool := queuetest.NewStore(b)
+			s, bundle := setup(b)
 			ctx := context.Background()
 			var drained time.Duration
 			round := 0
 			for b.Loop() {
 				b.StopTimer()
 				round++
-				if _, err := pool.Exec(ctx, `
+				if _, err := bundle.pool.Exec(ctx, `
 					INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
 					SELECT 'stripe', 'evt_' || $1::int || '_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
 					FROM generate_series(1, $2::int) g`, round, events); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := pool.Exec(ctx, `VACUUM ANALYZE webhook_events`); err != nil {
+				if _, err := bundle.pool.Exec(ctx, `VACUUM ANALYZE webhook_events`); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

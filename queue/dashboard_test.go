@@ -11,13 +11,13 @@ import (
 
 func TestRetryDeadMatching_SendsBackOnlyMatchingDeadEvents(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
-	match := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "100% TIMEOUT"})
-	otherType := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "charge.failed", LastError: "timeout"})
+	match := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "100% TIMEOUT"})
+	otherType := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "charge.failed", LastError: "timeout"})
 	// "%" in the filter is a literal percent sign, not a wildcard.
-	otherErr := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "1000 timeout"})
-	pending := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, EventType: "invoice.paid", LastError: "100% timeout"})
+	otherErr := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, EventType: "invoice.paid", LastError: "1000 timeout"})
+	pending := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, EventType: "invoice.paid", LastError: "100% timeout"})
 
 	f := queue.EventFilter{EventType: "invoice.paid", ErrorContains: "100% time"}
 	n, err := s.RetryDeadMatching(ctx, f)
@@ -47,10 +47,10 @@ func TestRetryDeadMatching_SendsBackOnlyMatchingDeadEvents(t *testing.T) {
 
 func TestRetryNow_OnlyPendingEvents(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
-	pending := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 3, DueIn: time.Hour})
-	dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5})
+	pending := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 3, DueIn: time.Hour})
+	dead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5})
 
 	if h, err := s.RetryNow(ctx, dead.ID); err != nil || h != queue.NotPending {
 		t.Fatalf("RetryNow(dead) = %v, %v; want NotPending, nil", h, err)
@@ -69,9 +69,9 @@ func TestRetryNow_OnlyPendingEvents(t *testing.T) {
 
 func TestRetryNow_InFlightEventIsDueWhenItsAttemptFails(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
-	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
+	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
 	a, err := s.ClaimAttempts(ctx, 10, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -104,21 +104,21 @@ func TestRetryNow_InFlightEventIsDueWhenItsAttemptFails(t *testing.T) {
 	if !st[0].Written || !st[0].Hastened {
 		t.Fatalf("settled %+v, want written and hastened", st[0])
 	}
-	if due := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); due != 1 {
+	if due := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); due != 1 {
 		t.Errorf("%d events due after the failed attempt, want 1", due)
 	}
 }
 
 func TestEventsInFlight_OnlyLiveLeasesAmongTheIDs(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
 	for _, id := range []string{"evt_live", "evt_expired", "evt_not_asked"} {
 		if _, err := s.TryLockEvent(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second' WHERE event_id = 'evt_expired'`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second' WHERE event_id = 'evt_expired'`); err != nil {
 		t.Fatal(err)
 	}
 

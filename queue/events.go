@@ -25,14 +25,11 @@ const (
 	StatusDead Status = "dead"
 )
 
-const (
-	// DefaultClaimBatch is the seed's batch size for ClaimDue.
-	DefaultClaimBatch = 10
-	// DefaultClaimWindow is how far ClaimDue defers a claimed event: a worker
-	// that dies between claim and resolve leaves the event due again after
-	// this long, so nothing is lost and nothing is claimed twice meanwhile.
-	DefaultClaimWindow = 2 * time.Minute
-)
+// DefaultClaimWindow is how far ClaimDue defers a claimed event: a worker
+// that dies between claim and resolve leaves the event due again after
+// this long, so nothing is lost and nothing is claimed twice meanwhile. The
+// dashboard calls a pending event due for longer than this stuck (Overdue).
+const DefaultClaimWindow = 2 * time.Minute
 
 // Event is a row of the retry queue.
 type Event struct {
@@ -67,67 +64,6 @@ type FailedEvent struct {
 	Payload   []byte
 	Signature string
 	Error     string
-}
-
-// Enqueue puts a failed event on the retry queue, due after RetryDelay(0)
-// (one minute, the seed's column default), and
-// reports whether it inserted a row: an event already on the queue (same
-// source and event id) keeps its one row, whatever its status. It is the
-// seed's call: the receiver queues events with their outcomes, under the
-// event's lease (SettleDeliveries).
-func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err error) {
-	var id string
-	err = s.db.QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7))
-		ON CONFLICT (source, event_id) DO NOTHING
-		RETURNING event_id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds()).Scan(&id)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("enqueue event: %w", err)
-	}
-	return true, nil
-}
-
-// ClaimDue claims up to batchSize due events (failed or retrying, attempts
-// left, next_retry_at passed), oldest due first, and defers each by
-// claimWindow in the same statement.
-//
-// It claims rather than reads: the rows are selected FOR UPDATE SKIP LOCKED
-// and their next_retry_at pushed out, so an overlapping tick or another
-// replica skips them instead of running the processor a second time. The
-// caller then resolves each claimed event (Resolve) or reschedules it
-// (ScheduleRetry), or the retry loop does both for a batch (LockClaims,
-// CommitSettled). A worker that dies in between leaves its events due again
-// once the window has passed: processing is at least once, never lost.
-func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Duration) ([]Event, error) {
-	// The claimed ids are collected into an array first, so the UPDATE
-	// finds each row by primary key; joining a CTE instead let the planner
-	// hash the whole table on every claim.
-	rows, err := s.db.Query(ctx, `
-		UPDATE webhook_events
-		SET next_retry_at = now() + make_interval(secs => $2), claims = claims + 1
-		WHERE id = ANY (ARRAY(
-			SELECT id FROM webhook_events
-			WHERE `+pending+`
-			  AND attempts < $3
-			  AND next_retry_at <= now()
-			ORDER BY next_retry_at
-			LIMIT $1
-			FOR UPDATE SKIP LOCKED))
-		RETURNING `+eventColumns,
-		batchSize, claimWindow.Seconds(), MaxAttempts)
-	if err != nil {
-		return nil, fmt.Errorf("claim due events: %w", err)
-	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
-	if err != nil {
-		return nil, fmt.Errorf("claim due events: %w", err)
-	}
-	return events, nil
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.
@@ -201,7 +137,7 @@ func (f EventFilter) where() (string, []any) {
 	if f.StuckAfter > 0 {
 		args = append(args, f.StuckAfter.Seconds())
 		conds = append(conds, fmt.Sprintf(
-			pending+" AND (claims >= 2 OR next_retry_at < now() - make_interval(secs => $%d))",
+			pending+" AND ("+reclaimedSQL+" OR next_retry_at < now() - make_interval(secs => $%d))",
 			len(args)))
 	}
 	return strings.Join(conds, " AND "), args
@@ -241,11 +177,6 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 	return page, nil
 }
 
-// DeadEvents returns a page of dead events, newest first, with their total.
-func (s *Store) DeadEvents(ctx context.Context, limit, offset int) (EventPage, error) {
-	return s.Events(ctx, EventFilter{Status: StatusDead, Limit: limit, Offset: offset})
-}
-
 // RetryDead sends a dead event back to the queue, due now and with its
 // attempts starting over (a row left at MaxAttempts would never be claimed).
 // It reports false, changing nothing, when the row is not dead.
@@ -279,9 +210,6 @@ type Stats struct {
 	Markers          int64
 	MarkersEstimated bool
 }
-
-// Pending is the number of events waiting for a retry.
-func (st Stats) Pending() int64 { return st.Failed + st.Retrying }
 
 // Stats returns the queue depth by status, the number of events due now, the
 // oldest pending event's arrival and the number of dedup markers.

@@ -18,14 +18,14 @@ import (
 
 func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
 	insert := func(typ string, status queue.Status, lastError string) {
 		attempts := 0
 		if status == queue.StatusDead {
 			attempts = queue.MaxAttempts
 		}
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventType: typ, Status: status, Attempts: attempts, LastError: lastError})
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventType: typ, Status: status, Attempts: attempts, LastError: lastError})
 	}
 	// One cause, five wordings: ids, numbers, a uuid, a timestamp and a
 	// request id differ.
@@ -92,9 +92,9 @@ func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing
 
 func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
-	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "downstream answered 500: boom"})
+	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "downstream answered 500: boom"})
 	if _, err := s.ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +115,13 @@ func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 
 func TestRetryNowMatching_MakesOnlyMatchingPendingEventsDue(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
-	match := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
+	match := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
 		DueIn: 3600e9, LastError: "timeout for evt_A"})
-	other := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
+	other := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
 		DueIn: 3600e9, LastError: "downstream answered 500"})
-	dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5,
+	dead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5,
 		DueIn: 3600e9, LastError: "timeout for evt_B"})
 	n, err := s.RetryNowMatching(ctx, queue.EventFilter{EventType: "invoice.paid", ErrorGroup: "timeout for <id>"})
 	if err != nil || n != 1 {
@@ -154,7 +154,7 @@ func deref(s *string) string {
 // must not move its events to another group.
 func TestErrorGroupMask_EachTokenMaskedOnceWhateverItsLength(t *testing.T) {
 	t.Parallel()
-	_, pool := queuetest.NewStore(t)
+	_, bundle := setup(t)
 	type mask struct{ in, want string }
 	var cases []mask
 	const digits = "98765432109876543210"
@@ -208,7 +208,7 @@ func TestErrorGroupMask_EachTokenMaskedOnceWhateverItsLength(t *testing.T) {
 	)
 	for _, c := range cases {
 		var got string
-		if err := pool.QueryRow(t.Context(), `SELECT webhook_error_group($1)`, c.in).Scan(&got); err != nil {
+		if err := bundle.pool.QueryRow(t.Context(), `SELECT webhook_error_group($1)`, c.in).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != c.want {
@@ -221,11 +221,11 @@ func TestErrorGroupMask_EachTokenMaskedOnceWhateverItsLength(t *testing.T) {
 // of 50 runs of 20 such events shows as one group of 20.
 func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	const runs, events = 50, 20
 	for run := range runs {
-		if _, err := pool.Exec(ctx, `DELETE FROM webhook_events`); err != nil {
+		if _, err := bundle.pool.Exec(ctx, `DELETE FROM webhook_events`); err != nil {
 			t.Fatal(err)
 		}
 		refs := make([]string, events)
@@ -233,7 +233,7 @@ func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
 			// Every length from 6 to 9 in each run, so each run straddles
 			// the old 8-character line.
 			refs[i] = randomDigits(6 + i%4)
-			queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
+			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
 		}
 		groups, total, err := s.FailureGroups(ctx, 10)
 		if err != nil {
@@ -260,13 +260,13 @@ func randomDigits(n int) string {
 // mask join the groups new events get, and its Down splits them again.
 func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 	t.Parallel()
-	pool := queuetest.NewPool(t)
+	_, bundle := setup(t)
 	ctx := t.Context()
 	// The helper's database is already migrated: start from an empty one.
-	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
-	db := stdlib.OpenDBFromPool(pool)
+	db := stdlib.OpenDBFromPool(bundle.pool)
 	t.Cleanup(func() { db.Close() })
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, ref := range []string{"1234567", "12345678", "123456789", "42", "7654321", "87654321"} {
-		if _, err := pool.Exec(ctx, `
+		if _, err := bundle.pool.Exec(ctx, `
 			INSERT INTO webhook_events (source, event_id, event_type, payload, last_error)
 			VALUES ('stripe', $1, 'invoice.paid', '{}', $2)`,
 			fmt.Sprintf("evt_old_%d", i), "timeout after 10s ref="+ref); err != nil {
@@ -286,7 +286,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 	}
 	groups := func() map[string]int64 {
 		t.Helper()
-		got, _, err := queue.New(pool).FailureGroups(ctx, 10)
+		got, _, err := queue.New(bundle.pool).FailureGroups(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 		t.Fatalf("before the migration: groups %v, want the old mask's %v", got, split)
 	}
 
-	if _, err := migrations.Up(ctx, pool); err != nil {
+	if _, err := migrations.Up(ctx, bundle.pool); err != nil {
 		t.Fatal(err)
 	}
 	one := map[string]int64{"timeout after <n>s ref=<n>": 6}
@@ -309,7 +309,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 		t.Fatalf("after the migration: groups %v, want %v", got, one)
 	}
 	// A row written after the upgrade joins the same group.
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{LastError: "timeout after 10s ref=1234567890"})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "timeout after 10s ref=1234567890"})
 	if got := groups(); got["timeout after <n>s ref=<n>"] != 7 || len(got) != 1 {
 		t.Fatalf("after a new event: groups %v, want one of 7", got)
 	}

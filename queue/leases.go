@@ -46,57 +46,6 @@ var (
 	ErrLeaseLost = errors.New("the event's lease was taken over")
 )
 
-// Lease is a held lease on one event, as TryLockEvent returns it.
-type Lease struct {
-	store   *Store
-	EventID string
-	Owner   uuid.UUID
-	// Deadline is when the holder's processor must have ended, on this
-	// machine's clock; the lease expires LeaseMargin after it at the
-	// earliest.
-	Deadline time.Time
-}
-
-// DefaultLeaseFor is the processor time TryLockEvent leases an event for.
-const DefaultLeaseFor = 10 * time.Second
-
-// TryLockEvent takes the lease of eventID for DefaultLeaseFor without
-// waiting, or returns ErrEventLocked when another holder has a live one.
-// It is the seed's per-event lock: a second delivery of the event is turned
-// away at once (the receiver answers 503 and Stripe redelivers) instead of
-// parking a connection until the first finishes. Release gives it back.
-func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error) {
-	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
-	var taken []string
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor))
-	}, func(br pgx.BatchResults) (err error) {
-		taken, err = collect(br, pgx.RowTo[string])
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lease event %s: %w", eventID, err)
-	}
-	if len(taken) == 0 {
-		return nil, ErrEventLocked
-	}
-	return &Lease{store: s, EventID: eventID, Owner: owner, Deadline: deadline}, nil
-}
-
-// Release gives the lease back without an outcome, so the event may be
-// taken at once. It returns ErrLeaseLost when the lease was no longer
-// this holder's.
-func (l *Lease) Release(ctx context.Context) error {
-	n, err := l.store.releaseLeases(ctx, []string{l.EventID}, []uuid.UUID{l.Owner})
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}
-
 func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []uuid.UUID) (int64, error) {
 	tag, err := s.db.Exec(ctx, releaseLeasesSQL("$1", "$2"), eventIDs, uuidArray(owners))
 	if err != nil {

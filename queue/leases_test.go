@@ -43,22 +43,22 @@ func expireLeases(t *testing.T, pool *pgxpool.Pool) {
 // stands, and only new events stay leased.
 func TestTakeDeliveries_LeasesNewEventsAndReadsStates(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	if err := s.MarkProcessed(t.Context(), "evt_done"); err != nil {
 		t.Fatal(err)
 	}
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_queued"})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_queued"})
 
 	d := take(t, s, "evt_new", "evt_done", "evt_queued", "evt_new")
 	want := []queue.DeliveryState{queue.DeliveryNew, queue.DeliveryProcessed, queue.DeliveryQueued, queue.DeliveryBusy}
 	if fmt.Sprint(d.States) != fmt.Sprint(want) {
 		t.Fatalf("states %v, want %v", d.States, want)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases`); n != 1 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases`); n != 1 {
 		t.Errorf("%d leases held, want only the new event's", n)
 	}
 	// The lease is committed: no transaction is open while it is held.
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM pg_stat_activity
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM pg_stat_activity
 		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`); n != 0 {
 		t.Errorf("%d sessions idle in transaction while a lease is held", n)
 	}
@@ -73,7 +73,7 @@ func TestTakeDeliveries_LeasesNewEventsAndReadsStates(t *testing.T) {
 	if after := take(t, s, "evt_new"); after.States[0] != queue.DeliveryProcessed {
 		t.Errorf("after the outcome: %v, want processed", after.States[0])
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
 		t.Errorf("%d leases left after the outcome", n)
 	}
 }
@@ -83,9 +83,9 @@ func TestTakeDeliveries_LeasesNewEventsAndReadsStates(t *testing.T) {
 // holder's outcome is the one that stands.
 func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	old := take(t, s, "evt_slow")
-	expireLeases(t, pool)
+	expireLeases(t, bundle.pool)
 	taker := take(t, s, "evt_slow")
 	if taker.States[0] != queue.DeliveryNew {
 		t.Fatalf("taking over an expired lease: %v, want new", taker.States[0])
@@ -98,15 +98,15 @@ func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
 	if err != nil || written[0] {
 		t.Fatalf("the old holder's outcome: written %v, %v; want refused", written, err)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`) +
-		queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events`) +
+		queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
 		t.Errorf("the refused outcome wrote %d rows", n)
 	}
 	written, err = s.SettleDeliveries(t.Context(), []queue.Received{{EventID: "evt_slow", Owner: taker.Owner}})
 	if err != nil || !written[0] {
 		t.Fatalf("the new holder's outcome: %v, %v", written, err)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); n != 1 {
+	if n := bundle.markers(t); n != 1 {
 		t.Errorf("markers %d, want 1", n)
 	}
 }
@@ -115,7 +115,7 @@ func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
 // refused at once, and a released or expired one is taken again.
 func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	held, err := s.TryLockEvent(t.Context(), "evt_seed")
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
 	if _, err := s.TryLockEvent(t.Context(), "evt_seed"); !errors.Is(err, queue.ErrEventLocked) {
 		t.Fatalf("while held: %v, want ErrEventLocked", err)
 	}
-	expireLeases(t, pool)
+	expireLeases(t, bundle.pool)
 	again, err := s.TryLockEvent(t.Context(), "evt_seed")
 	if err != nil {
 		t.Fatalf("after expiry: %v, want the lease", err)
@@ -142,7 +142,7 @@ func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
 // taken, so an outcome committed while a taker waited is never missed.
 func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	const racers, rounds = 16, 20
 	var mu sync.Mutex
 	processed := 0
@@ -172,7 +172,7 @@ func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 	if processed != 1 {
 		t.Errorf("processed %d times, want exactly once", processed)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); n != 1 {
+	if n := bundle.markers(t); n != 1 {
 		t.Errorf("markers %d, want 1", n)
 	}
 }
@@ -182,8 +182,8 @@ func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 // interrupted fifth attempt makes the event dead instead of running a sixth.
 func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_crash"})
+	s, bundle := setup(t)
+	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_crash"})
 	for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
 		claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
 		if err != nil || len(claim.Claimed) != 1 {
@@ -194,8 +194,8 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 			t.Fatalf("claim %d: attempts %d, dead %v", attempt, c.Event.Attempts, c.Dead)
 		}
 		// The claimer dies: no outcome, the lease runs out.
-		expireLeases(t, pool)
-		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+		expireLeases(t, bundle.pool)
+		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Status != queue.StatusDead || got.Attempts != queue.MaxAttempts || got.LastError == nil ||
-		*got.LastError != queue.InterruptedError(queue.MaxAttempts) {
+		*got.LastError != queuetest.InterruptedError(queue.MaxAttempts) {
 		t.Errorf("dead row: %s, %d attempts, last error %v", got.Status, got.Attempts, got.LastError)
 	}
 	attempts, err := s.Attempts(t.Context(), queue.SourceStripe, "evt_crash")
@@ -232,9 +232,9 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 // counted; a clean shutdown's release gives the attempt back.
 func TestClaimAttempts_SkipsLeasedEventsAndReleaseGivesBack(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_leased"})
-	free := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_free", Attempts: 2, Status: queue.StatusRetrying})
+	s, bundle := setup(t)
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_leased"})
+	free := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_free", Attempts: 2, Status: queue.StatusRetrying})
 	held, err := s.TryLockEvent(t.Context(), "evt_leased")
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func TestClaimAttempts_SkipsLeasedEventsAndReleaseGivesBack(t *testing.T) {
 	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.EventID != "evt_free" {
 		t.Fatalf("claimed %+v, %v; want only evt_free", claim.Claimed, err)
 	}
-	if n := queuetest.Count(t, pool, `SELECT attempts FROM webhook_events WHERE event_id = 'evt_leased'`); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT attempts FROM webhook_events WHERE event_id = 'evt_leased'`); n != 0 {
 		t.Errorf("the leased event's attempts: %d, want 0", n)
 	}
 	states, err := s.SettleAttempts(t.Context(), []queue.Settled{{Claimed: claim.Claimed[0], Kind: queue.SettleReleased}})
@@ -266,9 +266,9 @@ func TestClaimAttempts_SkipsLeasedEventsAndReleaseGivesBack(t *testing.T) {
 // over instead, as a retry of a dead event does.
 func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	mid := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_mid", Attempts: 1, Status: queue.StatusRetrying})
-	last := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_last", Attempts: queue.MaxAttempts - 1, Status: queue.StatusRetrying})
+	s, bundle := setup(t)
+	mid := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_mid", Attempts: 1, Status: queue.StatusRetrying})
+	last := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_last", Attempts: queue.MaxAttempts - 1, Status: queue.StatusRetrying})
 	claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
 	if err != nil || len(claim.Claimed) != 2 {
 		t.Fatalf("claim: %+v, %v", claim.Claimed, err)
@@ -279,7 +279,7 @@ func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
 		if err != nil || did != queue.DueAfterAttempt {
 			t.Fatalf("retry now: %v, %v; want DueAfterAttempt", did, err)
 		}
-		if err := pool.QueryRow(t.Context(), `SELECT next_retry_at <= now() FROM webhook_events WHERE id = $1`, id).Scan(&due); err != nil {
+		if err := bundle.pool.QueryRow(t.Context(), `SELECT next_retry_at <= now() FROM webhook_events WHERE id = $1`, id).Scan(&due); err != nil {
 			t.Fatal(err)
 		}
 		if due {
@@ -320,18 +320,18 @@ func TestRetryNow_InFlightIsDueWhenTheAttemptFails(t *testing.T) {
 // settle's, or the new claim's.
 func TestSettleAttempts_LateSettleRacesATakeover(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	const events, rounds = 20, 15
 	for i := range events {
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_race_%02d", i)})
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_race_%02d", i)})
 	}
 	for round := range rounds {
 		old, err := s.ClaimAttempts(t.Context(), events, time.Minute)
 		if err != nil || len(old.Claimed) != events {
 			t.Fatalf("round %d: claim %d, %v", round, len(old.Claimed), err)
 		}
-		expireLeases(t, pool)
-		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
+		expireLeases(t, bundle.pool)
+		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
 			t.Fatal(err)
 		}
 		var late []queue.Settled
@@ -367,7 +367,7 @@ func TestSettleAttempts_LateSettleRacesATakeover(t *testing.T) {
 		if _, err := s.SettleAttempts(t.Context(), rest); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now(), attempts = 0, status = 'failed'`); err != nil {
+		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now(), attempts = 0, status = 'failed'`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,9 +377,9 @@ func TestSettleAttempts_LateSettleRacesATakeover(t *testing.T) {
 // expired, stays.
 func TestPruneLeases_OnlyLongExpired(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	take(t, s, "evt_live", "evt_recent", "evt_old")
-	if _, err := pool.Exec(t.Context(), `
+	if _, err := bundle.pool.Exec(t.Context(), `
 		UPDATE webhook_leases SET expires_at = now() - CASE event_id
 			WHEN 'evt_recent' THEN interval '1 minute' WHEN 'evt_old' THEN interval '2 hours' END
 		WHERE event_id <> 'evt_live'`); err != nil {
@@ -389,7 +389,7 @@ func TestPruneLeases_OnlyLongExpired(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d, %v; want 1", n, err)
 	}
-	if left := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases WHERE event_id IN ('evt_live', 'evt_recent')`); left != 2 {
+	if left := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases WHERE event_id IN ('evt_live', 'evt_recent')`); left != 2 {
 		t.Errorf("%d of the live and the recently expired lease left, want 2", left)
 	}
 }

@@ -13,26 +13,11 @@ import (
 // leaves no marker and the event is processed again on redelivery.
 func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 	var exists bool
-	err := s.db.QueryRow(ctx,
-		`SELECT EXISTS (SELECT 1 FROM processed_webhook_events WHERE event_id = $1)`,
-		eventID).Scan(&exists)
+	err := s.db.QueryRow(ctx, `SELECT `+markedSQL("$1"), eventID).Scan(&exists)
 	if err != nil {
 		return false, fmt.Errorf("read dedup marker: %w", err)
 	}
 	return exists, nil
-}
-
-// MarkProcessed writes the dedup marker for eventID. Call it only after the
-// event's side effects are durable. It is idempotent: a concurrent duplicate
-// or a redelivery leaves the one existing row as it is. It is the seed's
-// call: the receiver and the retry loop write markers with their outcomes,
-// under the event's lease (SettleDeliveries, SettleAttempts).
-func (s *Store) MarkProcessed(ctx context.Context, eventID string) error {
-	if _, err := s.db.Exec(ctx, `INSERT INTO processed_webhook_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING`,
-		eventID); err != nil {
-		return fmt.Errorf("write dedup marker: %w", err)
-	}
-	return nil
 }
 
 // pruneBatchSize bounds each DELETE of PruneProcessed, so a prune of millions

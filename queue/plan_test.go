@@ -21,8 +21,8 @@ import (
 // left shows whether an index serves the query.
 func TestQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
-	pool, rec := queuetest.NewRecordingPool(t)
-	store := queue.New(pool)
+	store, bundle := setup(t, withRecorder())
+	pool, rec := bundle.pool, bundle.rec
 	ctx := t.Context()
 
 	cases := []struct {
@@ -91,19 +91,10 @@ func explainWithoutSeqScan(t *testing.T, pool *pgxpool.Pool, q queuetest.Recorde
 func TestTakeDeliveries_PlansOnceWithTheIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	cfg, err := pgxpool.ParseConfig(queuetest.NewDatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Plans belong to a connection: every batch, and then the look at its
 	// plans, run on this one.
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := queue.New(pool)
+	store, bundle := setup(t, withOneConnection())
+	pool := bundle.pool
 
 	const batches = 8
 	for i := range batches {

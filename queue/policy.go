@@ -7,9 +7,9 @@ import (
 
 // The retry policy: how long a failed event waits before each retry, and
 // how many retries it gets before it is dead. It is Go, not SQL: the retry
-// loop (through RescheduleBatch and CommitSettled), the seed's
-// ScheduleRetry, the dashboard, hookd doctor and the tests all read it here,
-// and the statements are given its answers as arguments.
+// loop (through SettleAttempts), the seed's ScheduleRetry, the dashboard,
+// hookd doctor and the tests all read it here, and the statements are given
+// its answers as arguments.
 
 // MaxAttempts is the number of retries after which an event is dead: one
 // for each step of the backoff.

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeliveryState is where a delivered event stands once TakeDeliveries has
+// DeliveryState is where a delivered event stands once SettleAndTake has
 // tried its lease.
 type DeliveryState int
 
@@ -28,7 +28,7 @@ const (
 	DeliveryBusy
 )
 
-// Deliveries is a batch of deliveries after TakeDeliveries: their leases,
+// Deliveries is a batch of deliveries after SettleAndTake: their leases,
 // all with one owner token, and each event's state, in order.
 type Deliveries struct {
 	Owner uuid.UUID
@@ -39,25 +39,11 @@ type Deliveries struct {
 	States   []DeliveryState
 }
 
-// Delivery is one event of a batch to TakeDeliveries: its id, and who
+// Delivery is one event of a batch to SettleAndTake: its id, and who
 // brings it, which the lease records.
 type Delivery struct {
 	EventID string
 	Path    AttemptPath
-}
-
-// TakeDeliveries takes the leases of a batch of delivered events of source,
-// each for a processor run of at most processFor, and reads whether each
-// has a marker or a queue row, in one short transaction: one round trip,
-// committed before it returns, however many events the batch holds.
-//
-// The states are read by a statement after the one that took the leases,
-// so they see whatever the previous holders committed with their release.
-// The lease of an event that turns out processed or queued is given back
-// in that same statement: only DeliveryNew events stay leased.
-func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
-	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
-	return d, err
 }
 
 // SettleDeliveries writes the outcomes of leased deliveries and gives their
@@ -70,12 +56,19 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 	return written, err
 }
 
-// SettleAndTake does what SettleDeliveries does for settle, then what
-// TakeDeliveries does for take, in one short transaction: under load the
-// receiver writes the outcomes of the deliveries whose processors just
-// ended and takes the leases of those that just arrived in one round trip
-// and one commit. The outcomes are written first, so a redelivery in take
-// of an event settled in settle finds its marker.
+// SettleAndTake does what SettleDeliveries does for settle, then takes the
+// leases of the delivered events of source in take, each for a processor
+// run of at most processFor, and reads whether each has a marker or a
+// queue row, in one short transaction: under load the receiver writes the
+// outcomes of the deliveries whose processors just ended and takes the
+// leases of those that just arrived in one round trip and one commit. The
+// outcomes are written first, so a redelivery in take of an event settled
+// in settle finds its marker.
+//
+// The states are read by a statement after the one that took the leases,
+// so they see whatever the previous holders committed with their release.
+// The lease of an event that turns out processed or queued is given back
+// in that same statement: only DeliveryNew events stay leased.
 //
 // One transaction means one statement's failure fails all of it; the
 // caller then does each delivery alone, so that one event's bad write never
@@ -102,7 +95,7 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 	return st.written(), tk.result(), nil
 }
 
-// takeOp is TakeDeliveries' part of a short transaction.
+// takeOp is the taking part of SettleAndTake's short transaction.
 type takeOp struct {
 	batch      []Delivery
 	processFor time.Duration
@@ -192,19 +185,33 @@ func (op *takeOp) result() Deliveries {
 	return op.d
 }
 
-// deliveryStatesSQL reads, for each event id $2 of source $1, in order,
-// whether it has a dedup marker and whether it has a queue row, and gives
-// back owner $3's lease of each event that has either. Each read is a
+// markedSQL is true when the event whose id the SQL expression id gives
+// has a dedup marker, and queuedSQL when it has a row of source on the retry
+// queue: every read of an event's state is made of these two. Each is a
 // lookup of one key, written as a scalar subquery rather than EXISTS:
 // PostgreSQL may plan an EXISTS as one hashed read of the whole table, the
 // cheapest way when the plan is made on an empty table, and a plan made
 // once keeps it.
-const deliveryStatesSQL = `
-	WITH d AS MATERIALIZED (
-		SELECT d.id, d.ord,
-		       (SELECT true FROM processed_webhook_events m WHERE m.event_id = d.id) IS NOT NULL AS processed,
-		       (SELECT true FROM webhook_events e WHERE e.source = $1 AND e.event_id = d.id) IS NOT NULL AS queued
-		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)
+func markedSQL(id string) string {
+	return `(SELECT true FROM processed_webhook_events m WHERE m.event_id = ` + id + `) IS NOT NULL`
+}
+
+func queuedSQL(source, id string) string {
+	return `(SELECT true FROM webhook_events e WHERE e.source = ` + source + ` AND e.event_id = ` + id + `) IS NOT NULL`
+}
+
+// eventStatesSQL reads, for each event id $2 of source $1, with its place
+// in $2 (ord), whether it has a dedup marker (processed) and whether it has
+// a queue row (queued).
+var eventStatesSQL = `
+		SELECT d.id, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$1", "d.id") + ` AS queued
+		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)`
+
+// deliveryStatesSQL reads the states of the event ids $2 of source $1, in
+// order, as eventStatesSQL does, and gives back owner $3's lease of each
+// event that has a marker or a queue row.
+var deliveryStatesSQL = `
+	WITH d AS MATERIALIZED (` + eventStatesSQL + `
 	), handled AS (
 		DELETE FROM webhook_leases l
 		WHERE l.event_id = ANY (ARRAY(SELECT id FROM d WHERE processed OR queued)) AND l.owner = $3

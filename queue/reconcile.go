@@ -84,7 +84,7 @@ func (l *ReconcileLease) Release(ctx context.Context) error {
 func (l *ReconcileLease) Record(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
 	c ReconcileCounts, errText string) error {
 	return l.store.InTx(ctx, func(tx *Tx) error {
-		if err := tx.RecordReconcileRun(ctx, trigger, startedAt, since, c, errText); err != nil {
+		if err := tx.recordReconcileRun(ctx, trigger, startedAt, since, c, errText); err != nil {
 			return err
 		}
 		_, err := tx.releaseLeases(ctx, []string{reconcileLeaseKey}, []uuid.UUID{l.owner})
@@ -107,11 +107,7 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 // only for the ones hookd never saw, which then checks again under the
 // event's lock.
 func (s *Store) SeenEvents(ctx context.Context, source string, eventIDs []string) (processed, queued map[string]bool, err error) {
-	rows, err := s.db.Query(ctx, `
-		SELECT e.id,
-		       EXISTS (SELECT 1 FROM processed_webhook_events m WHERE m.event_id = e.id),
-		       EXISTS (SELECT 1 FROM webhook_events q WHERE q.source = $1 AND q.event_id = e.id)
-		FROM unnest($2::text[]) AS e(id)`, source, eventIDs)
+	rows, err := s.db.Query(ctx, eventStatesSQL, source, eventIDs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read event states: %w", err)
 	}
@@ -119,8 +115,9 @@ func (s *Store) SeenEvents(ctx context.Context, source string, eventIDs []string
 	processed, queued = map[string]bool{}, map[string]bool{}
 	for rows.Next() {
 		var id string
+		var ord int64
 		var p, q bool
-		if err := rows.Scan(&id, &p, &q); err != nil {
+		if err := rows.Scan(&id, &ord, &p, &q); err != nil {
 			return nil, nil, fmt.Errorf("read event states: %w", err)
 		}
 		if p {
@@ -177,9 +174,9 @@ type ReconcileRun struct {
 	Error *string `db:"error"`
 }
 
-// RecordReconcileRun keeps a finished run; errText is empty when it
+// recordReconcileRun keeps a finished run; errText is empty when it
 // completed.
-func (s *Store) RecordReconcileRun(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
+func (s *Store) recordReconcileRun(ctx context.Context, trigger ReconcileTrigger, startedAt, since time.Time,
 	c ReconcileCounts, errText string) error {
 	_, err := s.db.Exec(ctx, `
 		INSERT INTO reconcile_runs (started_at, trigger, since, examined, already_processed, already_queued,

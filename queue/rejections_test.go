@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/queuetest"
 )
 
 func TestPruneRejections_KeepsTheNewestWithinTheRetention(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
 	now := time.Now()
 	var rs []queue.Rejection
@@ -45,7 +44,7 @@ func TestPruneRejections_KeepsTheNewestWithinTheRetention(t *testing.T) {
 	}
 	var left int64
 	var oldest time.Time
-	if err := pool.QueryRow(ctx, `SELECT count(*), min(at) FROM webhook_rejections`).Scan(&left, &oldest); err != nil {
+	if err := bundle.pool.QueryRow(ctx, `SELECT count(*), min(at) FROM webhook_rejections`).Scan(&left, &oldest); err != nil {
 		t.Fatal(err)
 	}
 	if left != 20 || now.Sub(oldest) > 20*time.Minute {

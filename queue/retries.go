@@ -3,8 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,15 +35,11 @@ type Attempts struct {
 	Deadline time.Time
 }
 
-// InterruptedError is the last_error of an event whose attempt never
-// reported an outcome: its process was killed, or lost the database, while
-// the app had the event.
-func InterruptedError(attempt int) string {
-	return strings.Replace(interruptedFormat, "%s", strconv.Itoa(attempt), 1)
-}
-
-// interruptedFormat is InterruptedError's text for PostgreSQL's format().
-const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
+// InterruptedFormat is the last_error, for PostgreSQL's format() with the
+// attempt's number, of an event whose attempt never reported an outcome:
+// its process was killed, or lost the database, while the app had the
+// event. ClaimAttempts records it in the history and on the row.
+const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
 	"before it could record the outcome, so the attempt counts as failed"
 
 // ClaimAttempts claims up to n due events for an attempt each, in one
@@ -63,7 +57,7 @@ const interruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, interruptedFormat)
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat)
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
@@ -88,7 +82,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 }
 
 // claimAttemptsSQL claims up to $1 due events for owner $2 with leases of
-// $3 seconds; $4 is MaxAttempts, and $5 the format of InterruptedError.
+// $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
 //
 // A pending row with claims > 0 had an attempt that never reported (every
 // outcome sets claims back to 0). A pending row at MaxAttempts is one whose
@@ -143,7 +137,7 @@ var claimAttemptsSQL = `
 	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          c.manual_retry,
-	          (SELECT true FROM processed_webhook_events m WHERE m.event_id = e.event_id) IS NOT NULL`
+	          ` + markedSQL("e.event_id")
 
 // SettleKind is what became of a claimed event's attempt.
 type SettleKind string
@@ -279,50 +273,3 @@ var settleAttemptsSQL = `
 	)
 	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
 	FROM released r LEFT JOIN failed f ON f.id = r.id`
-
-// Resolve finishes a queued event that was processed successfully: it deletes
-// the queue row and writes the event's dedup marker in one statement, so
-// there is never a moment, nor a crash, with neither (the event would be
-// processed again) or both. It returns ErrNotFound when the row is gone.
-//
-// It is the seed's call, and takes no lease: the retry loop settles its
-// claims with SettleAttempts, which writes the same under the lease.
-func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
-	var deleted int
-	err := s.db.QueryRow(ctx, `
-		WITH resolved AS (DELETE FROM webhook_events WHERE id = $1 RETURNING event_id),
-		marked AS (
-			INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM resolved
-			ON CONFLICT DO NOTHING
-		)
-		SELECT count(*) FROM resolved`, id).Scan(&deleted)
-	if err != nil {
-		return fmt.Errorf("resolve event %s: %w", id, err)
-	}
-	if deleted == 0 {
-		return ErrNotFound
-	}
-	return nil
-}
-
-// ScheduleRetry records a failed retry: the event now has attempts failed
-// retries. Below MaxAttempts it becomes retrying, due after s.RetryDelay; at
-// MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
-//
-// It is the seed's call, and takes no lease: the retry loop settles its
-// claims with SettleAttempts.
-func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
-	status, wait := s.afterFailure(attempts)
-	tag, err := s.db.Exec(ctx, `
-		UPDATE webhook_events
-		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false, claims = 0,
-		    next_retry_at = coalesce(now() + make_interval(secs => $5), next_retry_at)
-		WHERE id = $1`, id, status, attempts, lastError, wait)
-	if err != nil {
-		return "", fmt.Errorf("schedule retry of %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return "", ErrNotFound
-	}
-	return status, nil
-}

@@ -36,17 +36,12 @@ const maxRefusedShown = 20
 // FindEvent says where the Stripe event eventID is.
 func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, error) {
 	w := Whereabouts{EventID: eventID}
-	rows, err := s.db.Query(ctx, `
-		SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`, SourceStripe, eventID)
-	if err != nil {
-		return Whereabouts{}, fmt.Errorf("find event %s: %w", eventID, err)
-	}
-	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
+	e, err := s.EventByEventID(ctx, eventID)
 	switch {
 	case err == nil:
 		w.Queued = &e
-	case !errors.Is(err, pgx.ErrNoRows):
-		return Whereabouts{}, fmt.Errorf("find event %s: %w", eventID, err)
+	case !errors.Is(err, ErrNotFound):
+		return Whereabouts{}, err
 	}
 	err = s.db.QueryRow(ctx, `SELECT processed_at FROM processed_webhook_events WHERE event_id = $1`,
 		eventID).Scan(&w.ProcessedAt)

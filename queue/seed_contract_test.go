@@ -16,18 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/queuetest"
 )
-
-// markerCount counts dedup markers exactly.
-func markerCount(t *testing.T, pool *pgxpool.Pool) int64 {
-	t.Helper()
-	var n int64
-	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM processed_webhook_events`).Scan(&n); err != nil {
-		t.Fatalf("count markers: %v", err)
-	}
-	return n
-}
 
 // seedDueEvent enqueues a failed event and backdates next_retry_at so it is
 // due now (a new row is due in 60 s).
@@ -71,7 +60,7 @@ func isProcessed(t *testing.T, s *queue.Store, eventID string) bool {
 
 func TestIsProcessed_FalseBeforeMarkTrueAfter(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewStore(t)
+	s, _ := setup(t)
 	const id = "evt_dedup_basic"
 
 	if isProcessed(t, s, id) {
@@ -87,7 +76,7 @@ func TestIsProcessed_FalseBeforeMarkTrueAfter(t *testing.T) {
 
 func TestMarkProcessed_IsIdempotent(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 
 	// Serial re-marks (redelivery) must not error and must not duplicate the row.
 	for range 3 {
@@ -95,7 +84,7 @@ func TestMarkProcessed_IsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := markerCount(t, pool); got != 1 {
+	if got := bundle.markers(t); got != 1 {
 		t.Fatalf("markers after re-marking = %d, want 1: re-marking must be a no-op", got)
 	}
 }
@@ -105,7 +94,7 @@ func TestMarkProcessed_IsIdempotent(t *testing.T) {
 // collapse them to exactly one row, never a duplicate-key error.
 func TestMarkProcessed_ConcurrentDuplicatesLeaveOneRow(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 
 	const racers = 24
 	start := make(chan struct{})
@@ -125,7 +114,7 @@ func TestMarkProcessed_ConcurrentDuplicatesLeaveOneRow(t *testing.T) {
 			t.Fatalf("mark must not error under contention: %v", err)
 		}
 	}
-	if got := markerCount(t, pool); got != 1 {
+	if got := bundle.markers(t); got != 1 {
 		t.Fatalf("markers after %d concurrent marks = %d, want exactly 1", racers, got)
 	}
 }
@@ -136,7 +125,7 @@ func TestMarkProcessed_ConcurrentDuplicatesLeaveOneRow(t *testing.T) {
 // holder releases it.
 func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewStore(t)
+	s, _ := setup(t)
 	ctx := t.Context()
 
 	held, err := s.TryLockEvent(ctx, "evt_lock_A")
@@ -174,7 +163,7 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 
 func TestPruneProcessed_RespectsRetentionBoundary(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 
 	for _, id := range []string{"evt_old", "evt_fresh"} {
@@ -183,7 +172,7 @@ func TestPruneProcessed_RespectsRetentionBoundary(t *testing.T) {
 		}
 	}
 	// Age the old marker past a 30-day retention; the fresh one stays at now().
-	if _, err := pool.Exec(ctx, `UPDATE processed_webhook_events
+	if _, err := bundle.pool.Exec(ctx, `UPDATE processed_webhook_events
 		SET processed_at = now() - interval '40 days' WHERE event_id = 'evt_old'`); err != nil {
 		t.Fatal(err)
 	}
@@ -209,9 +198,9 @@ func TestPruneProcessed_RespectsRetentionBoundary(t *testing.T) {
 // ClaimDue pushes next_retry_at out by the claim window as it selects.
 func TestClaimDue_ClaimsAndDefers(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	seedDueEvent(t, s, pool, "claim.a")
-	seedDueEvent(t, s, pool, "claim.b")
+	s, bundle := setup(t)
+	seedDueEvent(t, s, bundle.pool, "claim.a")
+	seedDueEvent(t, s, bundle.pool, "claim.b")
 
 	if first := claim(t, s); len(first) != 2 {
 		t.Fatalf("first tick claimed %d events, want both due events", len(first))
@@ -225,9 +214,9 @@ func TestClaimDue_ClaimsAndDefers(t *testing.T) {
 // never hand one event to both (that would run the processor twice).
 func TestClaimDue_ConcurrentTicksDoNotDoubleClaim(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	for i := range 6 {
-		seedDueEvent(t, s, pool, fmt.Sprintf("race.claim.%d", i))
+		seedDueEvent(t, s, bundle.pool, fmt.Sprintf("race.claim.%d", i))
 	}
 
 	start := make(chan struct{})
@@ -262,19 +251,19 @@ func TestClaimDue_ConcurrentTicksDoNotDoubleClaim(t *testing.T) {
 
 func TestClaimDue_ExcludesFutureAndExhausted(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 
 	// Due now: eligible.
-	seedDueEvent(t, s, pool, "elig.due")
+	seedDueEvent(t, s, bundle.pool, "elig.due")
 	// Scheduled in the future (a new row is due in 60 s): not yet eligible.
 	if _, err := s.Enqueue(ctx, queue.FailedEvent{Source: queue.SourceStripe,
 		EventID: "evt_elig.future", EventType: "elig.future", Payload: []byte("{}"), Error: "e"}); err != nil {
 		t.Fatal(err)
 	}
 	// Due but out of attempts: must be skipped so it cannot storm.
-	exhausted := seedDueEvent(t, s, pool, "elig.exhausted")
-	if _, err := pool.Exec(ctx, `UPDATE webhook_events SET attempts = 5 WHERE id = $1`, exhausted); err != nil {
+	exhausted := seedDueEvent(t, s, bundle.pool, "elig.exhausted")
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events SET attempts = 5 WHERE id = $1`, exhausted); err != nil {
 		t.Fatal(err)
 	}
 
@@ -292,8 +281,8 @@ func TestClaimDue_ExcludesFutureAndExhausted(t *testing.T) {
 
 func TestScheduleRetry_SetsRetryingAndBacksOff(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	id := seedDueEvent(t, s, pool, "backoff.evt")
+	s, bundle := setup(t)
+	id := seedDueEvent(t, s, bundle.pool, "backoff.evt")
 
 	// First failed retry: attempt count 1, status retrying, deferred.
 	status, err := s.ScheduleRetry(t.Context(), id, 1, "still failing")
@@ -306,7 +295,7 @@ func TestScheduleRetry_SetsRetryingAndBacksOff(t *testing.T) {
 	var gotStatus string
 	var attempts int
 	var deferred bool
-	if err := pool.QueryRow(t.Context(), `
+	if err := bundle.pool.QueryRow(t.Context(), `
 		SELECT status, attempts, next_retry_at > now() FROM webhook_events WHERE id = $1`, id).
 		Scan(&gotStatus, &attempts, &deferred); err != nil {
 		t.Fatal(err)
@@ -323,8 +312,8 @@ func TestScheduleRetry_SetsRetryingAndBacksOff(t *testing.T) {
 
 func TestScheduleRetry_DeadLettersAtMaxAttempts(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	id := seedDueEvent(t, s, pool, "dead.evt")
+	s, bundle := setup(t)
+	id := seedDueEvent(t, s, bundle.pool, "dead.evt")
 
 	status, err := s.ScheduleRetry(t.Context(), id, queue.MaxAttempts, "exhausted")
 	if err != nil {
@@ -334,7 +323,7 @@ func TestScheduleRetry_DeadLettersAtMaxAttempts(t *testing.T) {
 		t.Fatalf("status = %q, want dead", status)
 	}
 	var stored string
-	if err := pool.QueryRow(t.Context(), `SELECT status FROM webhook_events WHERE id = $1`, id).Scan(&stored); err != nil {
+	if err := bundle.pool.QueryRow(t.Context(), `SELECT status FROM webhook_events WHERE id = $1`, id).Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	if stored != "dead" {
@@ -355,17 +344,17 @@ func TestScheduleRetry_DeadLettersAtMaxAttempts(t *testing.T) {
 
 func TestRetryDead_ResurrectsOnlyDeadRows(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 
 	// A live (failed) event is not dead, so retrying it changes nothing.
-	live := seedDueEvent(t, s, pool, "resurrect.live")
+	live := seedDueEvent(t, s, bundle.pool, "resurrect.live")
 	if ok, err := s.RetryDead(ctx, live); err != nil || ok {
 		t.Fatalf("RetryDead(live) = %v, %v; want false: it acts only on dead rows", ok, err)
 	}
 
 	// A dead event goes back to failed and is claimable again.
-	dead := seedDueEvent(t, s, pool, "resurrect.dead")
+	dead := seedDueEvent(t, s, bundle.pool, "resurrect.dead")
 	if _, err := s.ScheduleRetry(ctx, dead, queue.MaxAttempts, "exhausted"); err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +362,7 @@ func TestRetryDead_ResurrectsOnlyDeadRows(t *testing.T) {
 		t.Fatalf("RetryDead(dead) = %v, %v; want true", ok, err)
 	}
 	var status string
-	if err := pool.QueryRow(ctx, `SELECT status FROM webhook_events WHERE id = $1`, dead).Scan(&status); err != nil {
+	if err := bundle.pool.QueryRow(ctx, `SELECT status FROM webhook_events WHERE id = $1`, dead).Scan(&status); err != nil {
 		t.Fatal(err)
 	}
 	if status != "failed" {
@@ -393,14 +382,14 @@ func TestRetryDead_ResurrectsOnlyDeadRows(t *testing.T) {
 
 func TestResolve_RemovesEventFromQueue(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	id := seedDueEvent(t, s, pool, "done.evt")
+	s, bundle := setup(t)
+	id := seedDueEvent(t, s, bundle.pool, "done.evt")
 
 	if err := s.Resolve(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	var remaining int
-	if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_events WHERE id = $1`, id).Scan(&remaining); err != nil {
+	if err := bundle.pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_events WHERE id = $1`, id).Scan(&remaining); err != nil {
 		t.Fatal(err)
 	}
 	if remaining != 0 {

@@ -15,7 +15,7 @@ import (
 // before it, and its plan settings end with it.
 func TestShortTx_IsOneTransaction(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	err := queue.ShortTx(s, t.Context(), func(b *pgx.Batch) {
 		b.Queue(queue.TakeLeasesSQL, []string{"evt_tx"}, []queue.AttemptPath{queue.PathInline}, [16]byte(uuid.New()), 60.0)
 		b.Queue(`SELECT 1 / 0`)
@@ -29,7 +29,7 @@ func TestShortTx_IsOneTransaction(t *testing.T) {
 	if err == nil {
 		t.Fatal("a failing statement: no error")
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
 		t.Fatalf("leases after the failed transaction: %d; want 0: the statement before the error must roll back", n)
 	}
 
@@ -40,9 +40,9 @@ func TestShortTx_IsOneTransaction(t *testing.T) {
 	if err != nil || mode != "force_generic_plan" {
 		t.Fatalf("plan_cache_mode inside: %q, %v", mode, err)
 	}
-	// Every connection of the pool is back to its own setting.
+	// Every connection of the bundle.pool is back to its own setting.
 	for range 4 {
-		if err := pool.QueryRow(t.Context(), `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil || mode != "auto" {
+		if err := bundle.pool.QueryRow(t.Context(), `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil || mode != "auto" {
 			t.Fatalf("plan_cache_mode after: %q, %v; want auto", mode, err)
 		}
 	}

@@ -1,12 +1,3 @@
-// Package queue is hookd's durable state in PostgreSQL: the dedup markers that
-// make a redelivered Stripe event a no-op, the per-event lease that keeps
-// two runs of one event apart (leases.go), and the retry queue that keeps
-// every event whose processing failed until it succeeds or a person gives up
-// on it. The dashboard's accounts and its audit log are stores of their own,
-// in queue/accounts and queue/audit.
-//
-// Every timestamp is taken from the database's now(), so replicas on different
-// machines share one clock.
 package queue
 
 import (
@@ -14,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // SourceStripe is the source recorded for events received from Stripe.
@@ -27,19 +18,10 @@ var (
 	ErrNotFound = errors.New("not found")
 )
 
-// DBTX is what both *pgxpool.Pool and pgx.Tx provide, so every Store method
-// runs the same way on the pool or inside a transaction.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // Store runs hookd's queries against a pool or, as the Store inside a Tx,
 // against one transaction.
 type Store struct {
-	db DBTX
+	db dbtx.DBTX
 	// pool is the pool db is, for the short transactions sent as one
 	// pipeline (shortTx); nil in the Store of a Tx.
 	pool *pgxpool.Pool
@@ -61,7 +43,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 }
 
 // on returns a Store like s that runs its queries on db, a transaction.
-func (s *Store) on(db DBTX) Store {
+func (s *Store) on(db dbtx.DBTX) Store {
 	return Store{db: db, demoBackoff: s.demoBackoff}
 }
 
@@ -70,21 +52,16 @@ func (s *Store) on(db DBTX) Store {
 // roll back together: an operator's action and its audit entry.
 type Tx struct {
 	Store
-	tx pgx.Tx
+	dbtx.Tx
 }
 
 // InTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		return fn(&Tx{Store: s.on(tx), tx: tx})
+	return dbtx.InTx(ctx, s.db, func(t dbtx.Tx) error {
+		return fn(&Tx{Store: s.on(t.PgxTx()), Tx: t})
 	})
 }
-
-// PgxTx returns the transaction of a Tx, for the writes of other stores
-// that must commit with the queue's: an operator's action and its audit
-// entry (audit.Record) commit together or not at all.
-func (t *Tx) PgxTx() pgx.Tx { return t.tx }
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {

@@ -20,7 +20,7 @@ import (
 
 func TestEnqueue_SecondDeliveryOfAnEventKeepsOneRow(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	payload := []byte("{\"id\": \"evt_twice\",\n  \"type\": \"invoice.paid\"}")
 	ev := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_twice", EventType: "invoice.paid",
@@ -54,7 +54,7 @@ func TestEnqueue_SecondDeliveryOfAnEventKeepsOneRow(t *testing.T) {
 		t.Errorf("new row = (%s, %d attempts), want (failed, 0)", got.Status, got.Attempts)
 	}
 	var dueIn float64
-	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM next_retry_at - created_at)
+	if err := bundle.pool.QueryRow(ctx, `SELECT extract(epoch FROM next_retry_at - created_at)
 		FROM webhook_events WHERE id = $1`, got.ID).Scan(&dueIn); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestEnqueue_SecondDeliveryOfAnEventKeepsOneRow(t *testing.T) {
 
 func TestEnqueue_ConcurrentDeliveriesInsertOnce(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewStore(t)
+	s, _ := setup(t)
 
 	const racers = 16
 	start := make(chan struct{})
@@ -98,8 +98,8 @@ func TestEnqueue_ConcurrentDeliveriesInsertOnce(t *testing.T) {
 
 func TestResolve_WritesMarkerWithDelete(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	ev := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_resolve"})
+	s, bundle := setup(t)
+	ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_resolve"})
 
 	if err := s.Resolve(t.Context(), ev.ID); err != nil {
 		t.Fatal(err)
@@ -116,11 +116,11 @@ func TestResolve_WritesMarkerWithDelete(t *testing.T) {
 // neither would be lost.
 func TestResolve_IsAtomic(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
-	ev := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_atomic"})
+	ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_atomic"})
 
-	if _, err := pool.Exec(ctx, `
+	if _, err := bundle.pool.Exec(ctx, `
 		CREATE FUNCTION refuse_marker() RETURNS trigger LANGUAGE plpgsql AS
 		$$ BEGIN RAISE EXCEPTION 'marker refused'; END $$;
 		CREATE TRIGGER refuse_marker BEFORE INSERT ON processed_webhook_events
@@ -140,9 +140,9 @@ func TestResolve_IsAtomic(t *testing.T) {
 
 func TestScheduleRetry_FollowsTheBackoffTable(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
-	ev := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+	ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 
 	want := map[int]float64{1: 300, 2: 1800, 3: 7200, 4: 86400}
 	for attempts := 1; attempts <= 4; attempts++ {
@@ -150,7 +150,7 @@ func TestScheduleRetry_FollowsTheBackoffTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var delay float64
-		if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM next_retry_at - last_attempt_at)
+		if err := bundle.pool.QueryRow(ctx, `SELECT extract(epoch FROM next_retry_at - last_attempt_at)
 			FROM webhook_events WHERE id = $1`, ev.ID).Scan(&delay); err != nil {
 			t.Fatal(err)
 		}
@@ -165,14 +165,14 @@ func TestScheduleRetry_FollowsTheBackoffTable(t *testing.T) {
 
 func TestClaimDue_LargerBatchTakesAllDueInOrder(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	for i := range 25 {
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{
 			EventID: fmt.Sprintf("evt_batch_%02d", i),
 			DueIn:   -time.Duration(100-i) * time.Second,
 		})
 	}
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: time.Hour})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{DueIn: time.Hour})
 
 	claimed, err := s.ClaimDue(t.Context(), 100, queue.DefaultClaimWindow)
 	if err != nil {
@@ -181,15 +181,15 @@ func TestClaimDue_LargerBatchTakesAllDueInOrder(t *testing.T) {
 	if len(claimed) != 25 {
 		t.Fatalf("claimed %d events with a batch of 100, want the 25 due ones", len(claimed))
 	}
-	few, err := queue.New(pool).ClaimDue(t.Context(), 100, queue.DefaultClaimWindow)
+	few, err := queue.New(bundle.pool).ClaimDue(t.Context(), 100, queue.DefaultClaimWindow)
 	if err != nil || len(few) != 0 {
 		t.Fatalf("second claim = %d events, %v; want none", len(few), err)
 	}
 
 	// A batch smaller than what is due takes the longest-overdue first.
-	s2, pool2 := queuetest.NewStore(t)
+	s2, bundle2 := setup(t)
 	for i := range 5 {
-		queuetest.InsertEvent(t, pool2, queuetest.EventOpts{
+		queuetest.InsertEvent(t, bundle2.pool, queuetest.EventOpts{
 			EventID: fmt.Sprintf("evt_order_%d", i),
 			DueIn:   -time.Duration(10-i) * time.Minute,
 		})
@@ -209,10 +209,10 @@ func TestClaimDue_LargerBatchTakesAllDueInOrder(t *testing.T) {
 
 func TestRetryDead_OnNonDeadRowsChangesNothing(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	for _, st := range []queue.Status{queue.StatusFailed, queue.StatusRetrying} {
-		ev := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: st, Attempts: 2, DueIn: time.Hour})
+		ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: st, Attempts: 2, DueIn: time.Hour})
 		ok, err := s.RetryDead(ctx, ev.ID)
 		if err != nil || ok {
 			t.Fatalf("RetryDead(%s) = %v, %v; want false", st, ok, err)
@@ -232,7 +232,7 @@ func TestRetryDead_OnNonDeadRowsChangesNothing(t *testing.T) {
 
 func TestStats_CountsByStatusDueAndOldest(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 
 	empty, err := s.Stats(ctx)
@@ -243,10 +243,10 @@ func TestStats_CountsByStatusDueAndOldest(t *testing.T) {
 		t.Fatalf("stats of an empty database = %+v, want zero", empty)
 	}
 
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusFailed, Age: time.Hour})
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusFailed, DueIn: time.Minute})
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, Age: 48 * time.Hour})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusFailed, Age: time.Hour})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusFailed, DueIn: time.Minute})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, Age: 48 * time.Hour})
 	for i := range 3 {
 		if err := s.MarkProcessed(ctx, fmt.Sprintf("evt_done_%d", i)); err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestStats_CountsByStatusDueAndOldest(t *testing.T) {
 		t.Errorf("markers = %d (estimated %v), want exactly 3", st.Markers, st.MarkersEstimated)
 	}
 	var oldestAge float64
-	if err := pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - $1::timestamptz)`, st.OldestPending).Scan(&oldestAge); err != nil {
+	if err := bundle.pool.QueryRow(ctx, `SELECT extract(epoch FROM now() - $1::timestamptz)`, st.OldestPending).Scan(&oldestAge); err != nil {
 		t.Fatal(err)
 	}
 	// The oldest pending event is the failed one an hour old, not the dead one.
@@ -277,9 +277,9 @@ func TestStats_CountsByStatusDueAndOldest(t *testing.T) {
 // costs the same at ten million rows as at ten.
 func TestStats_EstimatesALargeMarkerCount(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
-	if _, err := pool.Exec(ctx, `
+	if _, err := bundle.pool.Exec(ctx, `
 		INSERT INTO processed_webhook_events (event_id)
 		SELECT 'evt_bulk_' || g FROM generate_series(1, 250000) g;
 		ANALYZE processed_webhook_events`); err != nil {
@@ -299,10 +299,10 @@ func TestStats_EstimatesALargeMarkerCount(t *testing.T) {
 
 func TestPruneProcessed_DeletesInBatchesUntilDone(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	// More than two batches of old markers, and some fresh ones.
-	if _, err := pool.Exec(ctx, `
+	if _, err := bundle.pool.Exec(ctx, `
 		INSERT INTO processed_webhook_events (event_id, processed_at)
 		SELECT 'evt_old_' || g, now() - interval '40 days' + g * interval '1 second'
 		FROM generate_series(1, 25000) g;
@@ -321,26 +321,26 @@ func TestPruneProcessed_DeletesInBatchesUntilDone(t *testing.T) {
 	if deleted != 25000 {
 		t.Fatalf("pruned %d, want 25000", deleted)
 	}
-	if got := markerCount(t, pool); got != 100 {
+	if got := bundle.markers(t); got != 100 {
 		t.Fatalf("%d markers remain, want the 100 fresh ones", got)
 	}
 }
 
 func TestEvents_FiltersAndPages(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	for i := range 60 {
 		typ, msg := "invoice.paid", "downstream answered 500"
 		if i%3 == 0 {
 			typ, msg = "charge.refunded", "dial tcp: connection refused"
 		}
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{
 			EventID: fmt.Sprintf("evt_page_%02d", i), EventType: typ, LastError: msg,
 			Status: queue.StatusDead, Attempts: 5, Age: time.Duration(60-i) * time.Minute,
 		})
 	}
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying})
 
 	first, err := s.DeadEvents(ctx, 50, 0)
 	if err != nil {
@@ -386,7 +386,7 @@ func TestEvents_FiltersAndPages(t *testing.T) {
 
 func TestEvent_UnknownIDIsNotFound(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewStore(t)
+	s, _ := setup(t)
 	if _, err := s.Event(t.Context(), uuid.New()); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("Event(unknown) = %v, want ErrNotFound", err)
 	}
@@ -395,10 +395,10 @@ func TestEvent_UnknownIDIsNotFound(t *testing.T) {
 // Two replicas starting at once must not both apply a migration.
 func TestMigrationsUp_ConcurrentRunsApplyOnce(t *testing.T) {
 	t.Parallel()
-	pool := queuetest.NewPool(t)
+	_, bundle := setup(t)
 	ctx := t.Context()
 	// The helper's database is already migrated: start from an empty one.
-	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
 	applied := make([][]string, 3)
@@ -408,7 +408,7 @@ func TestMigrationsUp_ConcurrentRunsApplyOnce(t *testing.T) {
 	for i := range applied {
 		wg.Go(func() {
 			<-start
-			applied[i], errs[i] = migrations.Up(context.Background(), pool)
+			applied[i], errs[i] = migrations.Up(context.Background(), bundle.pool)
 		})
 	}
 	close(start)
@@ -427,7 +427,7 @@ func TestMigrationsUp_ConcurrentRunsApplyOnce(t *testing.T) {
 	if total != len(files) {
 		t.Fatalf("the concurrent runs applied %d migrations in all, want each of the %d once", total, len(files))
 	}
-	again, err := migrations.Up(ctx, pool)
+	again, err := migrations.Up(ctx, bundle.pool)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("a second migrate applied %v (%v), want nothing", again, err)
 	}

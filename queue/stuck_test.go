@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,9 @@ import (
 // claimer died and its lease expired) makes the event stuck.
 func TestClaims_CountUntilAnOutcome(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
-	e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_claims"})
+	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_claims"})
 	claims := func() int {
 		t.Helper()
 		got, err := s.Event(ctx, e.ID)
@@ -26,10 +27,10 @@ func TestClaims_CountUntilAnOutcome(t *testing.T) {
 	}
 	expire := func() {
 		t.Helper()
-		if _, err := pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+		if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
+		if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -77,11 +78,11 @@ func TestClaims_CountUntilAnOutcome(t *testing.T) {
 
 func TestCountStuck_OverdueBeyondTheClaimWindow(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: -10 * time.Minute})                                 // stuck
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: -30 * time.Second})                                 // due, not yet stuck
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{DueIn: time.Hour})                                         // waiting
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, DueIn: -time.Hour}) // dead
+	s, bundle := setup(t)
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{DueIn: -10 * time.Minute})                                 // stuck
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{DueIn: -30 * time.Second})                                 // due, not yet stuck
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{DueIn: time.Hour})                                         // waiting
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, DueIn: -time.Hour}) // dead
 	n, err := s.CountStuck(t.Context(), 2*time.Minute)
 	if err != nil || n != 1 {
 		t.Fatalf("CountStuck: %d, %v; want 1", n, err)
@@ -94,12 +95,12 @@ func TestCountStuck_OverdueBeyondTheClaimWindow(t *testing.T) {
 
 func TestRetryLoopStall(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	s, bundle := setup(t)
 	ctx := t.Context()
 	if stalled, _, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || stalled {
 		t.Errorf("no loop ever ran and nothing waits: stalled %v, %v; want false", stalled, err)
 	}
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 	if stalled, last, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || !stalled || last != nil {
 		t.Errorf("no loop ever ran and an event waits: stalled %v, last %v, %v; want stalled, no last", stalled, last, err)
 	}
@@ -109,10 +110,47 @@ func TestRetryLoopStall(t *testing.T) {
 	if stalled, _, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || stalled {
 		t.Errorf("just ticked: stalled %v, %v; want false", stalled, err)
 	}
-	if _, err := pool.Exec(ctx, `UPDATE worker_status SET last_run_at = now() - interval '5 minutes' WHERE component = 'retrier'`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `UPDATE worker_status SET last_run_at = now() - interval '5 minutes' WHERE component = 'retrier'`); err != nil {
 		t.Fatal(err)
 	}
 	if stalled, last, _, err := s.RetryLoopStall(ctx, time.Minute); err != nil || !stalled || last == nil {
 		t.Errorf("ticked 5 minutes ago: stalled %v, last %v, %v; want stalled", stalled, last, err)
+	}
+}
+
+// The stuck rule's claims part is written three times: in Go (Reclaimed),
+// in SQL (reclaimedSQL) and in the predicate of the partial index that
+// finds reclaimed events, which a migration made and which stays as it was.
+// The first two come from one constant; this compares the third with them,
+// as PostgreSQL prints both: an index made now with the Go rule's predicate
+// must read exactly like the migration's.
+func TestStuckRule_MatchesTheReclaimedIndex(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	ctx := t.Context()
+	if _, err := b.pool.Exec(ctx, `CREATE INDEX stuck_rule_probe ON webhook_events (next_retry_at, id)
+		WHERE `+queue.ReclaimedSQL+` AND `+queue.PendingSQL); err != nil {
+		t.Fatal(err)
+	}
+	predicate := func(index string) string {
+		t.Helper()
+		var def string
+		if err := b.pool.QueryRow(ctx, `SELECT indexdef FROM pg_indexes WHERE indexname = $1`, index).Scan(&def); err != nil {
+			t.Fatalf("read %s: %v", index, err)
+		}
+		_, where, ok := strings.Cut(def, " WHERE ")
+		if !ok {
+			t.Fatalf("%s has no predicate: %s", index, def)
+		}
+		return where
+	}
+	if got, want := predicate("webhook_events_reclaimed_idx"), predicate("stuck_rule_probe"); got != want {
+		t.Errorf("the index's predicate is %s, the Go rule's %s", got, want)
+	}
+	if e := (queue.Event{Status: queue.StatusRetrying, Claims: 2}); !e.Reclaimed() {
+		t.Error("an event claimed twice without an outcome is not reclaimed")
+	}
+	if e := (queue.Event{Status: queue.StatusRetrying, Claims: 1}); e.Reclaimed() {
+		t.Error("an event claimed once is reclaimed")
 	}
 }

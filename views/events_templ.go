@@ -68,9 +68,9 @@ func (l EventList) Filtered() bool {
 // stuckNote says why a pending event is stuck at now; empty when it is not.
 func stuckNote(e queue.Event, now time.Time, claimWindow time.Duration) string {
 	switch {
-	case e.Status == queue.StatusDead:
+	case !e.Stuck(now, claimWindow):
 		return ""
-	case e.Claims >= 2:
+	case e.Reclaimed():
 		return "Claimed " + strconv.Itoa(e.Claims) + " times by the retry loop without an outcome: its attempts never finish."
 	case e.Overdue(now, claimWindow):
 		return "Due for " + Age(e.NextRetryAt, now) + " and not claimed: no retry loop is taking events."

@@ -442,10 +442,8 @@ func TestEvent_DetailEscapesThePayload(t *testing.T) {
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_hostile", Status: queue.StatusDead, Attempts: 5,
 		Payload: hostile, LastError: "<img src=x onerror=alert(2)>"})
 	for i := range 2 {
-		if err := b.store.RecordAttempt(context.Background(), queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_hostile",
-			Duration: time.Duration(i+1) * 100 * time.Millisecond, HTTPStatus: 500, Error: "HTTP 500", Path: queue.PathRetry, Number: i}); err != nil {
-			t.Fatal(err)
-		}
+		queuetest.InsertAttempt(t, b.pool, queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_hostile",
+			Duration: time.Duration(i+1) * 100 * time.Millisecond, HTTPStatus: 500, Error: "HTTP 500", Path: queue.PathRetry, Number: i})
 	}
 
 	r := c.get("/events/" + e.ID.String())

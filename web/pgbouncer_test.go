@@ -214,8 +214,8 @@ func TestThreeReplicasBehindPgBouncer(t *testing.T) {
 			if strings.Join(got, ", ") != strings.Join(want, ", ") {
 				t.Errorf("%s: history %q, want %q", id, got, want)
 			}
-			if len(attempts) == 3 && (attempts[1].Error == nil || *attempts[1].Error != queue.InterruptedError(1)) {
-				t.Errorf("%s: error of the abandoned attempt: got %v, want %q", id, attempts[1].Error, queue.InterruptedError(1))
+			if len(attempts) == 3 && (attempts[1].Error == nil || *attempts[1].Error != queuetest.InterruptedError(1)) {
+				t.Errorf("%s: error of the abandoned attempt: got %v, want %q", id, attempts[1].Error, queuetest.InterruptedError(1))
 			}
 		}
 	})

@@ -13,27 +13,18 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // ErrNotFound is returned when the account asked for does not exist.
 var ErrNotFound = errors.New("no such account")
 
-// dbtx is what both *pgxpool.Pool and pgx.Tx provide, so every Store
-// method runs the same way on the pool or inside a transaction.
-type dbtx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // Store runs the account queries against a pool or, as the Store inside a
 // Tx, against one transaction.
 type Store struct {
-	db dbtx
+	db dbtx.DBTX
 }
 
 // New returns a Store over pool.
@@ -46,17 +37,13 @@ func New(pool *pgxpool.Pool) *Store {
 // RemoveUser) are only on it.
 type Tx struct {
 	Store
-	tx pgx.Tx
+	dbtx.Tx
 }
 
 // InTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		return fn(&Tx{Store: Store{db: tx}, tx: tx})
+	return dbtx.InTx(ctx, s.db, func(t dbtx.Tx) error {
+		return fn(&Tx{Store: Store{db: t.PgxTx()}, Tx: t})
 	})
 }
-
-// PgxTx returns the transaction itself, for the writes of other stores that
-// must commit with the account change: its audit entry (audit.Record).
-func (t *Tx) PgxTx() pgx.Tx { return t.tx }

@@ -2,6 +2,8 @@ package queuetest
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +69,29 @@ func InsertEvent(t testing.TB, pool *pgxpool.Pool, opts EventOpts) queue.Event {
 		t.Fatalf("queuetest: read inserted event: %v", err)
 	}
 	return e
+}
+
+// InsertAttempt appends a to its event's history, as an attempt recorded
+// with its outcome would be.
+func InsertAttempt(t testing.TB, pool *pgxpool.Pool, a queue.NewAttempt) {
+	t.Helper()
+	outcome := "failed"
+	if a.Succeeded {
+		outcome = "succeeded"
+	}
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8)`,
+		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond), outcome, a.HTTPStatus, a.Error, a.Path, a.Number)
+	if err != nil {
+		t.Fatalf("queuetest: insert attempt: %v", err)
+	}
+}
+
+// InterruptedError is the last_error the retry loop's claim records for the
+// attempt that never reported an outcome (queue.InterruptedFormat).
+func InterruptedError(attempt int) string {
+	return strings.Replace(queue.InterruptedFormat, "%s", strconv.Itoa(attempt), 1)
 }
 
 // WaitFor polls cond until it holds, failing t after timeout. Tests use it

@@ -1,0 +1,36 @@
+// Package dbtx is what the stores of queue and of its sub-packages run their
+// statements on, defined once: the pool, or one transaction of it. It is a
+// package of its own, below them all, so that no sub-package needs to import
+// queue for it and queue may import its sub-packages.
+package dbtx
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what both *pgxpool.Pool and pgx.Tx provide, so every store
+// method runs the same way on the pool or inside a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Tx is the open transaction a store's own Tx type embeds, which gives
+// that type PgxTx.
+type Tx struct{ tx pgx.Tx }
+
+// PgxTx returns the transaction itself, for the writes of other stores
+// that must commit with this one's: an operator's action or an account
+// change and its audit entry (audit.Record) commit together or not at all.
+func (t Tx) PgxTx() pgx.Tx { return t.tx }
+
+// InTx runs fn in a transaction on db: committed when fn returns nil,
+// rolled back when it returns an error.
+func InTx(ctx context.Context, db DBTX, fn func(Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return fn(Tx{tx: tx}) })
+}
