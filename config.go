@@ -16,6 +16,7 @@ import (
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
@@ -135,7 +136,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
-	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", def: strconv.Itoa(worker.DefaultInlineConcurrency), usage: "deliveries waiting for the app at once while Stripe waits, a bound on the memory they hold; past it a new event is queued at once and answered 200",
+	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", def: strconv.Itoa(receiver.DefaultInlineConcurrency), usage: "deliveries waiting for the app at once while Stripe waits, a bound on the memory they hold; past it a new event is queued at once and answered 200",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.InlineConcurrency, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},

@@ -19,7 +19,9 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
 )
@@ -29,12 +31,14 @@ const perPage = 50
 
 // dashboard holds what the dashboard's handlers share.
 type dashboard struct {
-	logger   *slog.Logger
-	store    *queue.Store
-	accounts *accounts.Store
-	audit    *audit.Log
-	opts     Options
-	sessions sessionManagers
+	logger     *slog.Logger
+	store      *queue.Store
+	accounts   *accounts.Store
+	audit      *audit.Log
+	counts     *activity.Store
+	rejections *rejections.Store
+	opts       Options
+	sessions   sessionManagers
 	// passwordChecks holds a token per password check running.
 	passwordChecks chan struct{}
 
@@ -45,12 +49,14 @@ type dashboard struct {
 func newDashboard(opts Options) *dashboard {
 	opts = withDefaults(opts)
 	return &dashboard{
-		logger:   opts.Logger.With("component", "dashboard"),
-		store:    opts.Stores.Queue,
-		accounts: opts.Stores.Accounts,
-		audit:    opts.Stores.Audit,
-		opts:     opts,
-		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
+		logger:     opts.Logger.With("component", "dashboard"),
+		store:      opts.Stores.Queue,
+		accounts:   opts.Stores.Accounts,
+		audit:      opts.Stores.Audit,
+		counts:     opts.Stores.Activity,
+		rejections: opts.Stores.Rejections,
+		opts:       opts,
+		sessions:   newSessionManagers(opts.Sessions, opts.SecureCookies),
 
 		passwordChecks: make(chan struct{}, maxPasswordChecks),
 	}
@@ -65,7 +71,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	refused, err := d.store.RejectionsByReason(ctx, 24*time.Hour)
+	refused, err := d.rejections.ByReason(ctx, 24*time.Hour)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
@@ -119,7 +125,7 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 // ?activity= asks for.
 func (d *dashboard) activity(c echo.Context) (views.Activity, error) {
 	r := views.ParseActivityRange(c.QueryParam("activity"))
-	buckets, err := d.store.Activity(c.Request().Context(), r.Query())
+	buckets, err := d.counts.Buckets(c.Request().Context(), r.Query())
 	if err != nil {
 		return views.Activity{}, err
 	}

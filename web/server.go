@@ -1,6 +1,6 @@
 // Package web is hookd's HTTP surface: the Stripe receiver, the operations
 // endpoints and the support dashboard. It stays thin: the receiver's pipeline
-// lives in worker, every query in the store packages (queue and below it),
+// lives in worker/receiver, every query in the store packages (queue and below it),
 // every page in views.
 //
 // Its guarantee to Stripe: a 2xx means the event was processed or is durably
@@ -22,16 +22,22 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // Stores are the stores the server reads and writes, all over one database.
 type Stores struct {
-	Queue    *queue.Store
-	Accounts *accounts.Store
-	Audit    *audit.Log
+	Queue      *queue.Store
+	Accounts   *accounts.Store
+	Audit      *audit.Log
+	Activity   *activity.Store
+	Rejections *rejections.Store
 }
 
 // Options is everything NewServer needs: what it serves from, and the
@@ -44,9 +50,9 @@ type Options struct {
 	Stores Stores
 	// Receiver runs a webhook through the pipeline; nil only in tests that
 	// serve the dashboard alone, which must not post to /webhooks/stripe.
-	Receiver *worker.Receiver
+	Receiver *receiver.Receiver
 	// Metrics counts the receiver's answers; nil counts nothing.
-	Metrics *worker.Metrics
+	Metrics *telemetry.Metrics
 	// Gatherer is what /metrics serves; nil serves no /metrics here, as is
 	// hookd's default: the metrics have a listener of their own
 	// (NewMetricsHandler), away from whoever reaches the receiver.
@@ -76,7 +82,7 @@ type Options struct {
 	TrustedProxies []*net.IPNet
 	// Rejections, when set, records the deliveries the receiver refuses
 	// with a 4xx, for the rejection log.
-	Rejections *worker.RejectionLog
+	Rejections *telemetry.RejectionLog
 	// Reconciler, when set, lets operators reconcile with Stripe's Events
 	// API and pull single events from it; nil hides those actions.
 	Reconciler *reconcile.Reconciler

@@ -1,0 +1,164 @@
+package telemetry
+
+import (
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/rejections"
+)
+
+// Metrics are the pipeline's Prometheus metrics, and what feeds the
+// overview's charts: each fact is counted here once, for both. A nil
+// *Metrics records nothing, so tests and embedders need none.
+type Metrics struct {
+	activity *Activity
+	received *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	retries  *prometheus.CounterVec
+	dead     prometheus.Counter
+	pruned   prometheus.Counter
+	batch    prometheus.Histogram
+	waiting  prometheus.Gauge
+}
+
+// NewMetrics creates the pipeline's metrics and registers them with reg.
+// When activity is not nil, it counts the same facts for the charts.
+func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
+	m := &Metrics{
+		activity: activity,
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: string(MetricWebhooksReceived),
+			Help: "Deliveries to the receiver by outcome: " +
+				outcomes(OutcomeProcessed, OutcomeDuplicate, OutcomeAlreadyQueued, OutcomeQueued, OutcomeDeferred) + " (200); " +
+				outcomes(OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge) + " (4xx); " +
+				outcomes(OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
+		}, []string{"outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: string(MetricProcessingSeconds),
+			Help: "Time one processor run took, by path (" + paths() + ") and result (" + results + ").",
+			// From a fast in-process handler to the 10 s forward timeout.
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"path", "result"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: string(MetricRetries),
+			Help: "Retries committed by the retry loop, by result (" + results + ").",
+		}, []string{"result"}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: string(MetricDeadLetters),
+			Help: "Events that used up their retries and became dead.",
+		}),
+		pruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: string(MetricMarkersPruned),
+			Help: "Dedup markers deleted by the pruner.",
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    string(MetricReceiverBatch),
+			Help:    "Deliveries per receiver batch: the deliveries whose leases were taken together in one short transaction.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: string(MetricReceiverWaiting),
+			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
+		}),
+	}
+	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting)
+	return m
+}
+
+// Received counts one delivery to the receiver with its outcome.
+func (m *Metrics) Received(outcome Outcome) {
+	if m == nil {
+		return
+	}
+	m.received.WithLabelValues(string(outcome)).Inc()
+	m.activity.received(outcome)
+}
+
+// Refused notes why a delivery was refused, beyond Received's label: one
+// well formed, recent and signed with no configured secret counts toward
+// the "is STRIPE_WEBHOOK_SECRET right?" alert; other refusals do not.
+func (m *Metrics) Refused(reason rejections.Reason) {
+	if m == nil || checkSignature(reason) != signatureWrongSecret {
+		return
+	}
+	m.activity.wrongSignature()
+}
+
+// ObserveProcess records how long one processor run took, on path, and
+// whether it succeeded.
+func (m *Metrics) ObserveProcess(path queue.AttemptPath, ok bool, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.duration.WithLabelValues(string(path), string(resultOf(ok))).Observe(took.Seconds())
+}
+
+// ObserveBatch records how many deliveries took their leases in one short
+// transaction.
+func (m *Metrics) ObserveBatch(deliveries int) {
+	if m == nil {
+		return
+	}
+	m.batch.Observe(float64(deliveries))
+}
+
+// AddWaiting adds n (negative: takes) to the deliveries waiting for the
+// receiver's next short transaction.
+func (m *Metrics) AddWaiting(n int) {
+	if m == nil {
+		return
+	}
+	m.waiting.Add(float64(n))
+}
+
+// CountRetries counts the retries of one batch once they are committed.
+func (m *Metrics) CountRetries(succeeded, failed int) {
+	if m == nil {
+		return
+	}
+	m.retries.WithLabelValues(string(queue.AttemptSucceeded)).Add(float64(succeeded))
+	m.retries.WithLabelValues(string(queue.AttemptFailed)).Add(float64(failed))
+	m.activity.retried(succeeded, failed)
+}
+
+// CountDead counts an event that used up its retries, once that is
+// committed.
+func (m *Metrics) CountDead() {
+	if m == nil {
+		return
+	}
+	m.dead.Inc()
+	m.activity.add(actDead, 1)
+}
+
+// CountPruned counts the dedup markers a prune deleted.
+func (m *Metrics) CountPruned(n int64) {
+	if m == nil {
+		return
+	}
+	m.pruned.Add(float64(n))
+}
+
+// results lists the result labels, for the metrics' help.
+const results = string(queue.AttemptSucceeded) + ", " + string(queue.AttemptFailed)
+
+// outcomes lists outcome labels, for the metrics' help.
+func outcomes(os ...Outcome) string {
+	names := make([]string, len(os))
+	for i, o := range os {
+		names[i] = string(o)
+	}
+	return strings.Join(names, ", ")
+}
+
+// paths lists the path labels, for the metrics' help.
+func paths() string {
+	names := make([]string, len(queue.AttemptPaths))
+	for i, p := range queue.AttemptPaths {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
+}
