@@ -99,7 +99,7 @@ test: db pgbouncer browser check
 
 # Benchmarks, for comparing with benchstat; not part of `make test`.
 bench: db
-	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/
+	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/ ./worker/receiver/
 
 # The built binary under load from outside (.ci/bench/README.md): the
 # receiver interleaved with pgbench running its bare SQL, then the retry

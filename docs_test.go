@@ -131,7 +131,7 @@ func readConfigurationTable(t *testing.T, path string) map[string]configRow {
 //     or as a method or struct field, in the file named last before it in
 //     its paragraph or table row, or in the package named last; with
 //     neither, anywhere in the tree. A qualified one (`queue.ErrEventLocked`,
-//     `worker.Receiver.Recover`) must be declared in that package, and
+//     `receiver.Receiver.Recover`) must be declared in that package, and
 //     leaves the context as it was;
 //   - an ENVIRONMENT_VARIABLE or a snake_case SQL name must appear in the
 //     code, the SQL or the scripts;

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
@@ -61,7 +61,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	if err != nil {
 		return err
 	}
-	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
+	receiver := receiver.New(store, logger, receiver.Config{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout})
 	r := newReconciler(cfg, store, receiver, logger)
 
@@ -101,13 +101,13 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 func pulledText(p reconcile.Pulled) string {
 	head := fmt.Sprintf("%s (%s): ", p.Event.ID, p.Event.Type)
 	switch p.Outcome {
-	case worker.Processed:
+	case receiver.Processed:
 		return head + "recovered: processed now"
-	case worker.Queued:
+	case receiver.Queued:
 		return head + "processing failed; it is on the retry queue"
-	case worker.Duplicate:
+	case receiver.Duplicate:
 		return head + "already processed; nothing to do"
-	case worker.AlreadyQueued:
+	case receiver.AlreadyQueued:
 		return head + "already on the retry queue; nothing to do"
 	}
 	return head + p.Outcome.String()
@@ -115,7 +115,7 @@ func pulledText(p reconcile.Pulled) string {
 
 // newReconciler returns the reconciler the configuration asks for, or nil
 // when the key or the endpoint id is not set.
-func newReconciler(cfg Config, store *queue.Store, receiver *worker.Receiver, logger *slog.Logger) *reconcile.Reconciler {
+func newReconciler(cfg Config, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
 	if cfg.StripeAPIKey == "" || cfg.StripeEndpointID == "" {
 		return nil
 	}

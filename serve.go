@@ -17,9 +17,13 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // serve runs `hookd serve` until ctx is cancelled: it wires the stores, the
@@ -51,7 +55,10 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	defer dashPool.Close()
 	reads := queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...)
+	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
 	accts := accounts.New(pool)
+	counts, refused := activity.New(pool), rejections.New(pool)
+	pageCounts, pageRefusals := activity.New(pageReads), rejections.New(pageReads)
 	if cfg.AdminEmail != "" {
 		if cfg.AdminPassword == "" {
 			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
@@ -73,17 +80,17 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewQueueCollector(logger, store, web.DefaultQueueStatsMaxAge))
-	activity := worker.NewActivity(store, logger, worker.ActivityConfig{})
-	metrics := worker.NewMetrics(reg, activity)
-	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{
+		telemetry.NewQueueCollector(logger, store, telemetry.DefaultQueueStatsMaxAge))
+	activity := telemetry.NewActivity(counts, logger, telemetry.ActivityConfig{})
+	metrics := telemetry.NewMetrics(reg, activity)
+	receiver := receiver.New(store, logger, receiver.Config{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
 		InlineConcurrency: int(cfg.InlineConcurrency)})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
-	pruner := worker.NewPruner(store, accts, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
-	rejections := worker.NewRejectionLog(store, logger, worker.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
+	pruner := worker.NewPruner(store, accts, counts, refused, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
+	rejections := telemetry.NewRejectionLog(refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
 	reconciler := newReconciler(cfg, store, receiver, logger)
 
 	// /metrics tells queue depths, traffic and failures: on the main
@@ -94,8 +101,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		mainGatherer = reg
 	}
 	handler := web.NewServer(web.Options{
-		Logger:          logger,
-		Stores:          web.Stores{Queue: store, Reads: reads, Accounts: accts, Audit: audit.New(dashPool)},
+		Logger: logger,
+		Stores: web.Stores{Queue: store, Reads: reads, Accounts: accts, Audit: audit.New(dashPool),
+			Activity: pageCounts, Rejections: pageRefusals},
 		Receiver:        receiver,
 		Metrics:         metrics,
 		Gatherer:        mainGatherer,

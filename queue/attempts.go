@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // AttemptPath says who ran a processing attempt.
@@ -22,18 +24,30 @@ const (
 	PathReconcile AttemptPath = "reconcile"
 )
 
+// AttemptPaths are the paths, for whoever lists them (the metrics' help).
+var AttemptPaths = []AttemptPath{PathInline, PathRetry, PathManual, PathReconcile}
+
+// AttemptOutcome is how a processing attempt ended: the outcome column of
+// its history, and the result label of the metrics that count attempts.
+type AttemptOutcome string
+
+const (
+	AttemptSucceeded AttemptOutcome = "succeeded"
+	AttemptFailed    AttemptOutcome = "failed"
+)
+
 // Attempt is one processing attempt of an event.
 type Attempt struct {
-	Source      string        `db:"source"`
-	EventID     string        `db:"event_id"`
-	AttemptedAt time.Time     `db:"attempted_at"`
-	Duration    time.Duration `db:"-"`
-	DurationMS  float64       `db:"duration_ms"`
-	Succeeded   bool          `db:"-"`
-	Outcome     string        `db:"outcome"`
-	HTTPStatus  *int          `db:"http_status"`
-	Error       *string       `db:"error"`
-	Path        AttemptPath   `db:"path"`
+	Source      string         `db:"source"`
+	EventID     string         `db:"event_id"`
+	AttemptedAt time.Time      `db:"attempted_at"`
+	Duration    time.Duration  `db:"-"`
+	DurationMS  float64        `db:"duration_ms"`
+	Succeeded   bool           `db:"-"`
+	Outcome     AttemptOutcome `db:"outcome"`
+	HTTPStatus  *int           `db:"http_status"`
+	Error       *string        `db:"error"`
+	Path        AttemptPath    `db:"path"`
 	// Number is the attempt's number: 0 inline, then the retry number.
 	Number int `db:"attempt"`
 }
@@ -68,7 +82,7 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 	for i := range attempts {
 		a := &attempts[i]
 		a.Duration = time.Duration(a.DurationMS * float64(time.Millisecond))
-		a.Succeeded = a.Outcome == "succeeded"
+		a.Succeeded = a.Outcome == AttemptSucceeded
 	}
 	return attempts, nil
 }
@@ -106,15 +120,15 @@ type attemptColumns struct {
 }
 
 func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
-	outcome := "failed"
+	outcome := AttemptFailed
 	if a.Succeeded {
-		outcome = "succeeded"
+		outcome = AttemptSucceeded
 	}
 	c.source = append(c.source, a.Source)
 	c.eventID = append(c.eventID, a.EventID)
 	c.owner = append(c.owner, owner)
 	c.durationMS = append(c.durationMS, float64(a.Duration)/float64(time.Millisecond))
-	c.outcome = append(c.outcome, outcome)
+	c.outcome = append(c.outcome, string(outcome))
 	c.httpStatus = append(c.httpStatus, a.HTTPStatus)
 	c.errors = append(c.errors, a.Error)
 	c.path = append(c.path, string(a.Path))
@@ -153,12 +167,12 @@ func (s *Store) PruneAttempts(ctx context.Context, olderThan time.Duration) (int
 				  AND NOT EXISTS (SELECT 1 FROM webhook_events e
 				                  WHERE e.source = a.source AND e.event_id = a.event_id)
 				LIMIT $2))`,
-			olderThan.Seconds(), pruneBatchSize)
+			olderThan.Seconds(), dbtx.PruneBatchSize)
 		if err != nil {
 			return total, fmt.Errorf("prune attempts: %w", err)
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < pruneBatchSize {
+		if tag.RowsAffected() < dbtx.PruneBatchSize {
 			return total, nil
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // IsProcessed reports whether eventID has a dedup marker, i.e. was processed
@@ -20,17 +22,12 @@ func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
 	return exists, nil
 }
 
-// pruneBatchSize bounds each DELETE of PruneProcessed, so a prune of millions
-// of markers is many short transactions instead of one long one holding row
-// locks and bloating the WAL in a single commit.
-const pruneBatchSize = 10_000
-
 // PruneProcessed deletes the dedup markers older than olderThan and returns
 // how many it deleted. Markers only guard against Stripe redelivering an
 // event, which it stops doing after three days; without a prune the table
 // grows by one row per webhook for the life of the deployment.
 //
-// It deletes in batches of pruneBatchSize until a batch comes back short, so
+// It deletes in batches of dbtx.PruneBatchSize until a batch comes back short, so
 // it never holds a long lock or builds a huge transaction.
 func (s *Store) PruneProcessed(ctx context.Context, olderThan time.Duration) (int64, error) {
 	var cutoff time.Time
@@ -46,12 +43,12 @@ func (s *Store) PruneProcessed(ctx context.Context, olderThan time.Duration) (in
 				SELECT ctid FROM processed_webhook_events
 				WHERE processed_at < $1
 				LIMIT $2))`,
-			cutoff, pruneBatchSize)
+			cutoff, dbtx.PruneBatchSize)
 		if err != nil {
 			return total, fmt.Errorf("prune markers: %w", err)
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < pruneBatchSize {
+		if tag.RowsAffected() < dbtx.PruneBatchSize {
 			return total, nil
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // DefaultReadTimeout is HOOKD_DASHBOARD_TIMEOUT's default: the longest one
@@ -43,20 +45,28 @@ func (e *ReadTimeoutError) Unwrap() error { return e.err }
 // on a server connection another client gets next. A query past the limit
 // fails with a *ReadTimeoutError. The Store refuses writes.
 func NewReader(pool *pgxpool.Pool, timeout time.Duration, opts ...Option) *Store {
+	s := &Store{db: TimedReads(pool, timeout)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// TimedReads is what NewReader reads through, for the stores of queue's
+// sub-packages whose reads the dashboard shows (activity counts, the
+// rejection log): each statement in a read-only transaction of its own
+// under timeout (DefaultReadTimeout when zero).
+func TimedReads(pool *pgxpool.Pool, timeout time.Duration) dbtx.DBTX {
 	if timeout <= 0 {
 		timeout = DefaultReadTimeout
 	}
 	// Whole milliseconds, PostgreSQL's unit; never 0, which means no limit.
 	ms := max(timeout.Milliseconds(), 1)
-	s := &Store{db: timedReads{
+	return timedReads{
 		pool:    pool,
 		begin:   fmt.Sprintf("BEGIN READ ONLY; SET LOCAL statement_timeout = %d", ms),
 		timeout: time.Duration(ms) * time.Millisecond,
-	}}
-	for _, o := range opts {
-		o(s)
 	}
-	return s
 }
 
 // timedReads is a DBTX whose every statement runs in a read-only

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/queue/rejections"
 )
 
 // Whereabouts is everything hookd still knows about one Stripe event id:
@@ -25,7 +27,7 @@ type Whereabouts struct {
 	Attempts []Attempt
 	// Refused are the newest refused deliveries whose body claimed this
 	// id, at most maxRefusedShown; RefusedTotal counts them all.
-	Refused      []Rejection
+	Refused      []rejections.Rejection
 	RefusedTotal int64
 }
 
@@ -51,7 +53,7 @@ func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, err
 	if w.Attempts, err = s.Attempts(ctx, SourceStripe, eventID); err != nil {
 		return Whereabouts{}, err
 	}
-	refused, err := s.Rejections(ctx, RejectionFilter{ClaimedEventID: eventID, Limit: maxRefusedShown})
+	refused, err := rejections.New(s.db).List(ctx, rejections.Filter{ClaimedEventID: eventID, Limit: maxRefusedShown})
 	if err != nil {
 		return Whereabouts{}, err
 	}

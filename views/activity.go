@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 )
 
 // ActivityRange is which of the overview's charts is shown.
@@ -26,18 +26,18 @@ func ParseActivityRange(s string) ActivityRange {
 }
 
 // Query is the range in the store's terms.
-func (r ActivityRange) Query() queue.ActivityRange {
+func (r ActivityRange) Query() activity.Range {
 	if r == ActivityWeek {
-		return queue.ActivityLastWeek
+		return activity.LastWeek
 	}
-	return queue.ActivityLastHour
+	return activity.LastHour
 }
 
 // Activity is the overview's charts: what the pipeline did in each bucket
 // of the range, oldest first.
 type Activity struct {
 	Range   ActivityRange
-	Buckets []queue.ActivityBucket
+	Buckets []activity.Bucket
 }
 
 // activitySeries is one chart: a count of every bucket, named for people.
@@ -46,22 +46,22 @@ type activitySeries struct {
 	Name  string
 	Verb  string // completes "5 …" in a bar's text
 	Note  string
-	count func(queue.ActivityCounts) int64
+	count func(activity.Counts) int64
 }
 
 var activitySeriesList = []activitySeries{
 	{"received", "Received", "received", "every delivery, whatever the answer",
-		func(c queue.ActivityCounts) int64 { return c.Received }},
+		func(c activity.Counts) int64 { return c.Received }},
 	{"processed", "Processed", "processed", "reached your app, at once or on a retry",
-		func(c queue.ActivityCounts) int64 { return c.Processed }},
+		func(c activity.Counts) int64 { return c.Processed }},
 	{"queued", "Queued", "queued", "failed at once, put on the retry queue",
-		func(c queue.ActivityCounts) int64 { return c.Queued }},
+		func(c activity.Counts) int64 { return c.Queued }},
 	{"retried", "Retried", "retried", "retries run, whatever their result",
-		func(c queue.ActivityCounts) int64 { return c.Retried }},
+		func(c activity.Counts) int64 { return c.Retried }},
 	{"dead", "Dead", "went dead", "out of retries, waiting for a person",
-		func(c queue.ActivityCounts) int64 { return c.Dead }},
+		func(c activity.Counts) int64 { return c.Dead }},
 	{"rejected", "Rejected", "rejected", "refused with a 4xx: signature, body, size",
-		func(c queue.ActivityCounts) int64 { return c.Rejected }},
+		func(c activity.Counts) int64 { return c.Rejected }},
 }
 
 // chartHeight is the SVG's height in its own units; each bucket is
@@ -109,7 +109,7 @@ func (a Activity) rows(labels []string) []activityRow {
 	for i, b := range a.Buckets {
 		counts := make([]string, len(activitySeriesList))
 		for j, s := range activitySeriesList {
-			counts[j] = Count(s.count(b.ActivityCounts))
+			counts[j] = Count(s.count(b.Counts))
 		}
 		rows[i] = activityRow{Label: labels[i], Counts: counts}
 	}
@@ -122,7 +122,7 @@ func (a Activity) charts(labels []string) []activityChart {
 	for i, s := range activitySeriesList {
 		c := activityChart{activitySeries: s, ViewBox: fmt.Sprintf("0 0 %d %d", len(a.Buckets)*barSlot, chartHeight)}
 		for j, b := range a.Buckets {
-			n := s.count(b.ActivityCounts)
+			n := s.count(b.Counts)
 			c.Total += n
 			if n > c.Peak {
 				c.Peak, c.PeakAt = n, labels[j]
@@ -130,7 +130,7 @@ func (a Activity) charts(labels []string) []activityChart {
 		}
 		c.Bars = make([]activityBar, 0, len(a.Buckets))
 		for j, b := range a.Buckets {
-			n := s.count(b.ActivityCounts)
+			n := s.count(b.Counts)
 			// A bar of one among thousands still shows; an empty bucket is
 			// a faint baseline, so it can be pointed at too.
 			h := 1.0

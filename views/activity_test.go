@@ -4,15 +4,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 )
 
 func TestActivityCharts(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	a := Activity{Range: ActivityHour, Buckets: []queue.ActivityBucket{
-		{Start: start, ActivityCounts: queue.ActivityCounts{Received: 1000}},
-		{Start: start.Add(time.Minute), ActivityCounts: queue.ActivityCounts{Received: 1}},
+	a := Activity{Range: ActivityHour, Buckets: []activity.Bucket{
+		{Start: start, Counts: activity.Counts{Received: 1000}},
+		{Start: start.Add(time.Minute), Counts: activity.Counts{Received: 1}},
 		{Start: start.Add(2 * time.Minute)},
 	}}
 	labels := a.labels()

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views/humanize"
 )
 
 // RejectionList is one page of the rejection log.
 type RejectionList struct {
-	Filter queue.RejectionFilter
-	Page   queue.RejectionPage
+	Filter rejections.Filter
+	Page   rejections.Page
 	// PageNum is the 1-based page shown, PerPage the page size.
 	PageNum, PerPage int
 	// Prev and Next are the neighbouring pages' URLs, empty at either end.
@@ -32,23 +32,23 @@ func (l RejectionList) to() int64   { return l.from() + int64(len(l.Page.Rejecti
 // rejectReasons are the rejection log's reasons in the order the filter
 // offers them, with their names for people.
 var rejectReasons = []struct {
-	Reason queue.RejectReason
+	Reason rejections.Reason
 	Label  string
 }{
-	{queue.RejectWrongSignature, "Wrong signature"},
-	{queue.RejectStaleSignature, "Stale signature"},
-	{queue.RejectNoSignature, "No signature"},
-	{queue.RejectBadSignature, "Malformed signature"},
-	{queue.RejectTooLarge, "Body too large"},
-	{queue.RejectBadJSON, "Not JSON"},
-	{queue.RejectBadID, "No event id"},
-	{queue.RejectBadType, "No event type"},
-	{queue.RejectMethod, "Not a POST"},
-	{queue.RejectUnreadableBody, "Body unreadable"},
+	{rejections.WrongSignature, "Wrong signature"},
+	{rejections.StaleSignature, "Stale signature"},
+	{rejections.NoSignature, "No signature"},
+	{rejections.MalformedSignature, "Malformed signature"},
+	{rejections.TooLarge, "Body too large"},
+	{rejections.BadJSON, "Not JSON"},
+	{rejections.BadID, "No event id"},
+	{rejections.BadType, "No event type"},
+	{rejections.MethodNotAllowed, "Not a POST"},
+	{rejections.UnreadableBody, "Body unreadable"},
 }
 
 // KnownRejectReason reports whether r is a reason the log records.
-func KnownRejectReason(r queue.RejectReason) bool {
+func KnownRejectReason(r rejections.Reason) bool {
 	for _, k := range rejectReasons {
 		if k.Reason == r {
 			return true
@@ -58,7 +58,7 @@ func KnownRejectReason(r queue.RejectReason) bool {
 }
 
 // RejectReasonLabel names a refusal reason for people.
-func RejectReasonLabel(r queue.RejectReason) string {
+func RejectReasonLabel(r rejections.Reason) string {
 	for _, k := range rejectReasons {
 		if k.Reason == r {
 			return k.Label
@@ -70,7 +70,7 @@ func RejectReasonLabel(r queue.RejectReason) string {
 // claimNote says whose claim a refused delivery's event id is: the body's
 // own, unverified, unless its signature verified and the body was refused
 // for what it held. An attacker's post can claim any real event's id.
-func claimNote(r queue.Rejection) string {
+func claimNote(r rejections.Rejection) string {
 	if r.Reason.SignatureVerified() {
 		return "claimed by a body signed with a configured secret"
 	}
@@ -92,10 +92,10 @@ func skewText(d time.Duration) string {
 
 // signatureNote reads a signature failure for people: what its timestamp
 // and the secrets say about who sent it.
-func signatureNote(r queue.Rejection, tolerance time.Duration) string {
+func signatureNote(r rejections.Rejection, tolerance time.Duration) string {
 	skew, ok := r.SignatureSkew()
 	switch r.Reason {
-	case queue.RejectStaleSignature:
+	case rejections.StaleSignature:
 		if !ok {
 			return "The header has no timestamp."
 		}
@@ -103,7 +103,7 @@ func signatureNote(r queue.Rejection, tolerance time.Duration) string {
 			return fmt.Sprintf("Signed with a configured secret, but %s: a sender's clock that is off, or a replayed delivery.", skewText(skew))
 		}
 		return fmt.Sprintf("Signed %s, and with no configured secret: not a Stripe delivery for this endpoint.", skewText(skew))
-	case queue.RejectWrongSignature:
+	case rejections.WrongSignature:
 		if ok && skew < tolerance && skew > -tolerance {
 			return fmt.Sprintf("Signed %s, with another secret: is STRIPE_WEBHOOK_SECRET this endpoint's signing secret?", skewText(skew))
 		}

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/rejections"
 )
 
 // Rejections is the rejection log: every delivery the receiver refused with
@@ -65,9 +65,9 @@ func Rejections(p Page, l RejectionList) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var4 string
-			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(Count(queue.MaxRejections))
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(Count(rejections.MaxRows))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/rejections.templ`, Line: 19, Col: 96}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/rejections.templ`, Line: 19, Col: 95}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var4))
 			if templ_7745c5c3_Err != nil {

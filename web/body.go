@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // DefaultMaxBodyMemory is HOOKD_MAX_BODY_MEMORY's default, 32 MiB: room for
@@ -87,10 +87,10 @@ func putPiece(p []byte) {
 type bodyReader struct {
 	maxBody int64
 	budget  *semaphore.Weighted
-	metrics *worker.Metrics
+	metrics *telemetry.Metrics
 }
 
-func newBodyReader(maxBody, maxMemory int64, metrics *worker.Metrics) *bodyReader {
+func newBodyReader(maxBody, maxMemory int64, metrics *telemetry.Metrics) *bodyReader {
 	// A body of maxBody must fit, or it could never be read.
 	return &bodyReader{maxBody: maxBody, budget: semaphore.NewWeighted(max(maxMemory, maxBody)), metrics: metrics}
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // newBodyServer starts hookd's handler with the body limits given and
@@ -29,11 +31,11 @@ func newBodyServer(t *testing.T, p worker.Processor, maxBody, maxBodyMemory int6
 	t.Helper()
 	store, _ := queuetest.NewStore(t)
 	reg := prometheus.NewRegistry()
-	metrics := worker.NewMetrics(reg, nil)
-	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	metrics := telemetry.NewMetrics(reg, nil)
+	rcv := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, Metrics: metrics})
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
-		Receiver: receiver, Metrics: metrics, Gatherer: reg, MaxBody: maxBody, MaxBodyMemory: maxBodyMemory}))
+		Receiver: rcv, Metrics: metrics, Gatherer: reg, MaxBody: maxBody, MaxBodyMemory: maxBodyMemory}))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -139,7 +141,7 @@ func TestReceiverBody_EverySizeArrivesIntact(t *testing.T) {
 		}
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/stripe", r)
 		req.Header.Set("Stripe-Signature", stripeevent.Sign(body, testSecret, time.Now()))
-		if a := do(t, req); a.status != http.StatusRequestEntityTooLarge || a.body != worker.ErrTooLarge.Error()+"\n" {
+		if a := do(t, req); a.status != http.StatusRequestEntityTooLarge || a.body != receiver.ErrTooLarge.Error()+"\n" {
 			t.Errorf("one byte over the limit, chunked %v: got %d %q, want 413 saying so", chunked, a.status, a.body)
 		}
 	}

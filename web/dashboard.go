@@ -19,7 +19,9 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
 )
@@ -31,13 +33,15 @@ const perPage = 50
 type dashboard struct {
 	logger *slog.Logger
 	// store is the queue for the actions people take; reads, for what
-	// the pages show.
-	store    *queue.Store
-	reads    *queue.Store
-	accounts *accounts.Store
-	audit    *audit.Log
-	opts     Options
-	sessions sessionManagers
+	// the pages show. counts and rejections are read for the pages too.
+	store      *queue.Store
+	reads      *queue.Store
+	accounts   *accounts.Store
+	audit      *audit.Log
+	counts     *activity.Store
+	rejections *rejections.Store
+	opts       Options
+	sessions   sessionManagers
 	// passwordChecks holds a slot per password check running.
 	passwordChecks *checkSlots
 	// formKeys signs the sign-in form's token and checks it.
@@ -49,13 +53,15 @@ type dashboard struct {
 func newDashboard(opts Options) *dashboard {
 	opts = withDefaults(opts)
 	return &dashboard{
-		logger:   opts.Logger.With("component", "dashboard"),
-		store:    opts.Stores.Queue,
-		reads:    cmp.Or(opts.Stores.Reads, opts.Stores.Queue),
-		accounts: opts.Stores.Accounts,
-		audit:    opts.Stores.Audit,
-		opts:     opts,
-		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies),
+		logger:     opts.Logger.With("component", "dashboard"),
+		store:      opts.Stores.Queue,
+		reads:      cmp.Or(opts.Stores.Reads, opts.Stores.Queue),
+		accounts:   opts.Stores.Accounts,
+		audit:      opts.Stores.Audit,
+		counts:     opts.Stores.Activity,
+		rejections: opts.Stores.Rejections,
+		opts:       opts,
+		sessions:   newSessionManagers(opts.Sessions, opts.SecureCookies),
 
 		passwordChecks: newCheckSlots(maxPasswordChecks),
 		formKeys:       opts.FormKeys,
@@ -72,7 +78,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	refused, err := d.reads.RejectionsByReason(ctx, 24*time.Hour)
+	refused, err := d.rejections.ByReason(ctx, 24*time.Hour)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
@@ -126,7 +132,7 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 // ?activity= asks for.
 func (d *dashboard) activity(c echo.Context) (views.Activity, error) {
 	r := views.ParseActivityRange(c.QueryParam("activity"))
-	buckets, err := d.reads.Activity(c.Request().Context(), r.Query())
+	buckets, err := d.counts.Buckets(c.Request().Context(), r.Query())
 	if err != nil {
 		return views.Activity{}, err
 	}

@@ -17,8 +17,10 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
 )
 
@@ -35,7 +37,8 @@ type testBundle struct {
 
 // storesOn returns the server's stores over pool, with store as its queue.
 func storesOn(store *queue.Store, pool *pgxpool.Pool) web.Stores {
-	return web.Stores{Queue: store, Accounts: accounts.New(pool), Audit: audit.New(pool)}
+	return web.Stores{Queue: store, Accounts: accounts.New(pool), Audit: audit.New(pool), Activity: activity.New(pool),
+		Rejections: rejections.New(pool)}
 }
 
 func setup(t *testing.T) *testBundle {

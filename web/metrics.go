@@ -1,100 +1,11 @@
 package web
 
 import (
-	"cmp"
-	"context"
-	"log/slog"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/hookd/hookd/queue"
 )
-
-// QueueCollector exposes the queue depth by status, read from the database,
-// so every replica reports the one shared queue.
-//
-// The statistics are read at most once per maxAge, however often and
-// however many at once scrape: each read runs counts and a planner
-// estimate, and a flood of scrapes must cost the database nothing more.
-type QueueCollector struct {
-	store  *queue.Store
-	logger *slog.Logger
-	maxAge time.Duration
-	depth  *prometheus.Desc
-	due    *prometheus.Desc
-	up     *prometheus.Desc
-
-	// mu is held across a read, so concurrent scrapes wait for one read
-	// rather than each making their own.
-	mu     sync.Mutex
-	readAt time.Time
-	stats  queue.Stats
-	err    error
-}
-
-// DefaultQueueStatsMaxAge is how long the statistics a scrape reports may
-// be old: well under Prometheus's usual 15 s scrape interval.
-const DefaultQueueStatsMaxAge = 5 * time.Second
-
-// NewQueueCollector returns a collector reading store's Stats at most once
-// per maxAge; zero means DefaultQueueStatsMaxAge.
-func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Duration) *QueueCollector {
-	return &QueueCollector{
-		store:  store,
-		logger: logger,
-		maxAge: cmp.Or(maxAge, DefaultQueueStatsMaxAge),
-		depth: prometheus.NewDesc("hookd_queue_events",
-			"Events on the retry queue by status (failed, retrying, dead).", []string{"status"}, nil),
-		due: prometheus.NewDesc("hookd_queue_due_events",
-			"Pending events whose next retry time has passed.", nil, nil),
-		up: prometheus.NewDesc("hookd_queue_stats_up",
-			"1 when the queue statistics could be read at this scrape, 0 otherwise.", nil, nil),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (qc *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- qc.depth
-	ch <- qc.due
-	ch <- qc.up
-}
-
-// Collect implements prometheus.Collector.
-func (qc *QueueCollector) Collect(ch chan<- prometheus.Metric) {
-	st, err := qc.read()
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(qc.up, prometheus.GaugeValue, 0)
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(qc.up, prometheus.GaugeValue, 1)
-	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Failed), string(queue.StatusFailed))
-	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Retrying), string(queue.StatusRetrying))
-	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Dead), string(queue.StatusDead))
-	ch <- prometheus.MustNewConstMetric(qc.due, prometheus.GaugeValue, float64(st.DueNow))
-}
-
-// read returns the statistics, read afresh only when the last read is older
-// than maxAge. A failed read is kept as long, so an unreachable database is
-// not asked again at every scrape either.
-func (qc *QueueCollector) read() (queue.Stats, error) {
-	qc.mu.Lock()
-	defer qc.mu.Unlock()
-	if !qc.readAt.IsZero() && time.Since(qc.readAt) < qc.maxAge {
-		return qc.stats, qc.err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	qc.stats, qc.err = qc.store.Stats(ctx)
-	qc.readAt = time.Now()
-	if qc.err != nil {
-		qc.logger.WarnContext(ctx, "metrics: cannot read queue stats", "err", qc.err)
-	}
-	return qc.stats, qc.err
-}
 
 // NewMetricsHandler returns the handler of HOOKD_METRICS_ADDR's listener:
 // /metrics and nothing else.

@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -300,7 +301,7 @@ func startBouncedReplicas(t *testing.T, app worker.Processor) *bouncedReplicas {
 		pool := openPool(t, pooled, bouncedPoolConns)
 		store := queue.New(pool)
 		l := logger.With("replica", i)
-		receiver := worker.NewReceiver(store, l, worker.ReceiverConfig{Secrets: []string{testSecret}, Processor: app})
+		receiver := receiver.New(store, l, receiver.Config{Secrets: []string{testSecret}, Processor: app})
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: l, Stores: storesOn(store, pool),
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)

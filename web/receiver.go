@@ -8,7 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // lockedRetryAfter is the Retry-After, in seconds, of a delivery that found
@@ -23,14 +24,14 @@ const lockedRetryAfter = "5"
 // in the memory bodies may hold (bodies).
 //
 // Every 4xx is noted in rejections, with the client's address.
-func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics *worker.Metrics, bodies *bodyReader,
-	rejections *worker.RejectionLog) echo.HandlerFunc {
+func handleStripeWebhook(logger *slog.Logger, rcv *receiver.Receiver, metrics *telemetry.Metrics, bodies *bodyReader,
+	rejections *telemetry.RejectionLog) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		sigHeader := req.Header.Get("Stripe-Signature")
 		refuse := func(status int, err error, payload []byte) {
-			rejections.Record(worker.Refusal{Err: err, HTTPStatus: status, RemoteAddr: c.RealIP(),
-				Payload: payload, SigHeader: sigHeader})
+			rejections.Record(telemetry.Refusal{Reason: receiver.RejectReason(err), Detail: err.Error(),
+				HTTPStatus: status, RemoteAddr: c.RealIP(), Payload: payload, SigHeader: sigHeader})
 		}
 		payload, tooLarge, err := bodies.read(req)
 		if errors.Is(err, errBodyMemoryFull) || tooLarge {
@@ -41,31 +42,31 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 		}
 		switch {
 		case errors.Is(err, errBodyMemoryFull):
-			metrics.Received("body_memory")
+			metrics.Received(telemetry.OutcomeBodyMemory)
 			c.Response().Header().Set("Retry-After", bodyMemoryRetryAfter)
 			return c.String(http.StatusServiceUnavailable, err.Error()+"\n")
 		case err != nil:
-			metrics.Received("bad_payload")
-			refuse(http.StatusBadRequest, worker.ErrUnreadableBody, payload)
-			return c.String(http.StatusBadRequest, worker.ErrUnreadableBody.Error()+"\n")
+			metrics.Received(telemetry.OutcomeBadPayload)
+			refuse(http.StatusBadRequest, receiver.ErrUnreadableBody, payload)
+			return c.String(http.StatusBadRequest, receiver.ErrUnreadableBody.Error()+"\n")
 		case tooLarge:
-			metrics.Received("too_large")
-			refuse(http.StatusRequestEntityTooLarge, worker.ErrTooLarge, payload)
-			return c.String(http.StatusRequestEntityTooLarge, worker.ErrTooLarge.Error()+"\n")
+			metrics.Received(telemetry.OutcomeTooLarge)
+			refuse(http.StatusRequestEntityTooLarge, receiver.ErrTooLarge, payload)
+			return c.String(http.StatusRequestEntityTooLarge, receiver.ErrTooLarge.Error()+"\n")
 		}
-		outcome, err := receiver.Receive(req.Context(), payload, sigHeader)
+		outcome, err := rcv.Receive(req.Context(), payload, sigHeader)
 		status, label, body := receiveAnswer(outcome, err)
 		metrics.Received(label)
 		if status >= 400 && status < 500 {
-			metrics.Refused(err)
+			metrics.Refused(receiver.RejectReason(err))
 			refuse(status, err, payload)
 		}
 		switch label {
-		case "locked":
+		case telemetry.OutcomeLocked:
 			c.Response().Header().Set("Retry-After", lockedRetryAfter)
-		case "unavailable":
+		case telemetry.OutcomeUnavailable:
 			var eventID string
-			if ee, ok := errors.AsType[*worker.EventError](err); ok {
+			if ee, ok := errors.AsType[*receiver.EventError](err); ok {
 				eventID = ee.EventID
 			}
 			logger.ErrorContext(req.Context(), "webhook not stored, asking Stripe to redeliver",
@@ -77,31 +78,31 @@ func handleStripeWebhook(logger *slog.Logger, receiver *worker.Receiver, metrics
 
 // receiveAnswer maps what Receive returned to the HTTP status, the metrics
 // label and the body: the one place that decides what Stripe is told.
-func receiveAnswer(outcome worker.Outcome, err error) (status int, label, body string) {
+func receiveAnswer(outcome receiver.Outcome, err error) (status int, label telemetry.Outcome, body string) {
 	switch {
 	case err == nil:
-		return http.StatusOK, outcome.String(), outcome.String()
-	case errors.Is(err, worker.ErrBadSignature):
-		return http.StatusBadRequest, "bad_signature", err.Error()
-	case errors.Is(err, worker.ErrBadPayload):
-		return http.StatusBadRequest, "bad_payload", err.Error()
+		return http.StatusOK, outcome.Label(), outcome.String()
+	case errors.Is(err, receiver.ErrBadSignature):
+		return http.StatusBadRequest, telemetry.OutcomeBadSignature, err.Error()
+	case errors.Is(err, receiver.ErrBadPayload):
+		return http.StatusBadRequest, telemetry.OutcomeBadPayload, err.Error()
 	case errors.Is(err, queue.ErrEventLocked):
-		return http.StatusServiceUnavailable, "locked", "event is being handled by another delivery"
-	case errors.Is(err, worker.ErrNoSecret):
-		return http.StatusServiceUnavailable, "no_secret", "no signing secret configured"
+		return http.StatusServiceUnavailable, telemetry.OutcomeLocked, "event is being handled by another delivery"
+	case errors.Is(err, receiver.ErrNoSecret):
+		return http.StatusServiceUnavailable, telemetry.OutcomeNoSecret, "no signing secret configured"
 	default:
-		return http.StatusServiceUnavailable, "unavailable", "temporarily unavailable"
+		return http.StatusServiceUnavailable, telemetry.OutcomeUnavailable, "temporarily unavailable"
 	}
 }
 
 // handleStripeWebhookMethod refuses anything but a POST to the receiver
 // with a 405, and notes it: a probe or a misconfigured sender shows up in
 // the rejection log like any other refusal.
-func handleStripeWebhookMethod(rejections *worker.RejectionLog) echo.HandlerFunc {
+func handleStripeWebhookMethod(rejections *telemetry.RejectionLog) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		rejections.Record(worker.Refusal{Err: worker.ErrMethodNotAllowed, HTTPStatus: http.StatusMethodNotAllowed,
-			RemoteAddr: c.RealIP()})
+		rejections.Record(telemetry.Refusal{Reason: receiver.RejectReason(receiver.ErrMethodNotAllowed),
+			Detail: receiver.ErrMethodNotAllowed.Error(), HTTPStatus: http.StatusMethodNotAllowed, RemoteAddr: c.RealIP()})
 		c.Response().Header().Set(echo.HeaderAllow, http.MethodPost)
-		return c.String(http.StatusMethodNotAllowed, worker.ErrMethodNotAllowed.Error()+"\n")
+		return c.String(http.StatusMethodNotAllowed, receiver.ErrMethodNotAllowed.Error()+"\n")
 	}
 }

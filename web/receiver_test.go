@@ -23,7 +23,9 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 const testSecret = "whsec_test_secret"
@@ -34,9 +36,9 @@ var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 func newServer(t testing.TB, store *queue.Store, p worker.Processor, maxBody int64) *httptest.Server {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(web.NewQueueCollector(discardLogger, store, 0))
-	metrics := worker.NewMetrics(reg, nil)
-	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	reg.MustRegister(telemetry.NewQueueCollector(discardLogger, store, 0))
+	metrics := telemetry.NewMetrics(reg, nil)
+	receiver := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, Metrics: metrics,
 	})
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
@@ -243,7 +245,7 @@ func TestStripeWebhook(t *testing.T) {
 	t.Run("NoSecretConfiguredIs503", func(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
-		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{})
+		receiver := receiver.New(store, discardLogger, receiver.Config{})
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)

@@ -12,10 +12,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
@@ -134,7 +135,7 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 			return err
 		}
 		eventID := strings.TrimSpace(c.FormValue("event_id"))
-		if !strings.HasPrefix(eventID, "evt_") || len(eventID) > 255 {
+		if !strings.HasPrefix(eventID, "evt_") || eventjson.CheckID(eventID) != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
 		}
 		back := localPath(c.FormValue("back"), "/search?"+url.Values{"q": {eventID}}.Encode())
@@ -152,23 +153,23 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 			return err
 		}
 		changed := int64(0)
-		if p.Outcome == worker.Processed || p.Outcome == worker.Queued {
+		if p.Outcome == receiver.Processed || p.Outcome == receiver.Queued {
 			changed = 1
 		}
 		if err := d.recordAudit(ctx, c, audit.Pull, eventID, changed); err != nil {
 			return err
 		}
 		switch p.Outcome {
-		case worker.Processed:
+		case receiver.Processed:
 			flash(c, eventID+" pulled from Stripe and processed")
-		case worker.Queued:
+		case receiver.Queued:
 			flash(c, eventID+" pulled from Stripe; processing failed, so it is on the retry queue")
 			if e, err := d.reads.EventByEventID(ctx, eventID); err == nil {
 				back = "/events/" + e.ID.String()
 			}
-		case worker.Duplicate:
+		case receiver.Duplicate:
 			flash(c, eventID+" was processed already; nothing was changed.")
-		case worker.AlreadyQueued:
+		case receiver.AlreadyQueued:
 			flash(c, eventID+" is on the retry queue already; nothing was changed.")
 		}
 		return c.Redirect(http.StatusSeeOther, back)

@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
@@ -68,7 +69,7 @@ func setupReconcile(t *testing.T, key string) *reconcileBundle {
 	}
 	store, pool := queuetest.NewStore(t)
 	logger := slog.New(slog.DiscardHandler)
-	receiver := worker.NewReceiver(store, logger, worker.ReceiverConfig{Secrets: []string{"whsec_web"}, Processor: rb})
+	receiver := receiver.New(store, logger, receiver.Config{Secrets: []string{"whsec_web"}, Processor: rb})
 	r := reconcile.New(store, receiver, logger, reconcile.Config{
 		Client:     stripeapi.New(stripeapi.Config{Key: key, URL: rb.api.URL, PagePause: -1, RateLimitWait: time.Millisecond}),
 		EndpointID: ep.ID,

@@ -8,13 +8,13 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 )
 
 // rejectionsURL is the URL of one page of the rejection log under f.
-func rejectionsURL(f queue.RejectionFilter, page int) string {
+func rejectionsURL(f rejections.Filter, page int) string {
 	q := url.Values{}
 	if f.Reason != "" {
 		q.Set("reason", string(f.Reason))
@@ -33,8 +33,8 @@ func rejectionsURL(f queue.RejectionFilter, page int) string {
 
 func (d *dashboard) handleRejections() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f := queue.RejectionFilter{
-			Reason:         queue.RejectReason(c.QueryParam("reason")),
+		f := rejections.Filter{
+			Reason:         rejections.Reason(c.QueryParam("reason")),
 			ClaimedEventID: strings.TrimSpace(c.QueryParam("q")),
 		}
 		if f.Reason != "" && !views.KnownRejectReason(f.Reason) {
@@ -45,12 +45,12 @@ func (d *dashboard) handleRejections() echo.HandlerFunc {
 			pageNum = 1
 		}
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
-		page, err := d.reads.Rejections(c.Request().Context(), f)
+		page, err := d.rejections.List(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}
 		l := views.RejectionList{Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			RetentionDays: max(1, int(d.opts.MarkerRetention.Hours()/24)), Tolerance: worker.SignatureTolerance}
+			RetentionDays: max(1, int(d.opts.MarkerRetention.Hours()/24)), Tolerance: receiver.SignatureTolerance}
 		if pageNum > 1 {
 			l.Prev = rejectionsURL(f, pageNum-1)
 		}

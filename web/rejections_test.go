@@ -14,34 +14,35 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // rejectionBundle is the receiver and the dashboard with a rejection log.
 type rejectionBundle struct {
 	*testBundle
-	log *worker.RejectionLog
+	log *telemetry.RejectionLog
 }
 
 func setupRejections(t *testing.T, maxBody int64) *rejectionBundle {
 	t.Helper()
-	return setupRejectionsWith(t, maxBody, worker.RejectionLogConfig{PerFlush: 1000})
+	return setupRejectionsWith(t, maxBody, telemetry.RejectionLogConfig{PerFlush: 1000})
 }
 
 // setupRejectionsWith is setupRejections with the rejection log configured
 // by cfg, which gets the receiver's secret.
-func setupRejectionsWith(t *testing.T, maxBody int64, cfg worker.RejectionLogConfig) *rejectionBundle {
+func setupRejectionsWith(t *testing.T, maxBody int64, cfg telemetry.RejectionLogConfig) *rejectionBundle {
 	t.Helper()
 	store, pool := queuetest.NewStore(t)
 	cfg.Secrets = []string{testSecret}
-	log := worker.NewRejectionLog(store, discardLogger, cfg)
-	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{Secrets: []string{testSecret}})
 	stores := storesOn(store, pool)
+	log := telemetry.NewRejectionLog(stores.Rejections, discardLogger, cfg)
+	receiver := receiver.New(store, discardLogger, receiver.Config{Secrets: []string{testSecret}})
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: stores, Receiver: receiver,
 		Gatherer: prometheus.NewRegistry(), MaxBody: maxBody, Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Rejections: log}))
 	t.Cleanup(srv.Close)
@@ -50,12 +51,12 @@ func setupRejectionsWith(t *testing.T, maxBody int64, cfg worker.RejectionLogCon
 }
 
 // flushed writes what the log holds and returns the whole log, newest first.
-func (b *rejectionBundle) flushed(t *testing.T) []queue.Rejection {
+func (b *rejectionBundle) flushed(t *testing.T) []rejections.Rejection {
 	t.Helper()
 	if err := b.log.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	page, err := b.store.Rejections(context.Background(), queue.RejectionFilter{Limit: 1000})
+	page, err := rejections.New(b.pool).List(context.Background(), rejections.Filter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,34 +78,34 @@ func TestRejections_EveryRefusalIsLoggedWithItsReason(t *testing.T) {
 		body        []byte
 		sig         string
 		wantStatus  int
-		wantReason  queue.RejectReason
+		wantReason  rejections.Reason
 		wantClaimed string
 		wantSigned  *time.Time
 		wantMatches *bool
 	}{
 		{name: "TooLarge", body: append(event("evt_big"), bytes.Repeat([]byte(" "), 5000)...),
-			sig: stripeevent.Sign(event("evt_big"), testSecret, now), wantStatus: 413, wantReason: queue.RejectTooLarge, wantClaimed: "evt_big",
+			sig: stripeevent.Sign(event("evt_big"), testSecret, now), wantStatus: 413, wantReason: rejections.TooLarge, wantClaimed: "evt_big",
 			wantSigned: &now},
-		{name: "NoSignature", body: event("evt_unsigned"), wantStatus: 400, wantReason: queue.RejectNoSignature, wantClaimed: "evt_unsigned"},
+		{name: "NoSignature", body: event("evt_unsigned"), wantStatus: 400, wantReason: rejections.NoSignature, wantClaimed: "evt_unsigned"},
 		{name: "MalformedSignature", body: event("evt_malformed"), sig: "t=notanumber,v1=abc", wantStatus: 400,
-			wantReason: queue.RejectBadSignature, wantClaimed: "evt_malformed"},
+			wantReason: rejections.MalformedSignature, wantClaimed: "evt_malformed"},
 		{name: "StaleWithTheRightSecret", body: event("evt_drift"), sig: stripeevent.Sign(event("evt_drift"), testSecret, stale),
-			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_drift", wantSigned: &stale, wantMatches: ptr(true)},
+			wantStatus: 400, wantReason: rejections.StaleSignature, wantClaimed: "evt_drift", wantSigned: &stale, wantMatches: ptr(true)},
 		{name: "StaleWithAnotherSecret", body: event("evt_forged_old"), sig: stripeevent.Sign(event("evt_forged_old"), "whsec_other", stale),
-			wantStatus: 400, wantReason: queue.RejectStaleSignature, wantClaimed: "evt_forged_old", wantSigned: &stale, wantMatches: ptr(false)},
+			wantStatus: 400, wantReason: rejections.StaleSignature, wantClaimed: "evt_forged_old", wantSigned: &stale, wantMatches: ptr(false)},
 		{name: "WrongSecret", body: event("evt_wrong"), sig: stripeevent.Sign(event("evt_wrong"), "whsec_other", now),
-			wantStatus: 400, wantReason: queue.RejectWrongSignature, wantClaimed: "evt_wrong", wantSigned: &now},
+			wantStatus: 400, wantReason: rejections.WrongSignature, wantClaimed: "evt_wrong", wantSigned: &now},
 		{name: "NotJSON", body: []byte("id=evt_form&type=x"), sig: stripeevent.Sign([]byte("id=evt_form&type=x"), testSecret, now),
-			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
+			wantStatus: 400, wantReason: rejections.BadJSON, wantSigned: &now},
 		{name: "NotUTF8", body: []byte("{\"id\":\"evt_bin\xff\"}"), sig: stripeevent.Sign([]byte("{\"id\":\"evt_bin\xff\"}"), testSecret, now),
-			wantStatus: 400, wantReason: queue.RejectBadJSON, wantSigned: &now},
+			wantStatus: 400, wantReason: rejections.BadJSON, wantSigned: &now},
 		{name: "NoID", body: []byte(`{"type":"invoice.paid"}`), sig: stripeevent.Sign([]byte(`{"type":"invoice.paid"}`), testSecret, now),
-			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
+			wantStatus: 400, wantReason: rejections.BadID, wantSigned: &now},
 		{name: "NoType", body: []byte(`{"id":"evt_typeless"}`), sig: stripeevent.Sign([]byte(`{"id":"evt_typeless"}`), testSecret, now),
-			wantStatus: 400, wantReason: queue.RejectBadType, wantClaimed: "evt_typeless", wantSigned: &now},
+			wantStatus: 400, wantReason: rejections.BadType, wantClaimed: "evt_typeless", wantSigned: &now},
 		{name: "IDNotAString", body: []byte(`{"id":42,"type":"x"}`), sig: stripeevent.Sign([]byte(`{"id":42,"type":"x"}`), testSecret, now),
-			wantStatus: 400, wantReason: queue.RejectBadID, wantSigned: &now},
-		{name: "NotAPost", method: http.MethodGet, wantStatus: 405, wantReason: queue.RejectMethod},
+			wantStatus: 400, wantReason: rejections.BadID, wantSigned: &now},
+		{name: "NotAPost", method: http.MethodGet, wantStatus: 405, wantReason: rejections.MethodNotAllowed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			method := tc.method
@@ -266,7 +267,7 @@ func TestRejections_PageOverviewAndSearch(t *testing.T) {
 // claim of an unverified body.
 func TestRejections_AFloodOfGarbageCannotFoldAwaySignedRefusals(t *testing.T) {
 	t.Parallel()
-	b := setupRejectionsWith(t, 1<<20, worker.RejectionLogConfig{})
+	b := setupRejectionsWith(t, 1<<20, telemetry.RejectionLogConfig{})
 	real := stripeevent.NewID("evt")
 	realBody := stripeevent.Minimal(real, "invoice.paid")
 	if got := post(t, b.srv, realBody, stripeevent.Sign(realBody, testSecret, time.Now())); got.status != http.StatusOK {

@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -71,7 +72,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 		t.Cleanup(pool.Close)
 		pools = append(pools, pool)
 		store := queue.New(pool)
-		receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+		receiver := receiver.New(store, discardLogger, receiver.Config{
 			Secrets: []string{testSecret}, Processor: down,
 		})
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: storesOn(store, pool),

@@ -2,21 +2,18 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
 )
-
-// maxSearchLen is the longest event id hookd accepts from Stripe, so no
-// longer query can match anything.
-const maxSearchLen = 255
 
 // handleSearch answers "where is this event?" for a Stripe event id: on the
 // queue, processed, or never seen. A queue row's uuid, as shown on its
@@ -29,8 +26,11 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 		status := http.StatusOK
 		switch {
 		case s.Query == "":
-		case utf8.RuneCountInString(s.Query) > maxSearchLen:
-			s.Problem = "An event id has at most 255 characters; Stripe's look like evt_1Q2w3E4r5T6y7U8i."
+		case eventjson.CheckID(s.Query) != nil:
+			// No event the receiver accepted breaks the rule, so such a
+			// query can match nothing (a queue id passes it too).
+			s.Problem = fmt.Sprintf("An event id has at most %d characters, all printable; Stripe's look like evt_1Q2w3E4r5T6y7U8i.",
+				eventjson.MaxIDLen)
 			status = http.StatusBadRequest
 		default:
 			eventID := s.Query

@@ -1,6 +1,6 @@
 // Package web is hookd's HTTP surface: the Stripe receiver, the operations
 // endpoints and the support dashboard. It stays thin: the receiver's pipeline
-// lives in worker, every query in the store packages (queue and below it),
+// lives in worker/receiver, every query in the store packages (queue and below it),
 // every page in views.
 //
 // Its guarantee to Stripe: a 2xx means the event was processed or is durably
@@ -22,9 +22,13 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // Stores are the stores the server reads and writes, all over one database.
@@ -36,6 +40,10 @@ type Stores struct {
 	Reads    *queue.Store
 	Accounts *accounts.Store
 	Audit    *audit.Log
+	// Activity and Rejections are read by the pages: over the reader's
+	// pool and limit too (queue.TimedReads) when the server has one.
+	Activity   *activity.Store
+	Rejections *rejections.Store
 }
 
 // Options is everything NewServer needs: what it serves from, and the
@@ -48,9 +56,9 @@ type Options struct {
 	Stores Stores
 	// Receiver runs a webhook through the pipeline; nil only in tests that
 	// serve the dashboard alone, which must not post to /webhooks/stripe.
-	Receiver *worker.Receiver
+	Receiver *receiver.Receiver
 	// Metrics counts the receiver's answers; nil counts nothing.
-	Metrics *worker.Metrics
+	Metrics *telemetry.Metrics
 	// Gatherer is what /metrics serves; nil serves no /metrics here, as is
 	// hookd's default: the metrics have a listener of their own
 	// (NewMetricsHandler), away from whoever reaches the receiver.
@@ -85,7 +93,7 @@ type Options struct {
 	TrustedProxies []*net.IPNet
 	// Rejections, when set, records the deliveries the receiver refuses
 	// with a 4xx, for the rejection log.
-	Rejections *worker.RejectionLog
+	Rejections *telemetry.RejectionLog
 	// FormKeys signs the sign-in form's CSRF token, rereading the keys
 	// every minute so a `hookd keys rotate` reaches every replica; nil
 	// means a key ring with the defaults over Stores.Accounts.

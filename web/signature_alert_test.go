@@ -10,10 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // The "is STRIPE_WEBHOOK_SECRET right?" alert counts only deliveries whose
@@ -22,10 +25,10 @@ import (
 // toward it, and 20 signed with a wrong secret count 20, the alert's burst.
 func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 	t.Parallel()
-	store, _ := queuetest.NewStore(t)
-	act := worker.NewActivity(store, discardLogger, worker.ActivityConfig{FlushInterval: time.Hour})
-	metrics := worker.NewMetrics(prometheus.NewRegistry(), act)
-	receiver := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{Secrets: []string{testSecret}, Metrics: metrics})
+	store, pool := queuetest.NewStore(t)
+	act := telemetry.NewActivity(activity.New(pool), discardLogger, telemetry.ActivityConfig{FlushInterval: time.Hour})
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry(), act)
+	receiver := receiver.New(store, discardLogger, receiver.Config{Secrets: []string{testSecret}, Metrics: metrics})
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
 		Receiver: receiver, Metrics: metrics, Gatherer: prometheus.NewRegistry(), MaxBody: 1 << 20}))
 	t.Cleanup(srv.Close)
@@ -69,7 +72,7 @@ func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 	// Stopping flushes the counts.
 	stop()
 	<-flushed
-	n, err := store.SignatureFailures(t.Context(), worker.SignatureWindow)
+	n, err := activity.New(pool).SignatureFailures(t.Context(), worker.SignatureWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

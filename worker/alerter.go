@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/views/humanize"
 )
 
@@ -327,7 +328,7 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
 		})
 	case queue.AlertSignatureFailures:
-		n, err := tx.SignatureFailures(ctx, SignatureWindow)
+		n, err := activity.New(tx.PgxTx()).SignatureFailures(ctx, SignatureWindow)
 		if err != nil {
 			return st, "", err
 		}

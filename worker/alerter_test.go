@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
 )
@@ -162,7 +163,7 @@ func startEveryCondition(t *testing.T, store *queue.Store, pool *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	exec(t, pool, `UPDATE worker_status SET last_run_at = now() - interval '10 minutes' WHERE component = 'retrier'`)
-	if err := store.AddActivity(t.Context(), "replica-a", queue.ActivityCounts{Received: 25, Rejected: 25, BadSignature: 25}); err != nil {
+	if err := activity.New(pool).Add(t.Context(), "replica-a", activity.Counts{Received: 25, Rejected: 25, BadSignature: 25}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 )
 
 const testSecret = "whsec_test_secret"
@@ -42,8 +43,8 @@ func queued(t testing.TB, pool *pgxpool.Pool) int64 {
 	return queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`)
 }
 
-func newReceiver(store *queue.Store, p worker.Processor) *worker.Receiver {
-	return worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+func newReceiver(store *queue.Store, p worker.Processor) *receiver.Receiver {
+	return receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p,
 	})
 }

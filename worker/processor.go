@@ -1,14 +1,16 @@
-// Package worker runs hookd's webhook pipeline over the queue package: the
-// Receiver that verifies, deduplicates and processes a delivery from Stripe,
-// the Retrier that retries the events whose processing failed, and the Pruner
-// that drops old dedup markers.
+// Package worker runs processors on events: the Processor interface and
+// Discard, the forwarder that posts an event to the user's app, and the
+// retry loop (Retrier) that runs the events on the retry queue again until
+// they succeed or are dead. The receiver, which runs a delivery while Stripe
+// waits, is worker/receiver; what is counted and logged of both is
+// worker/telemetry.
 //
-// Its guarantee: at most one processor runs per event id at any time, across
-// the receiver, the retry loop and any number of replicas, because every run
-// happens inside the transaction holding that event's advisory lock, and the
-// outcome (dedup marker or queue row) commits in that same transaction. The
-// receiver and the retry loop each handle events in batches, one transaction
-// per batch, each event with its own lock and its own outcome.
+// Its guarantee: at most one processor runs per event id at any time,
+// across the receiver, the retry loop and any number of replicas: every run
+// holds the event's lease (a row of webhook_leases), and its outcome (the
+// dedup marker, or the queue row and the attempt) is written only with that
+// lease's release, by its owner. No transaction is open while a processor
+// runs.
 package worker
 
 import (
@@ -63,9 +65,15 @@ type discard struct{}
 
 func (discard) Process(context.Context, Delivery) Result { return Result{} }
 
-// process runs p with a timeout and turns a panic into a failed Result, so a
+// DefaultProcessTimeout bounds one processor run unless configured: it is
+// HOOKD_FORWARD_TIMEOUT's default, well within the time Stripe waits for
+// an answer.
+const DefaultProcessTimeout = 10 * time.Second
+
+// Process runs p with a timeout and turns a panic into a failed Result, so a
 // faulty in-process handler fails its event instead of the whole process.
-func process(ctx context.Context, p Processor, timeout time.Duration, d Delivery) (res Result, took time.Duration) {
+// It is how the receiver and the retry loop run a processor.
+func Process(ctx context.Context, p Processor, timeout time.Duration, d Delivery) (res Result, took time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -81,10 +89,11 @@ func process(ctx context.Context, p Processor, timeout time.Duration, d Delivery
 // maxErrorText bounds the error text stored per attempt and queue row.
 const maxErrorText = 2000
 
-// errorText is err's text as PostgreSQL can store it in a text column:
+// ErrorText is err's text as PostgreSQL can store it in a text column:
 // valid UTF-8, without NUL bytes (which text rejects, and which a failing
-// downstream may well send), and bounded.
-func errorText(err error) string {
+// downstream may well send), and bounded: the last error of an attempt and
+// of a queue row.
+func ErrorText(err error) string {
 	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	if len(s) > maxErrorText {

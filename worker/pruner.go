@@ -9,6 +9,9 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // MinMarkerRetention is Stripe's redelivery window: Stripe redelivers an
@@ -34,7 +37,7 @@ type PrunerConfig struct {
 	// Timeout bounds one run. Default: 1 minute.
 	Timeout time.Duration
 	// Metrics, when set, counts the markers deleted.
-	Metrics *Metrics
+	Metrics *telemetry.Metrics
 }
 
 // staleLeaseAge is how long after it expired an abandoned lease is deleted:
@@ -46,25 +49,31 @@ const staleLeaseAge = time.Hour
 // Pruner deletes old dedup markers on a schedule, and with them the attempt
 // history of resolved events. Dead and pending events keep their history.
 type Pruner struct {
-	store    *queue.Store
-	accounts *accounts.Store
-	logger   *slog.Logger
-	cfg      PrunerConfig
-	metrics  *Metrics
+	store      *queue.Store
+	accounts   *accounts.Store
+	activity   *activity.Store
+	rejections *rejections.Store
+	logger     *slog.Logger
+	cfg        PrunerConfig
+	metrics    *telemetry.Metrics
 }
 
-// NewPruner returns a Pruner over store, and over accts for what signing
-// in to the dashboard leaves behind.
-func NewPruner(store *queue.Store, accts *accounts.Store, logger *slog.Logger, cfg PrunerConfig) *Pruner {
+// NewPruner returns a Pruner over store, over accts for what signing in to
+// the dashboard leaves behind, and over act and rej for the chart counts
+// and the rejection log.
+func NewPruner(store *queue.Store, accts *accounts.Store, act *activity.Store, rej *rejections.Store,
+	logger *slog.Logger, cfg PrunerConfig) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultMarkerRetention)
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
 	return &Pruner{
-		store:    store,
-		accounts: accts,
-		logger:   logger.With("component", "pruner"),
-		cfg:      cfg,
-		metrics:  cfg.Metrics,
+		store:      store,
+		accounts:   accts,
+		activity:   act,
+		rejections: rej,
+		logger:     logger.With("component", "pruner"),
+		cfg:        cfg,
+		metrics:    cfg.Metrics,
 	}
 }
 
@@ -88,14 +97,14 @@ func (p *Pruner) Run(ctx context.Context) error {
 // RunOnce deletes the markers and attempt history older than the
 // retention, records the run for the dashboard, deletes expired dashboard
 // sessions, sign-in counts old enough to start over, the chart counts
-// older than queue.ActivityRetention and the refused deliveries older than
-// the retention or beyond queue.MaxRejections, and returns how many markers
+// older than activity.Retention and the refused deliveries older than
+// the retention or beyond rejections.MaxRows, and returns how many markers
 // it deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	markers, err := p.store.PruneProcessed(ctx, p.cfg.Retention)
-	p.metrics.countPruned(markers)
+	p.metrics.CountPruned(markers)
 	if err != nil {
 		return markers, err
 	}
@@ -114,11 +123,11 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	activity, err := p.store.PruneActivity(ctx)
+	counts, err := p.activity.Prune(ctx)
 	if err != nil {
 		return markers, err
 	}
-	rejections, err := p.store.PruneRejections(ctx, p.cfg.Retention, queue.MaxRejections)
+	refused, err := p.rejections.Prune(ctx, p.cfg.Retention, rejections.MaxRows)
 	if err != nil {
 		return markers, err
 	}
@@ -126,10 +135,10 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || activity > 0 || rejections > 0 || leases > 0 {
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
-			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", activity,
-			"refused_deliveries", rejections, "abandoned_leases", leases, "older_than", p.cfg.Retention)
+			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", counts,
+			"refused_deliveries", refused, "abandoned_leases", leases, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

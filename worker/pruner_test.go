@@ -7,7 +7,9 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker"
 )
 
@@ -27,7 +29,7 @@ func TestPruner(t *testing.T) {
 			  ('stripe', '`+dead.EventID+`', now() - interval '60 days', 1, 'failed', 'inline', 0)`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour})
+		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour})
 		removed, err := p.RunOnce(t.Context())
 		if err != nil || removed != 1 {
 			t.Fatalf("run: removed %d, %v; want 1", removed, err)
@@ -62,7 +64,7 @@ func TestPruner(t *testing.T) {
 			  ('ip:192.0.2.2', 40, now() - interval '59 minutes')`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), discardLogger, worker.PrunerConfig{})
+		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{})
 		if _, err := p.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +86,7 @@ func TestPruner(t *testing.T) {
 			`INSERT INTO processed_webhook_events (event_id, processed_at) VALUES ('evt_old', now() - interval '31 days')`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
+		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()

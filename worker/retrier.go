@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // RetrierConfig configures a Retrier. Zero fields get the defaults below.
@@ -37,7 +38,7 @@ type RetrierConfig struct {
 	// Processor handles each event. Default: Discard.
 	Processor Processor
 	// Metrics, when set, counts retries and dead letters.
-	Metrics *Metrics
+	Metrics *telemetry.Metrics
 }
 
 // The defaults of the settings a user can change (HOOKD_RETRY_INTERVAL,
@@ -71,7 +72,7 @@ type Retrier struct {
 	logger  *slog.Logger
 	cfg     RetrierConfig
 	proc    Processor
-	metrics *Metrics
+	metrics *telemetry.Metrics
 	// settles gathers the outcomes that the workers reach at one moment
 	// into one statement.
 	settles *groupcommit.Batcher[*settling]
@@ -192,7 +193,7 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, bool, error)
 	for _, c := range claim.Claimed {
 		switch {
 		case c.Dead:
-			r.metrics.countDead()
+			r.metrics.CountDead()
 			r.logger.ErrorContext(workCtx, "event is dead: its last attempt was interrupted", "event_id", c.Event.EventID,
 				"event_type", c.Event.EventType, "attempt", c.Event.Attempts)
 		case c.Processed:
@@ -283,7 +284,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 	e := s.Claimed.Event
 	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	res, took := process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
+	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
 	})
 	if res.Err != nil && ctx.Err() != nil {
@@ -291,26 +292,27 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 		return
 	}
 	path := s.Claimed.Path
-	r.metrics.observeProcess(path, res.Err == nil, took)
+	r.metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts,
 	}
 	s.Kind, s.Attempt = queue.SettleDone, a
 	if res.Err != nil {
-		a.Error = errorText(res.Err)
+		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
 	}
 }
 
 // settle writes the outcomes of a batch of claimed events with their
 // leases' release, in one statement, or each alone when that fails. The
-// writes outlive shutdown's cancellation, within writeTimeout: the
-// processors' side effects happened.
+// writes outlive shutdown's cancellation, within queue.LeaseMargin, so an
+// outcome is written while its lease still holds: the processors' side
+// effects happened.
 func (r *Retrier) settle(batch []*settling) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), queue.LeaseMargin)
 	defer cancel()
-	eachAlone(batch, func(group []*settling) error {
+	groupcommit.EachAlone(batch, func(group []*settling) error {
 		settled := make([]queue.Settled, len(group))
 		for i, t := range group {
 			settled[i] = t.s
@@ -345,17 +347,17 @@ func (r *Retrier) report(ctx context.Context, t *settling) {
 	switch s.Kind {
 	case queue.SettleDone:
 		if s.Attempt != nil {
-			r.metrics.countRetries(1, 0)
+			r.metrics.CountRetries(1, 0)
 		}
 	case queue.SettleFailed:
-		r.metrics.countRetries(0, 1)
+		r.metrics.CountRetries(0, 1)
 		e := s.Claimed.Event
 		switch {
 		case t.state.Hastened:
 			r.logger.WarnContext(ctx, "retry failed; a person asked for another, due now", "event_id", e.EventID,
 				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
 		case t.state.Status == queue.StatusDead:
-			r.metrics.countDead()
+			r.metrics.CountDead()
 			r.logger.ErrorContext(ctx, "event is dead: no retries left", "event_id", e.EventID,
 				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
 		default:

@@ -10,11 +10,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 func newRetrier(store *queue.Store, p worker.Processor, batch int) *worker.Retrier {
@@ -100,7 +104,7 @@ func TestRetrier(t *testing.T) {
 		p.fail.Store(true)
 		id := stripeevent.NewID("evt")
 		body := stripeevent.Minimal(id, "invoice.paid")
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Queued {
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Queued {
 			t.Fatalf("inline: got %v, %v; want Queued", got, err)
 		}
 		r := newRetrier(store, p, 10)
@@ -270,7 +274,7 @@ func TestRetrier(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("retry batch: %v", err)
 		}
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != worker.Duplicate {
+		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Duplicate {
 			t.Errorf("redelivery after retry: got %v, %v; want Duplicate", got, err)
 		}
 		if got := p.total(); got != 1 {
@@ -285,7 +289,7 @@ func TestRetrier(t *testing.T) {
 		body := stripeevent.Minimal(id, "invoice.paid")
 		p := newBlockingProcessor()
 		type answer struct {
-			o   worker.Outcome
+			o   receiver.Outcome
 			err error
 		}
 		done := make(chan answer, 1)
@@ -302,7 +306,7 @@ func TestRetrier(t *testing.T) {
 			t.Fatalf("retry during inline: claimed %d, %v; want 0", n, err)
 		}
 		close(p.release)
-		if a := <-done; a.err != nil || a.o != worker.Processed {
+		if a := <-done; a.err != nil || a.o != receiver.Processed {
 			t.Fatalf("inline: got %v, %v; want Processed", a.o, a.err)
 		}
 		makeDue(t, pool)
@@ -506,4 +510,36 @@ func TestRetrier(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Retries and deaths are counted for the charts once committed.
+func TestRetrier_CountsRetriesAndDeathsWhenCommitted(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	act := telemetry.NewActivity(activity.New(pool), discardLogger, telemetry.ActivityConfig{Replica: "r"})
+	metrics := telemetry.NewMetrics(prometheus.NewRegistry(), act)
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: queue.MaxAttempts - 1})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
+	p := &countingProcessor{}
+	p.fail.Store(true)
+	r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p, Metrics: metrics})
+	if n, err := r.RunBatch(t.Context()); err != nil || n != 2 {
+		t.Fatalf("batch: %d, %v; want 2 claimed", n, err)
+	}
+	p.fail.Store(false)
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusFailed})
+	if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
+		t.Fatalf("batch: %d, %v; want 1 claimed", n, err)
+	}
+	if err := act.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var retried, processed, dead int64
+	if err := pool.QueryRow(t.Context(), `SELECT sum(retried), sum(processed), sum(dead) FROM activity_minutes`).
+		Scan(&retried, &processed, &dead); err != nil {
+		t.Fatal(err)
+	}
+	if retried != 3 || processed != 1 || dead != 1 {
+		t.Errorf("got %d retried, %d processed, %d dead; want 3, 1, 1", retried, processed, dead)
+	}
 }

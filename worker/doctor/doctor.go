@@ -30,6 +30,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
@@ -587,8 +588,8 @@ func keyKind(key string) string {
 }
 
 // Clock compares this machine's clock with the Date header of Stripe's API:
-// the receiver refuses signatures older than 300 s by this clock, so a
-// clock running ahead refuses Stripe's deliveries as stale.
+// the receiver refuses signatures older than receiver.SignatureTolerance by
+// this clock, so a clock running ahead refuses Stripe's deliveries as stale.
 func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	const name = "clock"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(apiURL, "/")+"/v1/", nil)
@@ -611,18 +612,18 @@ func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	local := sent.Add(received.Sub(sent) / 2)
 	ahead := local.Sub(stripeNow.Add(500 * time.Millisecond)).Round(time.Second)
 	switch {
-	case ahead > worker.SignatureTolerance:
+	case ahead > receiver.SignatureTolerance:
 		return Result{name, Fail, fmt.Sprintf("this clock is %s ahead of Stripe's: every signature looks older than "+
-			"%s and is refused; sync it with NTP", short(ahead), short(worker.SignatureTolerance))}
+			"%s and is refused; sync it with NTP", short(ahead), short(receiver.SignatureTolerance))}
 	case ahead > 30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s ahead of Stripe's, which leaves a delivery %s of the "+
-			"%s a signature is good for; sync it with NTP", short(ahead), short(worker.SignatureTolerance-ahead), short(worker.SignatureTolerance))}
+			"%s a signature is good for; sync it with NTP", short(ahead), short(receiver.SignatureTolerance-ahead), short(receiver.SignatureTolerance))}
 	case ahead < -30*time.Second:
 		return Result{name, Warn, fmt.Sprintf("this clock is %s behind Stripe's: replayed signatures stay good that "+
 			"much longer, and times on the dashboard are off; sync it with NTP", short(-ahead))}
 	}
 	return Result{name, OK, fmt.Sprintf("%s off Stripe's, well within the %s a signature is good for",
-		short(max(ahead, -ahead)), short(worker.SignatureTolerance))}
+		short(max(ahead, -ahead)), short(receiver.SignatureTolerance))}
 }
 
 // unwrapURLError drops the method and URL net/http wraps an error in, which

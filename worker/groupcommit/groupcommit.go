@@ -111,3 +111,23 @@ func (b *Batcher[T]) addWaiting(n int) {
 		b.waiting(n)
 	}
 }
+
+// EachAlone runs do for the whole group, and when that fails, for each of
+// its members alone, so that one member's failing write never changes
+// another's outcome: each member gets the error of its own write, fail. It is
+// how a batch whose transaction failed is written again, one by one.
+func EachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
+	err := do(group)
+	if err == nil {
+		return
+	}
+	if len(group) == 1 {
+		fail(group[0], err)
+		return
+	}
+	for _, m := range group {
+		if err := do([]T{m}); err != nil {
+			fail(m, err)
+		}
+	}
+}

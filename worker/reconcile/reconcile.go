@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
 
@@ -71,13 +71,13 @@ type Config struct {
 // Reconciler runs reconciliations, on demand or on a schedule.
 type Reconciler struct {
 	store    *queue.Store
-	receiver *worker.Receiver
+	receiver *receiver.Receiver
 	logger   *slog.Logger
 	cfg      Config
 }
 
 // New returns a Reconciler that recovers events through receiver.
-func New(store *queue.Store, receiver *worker.Receiver, logger *slog.Logger, cfg Config) *Reconciler {
+func New(store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger, cfg Config) *Reconciler {
 	cfg.MaxWindow = min(cmp.Or(cfg.MaxWindow, MaxWindow), MaxWindow)
 	cfg.Window = min(cmp.Or(cfg.Window, DefaultWindow), cfg.MaxWindow)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
@@ -353,15 +353,15 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 	return firstErr
 }
 
-func count(c *queue.ReconcileCounts, o worker.Outcome) {
+func count(c *queue.ReconcileCounts, o receiver.Outcome) {
 	switch o {
-	case worker.Processed:
+	case receiver.Processed:
 		c.Recovered++
-	case worker.Queued:
+	case receiver.Queued:
 		c.Queued++
-	case worker.Duplicate:
+	case receiver.Duplicate:
 		c.AlreadyProcessed++
-	case worker.AlreadyQueued:
+	case receiver.AlreadyQueued:
 		c.AlreadyQueued++
 	}
 }
@@ -369,7 +369,7 @@ func count(c *queue.ReconcileCounts, o worker.Outcome) {
 // Pulled is what Pull did with one event.
 type Pulled struct {
 	Event   stripeapi.Event
-	Outcome worker.Outcome
+	Outcome receiver.Outcome
 }
 
 // Pull reads one event from Stripe and runs it through the pipeline, as a

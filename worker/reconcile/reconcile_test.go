@@ -18,6 +18,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
@@ -74,7 +75,7 @@ type bundle struct {
 	api      *stripetest.Server
 	endpoint stripetest.Endpoint
 	app      *app
-	receiver *worker.Receiver
+	receiver *receiver.Receiver
 	r        *reconcile.Reconciler
 	// key is the API key the reconcilers made from now on use.
 	key string
@@ -88,7 +89,7 @@ func setup(t *testing.T, enabled []string, cfg reconcile.Config) *bundle {
 	b := &bundle{store: store, pool: pool, api: stripetest.NewServer(t), app: newApp()}
 	b.endpoint = b.api.AddEndpoint(stripetest.Endpoint{EnabledEvents: enabled})
 	b.key = b.api.Key()
-	b.receiver = worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	b.receiver = receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: b.app})
 	b.r = b.reconciler(store, cfg)
 	return b
@@ -97,7 +98,7 @@ func setup(t *testing.T, enabled []string, cfg reconcile.Config) *bundle {
 func (b *bundle) reconciler(store *queue.Store, cfg reconcile.Config) *reconcile.Reconciler {
 	cfg.Client = stripeapi.New(stripeapi.Config{Key: b.key, URL: b.api.URL, PagePause: -1, RateLimitWait: time.Millisecond})
 	cfg.EndpointID = b.endpoint.ID
-	return reconcile.New(store, worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	return reconcile.New(store, receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: b.app}), discardLogger, cfg)
 }
 
@@ -549,10 +550,10 @@ func TestPull(t *testing.T) {
 		b := setup(t, nil, reconcile.Config{})
 		id, _ := b.api.AddEvent(stripetest.Event{Created: time.Now().Add(-time.Minute)}) // a pull ignores age
 		p, err := b.r.Pull(t.Context(), id)
-		if err != nil || p.Outcome != worker.Processed {
+		if err != nil || p.Outcome != receiver.Processed {
 			t.Fatalf("got %v, %v; want processed", p.Outcome, err)
 		}
-		if p, err = b.r.Pull(t.Context(), id); err != nil || p.Outcome != worker.Duplicate {
+		if p, err = b.r.Pull(t.Context(), id); err != nil || p.Outcome != receiver.Duplicate {
 			t.Fatalf("second pull: got %v, %v; want duplicate", p.Outcome, err)
 		}
 		if b.app.times(id) != 1 {

@@ -34,3 +34,9 @@ func (t Tx) PgxTx() pgx.Tx { return t.tx }
 func InTx(ctx context.Context, db DBTX, fn func(Tx) error) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return fn(Tx{tx: tx}) })
 }
+
+// PruneBatchSize bounds each DELETE of a prune (markers, attempt history,
+// the rejection log), so a prune of millions of rows is many short
+// transactions instead of one long one holding row locks and bloating the
+// WAL in a single commit.
+const PruneBatchSize = 10_000

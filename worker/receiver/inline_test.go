@@ -1,30 +1,28 @@
-package worker_test
+package receiver_test
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	store, bundle := setup(t)
 	const slots, events = 2, 20
 	p := newBlockingProcessor()
 	p.started = make(chan string, events)
-	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	r := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, InlineConcurrency: slots,
 	})
-	deliver := func(body []byte) (worker.Outcome, error) {
+	deliver := func(body []byte) (receiver.Outcome, error) {
 		return r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 	}
 
@@ -36,7 +34,7 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 	// Every event at once, while the app holds each one it gets.
 	type answer struct {
 		id      string
-		outcome worker.Outcome
+		outcome receiver.Outcome
 		err     error
 	}
 	answers := make(chan answer, events)
@@ -50,7 +48,7 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 	deferred := map[string]bool{}
 	for range events - slots {
 		a := <-answers
-		if a.err != nil || a.outcome != worker.Deferred {
+		if a.err != nil || a.outcome != receiver.Deferred {
 			t.Fatalf("%s: got %v, %v while the app held %d; want Deferred", a.id, a.outcome, a.err, slots)
 		}
 		deferred[a.id] = true
@@ -65,18 +63,18 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 
 	// A deferred event waits at once, with no attempt made.
 	var n int64
-	if err := pool.QueryRow(t.Context(), `
+	if err := bundle.pool.QueryRow(t.Context(), `
 		SELECT count(*) FROM webhook_events
 		WHERE status = 'failed' AND attempts = 0 AND next_retry_at <= now() AND last_attempt_at IS NULL
 		  AND last_error LIKE 'deferred: the app was busy%'`).Scan(&n); err != nil || n != events-slots {
 		t.Fatalf("deferred rows: got %d, %v; want %d, due now, attempts 0, saying why", n, err, events-slots)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
 		t.Errorf("%d attempts recorded while the app held every slot, want 0", n)
 	}
 	// Dedup and the lock still apply.
 	for id := range deferred {
-		if o, err := deliver(bodies[id]); err != nil || o != worker.AlreadyQueued {
+		if o, err := deliver(bodies[id]); err != nil || o != receiver.AlreadyQueued {
 			t.Errorf("redelivery of deferred %s: got %v, %v; want AlreadyQueued", id, o, err)
 		}
 		break
@@ -92,14 +90,14 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 	wg.Wait()
 	close(answers)
 	for a := range answers {
-		if a.err != nil || a.outcome != worker.Processed {
+		if a.err != nil || a.outcome != receiver.Processed {
 			t.Errorf("in-flight %s: got %v, %v; want Processed once the app answered", a.id, a.outcome, a.err)
 		}
 	}
-	if n, err := newRetrier(store, p, events).RunBatch(t.Context()); err != nil || n != events-slots {
+	if n, err := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p, BatchSize: events}).RunBatch(t.Context()); err != nil || n != events-slots {
 		t.Fatalf("retry loop: claimed %d, %v; want the %d deferred", n, err, events-slots)
 	}
-	if q, m := queued(t, pool), markers(t, pool); q != 0 || m != events {
+	if q, m := bundle.queued(t), bundle.markers(t); q != 0 || m != events {
 		t.Errorf("queue rows %d, markers %d; want 0, %d", q, m, events)
 	}
 	p.mu.Lock()
@@ -108,27 +106,5 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 		if p.runs[id] != 1 {
 			t.Errorf("%s reached the app %d times, want 1", id, p.runs[id])
 		}
-	}
-}
-
-func TestActivity_DeferredCountsAsQueued(t *testing.T) {
-	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	act := worker.NewActivity(store, discardLogger, worker.ActivityConfig{FlushInterval: time.Millisecond})
-	metrics := worker.NewMetrics(prometheus.NewRegistry(), act)
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		_ = act.Run(ctx)
-		close(done)
-	}()
-	for range 3 {
-		metrics.Received(worker.Deferred.String())
-	}
-	// Stopping flushes what is left.
-	stop()
-	<-done
-	if n := queuetest.Count(t, pool, `SELECT coalesce(sum(queued), 0) FROM activity_minutes`); n != 3 {
-		t.Errorf("queued in the chart counts: got %d, want the 3 deferred events", n)
 	}
 }

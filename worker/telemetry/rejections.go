@@ -1,40 +1,27 @@
-package worker
+package telemetry
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/hookd/hookd/queue"
-)
-
-// Refusals decided before the pipeline runs, by the HTTP handler.
-var (
-	// ErrTooLarge is a body over the receiver's size limit.
-	ErrTooLarge = errors.New("body larger than the limit")
-	// ErrUnreadableBody is a body that could not be read to its end.
-	ErrUnreadableBody = errors.New("cannot read body")
-	// ErrMethodNotAllowed is a request to the receiver that is not a POST.
-	ErrMethodNotAllowed = errors.New("method not allowed: Stripe POSTs its events")
+	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/queue/rejections"
 )
 
 // Refusal is one delivery the receiver refused with a 4xx, as the HTTP
 // handler saw it.
 type Refusal struct {
-	// Err is why: what Receive returned, or ErrTooLarge,
-	// ErrUnreadableBody, ErrMethodNotAllowed.
-	Err        error
+	// Reason is why, as the receiver reads its refusal
+	// (receiver.RejectReason), and Detail what the sender was told.
+	Reason     rejections.Reason
+	Detail     string
 	HTTPStatus int
 	RemoteAddr string
 	// Payload is the body as read (up to the size limit) and SigHeader the
@@ -72,11 +59,6 @@ type RejectionLogConfig struct {
 	StopTimeout time.Duration
 }
 
-// claimScanBytes is how much of a refused body is read for the event id it
-// claims. Stripe puts "id" first; a body that hides it deeper is not worth
-// parsing a megabyte for.
-const claimScanBytes = 16 << 10
-
 // RejectionLog records the deliveries the receiver refused, for the
 // dashboard's rejection log. Record never waits on the database: refusals
 // are kept in memory and written every FlushInterval, so a crash loses at
@@ -86,7 +68,7 @@ const claimScanBytes = 16 << 10
 // and 10 others recorded one by one, and the rest counted. A nil
 // *RejectionLog records nothing.
 type RejectionLog struct {
-	store  *queue.Store
+	store  *rejections.Store
 	logger *slog.Logger
 	cfg    RejectionLogConfig
 
@@ -94,8 +76,8 @@ type RejectionLog struct {
 	// admitted counts the refusals of each budget recorded one by one since
 	// the last write: [false] unproven signatures, [true] signed ones.
 	admitted map[bool]int
-	pending  []queue.Rejection
-	extra    map[summaryKey]*queue.Rejection
+	pending  []rejections.Rejection
+	extra    map[summaryKey]*rejections.Rejection
 }
 
 // summaryKey is the row that adds up the refusals beyond a budget: one per
@@ -103,11 +85,11 @@ type RejectionLog struct {
 // of garbage can make.
 type summaryKey struct {
 	signed bool
-	reason queue.RejectReason
+	reason rejections.Reason
 }
 
 // NewRejectionLog returns a RejectionLog writing to store.
-func NewRejectionLog(store *queue.Store, logger *slog.Logger, cfg RejectionLogConfig) *RejectionLog {
+func NewRejectionLog(store *rejections.Store, logger *slog.Logger, cfg RejectionLogConfig) *RejectionLog {
 	cfg.PerFlush = cmp.Or(cfg.PerFlush, 10)
 	cfg.SignedPerFlush = cmp.Or(cfg.SignedPerFlush, 10)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
@@ -117,7 +99,7 @@ func NewRejectionLog(store *queue.Store, logger *slog.Logger, cfg RejectionLogCo
 		logger:   logger.With("component", "rejections"),
 		cfg:      cfg,
 		admitted: map[bool]int{},
-		extra:    map[summaryKey]*queue.Rejection{},
+		extra:    map[summaryKey]*rejections.Rejection{},
 	}
 }
 
@@ -127,8 +109,8 @@ func (l *RejectionLog) Record(r Refusal) {
 		return
 	}
 	now := time.Now()
-	reason := rejectReason(r.Err)
-	signed := checkSignature(r.Err) != signatureUnproven
+	reason := r.Reason
+	signed := checkSignature(reason) != signatureUnproven
 	budget := l.cfg.PerFlush
 	if signed {
 		budget = l.cfg.SignedPerFlush
@@ -141,8 +123,8 @@ func (l *RejectionLog) Record(r Refusal) {
 	} else if sum, ok := l.extra[key]; ok {
 		sum.Count++
 	} else {
-		l.extra[key] = &queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus,
-			Detail: refusalText(r.Err), RemoteAddr: r.RemoteAddr, Count: 1}
+		l.extra[key] = &rejections.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus,
+			Detail: r.Detail, RemoteAddr: r.RemoteAddr, Count: 1}
 	}
 	l.mu.Unlock()
 	if !one {
@@ -157,13 +139,13 @@ func (l *RejectionLog) Record(r Refusal) {
 }
 
 // describe makes the row of one refusal.
-func (l *RejectionLog) describe(now time.Time, reason queue.RejectReason, r Refusal) queue.Rejection {
-	row := queue.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus, Detail: refusalText(r.Err),
-		RemoteAddr: r.RemoteAddr, ClaimedEventID: claimedEventID(r.Payload), Count: 1}
+func (l *RejectionLog) describe(now time.Time, reason rejections.Reason, r Refusal) rejections.Rejection {
+	row := rejections.Rejection{At: now, Reason: reason, HTTPStatus: r.HTTPStatus, Detail: r.Detail,
+		RemoteAddr: r.RemoteAddr, ClaimedEventID: eventjson.ClaimedID(r.Payload), Count: 1}
 	if t, ok := signatureTime(r.SigHeader); ok {
 		row.SignedAt = &t
 	}
-	if reason == queue.RejectStaleSignature {
+	if reason == rejections.StaleSignature {
 		matches := false
 		for _, secret := range l.cfg.Secrets {
 			if webhook.ValidatePayloadIgnoringTolerance(r.Payload, r.SigHeader, secret) == nil {
@@ -189,7 +171,7 @@ func (l *RejectionLog) Flush(ctx context.Context) error {
 		delete(l.extra, key)
 	}
 	l.mu.Unlock()
-	return l.store.RecordRejections(ctx, rows)
+	return l.store.Record(ctx, rows)
 }
 
 // Run writes every FlushInterval until ctx is cancelled, then once more,
@@ -205,41 +187,35 @@ func (l *RejectionLog) Run(ctx context.Context) error {
 	return nil
 }
 
-// rejectReason maps why a delivery was refused to the rejection log's
-// reason: the one place that does.
-func rejectReason(err error) queue.RejectReason {
-	switch {
-	case errors.Is(err, ErrTooLarge):
-		return queue.RejectTooLarge
-	case errors.Is(err, ErrMethodNotAllowed):
-		return queue.RejectMethod
-	case errors.Is(err, ErrUnreadableBody):
-		return queue.RejectUnreadableBody
-	case errors.Is(err, ErrNoSignature):
-		return queue.RejectNoSignature
-	case errors.Is(err, ErrStaleSignature):
-		return queue.RejectStaleSignature
-	case errors.Is(err, ErrWrongSignature):
-		return queue.RejectWrongSignature
-	case errors.Is(err, ErrBadSignature):
-		return queue.RejectBadSignature
-	case errors.Is(err, ErrBadEventID):
-		return queue.RejectBadID
-	case errors.Is(err, ErrBadEventType):
-		return queue.RejectBadType
-	case errors.Is(err, ErrBadPayload):
-		return queue.RejectBadJSON
-	}
-	// A 4xx no case above knows: the body, or what was read of it, is what
-	// the receiver could not use.
-	return queue.RejectUnreadableBody
-}
+// signatureCheck is what a refusal shows of its Stripe-Signature header.
+type signatureCheck int
 
-func refusalText(err error) string {
-	if err == nil {
-		return ""
+const (
+	// signatureUnproven: no header, a malformed or stale one, or a refusal
+	// made before the signature was checked. Anyone on the internet can
+	// send one, so it says nothing about Stripe or hookd's secret.
+	signatureUnproven signatureCheck = iota
+	// signatureWrongSecret: well formed and recent, matching no configured
+	// secret: Stripe signing with a secret hookd lacks, or another sender
+	// taking the trouble to look like it.
+	signatureWrongSecret
+	// signatureVerified: well formed, recent and made with a configured
+	// secret; the body was what got refused.
+	signatureVerified
+)
+
+// checkSignature reads a refusal's reason for what its signature showed:
+// the one place that tells a signature well formed and recent from one
+// anyone could send, for the signature alert's count (Metrics.Refused) and
+// the rejection log's budgets.
+func checkSignature(reason rejections.Reason) signatureCheck {
+	switch {
+	case reason == rejections.WrongSignature:
+		return signatureWrongSecret
+	case reason.SignatureVerified():
+		return signatureVerified
 	}
-	return err.Error()
+	return signatureUnproven
 }
 
 // signatureTime returns the t= timestamp of a Stripe-Signature header.
@@ -257,39 +233,4 @@ func signatureTime(header string) (time.Time, bool) {
 		return time.Unix(unix, 0), true
 	}
 	return time.Time{}, false
-}
-
-// claimedEventID returns the top-level "id" a body claims, read with a
-// streaming decoder from its first claimScanBytes so a large body is not
-// parsed whole; nil when there is none, or none that could be an event id.
-func claimedEventID(payload []byte) *string {
-	dec := json.NewDecoder(bytes.NewReader(payload[:min(len(payload), claimScanBytes)]))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	for dec.More() {
-		key, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		if key != "id" {
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				return nil
-			}
-			continue
-		}
-		var id string
-		if dec.Decode(&id) != nil || id == "" || len(id) > maxIDLen {
-			return nil
-		}
-		for _, c := range id {
-			// U+FFFD stands for bytes that were not UTF-8.
-			if !unicode.IsPrint(c) || c == utf8.RuneError {
-				return nil
-			}
-		}
-		return &id
-	}
-	return nil
 }

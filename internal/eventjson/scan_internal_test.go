@@ -1,4 +1,4 @@
-package worker
+package eventjson
 
 import (
 	"bytes"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// scanEventCases are bodies where a JSON reader can go wrong: nesting,
+// scanCases are bodies where a JSON reader can go wrong: nesting,
 // strings that look like structure, escapes, numbers, and text that is
 // almost JSON.
-var scanEventCases = []string{
+var scanCases = []string{
 	`{"id":"evt_1","type":"invoice.paid"}`,
 	` { "type" : "invoice.paid" , "id" : "evt_2" } `,
 	"{\n\t\"id\":\"evt_3\",\r\n\"type\":\"x\"}",
@@ -39,26 +39,26 @@ var scanEventCases = []string{
 	`{"a":` + strings.Repeat(`{"a":`, maxJSONDepth-1) + `1` + strings.Repeat("}", maxJSONDepth),
 }
 
-// scanEvent agrees with encoding/json on every body: valid exactly when
+// Scan agrees with encoding/json on every body: valid exactly when
 // json.Valid says so, and with the id and type a decode into a map finds
 // (exact names, the last of a repeated one).
-func TestScanEventAgreesWithEncodingJSON(t *testing.T) {
+func TestScanAgreesWithEncodingJSON(t *testing.T) {
 	t.Parallel()
-	for _, body := range scanEventCases {
-		checkScanEvent(t, []byte(body))
+	for _, body := range scanCases {
+		checkScan(t, []byte(body))
 	}
 }
 
-func FuzzScanEvent(f *testing.F) {
-	for _, body := range scanEventCases {
+func FuzzScan(f *testing.F) {
+	for _, body := range scanCases {
 		f.Add([]byte(body))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkScanEvent(t, body) })
+	f.Fuzz(func(t *testing.T, body []byte) { checkScan(t, body) })
 }
 
-func checkScanEvent(t *testing.T, body []byte) {
+func checkScan(t *testing.T, body []byte) {
 	t.Helper()
-	id, typ, isObject, valid := scanEvent(body)
+	id, typ, isObject, valid := Scan(body)
 	if want := json.Valid(body); valid != want {
 		t.Fatalf("%.200q: valid %v, json.Valid says %v", body, valid, want)
 	}
@@ -77,20 +77,5 @@ func checkScanEvent(t *testing.T, body []byte) {
 	}
 	if string(id) != string(members["id"]) || string(typ) != string(members["type"]) {
 		t.Fatalf("%.200q: id %s, type %s; Unmarshal finds %s, %s", body, id, typ, members["id"], members["type"])
-	}
-}
-
-func BenchmarkParseEvent(b *testing.B) {
-	body := []byte(`{"id":"evt_1QcWq2LkdIwHu7ixM3gRXyZb","object":"event","api_version":"2025-03-31.basil",` +
-		`"created":1764547200,"data":{"object":{"id":"in_1","object":"invoice","amount_due":2000,"currency":"usd",` +
-		`"lines":{"object":"list","data":[{"id":"il_1","amount":2000,"description":"1 × Pro (at $20.00 / month)",` +
-		`"period":{"end":1767225600,"start":1764547200},"quantity":1}],"has_more":false},"metadata":{"note":"` +
-		strings.Repeat("0123456789abcdef", 60) + `"},"paid":true,"total":2000}},"livemode":false,` +
-		`"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`)
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, err := parseEvent(body); err != nil {
-			b.Fatal(err)
-		}
 	}
 }

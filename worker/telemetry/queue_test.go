@@ -1,4 +1,4 @@
-package web_test
+package telemetry_test
 
 import (
 	"context"
@@ -11,49 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
-// queryCounter is a pgx tracer counting the statements a pool runs.
-type queryCounter struct{ n atomic.Int64 }
-
-func (q *queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	q.n.Add(1)
-	return ctx
-}
-
-func (q *queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-// countedStore returns a Store on a fresh database whose statements are
-// counted.
-func countedStore(t *testing.T) (*queue.Store, *pgxpool.Pool, *queryCounter) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(queuetest.NewDatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &queryCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return queue.New(pool), pool, counter
-}
-
 // scrape serves the collector as /metrics and scrapes it n times, c at once.
-func scrape(t *testing.T, qc *web.QueueCollector, n, c int) string {
+func scrape(t *testing.T, qc *telemetry.QueueCollector, n, c int) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(qc)
-	srv := httptest.NewServer(web.NewMetricsHandler(reg))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	var (
 		wg   sync.WaitGroup
@@ -87,8 +58,9 @@ func scrape(t *testing.T, qc *web.QueueCollector, n, c int) string {
 // statements of one Stats call, and no more.
 func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 	t.Parallel()
-	store, pool, counter := countedStore(t)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+	b := setup(t)
+	store, counter := b.queue, b.counter
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 
 	before := counter.n.Load()
 	if _, err := store.Stats(context.Background()); err != nil {
@@ -99,7 +71,7 @@ func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 		t.Fatal("the tracer counted no statement of Stats")
 	}
 
-	qc := web.NewQueueCollector(discardLogger, store, time.Hour)
+	qc := telemetry.NewQueueCollector(discardLogger, store, time.Hour)
 	before = counter.n.Load()
 	body := scrape(t, qc, 300, 30)
 	if got := counter.n.Load() - before; got != perRead {
@@ -114,12 +86,12 @@ func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 // maxAge, so the figures follow the queue.
 func TestQueueCollector_ReadsAgainWhenStale(t *testing.T) {
 	t.Parallel()
-	store, pool, _ := countedStore(t)
-	qc := web.NewQueueCollector(discardLogger, store, 50*time.Millisecond)
+	b := setup(t)
+	qc := telemetry.NewQueueCollector(discardLogger, b.queue, 50*time.Millisecond)
 	if body := scrape(t, qc, 1, 1); !strings.Contains(body, `hookd_queue_events{status="dead"} 0`) {
 		t.Fatalf("first scrape:\n%s", body)
 	}
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 	queuetest.WaitFor(t, 10*time.Second, "the new dead event in /metrics", func() bool {
 		return strings.Contains(scrape(t, qc, 1, 1), `hookd_queue_events{status="dead"} 1`)
 	})

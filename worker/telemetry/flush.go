@@ -1,4 +1,4 @@
-package worker
+package telemetry
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 )
 
 // runFlushes calls flush every interval until ctx is cancelled, then once
-// more, and returns. It is the loop of the in-memory buffers that write to
-// the database in batches (the chart counts, the rejection log): a flush is
+// more, and returns. It is the one loop of the in-memory buffers that write
+// to the database in batches (Activity's counts, the RejectionLog): a flush is
 // never cancelled half way, which would leave unknown whether its rows were
 // written, so each runs on a context of its own, bounded by timeout. failed
 // hears of each error, with last set for the flush at stop.

@@ -1,12 +1,11 @@
-package worker_test
+package receiver_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -16,7 +15,7 @@ import (
 // not panic, must refuse bad input as such (a 400, never a 5xx), and must
 // store nothing for what it refuses.
 func FuzzReceive(f *testing.F) {
-	store, pool := queuetest.NewStore(f)
+	store, bundle := setup(f)
 	p := &countingProcessor{}
 	p.fail.Store(true) // queue accepted events, so payloads reach the database
 	r := newReceiver(store, p)
@@ -37,13 +36,13 @@ func FuzzReceive(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
-		before := markers(t, pool) + queued(t, pool)
+		before := bundle.markers(t) + bundle.queued(t)
 		check := func(what string, err error) {
 			t.Helper()
 			switch {
 			case err == nil:
-			case errors.Is(err, worker.ErrBadSignature), errors.Is(err, worker.ErrBadPayload):
-				if after := markers(t, pool) + queued(t, pool); after != before {
+			case errors.Is(err, receiver.ErrBadSignature), errors.Is(err, receiver.ErrBadPayload):
+				if after := bundle.markers(t) + bundle.queued(t); after != before {
 					t.Errorf("%s: refused with %v but stored %d rows", what, err, after-before)
 				}
 			default:
@@ -52,7 +51,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		_, err := r.Receive(t.Context(), body, header)
 		check("fuzzed header", err)
-		before = markers(t, pool) + queued(t, pool)
+		before = bundle.markers(t) + bundle.queued(t)
 		_, err = r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 		check("signed", err)
 	})

@@ -1,13 +1,12 @@
-package worker_test
+package telemetry_test
 
 import (
 	"context"
 	"sync"
 	"testing"
 
-	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // A flood of refusals between two writes becomes PerFlush rows for the
@@ -16,18 +15,18 @@ import (
 // the counts.
 func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{PerFlush: 5, SignedPerFlush: 4})
+	b := setup(t)
+	log := telemetry.NewRejectionLog(b.rejections, discardLogger, telemetry.RejectionLogConfig{PerFlush: 5, SignedPerFlush: 4})
 
 	const perReason = 400
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, err := range []error{worker.ErrWrongSignature, worker.ErrTooLarge, worker.ErrNotJSON} {
+	for _, reason := range []rejections.Reason{rejections.WrongSignature, rejections.TooLarge, rejections.BadJSON} {
 		for range 8 {
 			wg.Go(func() {
 				<-start
 				for range perReason / 8 {
-					log.Record(worker.Refusal{Err: err, HTTPStatus: 400, RemoteAddr: "192.0.2.7",
+					log.Record(telemetry.Refusal{Reason: reason, Detail: string(reason), HTTPStatus: 400, RemoteAddr: "192.0.2.7",
 						Payload: []byte(`{"id":"evt_flood","type":"invoice.paid"}`)})
 				}
 			})
@@ -40,7 +39,7 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	}
 
 	var rows, total, aggregated int64
-	err := pool.QueryRow(context.Background(), `
+	err := b.pool.QueryRow(context.Background(), `
 		SELECT count(*), sum(count), count(*) FILTER (WHERE count > 1) FROM webhook_rejections`).
 		Scan(&rows, &total, &aggregated)
 	if err != nil {
@@ -54,11 +53,11 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	}
 
 	// The next write starts a new budget.
-	log.Record(worker.Refusal{Err: worker.ErrNoSignature, HTTPStatus: 400})
+	log.Record(telemetry.Refusal{Reason: rejections.NoSignature, HTTPStatus: 400})
 	if err := log.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	page, err := store.Rejections(context.Background(), queue.RejectionFilter{Reason: queue.RejectNoSignature})
+	page, err := b.rejections.List(context.Background(), rejections.Filter{Reason: rejections.NoSignature})
 	if err != nil || page.Total != 1 || page.Rejections[0].Count != 1 {
 		t.Errorf("after the flood, a refusal is recorded one by one again: got %+v, %v", page, err)
 	}
@@ -69,24 +68,25 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 // own, while the garbage around it is added up in rows of its own.
 func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	log := worker.NewRejectionLog(store, discardLogger, worker.RejectionLogConfig{})
+	b := setup(t)
+	log := telemetry.NewRejectionLog(b.rejections, discardLogger, telemetry.RejectionLogConfig{})
 
 	const garbage, signed = 1000, 10
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, err := range []error{worker.ErrNoSignature, worker.ErrMalformedSignature, worker.ErrStaleSignature, worker.ErrTooLarge} {
+	for _, reason := range []rejections.Reason{rejections.NoSignature, rejections.MalformedSignature, rejections.StaleSignature,
+		rejections.TooLarge} {
 		wg.Go(func() {
 			<-start
 			for range garbage / 4 {
-				log.Record(worker.Refusal{Err: err, HTTPStatus: 400, Payload: []byte(`{"id":"evt_real"}`)})
+				log.Record(telemetry.Refusal{Reason: reason, HTTPStatus: 400, Payload: []byte(`{"id":"evt_real"}`)})
 			}
 		})
 	}
 	wg.Go(func() {
 		<-start
 		for range signed {
-			log.Record(worker.Refusal{Err: worker.ErrWrongSignature, HTTPStatus: 400, Payload: []byte(`{"id":"evt_stripe"}`)})
+			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, Payload: []byte(`{"id":"evt_stripe"}`)})
 		}
 	})
 	close(start)
@@ -95,7 +95,7 @@ func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	var signedRows, signedSums, garbageRows, garbageSums, garbageTotal int64
-	err := pool.QueryRow(context.Background(), `
+	err := b.pool.QueryRow(context.Background(), `
 		SELECT count(*) FILTER (WHERE reason = 'wrong_signature' AND count = 1 AND claimed_event_id = 'evt_stripe'),
 		       count(*) FILTER (WHERE reason = 'wrong_signature' AND count > 1),
 		       count(*) FILTER (WHERE reason <> 'wrong_signature' AND count = 1),
@@ -116,6 +116,6 @@ func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 
 func TestRejectionLog_NilRecordsNothing(t *testing.T) {
 	t.Parallel()
-	var log *worker.RejectionLog
-	log.Record(worker.Refusal{Err: worker.ErrTooLarge})
+	var log *telemetry.RejectionLog
+	log.Record(telemetry.Refusal{Reason: rejections.TooLarge})
 }

@@ -1,4 +1,11 @@
-package queue
+// Package activity holds the per-minute and per-hour counts of what the
+// pipeline did, per replica: what the overview's charts and the signature
+// alert read.
+//
+// Its guarantee: each replica adds only to rows of its own, so no two
+// writers ever wait on one row, and a flush adds to a minute and to its hour
+// in one statement, so the minute and the hour charts never disagree.
+package activity
 
 import (
 	"context"
@@ -8,11 +15,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
-// ActivityCounts is what the pipeline did over some time: the counts behind
+// Store reads and adds activity counts.
+type Store struct {
+	db dbtx.DBTX
+}
+
+// New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
+// other reads its own belong with, as the alerter's do.
+func New(db dbtx.DBTX) *Store {
+	return &Store{db: db}
+}
+
+// Counts is what the pipeline did over some time: the counts behind
 // the overview's charts.
-type ActivityCounts struct {
+type Counts struct {
 	// Received counts deliveries to the receiver, whatever the answer.
 	Received int64 `db:"received"`
 	// Processed counts events processed successfully, inline or retried.
@@ -31,39 +51,39 @@ type ActivityCounts struct {
 }
 
 // IsZero reports whether nothing was counted.
-func (c ActivityCounts) IsZero() bool { return c == ActivityCounts{} }
+func (c Counts) IsZero() bool { return c == Counts{} }
 
-// ActivityBucket is the activity of one step of a chart, from Start.
-type ActivityBucket struct {
+// Bucket is the activity of one step of a chart, from Start.
+type Bucket struct {
 	Start time.Time `db:"start"`
-	ActivityCounts
+	Counts
 }
 
-// ActivityRange selects the buckets of a chart: Buckets steps of Step, the
+// Range selects the buckets of a chart: Buckets steps of Step, the
 // last one holding End (the database's now() when zero). Step is a whole
 // number of minutes; buckets start at multiples of it since the Unix epoch.
 // A step of whole hours is read from the hourly sums.
-type ActivityRange struct {
+type Range struct {
 	Step    time.Duration
 	Buckets int
 	End     time.Time
 }
 
 var (
-	// ActivityLastHour is the last hour, minute by minute.
-	ActivityLastHour = ActivityRange{Step: time.Minute, Buckets: 60}
-	// ActivityLastWeek is the last 7 days, hour by hour.
-	ActivityLastWeek = ActivityRange{Step: time.Hour, Buckets: 7 * 24}
+	// LastHour is the last hour, minute by minute.
+	LastHour = Range{Step: time.Minute, Buckets: 60}
+	// LastWeek is the last 7 days, hour by hour.
+	LastWeek = Range{Step: time.Hour, Buckets: 7 * 24}
 )
 
-// ActivityRetention is how long activity rows are kept: the 7 days the
+// Retention is how long activity rows are kept: the 7 days the
 // longest chart shows, and a day for clocks and late flushes.
-const ActivityRetention = 8 * 24 * time.Hour
+const Retention = 8 * 24 * time.Hour
 
-// ErrActivityNotAdded is wrapped by an AddActivity error that happened
+// ErrNotAdded is wrapped by an Add error that happened
 // before the statement reached the database, so adding the counts again
 // cannot count them twice. After any other error they may have been added.
-var ErrActivityNotAdded = errors.New("activity counts not added")
+var ErrNotAdded = errors.New("activity counts not added")
 
 // addActivitySQL adds $2..$8 to replica $1's row of the current minute and
 // of the current hour, in one statement so the minute and the hour charts
@@ -86,12 +106,12 @@ func addToBucketSQL(table, bucket, width string) string {
 			bad_signature = a.bad_signature + excluded.bad_signature`
 }
 
-// AddActivity adds c to replica's counts of the current minute and of the
+// Add adds c to replica's counts of the current minute and of the
 // current hour. Each replica writes only rows of its own, so no two writers
 // ever wait on one row; its flushes within a minute add to the same row.
-func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCounts) error {
+func (s *Store) Add(ctx context.Context, replica string, c Counts) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
+		return fmt.Errorf("%w: %w", ErrNotAdded, err)
 	}
 	_, err := s.db.Exec(ctx, addActivitySQL,
 		replica, c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature)
@@ -100,15 +120,15 @@ func (s *Store) AddActivity(ctx context.Context, replica string, c ActivityCount
 	case err == nil:
 		return nil
 	case pgconn.SafeToRetry(err) || errors.As(err, &connect):
-		return fmt.Errorf("%w: %w", ErrActivityNotAdded, err)
+		return fmt.Errorf("%w: %w", ErrNotAdded, err)
 	default:
 		return fmt.Errorf("add activity counts: %w", err)
 	}
 }
 
-// Activity returns the activity of every replica in r, one bucket per step,
+// Buckets returns the activity of every replica in r, one bucket per step,
 // oldest first; a step nothing was counted in is a bucket of zeros.
-func (s *Store) Activity(ctx context.Context, r ActivityRange) ([]ActivityBucket, error) {
+func (s *Store) Buckets(ctx context.Context, r Range) ([]Bucket, error) {
 	if r.Step < time.Minute || r.Step%time.Minute != 0 || r.Buckets < 1 {
 		return nil, fmt.Errorf("activity: step %s and %d buckets: want whole minutes and at least one bucket", r.Step, r.Buckets)
 	}
@@ -146,7 +166,7 @@ func (s *Store) Activity(ctx context.Context, r ActivityRange) ([]ActivityBucket
 	if err != nil {
 		return nil, fmt.Errorf("read activity: %w", err)
 	}
-	buckets, err := pgx.CollectRows(rows, pgx.RowToStructByName[ActivityBucket])
+	buckets, err := pgx.CollectRows(rows, pgx.RowToStructByName[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("read activity: %w", err)
 	}
@@ -167,16 +187,16 @@ func (s *Store) SignatureFailures(ctx context.Context, within time.Duration) (in
 	return n, nil
 }
 
-// PruneActivity deletes the activity rows, per minute and per hour, older
-// than ActivityRetention and returns how many per-minute rows it deleted:
+// Prune deletes the activity rows, per minute and per hour, older
+// than Retention and returns how many per-minute rows it deleted:
 // at most a day's rows per replica when the pruner runs hourly, so one
 // statement.
-func (s *Store) PruneActivity(ctx context.Context) (int64, error) {
+func (s *Store) Prune(ctx context.Context) (int64, error) {
 	tag, err := s.db.Exec(ctx, `
 		WITH hours AS (
 			DELETE FROM activity_hours WHERE hour < now() - $1::interval
 		)
-		DELETE FROM activity_minutes WHERE minute < now() - $1::interval`, ActivityRetention)
+		DELETE FROM activity_minutes WHERE minute < now() - $1::interval`, Retention)
 	if err != nil {
 		return 0, fmt.Errorf("prune activity: %w", err)
 	}

@@ -1,11 +1,13 @@
-package worker
+package telemetry
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/rejections"
 )
 
 // Metrics are the pipeline's Prometheus metrics, and what feeds the
@@ -30,42 +32,45 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 	m := &Metrics{
 		activity: activity,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookd_webhooks_received_total",
-			Help: "Deliveries to the receiver by outcome: processed, duplicate, already_queued, queued, deferred (200); bad_signature, bad_payload, too_large (4xx); body_memory, locked, no_secret, unavailable (503).",
+			Name: string(MetricWebhooksReceived),
+			Help: "Deliveries to the receiver by outcome: " +
+				outcomes(OutcomeProcessed, OutcomeDuplicate, OutcomeAlreadyQueued, OutcomeQueued, OutcomeDeferred) + " (200); " +
+				outcomes(OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge) + " (4xx); " +
+				outcomes(OutcomeBodyMemory, OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "hookd_processing_duration_seconds",
-			Help: "Time one processor run took, by path (inline, retry, manual, reconcile) and result (succeeded, failed).",
+			Name: string(MetricProcessingSeconds),
+			Help: "Time one processor run took, by path (" + paths() + ") and result (" + results + ").",
 			// From a fast in-process handler to the 10 s forward timeout.
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"path", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookd_retries_total",
-			Help: "Retries committed by the retry loop, by result (succeeded, failed).",
+			Name: string(MetricRetries),
+			Help: "Retries committed by the retry loop, by result (" + results + ").",
 		}, []string{"result"}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hookd_dead_letters_total",
+			Name: string(MetricDeadLetters),
 			Help: "Events that used up their retries and became dead.",
 		}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hookd_markers_pruned_total",
+			Name: string(MetricMarkersPruned),
 			Help: "Dedup markers deleted by the pruner.",
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hookd_receiver_batch_deliveries",
+			Name:    string(MetricReceiverBatch),
 			Help:    "Deliveries per receiver batch: the deliveries whose leases were taken together in one short transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hookd_receiver_waiting_deliveries",
+			Name: string(MetricReceiverWaiting),
 			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
 		}),
 		reading: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hookd_receiver_bodies_reading",
+			Name: string(MetricReceiverBodiesReading),
 			Help: "Deliveries whose body the receiver is reading now; many that stay are slow or silent senders.",
 		}),
 		bodyMem: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hookd_receiver_body_memory_bytes",
+			Name: string(MetricReceiverBodyMemory),
 			Help: "Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory).",
 		}),
 	}
@@ -73,12 +78,12 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 	return m
 }
 
-// Received counts one delivery to the receiver with its outcome label.
-func (m *Metrics) Received(outcome string) {
+// Received counts one delivery to the receiver with its outcome.
+func (m *Metrics) Received(outcome Outcome) {
 	if m == nil {
 		return
 	}
-	m.received.WithLabelValues(outcome).Inc()
+	m.received.WithLabelValues(string(outcome)).Inc()
 	m.activity.received(outcome)
 }
 
@@ -103,44 +108,53 @@ func (m *Metrics) HoldBodyMemory(delta int64) {
 // Refused notes why a delivery was refused, beyond Received's label: one
 // well formed, recent and signed with no configured secret counts toward
 // the "is STRIPE_WEBHOOK_SECRET right?" alert; other refusals do not.
-func (m *Metrics) Refused(err error) {
-	if m == nil || checkSignature(err) != signatureWrongSecret {
+func (m *Metrics) Refused(reason rejections.Reason) {
+	if m == nil || checkSignature(reason) != signatureWrongSecret {
 		return
 	}
 	m.activity.wrongSignature()
 }
 
-func (m *Metrics) observeProcess(path queue.AttemptPath, ok bool, took time.Duration) {
+// ObserveProcess records how long one processor run took, on path, and
+// whether it succeeded.
+func (m *Metrics) ObserveProcess(path queue.AttemptPath, ok bool, took time.Duration) {
 	if m == nil {
 		return
 	}
-	m.duration.WithLabelValues(string(path), result(ok)).Observe(took.Seconds())
+	m.duration.WithLabelValues(string(path), string(resultOf(ok))).Observe(took.Seconds())
 }
 
-func (m *Metrics) observeBatch(deliveries int) {
+// ObserveBatch records how many deliveries took their leases in one short
+// transaction.
+func (m *Metrics) ObserveBatch(deliveries int) {
 	if m == nil {
 		return
 	}
 	m.batch.Observe(float64(deliveries))
 }
 
-func (m *Metrics) addWaiting(n int) {
+// AddWaiting adds n (negative: takes) to the deliveries waiting for the
+// receiver's next short transaction.
+func (m *Metrics) AddWaiting(n int) {
 	if m == nil {
 		return
 	}
 	m.waiting.Add(float64(n))
 }
 
-func (m *Metrics) countRetries(succeeded, failed int) {
+// CountRetries counts the retries of one batch once they are committed.
+func (m *Metrics) CountRetries(succeeded, failed int) {
 	if m == nil {
 		return
 	}
-	m.retries.WithLabelValues("succeeded").Add(float64(succeeded))
-	m.retries.WithLabelValues("failed").Add(float64(failed))
+	m.retries.WithLabelValues(string(queue.AttemptSucceeded)).Add(float64(succeeded))
+	m.retries.WithLabelValues(string(queue.AttemptFailed)).Add(float64(failed))
 	m.activity.retried(succeeded, failed)
 }
 
-func (m *Metrics) countDead() {
+// CountDead counts an event that used up its retries, once that is
+// committed.
+func (m *Metrics) CountDead() {
 	if m == nil {
 		return
 	}
@@ -148,16 +162,31 @@ func (m *Metrics) countDead() {
 	m.activity.add(actDead, 1)
 }
 
-func (m *Metrics) countPruned(n int64) {
+// CountPruned counts the dedup markers a prune deleted.
+func (m *Metrics) CountPruned(n int64) {
 	if m == nil {
 		return
 	}
 	m.pruned.Add(float64(n))
 }
 
-func result(ok bool) string {
-	if ok {
-		return "succeeded"
+// results lists the result labels, for the metrics' help.
+const results = string(queue.AttemptSucceeded) + ", " + string(queue.AttemptFailed)
+
+// outcomes lists outcome labels, for the metrics' help.
+func outcomes(os ...Outcome) string {
+	names := make([]string, len(os))
+	for i, o := range os {
+		names[i] = string(o)
 	}
-	return "failed"
+	return strings.Join(names, ", ")
+}
+
+// paths lists the path labels, for the metrics' help.
+func paths() string {
+	names := make([]string, len(queue.AttemptPaths))
+	for i, p := range queue.AttemptPaths {
+		names[i] = string(p)
+	}
+	return strings.Join(names, ", ")
 }

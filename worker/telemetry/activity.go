@@ -1,4 +1,4 @@
-package worker
+package telemetry
 
 import (
 	"cmp"
@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
 )
 
 // ActivityConfig configures an Activity. Zero fields get the defaults below.
@@ -34,13 +34,13 @@ type ActivityConfig struct {
 // waits on the database for it; a crash loses at most the counts since the
 // last flush, never an event. A nil *Activity counts nothing.
 type Activity struct {
-	store   *queue.Store
+	store   *activity.Store
 	logger  *slog.Logger
 	cfg     ActivityConfig
 	pending [numActivityFields]atomic.Int64
 }
 
-// The counted facts, in the order of queue.ActivityCounts' fields.
+// The counted facts, in the order of activity.Counts' fields.
 const (
 	actReceived = iota
 	actProcessed
@@ -53,7 +53,7 @@ const (
 )
 
 // NewActivity returns an Activity over store.
-func NewActivity(store *queue.Store, logger *slog.Logger, cfg ActivityConfig) *Activity {
+func NewActivity(store *activity.Store, logger *slog.Logger, cfg ActivityConfig) *Activity {
 	cfg.Replica = cmp.Or(cfg.Replica, defaultReplica())
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, 5*time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
@@ -77,19 +77,16 @@ func (a *Activity) add(field int, n int64) {
 	a.pending[field].Add(n)
 }
 
-// received counts one delivery to the receiver, answered with the metrics
-// label outcome: an Outcome's name for a 200, or the reason of a refusal
-// as the receiver's handler names it (4xx: bad_signature, bad_payload,
-// too_large; 503: body_memory, locked, no_secret, unavailable).
-func (a *Activity) received(outcome string) {
+// received counts one delivery to the receiver, answered with outcome.
+func (a *Activity) received(outcome Outcome) {
 	a.add(actReceived, 1)
 	switch outcome {
-	case Processed.String():
+	case OutcomeProcessed:
 		a.add(actProcessed, 1)
-	case Queued.String(), Deferred.String():
+	case OutcomeQueued, OutcomeDeferred:
 		// A deferred event is on the queue as surely as a failed one.
 		a.add(actQueued, 1)
-	case "bad_signature", "bad_payload", "too_large":
+	case OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge:
 		a.add(actRejected, 1)
 	}
 }
@@ -107,12 +104,12 @@ func (a *Activity) retried(succeeded, failed int) {
 }
 
 // take returns the counts since the last take and zeroes them.
-func (a *Activity) take() queue.ActivityCounts {
+func (a *Activity) take() activity.Counts {
 	var v [numActivityFields]int64
 	for i := range v {
 		v[i] = a.pending[i].Swap(0)
 	}
-	return queue.ActivityCounts{
+	return activity.Counts{
 		Received: v[actReceived], Processed: v[actProcessed], Queued: v[actQueued], Retried: v[actRetried],
 		Dead: v[actDead], Rejected: v[actRejected], BadSignature: v[actBadSignature],
 	}
@@ -120,7 +117,7 @@ func (a *Activity) take() queue.ActivityCounts {
 
 // giveBack adds counts a failed flush could not store back to the ones
 // pending, so the next flush stores them.
-func (a *Activity) giveBack(c queue.ActivityCounts) {
+func (a *Activity) giveBack(c activity.Counts) {
 	for i, n := range []int64{c.Received, c.Processed, c.Queued, c.Retried, c.Dead, c.Rejected, c.BadSignature} {
 		a.add(i, n)
 	}
@@ -136,8 +133,8 @@ func (a *Activity) Flush(ctx context.Context) error {
 	if c.IsZero() {
 		return nil
 	}
-	err := a.store.AddActivity(ctx, a.cfg.Replica, c)
-	if errors.Is(err, queue.ErrActivityNotAdded) {
+	err := a.store.Add(ctx, a.cfg.Replica, c)
+	if errors.Is(err, activity.ErrNotAdded) {
 		a.giveBack(c)
 	}
 	return err
@@ -152,7 +149,7 @@ func (a *Activity) Run(ctx context.Context) error {
 		switch {
 		case last:
 			a.logger.Warn("last activity counts lost at stop", "err", err)
-		case errors.Is(err, queue.ErrActivityNotAdded):
+		case errors.Is(err, activity.ErrNotAdded):
 			a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
 		default:
 			a.logger.WarnContext(ctx, "activity counts of the last few seconds lost", "err", err)

@@ -1,4 +1,4 @@
-package queue_test
+package activity_test
 
 import (
 	"context"
@@ -8,12 +8,30 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/queue/queuetest"
 )
+
+// testBundle is what a test of the activity counts works with besides its
+// Store.
+type testBundle struct {
+	// pool is on the test's own fresh, migrated database, for the rows a
+	// test puts in place and the assertions it makes in SQL.
+	pool *pgxpool.Pool
+}
+
+// setup returns a Store on a fresh, migrated database of t's own, and the
+// bundle of what else the test needs. Every test of the package starts
+// with it.
+func setup(t testing.TB) (*activity.Store, *testBundle) {
+	t.Helper()
+	pool := queuetest.NewPool(t)
+	return activity.New(pool), &testBundle{pool: pool}
+}
 
 // insertActivity writes one replica's counts of one minute, and adds them to
 // its hour, as flushes would have left them.
-func insertActivity(t *testing.T, pool *pgxpool.Pool, minute time.Time, replica string, c queue.ActivityCounts) {
+func insertActivity(t *testing.T, pool *pgxpool.Pool, minute time.Time, replica string, c activity.Counts) {
 	t.Helper()
 	_, err := pool.Exec(t.Context(), `
 		WITH minute AS (
@@ -41,23 +59,23 @@ func TestActivity(t *testing.T) {
 	t.Run("PerMinuteBucketsSumReplicasAndFillGapsWithZero", func(t *testing.T) {
 		t.Parallel()
 		store, bundle := setup(t)
-		insertActivity(t, bundle.pool, minute(12, 34), "a", queue.ActivityCounts{Received: 3, Processed: 2, Queued: 1})
-		insertActivity(t, bundle.pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Processed: 4})
-		insertActivity(t, bundle.pool, minute(12, 30), "a", queue.ActivityCounts{Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1})
-		insertActivity(t, bundle.pool, minute(11, 35), "b", queue.ActivityCounts{Received: 9})
+		insertActivity(t, bundle.pool, minute(12, 34), "a", activity.Counts{Received: 3, Processed: 2, Queued: 1})
+		insertActivity(t, bundle.pool, minute(12, 34), "b", activity.Counts{Received: 4, Processed: 4})
+		insertActivity(t, bundle.pool, minute(12, 30), "a", activity.Counts{Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1})
+		insertActivity(t, bundle.pool, minute(11, 35), "b", activity.Counts{Received: 9})
 		// Outside the hour: the minute before its first bucket, and a
 		// minute after its last.
-		insertActivity(t, bundle.pool, minute(11, 34), "a", queue.ActivityCounts{Received: 100})
-		insertActivity(t, bundle.pool, minute(12, 35), "a", queue.ActivityCounts{Received: 100})
+		insertActivity(t, bundle.pool, minute(11, 34), "a", activity.Counts{Received: 100})
+		insertActivity(t, bundle.pool, minute(12, 35), "a", activity.Counts{Received: 100})
 
-		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Minute, Buckets: 60, End: end})
+		buckets, err := store.Buckets(t.Context(), activity.Range{Step: time.Minute, Buckets: 60, End: end})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(buckets) != 60 {
 			t.Fatalf("got %d buckets, want 60", len(buckets))
 		}
-		want := map[time.Time]queue.ActivityCounts{
+		want := map[time.Time]activity.Counts{
 			minute(11, 35): {Received: 9},
 			minute(12, 30): {Retried: 5, Dead: 2, Rejected: 3, BadSignature: 1},
 			minute(12, 34): {Received: 7, Processed: 6, Queued: 1},
@@ -66,8 +84,8 @@ func TestActivity(t *testing.T) {
 			if wantStart := minute(11, 35).Add(time.Duration(i) * time.Minute); !b.Start.Equal(wantStart) {
 				t.Fatalf("bucket %d starts %s, want %s", i, b.Start.UTC(), wantStart)
 			}
-			if b.ActivityCounts != want[b.Start.UTC()] {
-				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("15:04"), b.ActivityCounts, want[b.Start.UTC()])
+			if b.Counts != want[b.Start.UTC()] {
+				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("15:04"), b.Counts, want[b.Start.UTC()])
 			}
 		}
 	})
@@ -76,22 +94,22 @@ func TestActivity(t *testing.T) {
 		t.Parallel()
 		store, bundle := setup(t)
 		first := minute(12, 0).Add(-167 * time.Hour)
-		insertActivity(t, bundle.pool, minute(12, 0), "a", queue.ActivityCounts{Received: 1})
-		insertActivity(t, bundle.pool, minute(12, 34), "a", queue.ActivityCounts{Received: 2})
-		insertActivity(t, bundle.pool, minute(12, 34), "b", queue.ActivityCounts{Received: 4, Dead: 1})
-		insertActivity(t, bundle.pool, minute(11, 59), "a", queue.ActivityCounts{Processed: 8})
-		insertActivity(t, bundle.pool, first, "b", queue.ActivityCounts{Queued: 16})
-		insertActivity(t, bundle.pool, first.Add(59*time.Minute), "b", queue.ActivityCounts{Queued: 32})
-		insertActivity(t, bundle.pool, first.Add(-time.Minute), "b", queue.ActivityCounts{Queued: 1000})
+		insertActivity(t, bundle.pool, minute(12, 0), "a", activity.Counts{Received: 1})
+		insertActivity(t, bundle.pool, minute(12, 34), "a", activity.Counts{Received: 2})
+		insertActivity(t, bundle.pool, minute(12, 34), "b", activity.Counts{Received: 4, Dead: 1})
+		insertActivity(t, bundle.pool, minute(11, 59), "a", activity.Counts{Processed: 8})
+		insertActivity(t, bundle.pool, first, "b", activity.Counts{Queued: 16})
+		insertActivity(t, bundle.pool, first.Add(59*time.Minute), "b", activity.Counts{Queued: 32})
+		insertActivity(t, bundle.pool, first.Add(-time.Minute), "b", activity.Counts{Queued: 1000})
 
-		buckets, err := store.Activity(t.Context(), queue.ActivityRange{Step: time.Hour, Buckets: 168, End: end})
+		buckets, err := store.Buckets(t.Context(), activity.Range{Step: time.Hour, Buckets: 168, End: end})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(buckets) != 168 {
 			t.Fatalf("got %d buckets, want 168", len(buckets))
 		}
-		want := map[time.Time]queue.ActivityCounts{
+		want := map[time.Time]activity.Counts{
 			first:         {Queued: 48},
 			minute(11, 0): {Processed: 8},
 			minute(12, 0): {Received: 7, Dead: 1},
@@ -100,8 +118,8 @@ func TestActivity(t *testing.T) {
 			if wantStart := first.Add(time.Duration(i) * time.Hour); !b.Start.Equal(wantStart) {
 				t.Fatalf("bucket %d starts %s, want %s", i, b.Start.UTC(), wantStart)
 			}
-			if b.ActivityCounts != want[b.Start.UTC()] {
-				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("01-02 15:04"), b.ActivityCounts, want[b.Start.UTC()])
+			if b.Counts != want[b.Start.UTC()] {
+				t.Errorf("bucket %s: got %+v, want %+v", b.Start.UTC().Format("01-02 15:04"), b.Counts, want[b.Start.UTC()])
 			}
 		}
 	})
@@ -109,7 +127,7 @@ func TestActivity(t *testing.T) {
 	t.Run("EmptyTableGivesZeroBucketsEndingNow", func(t *testing.T) {
 		t.Parallel()
 		store, _ := setup(t)
-		buckets, err := store.Activity(t.Context(), queue.ActivityLastHour)
+		buckets, err := store.Buckets(t.Context(), activity.LastHour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +136,7 @@ func TestActivity(t *testing.T) {
 		}
 		for _, b := range buckets {
 			if !b.IsZero() {
-				t.Errorf("bucket %s: got %+v, want zeros", b.Start, b.ActivityCounts)
+				t.Errorf("bucket %s: got %+v, want zeros", b.Start, b.Counts)
 			}
 		}
 		if last := buckets[59].Start; time.Since(last) > 2*time.Minute || time.Since(last) < -time.Minute {
@@ -126,15 +144,15 @@ func TestActivity(t *testing.T) {
 		}
 	})
 
-	t.Run("AddActivityAddsToTheReplicasRowOfTheMinute", func(t *testing.T) {
+	t.Run("AddAddsToTheReplicasRowOfTheMinute", func(t *testing.T) {
 		t.Parallel()
 		store, bundle := setup(t)
 		for range 3 {
-			if err := store.AddActivity(t.Context(), "a", queue.ActivityCounts{Received: 2, BadSignature: 1, Rejected: 1}); err != nil {
+			if err := store.Add(t.Context(), "a", activity.Counts{Received: 2, BadSignature: 1, Rejected: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := store.AddActivity(t.Context(), "b", queue.ActivityCounts{Received: 1}); err != nil {
+		if err := store.Add(t.Context(), "b", activity.Counts{Received: 1}); err != nil {
 			t.Fatal(err)
 		}
 		for _, table := range []string{"activity_minutes", "activity_hours"} {
@@ -154,7 +172,7 @@ func TestActivity(t *testing.T) {
 		}
 	})
 
-	t.Run("AddActivityThatNeverReachedTheDatabaseSaysSo", func(t *testing.T) {
+	t.Run("AddThatNeverReachedTheDatabaseSaysSo", func(t *testing.T) {
 		t.Parallel()
 		// Nothing listens on port 1: the counts cannot have been added.
 		pool, err := pgxpool.New(t.Context(), "postgres://postgres@127.0.0.1:1/none?connect_timeout=5")
@@ -162,15 +180,15 @@ func TestActivity(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		err = queue.New(pool).AddActivity(t.Context(), "a", queue.ActivityCounts{Received: 1})
-		if !errors.Is(err, queue.ErrActivityNotAdded) {
-			t.Errorf("unreachable database: got %v, want ErrActivityNotAdded", err)
+		err = activity.New(pool).Add(t.Context(), "a", activity.Counts{Received: 1})
+		if !errors.Is(err, activity.ErrNotAdded) {
+			t.Errorf("unreachable database: got %v, want ErrNotAdded", err)
 		}
 		store, _ := setup(t)
 		cancelled, cancel := context.WithCancel(t.Context())
 		cancel()
-		if err := store.AddActivity(cancelled, "a", queue.ActivityCounts{Received: 1}); !errors.Is(err, queue.ErrActivityNotAdded) {
-			t.Errorf("cancelled context: got %v, want ErrActivityNotAdded", err)
+		if err := store.Add(cancelled, "a", activity.Counts{Received: 1}); !errors.Is(err, activity.ErrNotAdded) {
+			t.Errorf("cancelled context: got %v, want ErrNotAdded", err)
 		}
 	})
 
@@ -190,7 +208,7 @@ func TestActivity(t *testing.T) {
 		}
 	})
 
-	t.Run("PruneActivityDeletesRowsPastRetention", func(t *testing.T) {
+	t.Run("PruneDeletesRowsPastRetention", func(t *testing.T) {
 		t.Parallel()
 		store, bundle := setup(t)
 		if _, err := bundle.pool.Exec(t.Context(), `
@@ -204,7 +222,7 @@ func TestActivity(t *testing.T) {
 			  (date_trunc('hour', now()), 'a', 1)`); err != nil {
 			t.Fatal(err)
 		}
-		n, err := store.PruneActivity(t.Context())
+		n, err := store.Prune(t.Context())
 		if err != nil || n != 1 {
 			t.Fatalf("pruned %d, %v; want 1", n, err)
 		}

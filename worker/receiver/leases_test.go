@@ -1,4 +1,4 @@
-package worker_test
+package receiver_test
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // gatedProcessor holds each event it gets until its event's gate opens,
@@ -64,11 +66,11 @@ func (p *gatedProcessor) runsOf(id string) int {
 
 type received struct {
 	id      string
-	outcome worker.Outcome
+	outcome receiver.Outcome
 	err     error
 }
 
-func deliver(r *worker.Receiver, id string, answers chan<- received) {
+func deliver(r *receiver.Receiver, id string, answers chan<- received) {
 	body := stripeevent.Minimal(id, "invoice.paid")
 	o, err := r.Receive(context.Background(), body, stripeevent.Sign(body, testSecret, time.Now()))
 	answers <- received{id, o, err}
@@ -84,11 +86,11 @@ func deliver(r *worker.Receiver, id string, answers chan<- received) {
 // for an advisory lock the test holds), and are let go together.
 func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	store, bundle := setup(t)
 	ctx := t.Context()
 	const good = 15
 	poison, holder := stripeevent.NewID("evt"), stripeevent.NewID("evt")
-	if _, err := pool.Exec(ctx, fmt.Sprintf(`
+	if _, err := bundle.pool.Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
 			IF NEW.event_id = '%s' THEN RAISE EXCEPTION 'poisoned write'; END IF;
@@ -101,9 +103,9 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	p := newGatedProcessor()
-	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	r := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, ProcessTimeout: time.Second,
-		Metrics: worker.NewMetrics(reg, nil),
+		Metrics: telemetry.NewMetrics(reg, nil),
 	})
 	waiting := func() int { return int(gaugeOf(t, reg, "hookd_receiver_waiting_deliveries")) }
 
@@ -122,7 +124,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	queuetest.WaitFor(t, 10*time.Second, "all 16 in the app", func() bool { return p.started.Load() == int64(len(ids)) })
 
 	// Advisory locks belong to a database: the lock is taken in the test's.
-	lock, err := pool.Acquire(ctx)
+	lock, err := bundle.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +134,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	}
 	go deliver(r, holder, answers)
 	queuetest.WaitFor(t, 10*time.Second, "the holder's outcome to wait at the database", func() bool {
-		return queuetest.Count(t, pool, `SELECT count(*) FROM pg_locks
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM pg_locks
 			WHERE locktype = 'advisory' AND NOT granted
 			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 1
 	})
@@ -151,7 +153,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 			if a.err == nil || !strings.Contains(a.err.Error(), "poisoned write") {
 				t.Errorf("poisoned delivery: %v, %v; want its own write's error", a.outcome, a.err)
 			}
-		case a.err != nil || a.outcome != worker.Processed:
+		case a.err != nil || a.outcome != receiver.Processed:
 			t.Errorf("%s: %v, %v; want processed", a.id, a.outcome, a.err)
 		}
 	}
@@ -160,18 +162,18 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 			t.Errorf("%s reached the app %d times, want 1", id, n)
 		}
 	}
-	if n := markers(t, pool); n != good+1 {
+	if n := bundle.markers(t); n != good+1 {
 		t.Errorf("markers %d, want the %d good ones and the holder's", n, good+1)
 	}
 
 	// Once its write can succeed, the poisoned delivery's outcome lands
 	// by itself, and its redelivery finds it.
-	if _, err := pool.Exec(ctx, `DROP TRIGGER test_poison ON processed_webhook_events`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `DROP TRIGGER test_poison ON processed_webhook_events`); err != nil {
 		t.Fatal(err)
 	}
-	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return markers(t, pool) == good+2 })
+	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return bundle.markers(t) == good+2 })
 	go deliver(r, poison, answers)
-	if a := <-answers; a.err != nil || a.outcome != worker.Duplicate {
+	if a := <-answers; a.err != nil || a.outcome != receiver.Duplicate {
 		t.Errorf("redelivery of the poisoned event: %v, %v; want duplicate", a.outcome, a.err)
 	}
 	if n := p.runsOf(poison); n != 1 {
@@ -201,7 +203,7 @@ func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // are still held. (make bench-load measures the fast ones' latency.)
 func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	store, bundle := setup(t)
 	p := newGatedProcessor()
 	r := newReceiver(store, p)
 	const slow, fast = 10, 90
@@ -217,18 +219,18 @@ func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
 		go deliver(r, stripeevent.NewID("evt"), answers)
 	}
 	for range fast {
-		if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+		if a := <-answers; a.err != nil || a.outcome != receiver.Processed {
 			t.Errorf("%s behind slow ones: %v, %v; want processed", a.id, a.outcome, a.err)
 		}
 	}
-	if n := markers(t, pool); n != fast {
+	if n := bundle.markers(t); n != fast {
 		t.Errorf("markers %d while the slow events are held, want %d", n, fast)
 	}
 	for _, g := range held {
 		close(g)
 	}
 	for range slow {
-		if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+		if a := <-answers; a.err != nil || a.outcome != receiver.Processed {
 			t.Errorf("slow %s: %v, %v; want processed", a.id, a.outcome, a.err)
 		}
 	}
@@ -239,7 +241,7 @@ func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
 // over, so a redelivery racing it is busy, never a second run beside it.
 func TestReceive_RedeliveryWhileTheAppRunsIsBusy(t *testing.T) {
 	t.Parallel()
-	store, _ := queuetest.NewStore(t)
+	store, _ := setup(t)
 	p := newGatedProcessor()
 	r := newReceiver(store, p)
 	id := stripeevent.NewID("evt")
@@ -252,7 +254,7 @@ func TestReceive_RedeliveryWhileTheAppRunsIsBusy(t *testing.T) {
 		t.Errorf("redelivery while the app runs: %v, %v; want ErrEventLocked", a.outcome, a.err)
 	}
 	close(g)
-	if a := <-answers; a.err != nil || a.outcome != worker.Processed {
+	if a := <-answers; a.err != nil || a.outcome != receiver.Processed {
 		t.Errorf("first delivery: %v, %v; want processed", a.outcome, a.err)
 	}
 	if n := p.runsOf(id); n != 1 {

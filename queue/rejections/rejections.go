@@ -1,4 +1,11 @@
-package queue
+// Package rejections holds the rejection log: the deliveries the receiver
+// refused with a 4xx, why, and what their bodies and signatures claimed,
+// for the people who find out why a webhook never arrived.
+//
+// Its guarantee: the log stays bounded. Its writer adds a few rows a second
+// at most (each beyond those adding up the rest, with a count), and Prune
+// keeps it within a retention and MaxRows.
+package rejections
 
 import (
 	"context"
@@ -6,31 +13,44 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
-// RejectReason says why the receiver refused a delivery with a 4xx.
-type RejectReason string
+// Store reads and writes the rejection log.
+type Store struct {
+	db dbtx.DBTX
+}
+
+// New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
+// other reads its own belong with.
+func New(db dbtx.DBTX) *Store {
+	return &Store{db: db}
+}
+
+// Reason says why the receiver refused a delivery with a 4xx.
+type Reason string
 
 const (
-	RejectTooLarge       RejectReason = "too_large"          // 413: body over HOOKD_MAX_BODY
-	RejectUnreadableBody RejectReason = "unreadable_body"    // 400: the body could not be read
-	RejectMethod         RejectReason = "method_not_allowed" // 405: not a POST
-	RejectNoSignature    RejectReason = "no_signature"       // 400: no Stripe-Signature header
-	RejectBadSignature   RejectReason = "malformed_signature"
-	RejectStaleSignature RejectReason = "stale_signature" // 400: older than the tolerance
-	RejectWrongSignature RejectReason = "wrong_signature" // 400: matches no configured secret
-	RejectBadJSON        RejectReason = "bad_json"        // 400: not a JSON object, or not UTF-8
-	RejectBadID          RejectReason = "bad_id"          // 400: no usable string "id"
-	RejectBadType        RejectReason = "bad_type"        // 400: no usable string "type"
+	TooLarge           Reason = "too_large"          // 413: body over HOOKD_MAX_BODY
+	UnreadableBody     Reason = "unreadable_body"    // 400: the body could not be read
+	MethodNotAllowed   Reason = "method_not_allowed" // 405: not a POST
+	NoSignature        Reason = "no_signature"       // 400: no Stripe-Signature header
+	MalformedSignature Reason = "malformed_signature"
+	StaleSignature     Reason = "stale_signature" // 400: older than the tolerance
+	WrongSignature     Reason = "wrong_signature" // 400: matches no configured secret
+	BadJSON            Reason = "bad_json"        // 400: not a JSON object, or not UTF-8
+	BadID              Reason = "bad_id"          // 400: no usable string "id"
+	BadType            Reason = "bad_type"        // 400: no usable string "type"
 )
 
 // SignatureVerified reports whether a refusal for r came with a signature
 // made with a configured secret: the receiver reads the body only once its
 // signature verified, so a body refused as no Stripe event was signed. Every
 // other refusal's body is unverified, and the event id it claims anyone's.
-func (r RejectReason) SignatureVerified() bool {
+func (r Reason) SignatureVerified() bool {
 	switch r {
-	case RejectBadJSON, RejectBadID, RejectBadType:
+	case BadJSON, BadID, BadType:
 		return true
 	}
 	return false
@@ -39,10 +59,10 @@ func (r RejectReason) SignatureVerified() bool {
 // Rejection is one refused delivery, or, with Count above 1, the refusals
 // of one reason beyond what the receiver records one by one in a second.
 type Rejection struct {
-	ID         int64        `db:"id"`
-	At         time.Time    `db:"at"`
-	Reason     RejectReason `db:"reason"`
-	HTTPStatus int          `db:"http_status"`
+	ID         int64     `db:"id"`
+	At         time.Time `db:"at"`
+	Reason     Reason    `db:"reason"`
+	HTTPStatus int       `db:"http_status"`
 	// Detail is the reason as the sender was told it.
 	Detail     string `db:"detail"`
 	RemoteAddr string `db:"remote_addr"`
@@ -69,9 +89,9 @@ func (r Rejection) SignatureSkew() (time.Duration, bool) {
 const rejectionColumns = `id, at, reason, http_status, detail, remote_addr, claimed_event_id, signed_at,
 	signature_matches, count`
 
-// RecordRejections appends refused deliveries to the rejection log in one
+// Record appends refused deliveries to the rejection log in one
 // statement.
-func (s *Store) RecordRejections(ctx context.Context, rs []Rejection) error {
+func (s *Store) Record(ctx context.Context, rs []Rejection) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -102,25 +122,25 @@ func (s *Store) RecordRejections(ctx context.Context, rs []Rejection) error {
 	return nil
 }
 
-// RejectionFilter selects a page of the rejection log.
-type RejectionFilter struct {
+// Filter selects a page of the rejection log.
+type Filter struct {
 	// Reason, when set, keeps only refusals for it.
-	Reason RejectReason
+	Reason Reason
 	// ClaimedEventID, when set, keeps only refusals of deliveries that
 	// claimed this event id.
 	ClaimedEventID string
 	Limit, Offset  int
 }
 
-// RejectionPage is one page of the rejection log, newest first, and the
+// Page is one page of the rejection log, newest first, and the
 // number of rows matching its filter.
-type RejectionPage struct {
+type Page struct {
 	Rejections []Rejection
 	Total      int64
 }
 
-// Rejections returns a page of the rejection log, newest first.
-func (s *Store) Rejections(ctx context.Context, f RejectionFilter) (RejectionPage, error) {
+// List returns a page of the rejection log, newest first.
+func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	where, args := "true", []any{}
 	if f.Reason != "" {
 		args = append(args, f.Reason)
@@ -130,10 +150,10 @@ func (s *Store) Rejections(ctx context.Context, f RejectionFilter) (RejectionPag
 		args = append(args, f.ClaimedEventID)
 		where += fmt.Sprintf(" AND claimed_event_id = $%d", len(args))
 	}
-	var page RejectionPage
+	var page Page
 	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_rejections WHERE `+where, args...).
 		Scan(&page.Total); err != nil {
-		return RejectionPage{}, fmt.Errorf("count rejections: %w", err)
+		return Page{}, fmt.Errorf("count rejections: %w", err)
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -143,23 +163,23 @@ func (s *Store) Rejections(ctx context.Context, f RejectionFilter) (RejectionPag
 	rows, err := s.db.Query(ctx, fmt.Sprintf(`SELECT %s FROM webhook_rejections WHERE %s
 		ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, rejectionColumns, where, len(args)-1, len(args)), args...)
 	if err != nil {
-		return RejectionPage{}, fmt.Errorf("list rejections: %w", err)
+		return Page{}, fmt.Errorf("list rejections: %w", err)
 	}
 	if page.Rejections, err = pgx.CollectRows(rows, pgx.RowToStructByName[Rejection]); err != nil {
-		return RejectionPage{}, fmt.Errorf("list rejections: %w", err)
+		return Page{}, fmt.Errorf("list rejections: %w", err)
 	}
 	return page, nil
 }
 
 // ReasonCount is how many deliveries were refused for one reason.
 type ReasonCount struct {
-	Reason RejectReason `db:"reason"`
-	Count  int64        `db:"count"`
+	Reason Reason `db:"reason"`
+	Count  int64  `db:"count"`
 }
 
-// RejectionsByReason counts the deliveries refused in the last window, by
+// ByReason counts the deliveries refused in the last window, by
 // reason, most frequent first.
-func (s *Store) RejectionsByReason(ctx context.Context, window time.Duration) ([]ReasonCount, error) {
+func (s *Store) ByReason(ctx context.Context, window time.Duration) ([]ReasonCount, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT reason, sum(count)::bigint AS count FROM webhook_rejections
 		WHERE at > now() - make_interval(secs => $1)
@@ -174,15 +194,16 @@ func (s *Store) RejectionsByReason(ctx context.Context, window time.Duration) ([
 	return counts, nil
 }
 
-// MaxRejections is how many rows the rejection log keeps at most. At the
+// MaxRows is how many rows the rejection log keeps at most. At the
 // receiver's bound of a few rows a second per replica, it is hours of a
 // flood and months of ordinary refusals.
-const MaxRejections = 100_000
+const MaxRows = 100_000
 
-// PruneRejections deletes the rejection log's rows older than olderThan,
+// Prune deletes the rejection log's rows older than olderThan,
 // then all but the newest keep, and returns how many it deleted. It deletes
-// in batches, as PruneProcessed does.
-func (s *Store) PruneRejections(ctx context.Context, olderThan time.Duration, keep int) (int64, error) {
+// in batches of dbtx.PruneBatchSize, as the queue's prunes do, so no prune holds
+// a long lock.
+func (s *Store) Prune(ctx context.Context, olderThan time.Duration, keep int) (int64, error) {
 	var total int64
 	for {
 		// Beyond the newest keep: at or before the row ranked keep+1.
@@ -193,12 +214,12 @@ func (s *Store) PruneRejections(ctx context.Context, olderThan time.Duration, ke
 				WHERE at < now() - make_interval(secs => $1)
 				   OR (at, id) <= (SELECT at, id FROM webhook_rejections ORDER BY at DESC, id DESC OFFSET $2 LIMIT 1)
 				LIMIT $3))`,
-			olderThan.Seconds(), keep, pruneBatchSize)
+			olderThan.Seconds(), keep, dbtx.PruneBatchSize)
 		if err != nil {
 			return total, fmt.Errorf("prune rejections: %w", err)
 		}
 		total += tag.RowsAffected()
-		if tag.RowsAffected() < pruneBatchSize {
+		if tag.RowsAffected() < dbtx.PruneBatchSize {
 			return total, nil
 		}
 	}

@@ -1,90 +1,33 @@
-package worker
+// Package receiver runs one delivery from Stripe through hookd's pipeline:
+// it checks the signature, reads the event's id and type, takes the event's
+// lease, runs the processor while Stripe waits (or defers the event to the
+// retry queue when every inline slot is taken), and writes the outcome. It
+// holds the refusal errors and the one map from them to the rejection
+// log's reasons (RejectReason), the signature's tolerance, and the inline
+// slots.
+//
+// Its guarantee: Receive returns nil only once the outcome is durable (the
+// dedup marker, or the queue row), and refuses, storing nothing, what can
+// never succeed. No transaction is open and no connection held while the
+// processor runs; the deliveries that reach the database at one moment
+// share its short transactions (worker/groupcommit).
+package receiver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/groupcommit"
+	"github.com/hookd/hookd/worker/telemetry"
 )
-
-var (
-	// ErrBadSignature means the Stripe-Signature header is missing,
-	// malformed, stale, or matches no configured secret. It is wrapped with
-	// the reason.
-	ErrBadSignature = errors.New("bad signature")
-	// ErrBadPayload means the body is not a Stripe event: not JSON, or
-	// without a string id and type. It is wrapped with the reason.
-	ErrBadPayload = errors.New("bad payload")
-	// ErrNoSecret means no signing secret is configured, so no delivery can
-	// be verified; Stripe keeps redelivering until one is.
-	ErrNoSecret = errors.New("no Stripe signing secret configured")
-)
-
-// Why a delivery was refused, for the rejection log. Each is an
-// ErrBadSignature or an ErrBadPayload, with the same message, and is
-// wrapped with the reason the sender is told.
-var (
-	ErrNoSignature        = fmt.Errorf("%w", ErrBadSignature)
-	ErrMalformedSignature = fmt.Errorf("%w", ErrBadSignature)
-	ErrStaleSignature     = fmt.Errorf("%w", ErrBadSignature)
-	ErrWrongSignature     = fmt.Errorf("%w", ErrBadSignature)
-	ErrNotJSON            = fmt.Errorf("%w", ErrBadPayload)
-	ErrBadEventID         = fmt.Errorf("%w", ErrBadPayload)
-	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
-)
-
-// signatureCheck is what a refusal shows of its Stripe-Signature header.
-type signatureCheck int
-
-const (
-	// signatureUnproven: no header, a malformed or stale one, or a refusal
-	// made before the signature was checked. Anyone on the internet can
-	// send one, so it says nothing about Stripe or hookd's secret.
-	signatureUnproven signatureCheck = iota
-	// signatureWrongSecret: well formed and recent, matching no configured
-	// secret: Stripe signing with a secret hookd lacks, or another sender
-	// taking the trouble to look like it.
-	signatureWrongSecret
-	// signatureVerified: well formed, recent and made with a configured
-	// secret; the body was what got refused.
-	signatureVerified
-)
-
-// checkSignature reads a refusal's error for what its signature showed: the
-// one place that tells a signature well formed and recent from one anyone
-// could send, for the signature alert and the rejection log's budgets.
-func checkSignature(err error) signatureCheck {
-	switch reason := rejectReason(err); {
-	case reason == queue.RejectWrongSignature:
-		return signatureWrongSecret
-	case reason.SignatureVerified():
-		return signatureVerified
-	}
-	return signatureUnproven
-}
-
-// SignatureTolerance is how old a signature's timestamp may be: Stripe's
-// own libraries' default, which bounds how long a captured delivery can be
-// replayed.
-const SignatureTolerance = 300 * time.Second
-
-// DefaultProcessTimeout bounds one processor run unless configured: it is
-// HOOKD_FORWARD_TIMEOUT's default, well within the time Stripe waits for
-// an answer.
-const DefaultProcessTimeout = 10 * time.Second
 
 // writeTimeout bounds each short transaction: the one that takes leases
 // and the one that writes outcomes. The writes of outcomes do not stop when
@@ -93,7 +36,8 @@ const DefaultProcessTimeout = 10 * time.Second
 // queue.LeaseMargin, so an outcome is written while its lease still holds.
 const writeTimeout = queue.LeaseMargin
 
-// Outcome is what Receive did with a valid delivery. Each is answered 200.
+// Outcome is what Receive did with a valid delivery. Each is answered 200,
+// with its Label.
 type Outcome int
 
 const (
@@ -112,35 +56,39 @@ const (
 	Deferred
 )
 
-func (o Outcome) String() string {
+// Label is the outcome's name in the metrics, the activity counts and the
+// answer's body.
+func (o Outcome) Label() telemetry.Outcome {
 	switch o {
 	case Processed:
-		return "processed"
+		return telemetry.OutcomeProcessed
 	case Duplicate:
-		return "duplicate"
+		return telemetry.OutcomeDuplicate
 	case AlreadyQueued:
-		return "already_queued"
+		return telemetry.OutcomeAlreadyQueued
 	case Queued:
-		return "queued"
+		return telemetry.OutcomeQueued
 	case Deferred:
-		return "deferred"
+		return telemetry.OutcomeDeferred
 	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
+	return telemetry.Outcome(fmt.Sprintf("Outcome(%d)", int(o)))
 }
 
-// ReceiverConfig configures a Receiver.
-type ReceiverConfig struct {
+func (o Outcome) String() string { return string(o.Label()) }
+
+// Config configures a Receiver.
+type Config struct {
 	// Secrets are the Stripe signing secrets (whsec_...) a delivery may be
 	// signed with: more than one while a secret is being rolled. With none,
 	// Receive fails every delivery with ErrNoSecret.
 	Secrets []string
-	// Processor handles each new event. Default: Discard.
-	Processor Processor
+	// Processor handles each new event. Default: worker.Discard.
+	Processor worker.Processor
 	// ProcessTimeout bounds the inline processor run. Default:
-	// DefaultProcessTimeout.
+	// worker.DefaultProcessTimeout.
 	ProcessTimeout time.Duration
 	// Metrics, when set, records processing durations.
-	Metrics *Metrics
+	Metrics *telemetry.Metrics
 	// InlineConcurrency bounds the deliveries processed at once while
 	// Stripe waits; a new event past it is deferred to the retry queue and
 	// answered at once. Default: DefaultInlineConcurrency; negative: no
@@ -153,9 +101,9 @@ type Receiver struct {
 	store   *queue.Store
 	logger  *slog.Logger
 	secrets []string
-	proc    Processor
+	proc    worker.Processor
 	timeout time.Duration
-	metrics *Metrics
+	metrics *telemetry.Metrics
 	inline  inlineSlots
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
@@ -174,9 +122,9 @@ type Receiver struct {
 // statement's arrays stay small.
 const maxBatch = 64
 
-// NewReceiver returns a Receiver over store. It logs at once when no secret
-// is configured, since every delivery will then be refused.
-func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *Receiver {
+// New returns a Receiver over store. It logs at once when no secret is
+// configured, since every delivery will then be refused.
+func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 	logger = logger.With("component", "receiver")
 	if len(cfg.Secrets) == 0 {
 		logger.Warn("no STRIPE_WEBHOOK_SECRET configured: every webhook is answered 503 until one is")
@@ -185,15 +133,15 @@ func NewReceiver(store *queue.Store, logger *slog.Logger, cfg ReceiverConfig) *R
 		store:   store,
 		logger:  logger,
 		secrets: cfg.Secrets,
-		proc:    cmp.Or[Processor](cfg.Processor, Discard),
-		timeout: cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout),
+		proc:    cmp.Or(cfg.Processor, worker.Discard),
+		timeout: cmp.Or(cfg.ProcessTimeout, worker.DefaultProcessTimeout),
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
-	r.leases.OnWaiting(cfg.Metrics.addWaiting)
+	r.leases.OnWaiting(cfg.Metrics.AddWaiting)
 	r.outcomes = groupcommit.New(maxBatch, r.exchange)
-	r.outcomes.OnWaiting(cfg.Metrics.addWaiting)
+	r.outcomes.OnWaiting(cfg.Metrics.AddWaiting)
 	return r
 }
 
@@ -335,26 +283,26 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
-func (r *Receiver) run(d *delivery) (Outcome, Result) {
+func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	o := queue.Received{EventID: d.ev.ID, Owner: d.owner}
 	if d.deferred {
 		fe := failedEvent(d, r.deferReason())
 		o.Queue = &fe
 		d.outcome = o
-		return Deferred, Result{}
+		return Deferred, worker.Result{}
 	}
-	var res Result
+	var res worker.Result
 	var took time.Duration
-	if _, ok := r.proc.(discard); !ok {
+	if r.proc != worker.Discard {
 		// The lease outlasts this deadline, so no other run of the event
 		// can start before this one has ended.
 		ctx, cancel := context.WithDeadline(d.ctx, d.deadline)
-		res, took = process(ctx, r.proc, r.timeout, Delivery{
+		res, took = worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
 			EventID: d.ev.ID, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
 		})
 		cancel()
 	}
-	r.metrics.observeProcess(d.path, res.Err == nil, took)
+	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.ev.ID, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
@@ -370,7 +318,7 @@ func (r *Receiver) run(d *delivery) (Outcome, Result) {
 	default:
 		// Failed: from here on the event keeps its history, starting with
 		// this attempt.
-		attempt.Error = errorText(res.Err)
+		attempt.Error = worker.ErrorText(res.Err)
 		fe := failedEvent(d, attempt.Error)
 		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
 		outcome = Queued
@@ -399,7 +347,7 @@ func (r *Receiver) exchange(batch []*delivery) {
 		}
 	}
 	if len(take) > 0 {
-		r.metrics.observeBatch(len(take))
+		r.metrics.ObserveBatch(len(take))
 	}
 	// No one delivery's cancellation ends the transaction of all, and
 	// outcomes are written even when their request is gone: the
@@ -484,25 +432,6 @@ func retryUntil(until time.Time, try func(context.Context) error) error {
 	}
 }
 
-// eachAlone runs do for the whole group, and when that fails, for each of
-// its members alone, so that one member's failing write never changes
-// another's outcome: each member gets the error of its own write, fail.
-func eachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
-	err := do(group)
-	if err == nil {
-		return
-	}
-	if len(group) == 1 {
-		fail(group[0], err)
-		return
-	}
-	for _, m := range group {
-		if err := do([]T{m}); err != nil {
-			fail(m, err)
-		}
-	}
-}
-
 // failedEvent is d as the retry queue keeps it, with why it is there.
 func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
@@ -543,86 +472,4 @@ func storedSignature(header string) string {
 		b.WriteString(value)
 	}
 	return b.String()
-}
-
-// verify checks sigHeader against every configured secret with stripe-go.
-// The header's shape and age do not depend on the secret, so those reasons
-// are final at the first secret; only "no signature matches" moves on to
-// the next one.
-func (r *Receiver) verify(payload []byte, sigHeader string) error {
-	if len(r.secrets) == 0 {
-		return ErrNoSecret
-	}
-	for _, secret := range r.secrets {
-		err := webhook.ValidatePayloadWithTolerance(payload, sigHeader, secret, SignatureTolerance)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, webhook.ErrNotSigned):
-			return fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
-		case errors.Is(err, webhook.ErrInvalidHeader):
-			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
-		case errors.Is(err, webhook.ErrTooOld):
-			return fmt.Errorf("%w: timestamp older than the 300 s tolerance, or missing", ErrStaleSignature)
-		case errors.Is(err, webhook.ErrNoValidSignature):
-			continue
-		default:
-			return fmt.Errorf("%w: %v", ErrMalformedSignature, err)
-		}
-	}
-	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
-}
-
-// event is the part of a Stripe event the pipeline reads.
-type event struct {
-	ID   string
-	Type string
-}
-
-// maxIDLen bounds an event id and type. Stripe's are a few dozen
-// characters; the bound keeps an absurd one from failing the index insert
-// (a b-tree entry must fit a third of a page), which would answer 503 and
-// have Stripe redeliver it forever.
-const maxIDLen = 255
-
-// parseEvent reads the id and type of a Stripe event. The payload itself is
-// never re-encoded: processors and the queue get the exact bytes.
-func parseEvent(payload []byte) (event, error) {
-	if !utf8.Valid(payload) {
-		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
-	}
-	id, typ, isObject, valid := scanEvent(payload)
-	if !valid || !isObject {
-		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
-	}
-	var ev event
-	if err := stringField(id, "id", ErrBadEventID, &ev.ID); err != nil {
-		return event{}, err
-	}
-	if err := stringField(typ, "type", ErrBadEventType, &ev.Type); err != nil {
-		return event{}, err
-	}
-	return ev, nil
-}
-
-func stringField(raw json.RawMessage, name string, bad error, dst *string) error {
-	if len(raw) == 0 {
-		return fmt.Errorf("%w: no %q field", bad, name)
-	}
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
-		// A string without escapes, as Stripe's ids and types are: the
-		// scan has checked it, and its text is between the quotes.
-		*dst = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, dst); err != nil {
-		return fmt.Errorf("%w: %q is not a string", bad, name)
-	}
-	if *dst == "" || len(*dst) > maxIDLen {
-		return fmt.Errorf("%w: %q must have 1 to %d characters", bad, name, maxIDLen)
-	}
-	for _, c := range *dst {
-		if !unicode.IsPrint(c) {
-			return fmt.Errorf("%w: %q has unprintable characters", bad, name)
-		}
-	}
-	return nil
 }

@@ -1,11 +1,11 @@
-package worker_test
+package receiver_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -14,9 +14,9 @@ import (
 // recorded as recovered, rather than deferred.
 func TestRecover_TakesNoInlineSlot(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	store, bundle := setup(t)
 	p := newBlockingProcessor()
-	r := worker.NewReceiver(store, discardLogger, worker.ReceiverConfig{
+	r := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, InlineConcurrency: 1,
 	})
 	held := stripeevent.NewID("evt")
@@ -32,7 +32,7 @@ func TestRecover_TakesNoInlineSlot(t *testing.T) {
 
 	recovered := stripeevent.NewID("evt")
 	done := make(chan error, 1)
-	var outcome worker.Outcome
+	var outcome receiver.Outcome
 	go func() {
 		var err error
 		outcome, err = r.Recover(t.Context(), stripeevent.Minimal(recovered, "invoice.paid"))
@@ -42,16 +42,16 @@ func TestRecover_TakesNoInlineSlot(t *testing.T) {
 		t.Fatalf("the app got %s, want the recovered %s", got, recovered)
 	}
 	close(p.release)
-	if err := <-done; err != nil || outcome != worker.Processed {
+	if err := <-done; err != nil || outcome != receiver.Processed {
 		t.Fatalf("recover: got %v, %v; want processed", outcome, err)
 	}
 	if err := <-delivered; err != nil {
 		t.Fatal(err)
 	}
-	if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND path = 'reconcile' AND outcome = 'succeeded'`, recovered); got != 1 {
+	if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND path = 'reconcile' AND outcome = 'succeeded'`, recovered); got != 1 {
 		t.Errorf("reconcile attempts: got %d, want 1", got)
 	}
-	if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`); got != 0 {
+	if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events`); got != 0 {
 		t.Errorf("queue rows: got %d, want none deferred", got)
 	}
 }

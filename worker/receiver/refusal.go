@@ -1,0 +1,113 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/hookd/hookd/queue/rejections"
+)
+
+var (
+	// ErrBadSignature means the Stripe-Signature header is missing,
+	// malformed, stale, or matches no configured secret. It is wrapped with
+	// the reason.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrBadPayload means the body is not a Stripe event: not JSON, or
+	// without a string id and type. It is wrapped with the reason.
+	ErrBadPayload = errors.New("bad payload")
+	// ErrNoSecret means no signing secret is configured, so no delivery can
+	// be verified; Stripe keeps redelivering until one is.
+	ErrNoSecret = errors.New("no Stripe signing secret configured")
+)
+
+// Why a delivery was refused, for the rejection log. Each is an
+// ErrBadSignature or an ErrBadPayload, with the same message, and is
+// wrapped with the reason the sender is told.
+var (
+	ErrNoSignature        = fmt.Errorf("%w", ErrBadSignature)
+	ErrMalformedSignature = fmt.Errorf("%w", ErrBadSignature)
+	ErrStaleSignature     = fmt.Errorf("%w", ErrBadSignature)
+	ErrWrongSignature     = fmt.Errorf("%w", ErrBadSignature)
+	ErrNotJSON            = fmt.Errorf("%w", ErrBadPayload)
+	ErrBadEventID         = fmt.Errorf("%w", ErrBadPayload)
+	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
+)
+
+// Refusals decided before the pipeline runs, by the HTTP handler.
+var (
+	// ErrTooLarge is a body over the receiver's size limit.
+	ErrTooLarge = errors.New("body larger than the limit")
+	// ErrUnreadableBody is a body that could not be read to its end.
+	ErrUnreadableBody = errors.New("cannot read body")
+	// ErrMethodNotAllowed is a request to the receiver that is not a POST.
+	ErrMethodNotAllowed = errors.New("method not allowed: Stripe POSTs its events")
+)
+
+// RejectReason maps why a delivery was refused (an error of this package)
+// to the rejection log's reason: the one place that does.
+func RejectReason(err error) rejections.Reason {
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return rejections.TooLarge
+	case errors.Is(err, ErrMethodNotAllowed):
+		return rejections.MethodNotAllowed
+	case errors.Is(err, ErrUnreadableBody):
+		return rejections.UnreadableBody
+	case errors.Is(err, ErrNoSignature):
+		return rejections.NoSignature
+	case errors.Is(err, ErrStaleSignature):
+		return rejections.StaleSignature
+	case errors.Is(err, ErrWrongSignature):
+		return rejections.WrongSignature
+	case errors.Is(err, ErrBadSignature):
+		return rejections.MalformedSignature
+	case errors.Is(err, ErrBadEventID):
+		return rejections.BadID
+	case errors.Is(err, ErrBadEventType):
+		return rejections.BadType
+	case errors.Is(err, ErrBadPayload):
+		return rejections.BadJSON
+	}
+	// A 4xx no case above knows: the body, or what was read of it, is what
+	// the receiver could not use.
+	return rejections.UnreadableBody
+}
+
+// SignatureTolerance is how old a signature's timestamp may be: Stripe's
+// own libraries' default, which bounds how long a captured delivery can be
+// replayed.
+const SignatureTolerance = 300 * time.Second
+
+// toleranceText is SignatureTolerance as a refusal tells it: "300 s".
+var toleranceText = fmt.Sprintf("%d s", int(SignatureTolerance.Seconds()))
+
+// verify checks sigHeader against every configured secret with stripe-go.
+// The header's shape and age do not depend on the secret, so those reasons
+// are final at the first secret; only "no signature matches" moves on to
+// the next one.
+func (r *Receiver) verify(payload []byte, sigHeader string) error {
+	if len(r.secrets) == 0 {
+		return ErrNoSecret
+	}
+	for _, secret := range r.secrets {
+		err := webhook.ValidatePayloadWithTolerance(payload, sigHeader, secret, SignatureTolerance)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, webhook.ErrNotSigned):
+			return fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
+		case errors.Is(err, webhook.ErrInvalidHeader):
+			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
+		case errors.Is(err, webhook.ErrTooOld):
+			return fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", ErrStaleSignature, toleranceText)
+		case errors.Is(err, webhook.ErrNoValidSignature):
+			continue
+		default:
+			return fmt.Errorf("%w: %v", ErrMalformedSignature, err)
+		}
+	}
+	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
+}

@@ -1,0 +1,66 @@
+// Package telemetry counts what the pipeline does, for the people who watch
+// it: the Prometheus metrics (every hookd_* name and label value is a
+// constant here), the per-minute activity counts behind the overview's
+// charts and the signature alert, the rejection log of refused deliveries,
+// and the one flush loop that writes the last two to the database in
+// batches.
+//
+// Its guarantee: counting never waits on the database. A delivery or a
+// retry adds to memory only; a flush writes what was counted since the last
+// one, so a crash loses at most a flush interval of counts and of the log,
+// never an event. A nil *Metrics, *Activity or *RejectionLog records
+// nothing.
+package telemetry
+
+import "github.com/hookd/hookd/queue"
+
+// MetricName is the name of one of hookd's Prometheus metrics.
+type MetricName string
+
+// hookd's metrics, each registered once.
+const (
+	MetricWebhooksReceived      MetricName = "hookd_webhooks_received_total"
+	MetricProcessingSeconds     MetricName = "hookd_processing_duration_seconds"
+	MetricRetries               MetricName = "hookd_retries_total"
+	MetricDeadLetters           MetricName = "hookd_dead_letters_total"
+	MetricMarkersPruned         MetricName = "hookd_markers_pruned_total"
+	MetricReceiverBatch         MetricName = "hookd_receiver_batch_deliveries"
+	MetricReceiverWaiting       MetricName = "hookd_receiver_waiting_deliveries"
+	MetricReceiverBodiesReading MetricName = "hookd_receiver_bodies_reading"
+	MetricReceiverBodyMemory    MetricName = "hookd_receiver_body_memory_bytes"
+	MetricQueueEvents           MetricName = "hookd_queue_events"
+	MetricQueueDueEvents        MetricName = "hookd_queue_due_events"
+	MetricQueueStatsUp          MetricName = "hookd_queue_stats_up"
+)
+
+// Outcome is how the receiver answered a delivery: the outcome label of
+// MetricWebhooksReceived, and what the activity counts sort deliveries by.
+type Outcome string
+
+// The receiver's outcomes, by the status they are answered with.
+const (
+	// 200: the outcome is durable.
+	OutcomeProcessed     Outcome = "processed"
+	OutcomeDuplicate     Outcome = "duplicate"
+	OutcomeAlreadyQueued Outcome = "already_queued"
+	OutcomeQueued        Outcome = "queued"
+	OutcomeDeferred      Outcome = "deferred"
+	// 4xx: refused, and noted in the rejection log.
+	OutcomeBadSignature Outcome = "bad_signature"
+	OutcomeBadPayload   Outcome = "bad_payload"
+	OutcomeTooLarge     Outcome = "too_large"
+	// 503: Stripe delivers again.
+	OutcomeLocked      Outcome = "locked"
+	OutcomeNoSecret    Outcome = "no_secret"
+	OutcomeUnavailable Outcome = "unavailable"
+	// OutcomeBodyMemory: the body found no room under
+	// HOOKD_MAX_BODY_MEMORY; never read, never processed.
+	OutcomeBodyMemory Outcome = "body_memory"
+)
+
+func resultOf(ok bool) queue.AttemptOutcome {
+	if ok {
+		return queue.AttemptSucceeded
+	}
+	return queue.AttemptFailed
+}
