@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // Config is every setting of hookd, parsed once, here, from the environment
@@ -121,11 +124,11 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
 	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
 		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
-	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: durationText(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
+	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: humanize.Typed(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardTimeout, v) }},
-	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: durationText(worker.DefaultRetryInterval), usage: "how often the retry loop looks for due events when idle",
+	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: humanize.Typed(worker.DefaultRetryInterval), usage: "how often the retry loop looks for due events when idle",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
-	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: durationText(worker.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to 3 days)",
+	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: humanize.Typed(maintenance.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to " + humanize.Duration(stripeevent.RedeliveryWindow) + ")",
 		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
 	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account created at start when no account has this email (never changed afterwards)",
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
@@ -147,13 +150,13 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.InlineConcurrency, v) }},
 	{flag: "dashboard-conns", env: "HOOKD_DASHBOARD_CONNS", def: strconv.Itoa(defaultDashboardConns), usage: "connections of the dashboard's own pool for its pages' reads, apart from the receiver's: however many people load pages, they hold no more",
 		set: func(c *Config, v string) error { return parseDashboardConns(&c.DashboardConns, v) }},
-	{flag: "dashboard-timeout", env: "HOOKD_DASHBOARD_TIMEOUT", def: durationText(queue.DefaultReadTimeout), usage: "longest a query of a dashboard page may run before it is stopped and the page asks for a narrower filter",
+	{flag: "dashboard-timeout", env: "HOOKD_DASHBOARD_TIMEOUT", def: humanize.Typed(queue.DefaultReadTimeout), usage: "longest a query of a dashboard page may run before it is stopped and the page asks for a narrower filter",
 		set: func(c *Config, v string) error { return parseDashboardTimeout(&c.DashboardTimeout, v) }},
 	{flag: "shutdown-timeout", env: "HOOKD_SHUTDOWN_TIMEOUT", def: "15s", usage: "how long in-flight work may take to finish on SIGTERM",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ShutdownTimeout, v) }},
 	{flag: "alert-url", env: "HOOKD_ALERT_URL", usage: "Slack-compatible incoming webhook that alerts are posted to (none: no alerts)", secret: true,
 		set: func(c *Config, v string) error { c.AlertURL = Secret(v); return checkURL(v) }},
-	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: durationText(worker.DefaultAlertPendingAge), usage: "alert when the oldest pending event is older than this",
+	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: humanize.Typed(maintenance.DefaultAlertPendingAge), usage: "alert when the oldest pending event is older than this",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
 	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
@@ -169,7 +172,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.StripeEndpointID = v; return checkEndpointID(v) }},
 	{flag: "reconcile-interval", env: "HOOKD_RECONCILE_INTERVAL", def: "1h", usage: "how often hookd serve reconciles with Stripe's Events API, across replicas; 0 turns it off",
 		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
-	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: durationText(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + durationText(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
+	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: humanize.Typed(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + humanize.Typed(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
 		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
 }
 
@@ -250,20 +253,6 @@ func isHTTPS(raw string) bool {
 	return len(raw) > len("https://") && strings.EqualFold(raw[:len("https://")], "https://")
 }
 
-// durationText writes a default duration as people type it, in its largest
-// whole unit: 720h, 10s, not 720h0m0s.
-func durationText(d time.Duration) string {
-	for _, u := range []struct {
-		unit time.Duration
-		name string
-	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if d%u.unit == 0 {
-			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
-		}
-	}
-	return d.String()
-}
-
 // metricsOff is HOOKD_METRICS_ADDR's value for no metrics listener.
 const metricsOff = "off"
 
@@ -295,9 +284,10 @@ func parseMarkerRetention(dst *time.Duration, v string) error {
 	if err := parsePositiveDuration(dst, v); err != nil {
 		return err
 	}
-	if *dst < worker.MinMarkerRetention {
-		return errors.New("must be at least 72h: Stripe redelivers an event for up to 3 days, " +
-			"and a redelivery whose marker was pruned is processed again")
+	if *dst < maintenance.MinMarkerRetention {
+		return fmt.Errorf("must be at least %s: Stripe redelivers an event for up to %s, "+
+			"and a redelivery whose marker was pruned is processed again",
+			humanize.Typed(maintenance.MinMarkerRetention), humanize.Duration(stripeevent.RedeliveryWindow))
 	}
 	return nil
 }
@@ -470,7 +460,7 @@ func parseReconcileWindow(dst *time.Duration, v string) error {
 		return err
 	}
 	if *dst > reconcile.MaxWindow {
-		return fmt.Errorf("at most %s: Stripe keeps events for 30 days", durationText(reconcile.MaxWindow))
+		return fmt.Errorf("at most %s: Stripe keeps events for 30 days", humanize.Typed(reconcile.MaxWindow))
 	}
 	return nil
 }
@@ -486,7 +476,7 @@ func checkReconcile(cfg Config) error {
 		return errors.New("STRIPE_API_KEY: required with STRIPE_WEBHOOK_ENDPOINT_ID (a restricted key with Read access to Events and Webhook Endpoints)")
 	case cfg.ReconcileWindow > cfg.MarkerRetention:
 		return fmt.Errorf("HOOKD_RECONCILE_WINDOW: at most HOOKD_MARKER_RETENTION (%s): older events' markers may be pruned, "+
-			"and they would be processed again (got %s)", reconcile.WindowText(cfg.MarkerRetention), reconcile.WindowText(cfg.ReconcileWindow))
+			"and they would be processed again (got %s)", humanize.Typed(cfg.MarkerRetention), humanize.Typed(cfg.ReconcileWindow))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@
 //
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
-//	hookd send-test-event [-n 50] [-type invoice.paid] [-url http://localhost:8080/webhooks/stripe]
+//	hookd send-test-event [-n 50] [-type invoice.paid] [-url URL]
 //	hookd user add EMAIL [-role viewer|operator|admin]
 //	                add a dashboard account; the password is read from the terminal or stdin
 //	hookd user passwd EMAIL

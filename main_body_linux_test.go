@@ -38,6 +38,8 @@ func TestBodyMemory_SilentSendersDoNotExhaustMemory(t *testing.T) {
 		"DATABASE_URL=" + queuetest.NewDatabaseURL(t),
 		"STRIPE_WEBHOOK_SECRET=" + testSecret,
 		"HOOKD_FORWARD_URL=" + app.URL,
+		// The test reads hookd's gauges from the address it posts to.
+		"HOOKD_METRICS_PUBLIC=true",
 	})
 	defer func() {
 		if err := p.terminate(); err != nil {

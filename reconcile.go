@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/reconcileruns"
+	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -47,7 +49,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	}
 	if since > cfg.MarkerRetention {
 		return fmt.Errorf("-since: at most HOOKD_MARKER_RETENTION (%s): older events' markers may be pruned, "+
-			"and they would be processed again", reconcile.WindowText(cfg.MarkerRetention))
+			"and they would be processed again", humanize.Typed(cfg.MarkerRetention))
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
@@ -66,18 +68,30 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	r := newReconciler(cfg, store, receiver, logger)
 
 	if eventID != "" {
-		p, err := r.Pull(ctx, eventID)
-		if errors.Is(err, queue.ErrEventLocked) {
-			return fmt.Errorf("%s is being handled by a delivery right now; it needs no pull", eventID)
-		}
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, pulledText(p))
-		return nil
+		return pullCommand(ctx, r, eventID, stdout)
 	}
-	res, err := r.RunOnce(ctx, reconcile.Options{Window: since, DryRun: dryRun, Trigger: queue.TriggerCommand})
-	if errors.Is(err, queue.ErrReconcileRunning) {
+	return reconcileWindow(ctx, r, since, dryRun, stdout, stderr)
+}
+
+// pullCommand is `hookd reconcile -event`: it pulls one event and says
+// what became of it.
+func pullCommand(ctx context.Context, r *reconcile.Reconciler, eventID string, stdout io.Writer) error {
+	p, err := r.Pull(ctx, eventID)
+	if errors.Is(err, queue.ErrEventLocked) {
+		return fmt.Errorf("%s is being handled by a delivery right now; it needs no pull", eventID)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, pulledText(p))
+	return nil
+}
+
+// reconcileWindow is `hookd reconcile` over a window: one run, its summary
+// on stdout, and notes on stderr about what Stripe told of the endpoint.
+func reconcileWindow(ctx context.Context, r *reconcile.Reconciler, since time.Duration, dryRun bool, stdout, stderr io.Writer) error {
+	res, err := r.RunOnce(ctx, reconcile.Options{Window: since, DryRun: dryRun, Trigger: reconcileruns.TriggerCommand})
+	if errors.Is(err, reconcileruns.ErrRunning) {
 		return errors.New("another reconcile run is in progress (the schedule of hookd serve, or an operator); try again when it ends")
 	}
 	if err != nil {

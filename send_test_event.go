@@ -22,7 +22,7 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 	fs := newFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET.", stderr)
 	eventType := fs.String("type", "", "the events' type (default: invoice.paid for one event, a realistic mix for more)")
 	count := fs.Int("n", 1, "how many events to send")
-	target := fs.String("url", "http://localhost:8080/webhooks/stripe", "the receiver to post to")
+	target := fs.String("url", "http://localhost:8080"+stripeevent.ReceiverPath, "the receiver to post to")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,6 +59,13 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 		return nil
 	}
 
+	return sendTestEvents(ctx, client, *target, secrets[0], *count, typeOf, stdout)
+}
+
+// sendTestEvents posts count events, printing each answer and then how
+// many got which.
+func sendTestEvents(ctx context.Context, client *http.Client, target string, secret Secret, count int,
+	typeOf func(i int) string, stdout io.Writer) error {
 	// Stripe delivers several events at once; so does this, a few at a
 	// time, printing each answer as it comes.
 	const senders = 4
@@ -69,7 +76,7 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 		next    int
 		wg      sync.WaitGroup
 	)
-	fmt.Fprintf(stdout, "sending %d events to %s\n", *count, *target)
+	fmt.Fprintf(stdout, "sending %d events to %s\n", count, target)
 	for range senders {
 		wg.Go(func() {
 			for {
@@ -77,10 +84,10 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 				i := next
 				next++
 				mu.Unlock()
-				if i >= *count || ctx.Err() != nil {
+				if i >= count || ctx.Err() != nil {
 					return
 				}
-				res := postTestEvent(ctx, client, *target, secrets[0], typeOf(i))
+				res := postTestEvent(ctx, client, target, secret, typeOf(i))
 				mu.Lock()
 				if res.err != nil {
 					failed++
@@ -100,12 +107,12 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 		})
 	}
 	wg.Wait()
-	fmt.Fprintf(stdout, "sent %d events: %s\n", *count, summarizeAnswers(answers))
+	fmt.Fprintf(stdout, "sent %d events: %s\n", count, summarizeAnswers(answers))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d events were not answered 200", failed, *count)
+		return fmt.Errorf("%d of %d events were not answered 200", failed, count)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
@@ -22,66 +23,81 @@ import (
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 
-// serve runs `hookd serve` until ctx is cancelled: it wires the stores, the
-// receiver, the loops and the HTTP servers together, then shuts them down
-// in order, letting work in flight finish within HOOKD_SHUTDOWN_TIMEOUT.
+// serve runs `hookd serve` until ctx is cancelled: build wires the stores,
+// the receiver, the loops and the HTTP servers together, run starts them
+// all in one errgroup, and stop shuts them down in one order, letting work
+// in flight finish within HOOKD_SHUTDOWN_TIMEOUT.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	s, err := build(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if err := s.run(ctx); err != nil {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// server is `hookd serve` built and not yet running.
+type server struct {
+	cfg    Config
+	logger *slog.Logger
+	// closers close the pools, in reverse order of opening.
+	closers []func()
+
+	listeners []listener
+	// loops end when run's context is cancelled; the HTTP servers are
+	// stopped by stop. Flushes run until everything else has stopped.
+	loops   []func(context.Context) error
+	flushes []func(context.Context) error
+}
+
+// listener is one HTTP server and the address it serves.
+type listener struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func (s *server) close() {
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// build opens the database and wires every part of hookd serve, or gives
+// back what it opened and says what is wrong.
+func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err error) {
+	s := &server{cfg: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	proc, err := newProcessor(cfg, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	pool, applied, err := openMigrated(ctx, cfg)
+	st, err := s.openStores(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer pool.Close()
-	for _, name := range applied {
-		logger.Info("migration applied", "file", name)
-	}
-	storeOpts := storeOptions(cfg, logger)
-	store := queue.New(pool, storeOpts...)
-	// The dashboard's reads have a pool of their own and a time limit, so
-	// people loading pages, however many and however slow their filters,
-	// never hold the connections deliveries need.
-	dashPool, err := openDashboardPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer dashPool.Close()
-	reads := queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...)
-	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
-	accts := accounts.New(pool)
-	counts, refused := activity.New(pool), rejections.New(pool)
-	pageCounts, pageRefusals := activity.New(pageReads), rejections.New(pageReads)
-	if cfg.AdminEmail != "" {
-		if cfg.AdminPassword == "" {
-			return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
-		}
-		u, created, err := accts.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
-		if err != nil {
-			return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
-		}
-		if created {
-			logger.Info("dashboard admin created", "email", u.Email)
-		} else {
-			logger.Info("HOOKD_ADMIN_EMAIL's account exists: its password and role are left as they are, "+
-				"HOOKD_ADMIN_PASSWORD is not applied", "email", u.Email, "role", u.Role)
-		}
-	}
-	// The pruner deletes expired sessions; pgxstore's own cleanup goroutine
-	// logs through the standard logger and races its own StopCleanup.
-	sessions := pgxstore.NewWithCleanupInterval(pool, 0)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		telemetry.NewQueueCollector(logger, store, telemetry.DefaultQueueStatsMaxAge))
-	activity := telemetry.NewActivity(counts, logger, telemetry.ActivityConfig{})
+		telemetry.NewQueueCollector(logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
+	store, accts := st.queue, st.accounts
+	activity := telemetry.NewActivity(st.counts, logger, telemetry.ActivityConfig{})
 	metrics := telemetry.NewMetrics(reg, activity)
 	receiver := receiver.New(store, logger, receiver.Config{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
@@ -89,9 +105,22 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
-	pruner := worker.NewPruner(store, accts, counts, refused, logger, worker.PrunerConfig{Retention: cfg.MarkerRetention, Metrics: metrics})
-	rejections := telemetry.NewRejectionLog(refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
+	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
+		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, CountPruned: metrics.CountPruned})
+	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
 	reconciler := newReconciler(cfg, store, receiver, logger)
+
+	s.loops = append(s.loops, retrier.Run, pruner.Run)
+	if cfg.AlertURL != "" {
+		alerter := maintenance.NewAlerter(store, logger, maintenance.AlerterConfig{
+			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
+			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval)})
+		s.loops = append(s.loops, alerter.Run)
+	}
+	if reconciler != nil {
+		s.loops = append(s.loops, reconciler.Run)
+	}
+	s.flushes = append(s.flushes, activity.Run, rejections.Run)
 
 	// /metrics tells queue depths, traffic and failures: on the main
 	// address whoever reaches the receiver could read them, so it is there
@@ -102,14 +131,14 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	handler := web.NewServer(web.Options{
 		Logger: logger,
-		Stores: web.Stores{Queue: store, Reads: reads, Accounts: accts, Audit: audit.New(dashPool),
-			Activity: pageCounts, Rejections: pageRefusals},
+		Stores: web.Stores{Queue: store, Reads: st.reads, Accounts: accts, Audit: st.audit,
+			Activity: st.pageCounts, Rejections: st.pageRefusals},
 		Receiver:        receiver,
 		Metrics:         metrics,
 		Gatherer:        mainGatherer,
 		MaxBody:         cfg.MaxBody,
 		MaxBodyMemory:   cfg.MaxBodyMemory,
-		Sessions:        sessions,
+		Sessions:        st.sessions,
 		SecureCookies:   cfg.SecureCookies,
 		TrustedProxies:  cfg.TrustedProxies,
 		MarkerRetention: cfg.MarkerRetention,
@@ -117,24 +146,107 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		Rejections:      rejections,
 		Reconciler:      reconciler,
 	})
+	if err := s.listen(handler, reg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+// stores are what build opens on the database.
+type stores struct {
+	queue *queue.Store
+	// reads, pageCounts and pageRefusals are what the dashboard's pages
+	// read, on its own pool under its time limit; counts and refused are
+	// what telemetry writes and the pruner prunes.
+	reads        *queue.Store
+	pageCounts   *activity.Store
+	pageRefusals *rejections.Store
+	counts       *activity.Store
+	refused      *rejections.Store
+	accounts     *accounts.Store
+	audit        *audit.Log
+	sessions     *pgxstore.PostgresStore
+}
+
+// openStores opens and migrates the database, opens the dashboard's pool,
+// and makes the admin account HOOKD_ADMIN_EMAIL asks for.
+func (s *server) openStores(ctx context.Context) (stores, error) {
+	cfg, logger := s.cfg, s.logger
+	pool, applied, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return stores{}, err
+	}
+	s.closers = append(s.closers, pool.Close)
+	for _, name := range applied {
+		logger.Info("migration applied", "file", name)
+	}
+	storeOpts := storeOptions(cfg, logger)
+	// The dashboard's reads have a pool of their own and a time limit, so
+	// people loading pages, however many and however slow their filters,
+	// never hold the connections deliveries need.
+	dashPool, err := openDashboardPool(ctx, cfg)
+	if err != nil {
+		return stores{}, err
+	}
+	s.closers = append(s.closers, dashPool.Close)
+	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
+	st := stores{
+		queue:        queue.New(pool, storeOpts...),
+		reads:        queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
+		pageCounts:   activity.New(pageReads),
+		pageRefusals: rejections.New(pageReads),
+		counts:       activity.New(pool),
+		refused:      rejections.New(pool),
+		accounts:     accounts.New(pool),
+		audit:        audit.New(dashPool),
+		// The pruner deletes expired sessions; pgxstore's own cleanup
+		// goroutine logs through the standard logger and races its own
+		// StopCleanup.
+		sessions: pgxstore.NewWithCleanupInterval(pool, 0),
+	}
+	if err := ensureAdmin(ctx, cfg, st.accounts, logger); err != nil {
+		return stores{}, err
+	}
+	return st, nil
+}
+
+// ensureAdmin creates HOOKD_ADMIN_EMAIL's account when it does not exist.
+func ensureAdmin(ctx context.Context, cfg Config, accts *accounts.Store, logger *slog.Logger) error {
+	if cfg.AdminEmail == "" {
+		return nil
+	}
+	if cfg.AdminPassword == "" {
+		return errors.New("HOOKD_ADMIN_PASSWORD: required with HOOKD_ADMIN_EMAIL")
+	}
+	u, created, err := accts.EnsureAdmin(ctx, cfg.AdminEmail, cfg.AdminPassword.Reveal())
+	if err != nil {
+		return fmt.Errorf("HOOKD_ADMIN_EMAIL: %v", err)
+	}
+	if created {
+		logger.Info("dashboard admin created", "email", u.Email)
+	} else {
+		logger.Info("HOOKD_ADMIN_EMAIL's account exists: its password and role are left as they are, "+
+			"HOOKD_ADMIN_PASSWORD is not applied", "email", u.Email, "role", u.Role)
+	}
+	return nil
+}
+
+// listen opens the listen address, and the metrics address when there is
+// one.
+func (s *server) listen(handler http.Handler, reg *prometheus.Registry) error {
+	cfg, logger := s.cfg, s.logger
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("HOOKD_ADDR: %v", err)
 	}
-	type listener struct {
-		srv *http.Server
-		ln  net.Listener
-	}
-	listeners := []listener{{newHTTPServer(cfg, handler, logger), ln}}
+	s.listeners = append(s.listeners, listener{newHTTPServer(cfg, handler, logger), ln})
 	logger.Info("hookd listening", "addr", ln.Addr().String(), "version", buildVersion())
 	if cfg.MetricsAddr != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddr)
 		if err != nil {
-			ln.Close()
 			return fmt.Errorf("HOOKD_METRICS_ADDR: %v; set it to a free address, or to off", err)
 		}
-		listeners = append(listeners, listener{newHTTPServer(cfg, web.NewMetricsHandler(reg), logger), mln})
+		s.listeners = append(s.listeners, listener{newHTTPServer(cfg, web.NewMetricsHandler(reg), logger), mln})
 		logger.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	switch {
@@ -143,58 +255,67 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	case cfg.MetricsAddr == "":
 		logger.Info("metrics not served: HOOKD_METRICS_ADDR is off and HOOKD_METRICS_PUBLIC is false")
 	}
+	return nil
+}
 
+// run serves and runs every loop in one errgroup until ctx is cancelled or
+// one of them fails, then stops them all with stop.
+func (s *server) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for _, l := range listeners {
+	// working counts what must have stopped before the last flush.
+	var working sync.WaitGroup
+	work := func(f func() error) {
+		working.Add(1)
 		g.Go(func() error {
+			defer working.Done()
+			return f()
+		})
+	}
+	for _, l := range s.listeners {
+		work(func() error {
 			if err := l.srv.Serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("http server on %s: %w", l.ln.Addr(), err)
 			}
 			return nil
 		})
 	}
-	g.Go(func() error { return retrier.Run(gctx) })
-	g.Go(func() error { return pruner.Run(gctx) })
-	if cfg.AlertURL != "" {
-		alerter := worker.NewAlerter(store, logger, worker.AlerterConfig{
-			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
-			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval)})
-		g.Go(func() error { return alerter.Run(gctx) })
+	for _, loop := range s.loops {
+		work(func() error { return loop(gctx) })
 	}
-	// The counts are flushed until everything that counts has stopped, so
-	// the last flush holds the last deliveries and retries.
 	flushCtx, stopFlushing := context.WithCancel(context.WithoutCancel(ctx))
-	flushed := make(chan struct{})
-	go func() {
-		defer close(flushed)
-		_ = activity.Run(flushCtx)
-	}()
-	rejectionsFlushed := make(chan struct{})
-	go func() {
-		defer close(rejectionsFlushed)
-		_ = rejections.Run(flushCtx)
-	}()
-	defer func() { stopFlushing(); <-flushed; <-rejectionsFlushed }()
-	if reconciler != nil {
-		g.Go(func() error { return reconciler.Run(gctx) })
+	defer stopFlushing()
+	for _, flush := range s.flushes {
+		// A flush's failure is logged by the flush, and must not stop the
+		// counting of what is still running.
+		g.Go(func() error { _ = flush(flushCtx); return nil })
 	}
 	g.Go(func() error {
 		<-gctx.Done()
-		logger.Info("shutting down: no new requests, finishing the ones in flight")
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		for _, l := range listeners {
-			if err := l.srv.Shutdown(shutdownCtx); err != nil {
-				return fmt.Errorf("http shutdown: %w", err)
-			}
-		}
-		return nil
+		return s.stop(working.Wait, stopFlushing)
 	})
-	if err := g.Wait(); err != nil {
-		return err
+	return g.Wait()
+}
+
+// stop is hookd serve's one stop order, once run's context is done: the
+// loops have been told already and stop claiming; the HTTP servers take no
+// new requests and finish the ones in flight within
+// HOOKD_SHUTDOWN_TIMEOUT; and once everything that counts has stopped, the
+// counts and the rejection log are flushed a last time, so the last flush
+// holds the last deliveries and retries.
+func (s *server) stop(waitWorking, stopFlushing func()) error {
+	s.logger.Info("shutting down: no new requests, finishing the ones in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	var err error
+	for _, l := range s.listeners {
+		if err = l.srv.Shutdown(shutdownCtx); err != nil {
+			err = fmt.Errorf("http shutdown: %w", err)
+			break
+		}
 	}
-	logger.Info("stopped")
-	return nil
+	waitWorking()
+	stopFlushing()
+	return err
 }
 
 // newHTTPServer returns a server for handler whose timeouts keep a slow or

@@ -63,6 +63,12 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	})
 }
 
+// DB returns what s runs its queries on, for the stores of queue's
+// sub-packages that keep their tables on the same database and must run
+// the way s does: on the main pool, or under the dashboard reader's time
+// limit (reconcileruns).
+func (s *Store) DB() dbtx.DBTX { return s.db }
+
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
 	if _, err := s.db.Exec(ctx, `SELECT 1`); err != nil {

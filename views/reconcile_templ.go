@@ -12,7 +12,7 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"strconv"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/reconcileruns"
 )
 
 // ReconcileForm is the state of the overview's "Reconcile with Stripe"
@@ -27,7 +27,7 @@ type ReconcileForm struct {
 // ReconcilePreview is what a dry run found, shown before the real run.
 type ReconcilePreview struct {
 	Hours int
-	queue.ReconcileCounts
+	reconcileruns.Counts
 	// EndpointID and EndpointDisabled describe the endpoint Stripe
 	// reported.
 	EndpointID       string

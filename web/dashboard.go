@@ -21,9 +21,11 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 )
 
 // perPage is the length of the event lists and the audit log.
@@ -88,7 +90,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
 		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil}
-	switch run, err := d.reads.LastReconcileRun(ctx); {
+	switch run, err := reconcileruns.New(d.reads.DB()).Last(ctx); {
 	case err == nil:
 		stats.Reconcile = &run
 	case !errors.Is(err, queue.ErrNotFound):
@@ -103,7 +105,7 @@ func (d *dashboard) retentionDays() string {
 
 // minPruneDays is Stripe's redelivery window in days: a marker pruned
 // sooner lets a redelivery of its event be processed again.
-const minPruneDays = int(worker.MinMarkerRetention / (24 * time.Hour))
+const minPruneDays = int(maintenance.MinMarkerRetention / (24 * time.Hour))
 
 // renderOverview renders the overview; prune and rec carry the state of
 // its forms, zero for their defaults.

@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -66,13 +67,13 @@ func (d *dashboard) handleReconcilePreview() echo.HandlerFunc {
 			return err
 		}
 		res, err := r.RunOnce(c.Request().Context(), reconcile.Options{
-			Window: time.Duration(hours) * time.Hour, DryRun: true, Trigger: queue.TriggerDashboard})
+			Window: time.Duration(hours) * time.Hour, DryRun: true, Trigger: reconcileruns.TriggerDashboard})
 		if err != nil {
 			return d.reconcileFailed(c, hours, err)
 		}
 		return render(c, http.StatusOK, views.ReconcileConfirm(d.page(c, "Reconcile with Stripe?", "overview"),
 			views.ReconcilePreview{
-				Hours: hours, ReconcileCounts: res.ReconcileCounts,
+				Hours: hours, Counts: res.Counts,
 				EndpointID: res.Endpoint.ID, EndpointDisabled: res.Endpoint.Status == "disabled",
 				OtherVersion: res.OtherVersion, EndpointVersion: res.Endpoint.APIVersion,
 			}))
@@ -90,8 +91,8 @@ func (d *dashboard) handleReconcile() echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
 		defer cancel()
 		res, runErr := r.RunOnce(ctx, reconcile.Options{
-			Window: time.Duration(hours) * time.Hour, Trigger: queue.TriggerDashboard})
-		if errors.Is(runErr, queue.ErrReconcileRunning) {
+			Window: time.Duration(hours) * time.Hour, Trigger: reconcileruns.TriggerDashboard})
+		if errors.Is(runErr, reconcileruns.ErrRunning) {
 			flash(c, "Another reconcile run is in progress; nothing was changed. Try again when it ends.")
 			return c.Redirect(http.StatusSeeOther, "/")
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.
@@ -17,10 +18,10 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	if opts.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(metricsHandler(opts.Gatherer)))
 	}
-	e.POST("/webhooks/stripe", handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics,
+	e.POST(stripeevent.ReceiverPath, handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics,
 		newBodyReader(opts.MaxBody, opts.MaxBodyMemory, opts.Metrics), opts.Rejections))
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
-		"/webhooks/stripe", handleStripeWebhookMethod(opts.Rejections))
+		stripeevent.ReceiverPath, handleStripeWebhookMethod(opts.Rejections))
 
 	// The dashboard. Middleware is given per route, not per echo group: a
 	// group with middleware also claims every unmatched path and method,

@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/telemetry"
@@ -80,7 +81,7 @@ type Options struct {
 	// Requests that arrive over TLS always get a Secure cookie.
 	SecureCookies bool
 	// MarkerRetention is the pruner's retention; the manual prune offers
-	// it, in days, as its default. Zero means worker.DefaultMarkerRetention.
+	// it, in days, as its default. Zero means maintenance.DefaultMarkerRetention.
 	MarkerRetention time.Duration
 	// RetryInterval is the retry loop's idle interval; the overview calls
 	// the loop stalled when it has not ticked for several of them (and at
@@ -158,7 +159,7 @@ func withDefaults(opts Options) Options {
 	}
 	opts.MaxBody = cmp.Or(opts.MaxBody, DefaultMaxBody)
 	opts.MaxBodyMemory = cmp.Or(opts.MaxBodyMemory, DefaultMaxBodyMemory)
-	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, worker.DefaultMarkerRetention)
+	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, maintenance.DefaultMarkerRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
 	if opts.FormKeys == nil && opts.Stores.Accounts != nil {
 		opts.FormKeys = accounts.NewKeyRing(opts.Stores.Accounts, accounts.SignInFormKey, accounts.KeyRingConfig{})

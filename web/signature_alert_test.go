@@ -13,7 +13,7 @@ import (
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 	"github.com/hookd/hookd/worker/telemetry"
@@ -56,7 +56,7 @@ func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 			t.Fatalf("garbage post %d: got %d, want 400", i, got)
 		}
 	}
-	for range worker.SignatureBurst {
+	for range maintenance.SignatureBurst {
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/stripe", bytes.NewReader(body))
 		req.Header.Set("Stripe-Signature", stripeevent.Sign(body, "whsec_some_other_endpoints_secret", time.Now()))
@@ -72,11 +72,11 @@ func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 	// Stopping flushes the counts.
 	stop()
 	<-flushed
-	n, err := activity.New(pool).SignatureFailures(t.Context(), worker.SignatureWindow)
+	n, err := activity.New(pool).SignatureFailures(t.Context(), maintenance.SignatureWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != worker.SignatureBurst {
-		t.Errorf("signature failures counted toward the alert: %d, want the %d signed with a wrong secret", n, worker.SignatureBurst)
+	if n != maintenance.SignatureBurst {
+		t.Errorf("signature failures counted toward the alert: %d, want the %d signed with a wrong secret", n, maintenance.SignatureBurst)
 	}
 }

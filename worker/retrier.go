@@ -367,3 +367,11 @@ func (r *Retrier) report(ctx context.Context, t *settling) {
 		}
 	}
 }
+
+// RetrierStalledAfter is how long the retry loop may go without looking for
+// due events before it counts as stalled, for a loop that polls every
+// interval when idle: several missed polls, not one, since a poll can wait
+// behind a long batch, and never under 30 seconds.
+func RetrierStalledAfter(interval time.Duration) time.Duration {
+	return max(30*time.Second, 3*cmp.Or(interval, DefaultRetryInterval))
+}

@@ -6,6 +6,7 @@ package humanize
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -25,4 +26,20 @@ func Duration(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%d days", int(d.Hours()/24))
 	}
+}
+
+// Typed writes d the way people type it in a setting or a flag, in its
+// largest whole unit: "72h", "90m", "30s"; d.String() when no unit is whole.
+// The configuration's defaults and the messages that quote a setting back
+// use it, so what they print can be typed back.
+func Typed(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return d.String()
 }

@@ -29,7 +29,9 @@ import (
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeevent"
@@ -478,16 +480,17 @@ func ForwardTimeout(timeout, claimWindow time.Duration) Result {
 // Retention checks dedup markers outlive Stripe's redeliveries.
 func Retention(retention time.Duration) Result {
 	const name = "marker retention"
+	stripeDays := humanize.Duration(stripeevent.RedeliveryWindow)
 	switch {
-	case retention < worker.MinMarkerRetention:
-		return Result{name, Fail, fmt.Sprintf("HOOKD_MARKER_RETENTION %s is shorter than Stripe's 3 days of redeliveries: "+
-			"a late redelivery would be processed twice; set at least 72h", short(retention))}
-	case retention < worker.MinMarkerRetention+24*time.Hour:
-		return Result{name, Warn, fmt.Sprintf("HOOKD_MARKER_RETENTION %s only just outlives Stripe's 3 days of "+
-			"redeliveries; the default of %s leaves room for a manual retry days later", short(retention),
-			short(worker.DefaultMarkerRetention))}
+	case retention < maintenance.MinMarkerRetention:
+		return Result{name, Fail, fmt.Sprintf("HOOKD_MARKER_RETENTION %s is shorter than Stripe's %s of redeliveries: "+
+			"a late redelivery would be processed twice; set at least %s", short(retention), stripeDays, short(maintenance.MinMarkerRetention))}
+	case retention < maintenance.MinMarkerRetention+24*time.Hour:
+		return Result{name, Warn, fmt.Sprintf("HOOKD_MARKER_RETENTION %s only just outlives Stripe's %s of "+
+			"redeliveries; the default of %s leaves room for a manual retry days later", short(retention), stripeDays,
+			short(maintenance.DefaultMarkerRetention))}
 	}
-	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's 3 days of redeliveries", short(retention))}
+	return Result{name, OK, fmt.Sprintf("%s, longer than Stripe's %s of redeliveries", short(retention), stripeDays)}
 }
 
 // Backoff says whether the retry schedule is the real one.
@@ -503,10 +506,6 @@ func Backoff(demo bool) Result {
 	}
 	return Result{name, OK, strings.Join(waits, ", ") + ", then dead"}
 }
-
-// ReceiverPath is where hookd receives Stripe's deliveries; a webhook
-// endpoint's URL ends with it.
-const ReceiverPath = "/webhooks/stripe"
 
 // Stripe reads the webhook endpoint STRIPE_WEBHOOK_ENDPOINT_ID with
 // STRIPE_API_KEY, as reconciliation does, and returns two results: whether
@@ -563,10 +562,10 @@ func Stripe(ctx context.Context, cfg Config) (key, endpoint Result) {
 		endpoint.Status, endpoint.Detail = Fail, fmt.Sprintf("%s is %s: Stripe sends it nothing (it disables an endpoint "+
 			"that keeps failing); enable it on its page in Stripe's dashboard, then run hookd reconcile for what it missed",
 			ep.ID, ep.Status)
-	case !strings.HasSuffix(strings.TrimRight(ep.URL, "/"), ReceiverPath):
+	case !strings.HasSuffix(strings.TrimRight(ep.URL, "/"), stripeevent.ReceiverPath):
 		endpoint.Status, endpoint.Detail = Warn, fmt.Sprintf("%s sends to %s, which does not end in %s where hookd "+
 			"receives: unless a proxy rewrites the path, change the endpoint's URL; API version %s", ep.ID, ep.URL,
-			ReceiverPath, version)
+			stripeevent.ReceiverPath, version)
 	default:
 		endpoint.Status, endpoint.Detail = OK, fmt.Sprintf("%s is enabled and sends %s to %s; API version %s",
 			ep.ID, types, ep.URL, version)

@@ -23,8 +23,11 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/reconcileruns"
+	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const (
@@ -34,8 +37,8 @@ const (
 	MinAge = 5 * time.Minute
 	// MaxWindow is the longest window: Stripe keeps events for 30 days.
 	MaxWindow = 720 * time.Hour
-	// DefaultWindow covers Stripe's own three days of retries.
-	DefaultWindow = 72 * time.Hour
+	// DefaultWindow covers Stripe's own retries.
+	DefaultWindow = stripeevent.RedeliveryWindow
 	// DefaultConcurrency is how many recovered events are processed at
 	// once: a few, oldest first, so an app that just came back from an
 	// outage is not flooded.
@@ -71,6 +74,7 @@ type Config struct {
 // Reconciler runs reconciliations, on demand or on a schedule.
 type Reconciler struct {
 	store    *queue.Store
+	runs     *reconcileruns.Store
 	receiver *receiver.Receiver
 	logger   *slog.Logger
 	cfg      Config
@@ -81,7 +85,7 @@ func New(store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger, c
 	cfg.MaxWindow = min(cmp.Or(cfg.MaxWindow, MaxWindow), MaxWindow)
 	cfg.Window = min(cmp.Or(cfg.Window, DefaultWindow), cfg.MaxWindow)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
-	return &Reconciler{store: store, receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
+	return &Reconciler{store: store, runs: reconcileruns.New(store.DB()), receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
 }
 
 // Window is the window scheduled runs use, and the default of the others.
@@ -102,13 +106,13 @@ type Options struct {
 	// event is processed and the run is not recorded.
 	DryRun bool
 	// Trigger says who asked, for the record of the run. Default:
-	// queue.TriggerCommand.
-	Trigger queue.ReconcileTrigger
+	// reconcileruns.TriggerCommand.
+	Trigger reconcileruns.Trigger
 }
 
 // Result is what one run found and did.
 type Result struct {
-	queue.ReconcileCounts
+	reconcileruns.Counts
 	// Since is the start of the window.
 	Since  time.Time
 	Window time.Duration
@@ -126,27 +130,16 @@ type Result struct {
 
 // Summary is the run's one line of counts.
 func (r Result) Summary() string {
-	c := r.ReconcileCounts
+	c := r.Counts
 	if r.DryRun {
 		return fmt.Sprintf("dry run over %s: examined %d, already processed %d, already queued %d, would recover %d, "+
 			"skipped by type %d, skipped as too young %d",
-			WindowText(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.SkippedType, c.SkippedYoung)
+			humanize.Typed(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.SkippedType, c.SkippedYoung)
 	}
 	return fmt.Sprintf("reconciled %s: examined %d, already processed %d, already queued %d, recovered %d, queued %d, "+
 		"in flight %d, skipped by type %d, skipped as too young %d",
-		WindowText(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.Queued,
+		humanize.Typed(r.Window), c.Examined, c.AlreadyProcessed, c.AlreadyQueued, c.Recovered, c.Queued,
 		c.InFlight, c.SkippedType, c.SkippedYoung)
-}
-
-// WindowText formats a window the way people type it: "72h", "90m".
-func WindowText(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	}
-	return d.String()
 }
 
 // RunOnce reconciles the events Stripe created in the window. It first
@@ -154,27 +147,27 @@ func WindowText(d time.Duration) string {
 // key, a wrong endpoint id, a missing permission) changes nothing; then it
 // runs the never-seen ones through the pipeline, oldest first. A run that
 // is not a dry run takes the reconcile lock and returns
-// queue.ErrReconcileRunning when another run holds it.
+// reconcileruns.ErrRunning when another run holds it.
 //
 // The processing of each event runs to its end even when ctx is cancelled
 // (it is bounded by the processor's timeout); no new event starts then.
 func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) {
-	opts.Trigger = cmp.Or(opts.Trigger, queue.TriggerCommand)
+	opts.Trigger = cmp.Or(opts.Trigger, reconcileruns.TriggerCommand)
 	res := Result{Window: cmp.Or(opts.Window, r.cfg.Window), DryRun: opts.DryRun}
 	if res.Window > r.cfg.MaxWindow {
 		return res, fmt.Errorf("%w: %s is longer than %s, the marker retention or the 30 days Stripe keeps events",
-			ErrWindowTooLong, WindowText(res.Window), WindowText(r.cfg.MaxWindow))
+			ErrWindowTooLong, humanize.Typed(res.Window), humanize.Typed(r.cfg.MaxWindow))
 	}
-	var lock *queue.ReconcileLease
+	var lock *reconcileruns.Lease
 	if !opts.DryRun {
 		var err error
-		if lock, err = r.store.TryLockReconcile(ctx); err != nil {
+		if lock, err = r.runs.TryLock(ctx); err != nil {
 			return res, err
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
 		stopRenewing := r.renewWhileRunning(ctx, lock)
 		defer stopRenewing()
-		if opts.Trigger == queue.TriggerSchedule {
+		if opts.Trigger == reconcileruns.TriggerSchedule {
 			// Checked under the lease, which a run holds until its record
 			// commits: a replica that found a run due just before another
 			// finished sees that run here and does not repeat it.
@@ -199,7 +192,7 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	// A run that stopped at Stripe's API before touching anything is not
 	// recorded, so it changes nothing, unless nobody would see it fail
 	// otherwise: the schedule's.
-	if err != nil && opts.Trigger != queue.TriggerSchedule && res.Recovered+res.Queued == 0 {
+	if err != nil && opts.Trigger != reconcileruns.TriggerSchedule && res.Recovered+res.Queued == 0 {
 		return res, err
 	}
 	if rerr := r.record(ctx, lock, opts.Trigger, now, res, err); rerr != nil && err == nil {
@@ -211,12 +204,12 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 // renewWhileRunning renews the run's lease until the returned function is
 // called. A renewal that fails is logged: the run goes on, since a second
 // run at once costs only Stripe API reads.
-func (r *Reconciler) renewWhileRunning(ctx context.Context, lock *queue.ReconcileLease) (stop func()) {
+func (r *Reconciler) renewWhileRunning(ctx context.Context, lock *reconcileruns.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(queue.ReconcileLeaseFor / 3)
+		t := time.NewTicker(reconcileruns.LeaseFor / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -232,7 +225,7 @@ func (r *Reconciler) renewWhileRunning(ctx context.Context, lock *queue.Reconcil
 	return func() { cancel(); <-done }
 }
 
-func (r *Reconciler) record(ctx context.Context, lock *queue.ReconcileLease, trigger queue.ReconcileTrigger,
+func (r *Reconciler) record(ctx context.Context, lock *reconcileruns.Lease, trigger reconcileruns.Trigger,
 	started time.Time, res Result, runErr error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -240,7 +233,7 @@ func (r *Reconciler) record(ctx context.Context, lock *queue.ReconcileLease, tri
 	if runErr != nil {
 		errText = runErr.Error()
 	}
-	return lock.Record(ctx, trigger, started, res.Since, res.ReconcileCounts, errText)
+	return lock.Record(ctx, trigger, started, res.Since, res.Counts, errText)
 }
 
 // survey reads the endpoint and lists the window's events, counting each
@@ -338,7 +331,7 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 					firstErr = fmt.Errorf("recover %s: %w", ev.ID, err)
 				}
 			default:
-				count(&res.ReconcileCounts, outcome)
+				count(&res.Counts, outcome)
 			}
 		})
 	}
@@ -348,12 +341,12 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 	}
 	if res.Recovered+res.Queued > 0 {
 		r.logger.InfoContext(ctx, "recovered events from Stripe", "recovered", res.Recovered, "queued", res.Queued,
-			"examined", res.Examined, "window", WindowText(res.Window))
+			"examined", res.Examined, "window", humanize.Typed(res.Window))
 	}
 	return firstErr
 }
 
-func count(c *queue.ReconcileCounts, o receiver.Outcome) {
+func count(c *reconcileruns.Counts, o receiver.Outcome) {
 	switch o {
 	case receiver.Processed:
 		c.Recovered++
@@ -410,7 +403,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		return nil
 	}
 	r.logger.InfoContext(ctx, "reconcile schedule started", "interval", r.cfg.Interval,
-		"window", WindowText(r.cfg.Window), "endpoint", r.cfg.EndpointID)
+		"window", humanize.Typed(r.cfg.Window), "endpoint", r.cfg.EndpointID)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -419,11 +412,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C:
 		}
-		res, err := r.RunOnce(ctx, Options{Trigger: queue.TriggerSchedule})
+		res, err := r.RunOnce(ctx, Options{Trigger: reconcileruns.TriggerSchedule})
 		switch {
 		case err == nil:
 			r.logger.InfoContext(ctx, "reconcile run", "summary", res.Summary())
-		case errors.Is(err, errNotDue), errors.Is(err, queue.ErrReconcileRunning), ctx.Err() != nil:
+		case errors.Is(err, errNotDue), errors.Is(err, reconcileruns.ErrRunning), ctx.Err() != nil:
 		default:
 			r.logger.ErrorContext(ctx, "reconcile run failed", "err", err)
 		}
@@ -438,7 +431,7 @@ var errNotDue = errors.New("no reconcile run is due")
 // due reports whether the last run of any replica finished at least an
 // Interval ago, by the database's clock.
 func (r *Reconciler) due(ctx context.Context) (bool, error) {
-	last, err := r.store.LastReconcileRun(ctx)
+	last, err := r.runs.Last(ctx)
 	if errors.Is(err, queue.ErrNotFound) {
 		return true, nil
 	}

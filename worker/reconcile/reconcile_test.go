@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -163,14 +164,14 @@ func TestRunOnce(t *testing.T) {
 		young := b.addEvents(1, "invoice.paid", time.Minute)
 		tooOld := b.addEvents(1, "invoice.paid", 100*time.Hour)
 
-		res, err := b.r.RunOnce(ctx, reconcile.Options{Trigger: queue.TriggerCommand})
+		res, err := b.r.RunOnce(ctx, reconcile.Options{Trigger: reconcileruns.TriggerCommand})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := queue.ReconcileCounts{Examined: 11, AlreadyProcessed: 3, AlreadyQueued: 1, Recovered: 4,
+		want := reconcileruns.Counts{Examined: 11, AlreadyProcessed: 3, AlreadyQueued: 1, Recovered: 4,
 			SkippedType: 2, SkippedYoung: 1}
-		if res.ReconcileCounts != want {
-			t.Errorf("counts: got %+v, want %+v", res.ReconcileCounts, want)
+		if res.Counts != want {
+			t.Errorf("counts: got %+v, want %+v", res.Counts, want)
 		}
 		for _, id := range missing {
 			if got := b.app.times(id); got != 1 {
@@ -201,12 +202,12 @@ func TestRunOnce(t *testing.T) {
 			t.Errorf("summary:\n got %s\nwant %s", res.Summary(), want)
 		}
 
-		again, err := b.r.RunOnce(ctx, reconcile.Options{Trigger: queue.TriggerCommand})
+		again, err := b.r.RunOnce(ctx, reconcile.Options{Trigger: reconcileruns.TriggerCommand})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again.Recovered != 0 || again.AlreadyProcessed != 7 {
-			t.Errorf("second run: got %+v, want recovered 0 and already processed 7", again.ReconcileCounts)
+			t.Errorf("second run: got %+v, want recovered 0 and already processed 7", again.Counts)
 		}
 		if got := b.app.total(); got != 4 {
 			t.Errorf("events handed to the app over both runs: got %d, want 4", got)
@@ -275,7 +276,7 @@ func TestRunOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res.Queued != 3 || res.Recovered != 0 {
-			t.Errorf("got %+v, want 3 queued", res.ReconcileCounts)
+			t.Errorf("got %+v, want 3 queued", res.Counts)
 		}
 		if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND status = 'failed' AND signature IS NULL`, ids); got != 3 {
 			t.Errorf("queue rows: got %d, want 3", got)
@@ -288,7 +289,7 @@ func TestRunOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		if again.AlreadyQueued != 3 || again.Queued != 0 || b.app.total() != 3 {
-			t.Errorf("second run: got %+v and %d app calls, want 3 already queued and 3 calls", again.ReconcileCounts, b.app.total())
+			t.Errorf("second run: got %+v and %d app calls, want 3 already queued and 3 calls", again.Counts, b.app.total())
 		}
 	})
 
@@ -310,7 +311,7 @@ func TestRunOnce(t *testing.T) {
 			t.Errorf("table counts changed:\nbefore %v\n after %v", before, after)
 		}
 		if res.Recovered != 5 || res.Examined != 8 || res.AlreadyProcessed != 1 || b.app.total() != 0 {
-			t.Errorf("got %+v and %d app calls; want would recover 5 of 8, 1 processed, no calls", res.ReconcileCounts, b.app.total())
+			t.Errorf("got %+v and %d app calls; want would recover 5 of 8, 1 processed, no calls", res.Counts, b.app.total())
 		}
 		if want := "dry run over 72h: examined 8, already processed 1, already queued 0, would recover 5, " +
 			"skipped by type 2, skipped as too young 0"; res.Summary() != want {
@@ -334,7 +335,7 @@ func TestRunOnce(t *testing.T) {
 			tc.break_(b)
 			r := b.reconciler(b.store, reconcile.Config{})
 			before := tableCounts(t, b.pool)
-			_, err := r.RunOnce(t.Context(), reconcile.Options{Trigger: queue.TriggerCommand})
+			_, err := r.RunOnce(t.Context(), reconcile.Options{Trigger: reconcileruns.TriggerCommand})
 			var ae *stripeapi.APIError
 			if !errors.As(err, &ae) || ae.Status != tc.status || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want a %d saying %q", err, tc.status, tc.want)
@@ -465,14 +466,14 @@ func TestTwoReplicas(t *testing.T) {
 		for i, r := range replicas {
 			wg.Go(func() {
 				<-start
-				results[i], errs[i] = r.RunOnce(context.Background(), reconcile.Options{Trigger: queue.TriggerCommand})
+				results[i], errs[i] = r.RunOnce(context.Background(), reconcile.Options{Trigger: reconcileruns.TriggerCommand})
 			})
 		}
 		close(start)
 		wg.Wait()
 		var recovered int64
 		for i, err := range errs {
-			if err != nil && !errors.Is(err, queue.ErrReconcileRunning) {
+			if err != nil && !errors.Is(err, reconcileruns.ErrRunning) {
 				t.Fatalf("replica %d: %v", i, err)
 			}
 			recovered += results[i].Recovered
@@ -529,11 +530,11 @@ func TestScheduledFailureIsRecorded(t *testing.T) {
 	b := setup(t, nil, reconcile.Config{})
 	b.key = "rk_test_rolled_key_not_hookds"
 	r := b.reconciler(b.store, reconcile.Config{Interval: time.Hour})
-	_, err := r.RunOnce(t.Context(), reconcile.Options{Trigger: queue.TriggerSchedule})
+	_, err := r.RunOnce(t.Context(), reconcile.Options{Trigger: reconcileruns.TriggerSchedule})
 	if err == nil {
 		t.Fatal("got no error, want Stripe's 401")
 	}
-	last, err := b.store.LastReconcileRun(t.Context())
+	last, err := reconcileruns.New(b.store.DB()).Last(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

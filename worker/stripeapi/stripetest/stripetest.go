@@ -127,7 +127,7 @@ func (s *Server) AddEndpoint(e Endpoint) Endpoint {
 		e.ID = "we_" + randomID()
 	}
 	if e.URL == "" {
-		e.URL = "https://hooks.example.com/webhooks/stripe"
+		e.URL = "https://hooks.example.com" + stripeevent.ReceiverPath
 	}
 	if e.EnabledEvents == nil {
 		e.EnabledEvents = []string{"*"}

@@ -1,4 +1,4 @@
-package worker_test
+package maintenance_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/rejections"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 )
 
 func TestPruner(t *testing.T) {
@@ -29,7 +29,7 @@ func TestPruner(t *testing.T) {
 			  ('stripe', '`+dead.EventID+`', now() - interval '60 days', 1, 'failed', 'inline', 0)`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour})
+		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour})
 		removed, err := p.RunOnce(t.Context())
 		if err != nil || removed != 1 {
 			t.Fatalf("run: removed %d, %v; want 1", removed, err)
@@ -64,7 +64,7 @@ func TestPruner(t *testing.T) {
 			  ('ip:192.0.2.2', 40, now() - interval '59 minutes')`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{})
+		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{})
 		if _, err := p.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +86,7 @@ func TestPruner(t *testing.T) {
 			`INSERT INTO processed_webhook_events (event_id, processed_at) VALUES ('evt_old', now() - interval '31 days')`); err != nil {
 			t.Fatal(err)
 		}
-		p := worker.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, worker.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
+		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()

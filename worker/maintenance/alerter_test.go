@@ -1,4 +1,4 @@
-package worker_test
+package maintenance_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/maintenance"
 )
 
 // incomingWebhook is a fake Slack incoming webhook: it takes
@@ -102,7 +102,7 @@ func (w *incomingWebhook) waitTexts(t *testing.T, n int) []string {
 
 // runAlerter runs an Alerter until the test ends or the returned stop is
 // called, which waits for Run to return.
-func runAlerter(t *testing.T, a *worker.Alerter) (stop func()) {
+func runAlerter(t *testing.T, a *maintenance.Alerter) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -120,15 +120,15 @@ func runAlerter(t *testing.T, a *worker.Alerter) (stop func()) {
 	return stop
 }
 
-func alerterConfig(url string) worker.AlerterConfig {
-	return worker.AlerterConfig{
+func alerterConfig(url string) maintenance.AlerterConfig {
+	return maintenance.AlerterConfig{
 		URL: url, PublicURL: "https://hooks.example.com/", PendingAge: time.Hour,
 		// Checks are made by the tests, not by the clock.
 		Interval: time.Hour, DeadQuiet: time.Hour, RetryBackoff: time.Millisecond,
 	}
 }
 
-func check(t *testing.T, a *worker.Alerter) {
+func check(t *testing.T, a *maintenance.Alerter) {
 	t.Helper()
 	if err := a.Check(t.Context()); err != nil {
 		t.Fatalf("check: %v", err)
@@ -187,7 +187,7 @@ func TestAlerter(t *testing.T) {
 		t.Parallel()
 		store, pool := queuetest.NewStore(t)
 		hook := newIncomingWebhook(t)
-		a := worker.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL))
+		a := maintenance.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL))
 		startEveryCondition(t, store, pool)
 		// Run checks at once. Once its alerts are out, its check is over and
 		// only the test's own checks follow.
@@ -237,9 +237,9 @@ func TestAlerter(t *testing.T) {
 		}
 		t.Cleanup(pool2.Close)
 		hook := newIncomingWebhook(t)
-		replicas := []*worker.Alerter{
-			worker.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL)),
-			worker.NewAlerter(queue.New(pool2), discardLogger, alerterConfig(hook.srv.URL)),
+		replicas := []*maintenance.Alerter{
+			maintenance.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL)),
+			maintenance.NewAlerter(queue.New(pool2), discardLogger, alerterConfig(hook.srv.URL)),
 		}
 		startEveryCondition(t, store, pool)
 		// Each replica checks as it starts, racing the other and the
@@ -292,7 +292,7 @@ func TestAlerter(t *testing.T) {
 		var log e2etest.SyncBuffer
 		cfg := alerterConfig(hook.srv.URL)
 		cfg.PublicURL = "" // links are then paths
-		a := worker.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
+		a := maintenance.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
 		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_down", Status: queue.StatusDead, Attempts: 5})
 		runAlerter(t, a)
 		texts := hook.waitTexts(t, 1)
@@ -318,7 +318,7 @@ func TestAlerter(t *testing.T) {
 		hook.hang = make(chan struct{})
 		cfg := alerterConfig(hook.srv.URL)
 		cfg.QueueSize = 1
-		a := worker.NewAlerter(store, discardLogger, cfg)
+		a := maintenance.NewAlerter(store, discardLogger, cfg)
 		startEveryCondition(t, store, pool)
 		runAlerter(t, a)
 		// Run's first check is over once its first alert reaches the

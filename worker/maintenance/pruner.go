@@ -1,4 +1,4 @@
-package worker
+package maintenance
 
 import (
 	"cmp"
@@ -11,13 +11,13 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/rejections"
-	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
-// MinMarkerRetention is Stripe's redelivery window: Stripe redelivers an
-// event for up to 3 days, and a redelivery that finds no marker is processed
-// again. No retention, scheduled or manual, may be shorter.
-const MinMarkerRetention = 72 * time.Hour
+// MinMarkerRetention is Stripe's redelivery window: a redelivery that finds
+// no marker is processed again. No retention, scheduled or manual, may be
+// shorter.
+const MinMarkerRetention = stripeevent.RedeliveryWindow
 
 // DefaultMarkerRetention is HOOKD_MARKER_RETENTION's default: ten times
 // Stripe's redelivery window, so an event retried by hand days after its
@@ -36,8 +36,9 @@ type PrunerConfig struct {
 	Retention time.Duration
 	// Timeout bounds one run. Default: 1 minute.
 	Timeout time.Duration
-	// Metrics, when set, counts the markers deleted.
-	Metrics *telemetry.Metrics
+	// CountPruned, when set, hears how many markers each run deleted (the
+	// metrics' counter).
+	CountPruned func(markers int64)
 }
 
 // staleLeaseAge is how long after it expired an abandoned lease is deleted:
@@ -49,13 +50,13 @@ const staleLeaseAge = time.Hour
 // Pruner deletes old dedup markers on a schedule, and with them the attempt
 // history of resolved events. Dead and pending events keep their history.
 type Pruner struct {
+	Service
 	store      *queue.Store
 	accounts   *accounts.Store
 	activity   *activity.Store
 	rejections *rejections.Store
 	logger     *slog.Logger
 	cfg        PrunerConfig
-	metrics    *telemetry.Metrics
 }
 
 // NewPruner returns a Pruner over store, over accts for what signing in to
@@ -66,31 +67,23 @@ func NewPruner(store *queue.Store, accts *accounts.Store, act *activity.Store, r
 	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultMarkerRetention)
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
-	return &Pruner{
+	p := &Pruner{
 		store:      store,
 		accounts:   accts,
 		activity:   act,
 		rejections: rej,
 		logger:     logger.With("component", "pruner"),
 		cfg:        cfg,
-		metrics:    cfg.Metrics,
 	}
+	p.Service = newService(func(ctx context.Context) { every(ctx, p.cfg.Interval, p.prune) })
+	return p
 }
 
-// Run prunes at once and then every Interval until ctx is cancelled, and
-// returns nil. A failed run is logged and tried again at the next tick.
-func (p *Pruner) Run(ctx context.Context) error {
-	ticker := time.NewTicker(p.cfg.Interval)
-	defer ticker.Stop()
-	for {
-		if _, err := p.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-			p.logger.ErrorContext(ctx, "prune failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-		}
+// prune is one scheduled run: a failed run is logged and tried again at
+// the next tick. The Service runs it at once and then every Interval.
+func (p *Pruner) prune(ctx context.Context) {
+	if _, err := p.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		p.logger.ErrorContext(ctx, "prune failed", "err", err)
 	}
 }
 
@@ -104,7 +97,9 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
 	markers, err := p.store.PruneProcessed(ctx, p.cfg.Retention)
-	p.metrics.CountPruned(markers)
+	if p.cfg.CountPruned != nil {
+		p.cfg.CountPruned(markers)
+	}
 	if err != nil {
 		return markers, err
 	}

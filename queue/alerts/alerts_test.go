@@ -1,10 +1,11 @@
-package queue_test
+package alerts_test
 
 import (
 	"sync"
 	"testing"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -13,10 +14,10 @@ func TestTakeNewlyDead(t *testing.T) {
 
 	t.Run("ConcurrentTakersSplitTheDeathsWithoutRepeats", func(t *testing.T) {
 		t.Parallel()
-		store, bundle := setup(t)
+		store, pool := queuetest.NewStore(t)
 		const dead = 40
 		for range dead {
-			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+			queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		}
 		seen := map[string]int{}
 		var mu sync.Mutex
@@ -26,7 +27,7 @@ func TestTakeNewlyDead(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				err := store.InTx(t.Context(), func(tx *queue.Tx) error {
-					taken, err := tx.TakeNewlyDead(t.Context())
+					taken, err := alerts.TakeNewlyDead(t.Context(), tx.PgxTx())
 					mu.Lock()
 					defer mu.Unlock()
 					for _, d := range taken {
@@ -53,12 +54,12 @@ func TestTakeNewlyDead(t *testing.T) {
 
 	t.Run("AnEventThatDiesAgainIsTakenAgain", func(t *testing.T) {
 		t.Parallel()
-		store, bundle := setup(t)
-		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		store, pool := queuetest.NewStore(t)
+		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 		take := func() int {
 			var n int
 			if err := store.InTx(t.Context(), func(tx *queue.Tx) error {
-				taken, err := tx.TakeNewlyDead(t.Context())
+				taken, err := alerts.TakeNewlyDead(t.Context(), tx.PgxTx())
 				n = len(taken)
 				return err
 			}); err != nil {

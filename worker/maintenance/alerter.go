@@ -1,4 +1,4 @@
-package worker
+package maintenance
 
 import (
 	"bytes"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
+	"github.com/hookd/hookd/worker"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.
@@ -37,7 +39,7 @@ type AlerterConfig struct {
 	PendingAge time.Duration
 	// StalledAfter is how long the retry loop may go without looking for
 	// due events before it counts as stalled. Default:
-	// RetrierStalledAfter(0).
+	// worker.RetrierStalledAfter(0).
 	StalledAfter time.Duration
 	// DeadQuiet is how long no event may go dead before the dead
 	// condition clears. Default: 10 minutes, so events dying one by one
@@ -71,14 +73,6 @@ const (
 	SignatureWindow = 5 * time.Minute
 )
 
-// RetrierStalledAfter is how long the retry loop may go without looking for
-// due events before it counts as stalled, for a loop that polls every
-// interval when idle: several missed polls, not one, since a poll can wait
-// behind a long batch, and never under 30 seconds.
-func RetrierStalledAfter(interval time.Duration) time.Duration {
-	return max(30*time.Second, 3*cmp.Or(interval, DefaultRetryInterval))
-}
-
 // firstDeadIDs is how many ids of newly dead events an alert names.
 const firstDeadIDs = 5
 
@@ -89,6 +83,7 @@ const firstDeadIDs = 5
 // of their own from a bounded queue, so a slow or failing endpoint delays
 // nothing but other alerts.
 type Alerter struct {
+	Service
 	store  *queue.Store
 	logger *slog.Logger
 	cfg    AlerterConfig
@@ -100,7 +95,7 @@ type Alerter struct {
 func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Alerter {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	cfg.PendingAge = cmp.Or(cfg.PendingAge, DefaultAlertPendingAge)
-	cfg.StalledAfter = cmp.Or(cfg.StalledAfter, RetrierStalledAfter(0))
+	cfg.StalledAfter = cmp.Or(cfg.StalledAfter, worker.RetrierStalledAfter(0))
 	cfg.DeadQuiet = cmp.Or(cfg.DeadQuiet, 10*time.Minute)
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 10*time.Second)
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, time.Second)
@@ -108,7 +103,7 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Alerter{
+	a := &Alerter{
 		store:  store,
 		logger: logger.With("component", "alerter"),
 		cfg:    cfg,
@@ -120,12 +115,14 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 		},
 		outbox: make(chan string, cfg.QueueSize),
 	}
+	a.Service = newService(a.run)
+	return a
 }
 
-// Run checks the conditions at once and then every Interval, and posts the
-// alerts, until ctx is cancelled. It then stops checking, lets the alerts
-// waiting be sent for up to StopTimeout, and returns nil.
-func (a *Alerter) Run(ctx context.Context) error {
+// run checks the conditions at once and then every Interval, and posts the
+// alerts, until ctx is cancelled. It then stops checking and lets the
+// alerts waiting be sent for up to StopTimeout.
+func (a *Alerter) run(ctx context.Context) {
 	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelSend()
 	stop := context.AfterFunc(ctx, func() {
@@ -138,20 +135,12 @@ func (a *Alerter) Run(ctx context.Context) error {
 		defer close(sent)
 		a.send(sendCtx, ctx.Done())
 	}()
-
-	ticker := time.NewTicker(a.cfg.Interval)
-	defer ticker.Stop()
-	for {
+	every(ctx, a.cfg.Interval, func(ctx context.Context) {
 		if err := a.Check(ctx); err != nil && ctx.Err() == nil {
 			a.logger.ErrorContext(ctx, "alert check failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			<-sent
-			return nil
-		case <-ticker.C:
-		}
-	}
+	})
+	<-sent
 }
 
 // send posts the queued alerts in order until ctx is cancelled, or until
@@ -262,10 +251,10 @@ func (a *Alerter) enqueue(ctx context.Context, text string) {
 // stores the changes, and once they are committed queues one alert per
 // change. It never waits on the alert endpoint.
 func (a *Alerter) Check(ctx context.Context) error {
-	var alerts []string
+	var texts []string
 	err := a.store.InTx(ctx, func(tx *queue.Tx) error {
-		alerts = alerts[:0]
-		states, now, err := tx.LockAlertStates(ctx)
+		texts = texts[:0]
+		states, now, err := alerts.Lock(ctx, tx.PgxTx())
 		if err != nil {
 			return err
 		}
@@ -275,12 +264,12 @@ func (a *Alerter) Check(ctx context.Context) error {
 				return err
 			}
 			if next != st {
-				if err := tx.SetAlertState(ctx, next); err != nil {
+				if err := alerts.Set(ctx, tx.PgxTx(), next); err != nil {
 					return err
 				}
 			}
 			if text != "" {
-				alerts = append(alerts, text)
+				texts = append(texts, text)
 			}
 		}
 		return nil
@@ -288,7 +277,7 @@ func (a *Alerter) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, text := range alerts {
+	for _, text := range texts {
 		a.logger.InfoContext(ctx, "alert", "alert", text)
 		a.enqueue(ctx, text)
 	}
@@ -297,11 +286,11 @@ func (a *Alerter) Check(ctx context.Context) error {
 
 // evaluate reads one condition's facts and returns its next state and the
 // alert text of its change, "" when it did not start or clear.
-func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertState, now time.Time) (queue.AlertState, string, error) {
+func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
 	switch st.Condition {
-	case queue.AlertDead:
+	case alerts.Dead:
 		return a.evaluateDead(ctx, tx, st, now)
-	case queue.AlertPendingAge:
+	case alerts.PendingAge:
 		oldest, pending, err := tx.OldestPending(ctx)
 		if err != nil {
 			return st, "", err
@@ -315,7 +304,7 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 			return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
 				humanize.Duration(a.cfg.PendingAge), a.link("/events?status=pending"))
 		})
-	case queue.AlertRetrierStalled:
+	case alerts.RetrierStalled:
 		ws, err := tx.WorkerStatus(ctx)
 		if err != nil {
 			return st, "", err
@@ -327,7 +316,7 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 		}, func() string {
 			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
 		})
-	case queue.AlertSignatureFailures:
+	case alerts.SignatureFailures:
 		n, err := activity.New(tx.PgxTx()).SignatureFailures(ctx, SignatureWindow)
 		if err != nil {
 			return st, "", err
@@ -345,15 +334,15 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st queue.AlertStat
 }
 
 // transition is the start-and-clear rule of a condition that holds or not.
-func transition(st queue.AlertState, holds bool, now time.Time, started, cleared func() string) (queue.AlertState, string, error) {
+func transition(st alerts.State, holds bool, now time.Time, started, cleared func() string) (alerts.State, string, error) {
 	switch {
 	case holds && !st.Active:
-		return queue.AlertState{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now}, started(), nil
+		return alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now}, started(), nil
 	case holds:
 		st.LastSeen = &now
 		return st, "", nil
 	case st.Active:
-		return queue.AlertState{Condition: st.Condition}, cleared(), nil
+		return alerts.State{Condition: st.Condition}, cleared(), nil
 	}
 	return st, "", nil
 }
@@ -362,8 +351,8 @@ func transition(st queue.AlertState, holds bool, now time.Time, started, cleared
 // first ones start the condition, with their count, types and first ids;
 // the ones after that are only counted, until no event has gone dead for
 // DeadQuiet, when it clears with the total.
-func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.AlertState, now time.Time) (queue.AlertState, string, error) {
-	dead, err := tx.TakeNewlyDead(ctx)
+func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	dead, err := alerts.TakeNewlyDead(ctx, tx.PgxTx())
 	if err != nil {
 		return st, "", err
 	}
@@ -371,7 +360,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.Alert
 	switch {
 	case len(dead) > 0 && !st.Active:
 		n := int64(len(dead))
-		next := queue.AlertState{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, Count: n}
+		next := alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, Count: n}
 		ids := make([]string, 0, firstDeadIDs)
 		for _, d := range dead[:min(len(dead), firstDeadIDs)] {
 			ids = append(ids, escape(d.EventID))
@@ -391,7 +380,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.Alert
 		if err != nil {
 			return st, "", err
 		}
-		return queue.AlertState{Condition: st.Condition}, fmt.Sprintf(
+		return alerts.State{Condition: st.Condition}, fmt.Sprintf(
 			"hookd: cleared: no event has gone dead for %s. %s dead since %s; %s dead now. %s",
 			humanize.Duration(a.cfg.DeadQuiet), plural(st.Count, "event went", "events went"),
 			st.Since.UTC().Format("2006-01-02 15:04 UTC"), plural(stillDead, "event is", "events are"), link), nil
@@ -401,7 +390,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st queue.Alert
 
 // deadTypes counts dead events by type, the commonest first: "invoice.paid
 // ×3, charge.refunded ×1".
-func deadTypes(dead []queue.DeadEvent) string {
+func deadTypes(dead []alerts.DeadEvent) string {
 	counts := map[string]int{}
 	for _, d := range dead {
 		counts[d.EventType]++

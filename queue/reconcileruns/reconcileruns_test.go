@@ -1,0 +1,57 @@
+package reconcileruns_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/queue/reconcileruns"
+)
+
+// TestLease_OneRunAtATimeAndTheRecordGivesItBack holds the lease to its
+// promise: a second run is refused while the first holds it, and the
+// record of the first, in the transaction that gives it back, is what the
+// next run reads.
+func TestLease_OneRunAtATimeAndTheRecordGivesItBack(t *testing.T) {
+	t.Parallel()
+	store, _ := queuetest.NewStore(t)
+	runs := reconcileruns.New(store.DB())
+	ctx := t.Context()
+	if _, err := runs.Last(ctx); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("last run of none: %v, want queue.ErrNotFound", err)
+	}
+	lease, err := runs.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.TryLock(ctx); !errors.Is(err, reconcileruns.ErrRunning) {
+		t.Fatalf("second lock: %v, want ErrRunning", err)
+	}
+	if err := lease.Renew(ctx); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	started := time.Now().Add(-time.Minute)
+	want := reconcileruns.Counts{Examined: 3, Recovered: 1, AlreadyProcessed: 2}
+	if err := lease.Record(ctx, reconcileruns.TriggerCommand, started, started.Add(-72*time.Hour), want, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Renew(ctx); !errors.Is(err, queue.ErrLeaseLost) {
+		t.Errorf("renew after the record: %v, want queue.ErrLeaseLost", err)
+	}
+	last, err := runs.Last(ctx)
+	if err != nil || last.Counts != want || last.Trigger != reconcileruns.TriggerCommand || last.Error != nil {
+		t.Errorf("last run: %+v, %v; want %+v by command, no error", last, err, want)
+	}
+	next, err := runs.TryLock(ctx)
+	if err != nil {
+		t.Fatalf("lock after the record: %v", err)
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runs.TryLock(ctx); err != nil {
+		t.Errorf("lock after a release: %v", err)
+	}
+}
