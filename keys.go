@@ -25,13 +25,13 @@ func keysCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	pool, _, err := openMigrated(ctx, cfg)
+	accts, closeDB, err := openAccounts(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
+	defer closeDB()
 	var made, replaced accounts.SigningKey
-	err = accounts.New(pool).InTx(ctx, func(tx *accounts.Tx) error {
+	err = accts.InTx(ctx, func(tx *accounts.Tx) error {
 		var err error
 		if made, replaced, err = tx.RotateSigningKey(ctx, accounts.SignInFormKey); err != nil {
 			return err

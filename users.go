@@ -58,13 +58,11 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	// Migrated because the first account is often added before the first start.
-	pool, _, err := openMigrated(ctx, cfg)
+	accts, closeDB, err := openAccounts(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	accts := accounts.New(pool)
+	defer closeDB()
 	if sub == "add" {
 		u, err := accts.CreateUser(ctx, email, password, role)
 		if err != nil {
@@ -106,4 +104,15 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 		return "", errors.New("read password: expected it on the first line of stdin")
 	}
 	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// openAccounts opens cfg's database for a command that manages accounts or
+// their keys, migrated first: the first account is often added before
+// hookd's first start. closeDB closes it.
+func openAccounts(ctx context.Context, cfg Config) (_ *accounts.Store, closeDB func(), _ error) {
+	pool, _, err := openMigrated(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return accounts.New(pool), pool.Close, nil
 }

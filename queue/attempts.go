@@ -157,23 +157,13 @@ func nonNil[T any](s []T) []T {
 // included, is kept whatever its age: a person may still need it. It deletes
 // in batches, as PruneProcessed does.
 func (s *Store) PruneAttempts(ctx context.Context, olderThan time.Duration) (int64, error) {
-	var total int64
-	for {
-		tag, err := s.db.Exec(ctx, `
-			DELETE FROM webhook_attempts
-			WHERE id = ANY (ARRAY(
-				SELECT a.id FROM webhook_attempts a
-				WHERE a.attempted_at < now() - make_interval(secs => $1)
-				  AND NOT EXISTS (SELECT 1 FROM webhook_events e
-				                  WHERE e.source = a.source AND e.event_id = a.event_id)
-				LIMIT $2))`,
-			olderThan.Seconds(), dbtx.PruneBatchSize)
-		if err != nil {
-			return total, fmt.Errorf("prune attempts: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < dbtx.PruneBatchSize {
-			return total, nil
-		}
-	}
+	return dbtx.DeleteInBatches(ctx, s.db, "attempts", `
+		DELETE FROM webhook_attempts
+		WHERE id = ANY (ARRAY(
+			SELECT a.id FROM webhook_attempts a
+			WHERE a.attempted_at < now() - make_interval(secs => $1)
+			  AND NOT EXISTS (SELECT 1 FROM webhook_events e
+			                  WHERE e.source = a.source AND e.event_id = a.event_id)
+			LIMIT $2))`,
+		olderThan.Seconds())
 }

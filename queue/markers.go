@@ -35,23 +35,13 @@ func (s *Store) PruneProcessed(ctx context.Context, olderThan time.Duration) (in
 		olderThan.Seconds()).Scan(&cutoff); err != nil {
 		return 0, fmt.Errorf("prune markers: compute cutoff: %w", err)
 	}
-	var total int64
-	for {
-		tag, err := s.db.Exec(ctx, `
-			DELETE FROM processed_webhook_events
-			WHERE ctid = ANY (ARRAY(
-				SELECT ctid FROM processed_webhook_events
-				WHERE processed_at < $1
-				LIMIT $2))`,
-			cutoff, dbtx.PruneBatchSize)
-		if err != nil {
-			return total, fmt.Errorf("prune markers: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < dbtx.PruneBatchSize {
-			return total, nil
-		}
-	}
+	return dbtx.DeleteInBatches(ctx, s.db, "markers", `
+		DELETE FROM processed_webhook_events
+		WHERE ctid = ANY (ARRAY(
+			SELECT ctid FROM processed_webhook_events
+			WHERE processed_at < $1
+			LIMIT $2))`,
+		cutoff)
 }
 
 // CountPrunable returns how many markers PruneProcessed(olderThan) would

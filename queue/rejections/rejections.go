@@ -204,23 +204,13 @@ const MaxRows = 100_000
 // in batches of dbtx.PruneBatchSize, as the queue's prunes do, so no prune holds
 // a long lock.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration, keep int) (int64, error) {
-	var total int64
-	for {
-		// Beyond the newest keep: at or before the row ranked keep+1.
-		tag, err := s.db.Exec(ctx, `
-			DELETE FROM webhook_rejections
-			WHERE id = ANY (ARRAY(
-				SELECT id FROM webhook_rejections
-				WHERE at < now() - make_interval(secs => $1)
-				   OR (at, id) <= (SELECT at, id FROM webhook_rejections ORDER BY at DESC, id DESC OFFSET $2 LIMIT 1)
-				LIMIT $3))`,
-			olderThan.Seconds(), keep, dbtx.PruneBatchSize)
-		if err != nil {
-			return total, fmt.Errorf("prune rejections: %w", err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < dbtx.PruneBatchSize {
-			return total, nil
-		}
-	}
+	// Beyond the newest keep: at or before the row ranked keep+1.
+	return dbtx.DeleteInBatches(ctx, s.db, "rejections", `
+		DELETE FROM webhook_rejections
+		WHERE id = ANY (ARRAY(
+			SELECT id FROM webhook_rejections
+			WHERE at < now() - make_interval(secs => $1)
+			   OR (at, id) <= (SELECT at, id FROM webhook_rejections ORDER BY at DESC, id DESC OFFSET $2 LIMIT 1)
+			LIMIT $3))`,
+		olderThan.Seconds(), keep)
 }

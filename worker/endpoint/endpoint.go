@@ -21,6 +21,7 @@ package endpoint
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,14 +97,9 @@ const maxLabel = 32
 // snapshot endpoint, not Connect, test events forwarded.
 func ParseSecrets(v string) ([]Endpoint, error) {
 	var eps []Endpoint
-	for part := range strings.SplitSeq(v, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		label, secrets, ok := strings.Cut(part, "=")
-		label = strings.TrimSpace(label)
-		if !ok {
+	for part, c := range endpointParts(v, "=") {
+		label := c.label
+		if !c.ok {
 			return nil, fmt.Errorf("%q: write each endpoint as label=whsec_...[,whsec_...], endpoints separated by ;", redact(part))
 		}
 		if err := checkLabel(label); err != nil {
@@ -113,11 +109,7 @@ func ParseSecrets(v string) ([]Endpoint, error) {
 			return nil, fmt.Errorf("endpoint %q is named twice", label)
 		}
 		e := New(label)
-		for s := range strings.SplitSeq(secrets, ",") {
-			s = strings.TrimSpace(s)
-			if s == "" {
-				continue
-			}
+		for s := range items(c.rest, ",") {
 			if !strings.HasPrefix(s, "whsec_") {
 				return nil, fmt.Errorf("endpoint %q: each secret must start with whsec_ (Stripe's signing secret, from the endpoint's page)", label)
 			}
@@ -173,25 +165,16 @@ func checkLabel(label string) error {
 // ed_...), test_events (forward, discard or queue-only) and quiet (a
 // duration, 0 for off).
 func Configure(eps []Endpoint, v string) error {
-	for part := range strings.SplitSeq(v, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		label, settings, ok := strings.Cut(part, ":")
-		label = strings.TrimSpace(label)
-		if !ok {
+	for part, c := range endpointParts(v, ":") {
+		label := c.label
+		if !c.ok {
 			return fmt.Errorf("%q: write each endpoint as label:key=value[,key=value], endpoints separated by ;", part)
 		}
 		i := slices.IndexFunc(eps, func(e Endpoint) bool { return e.Label == label })
 		if i < 0 {
 			return fmt.Errorf("endpoint %q has no secret in STRIPE_WEBHOOK_SECRETS", label)
 		}
-		for kv := range strings.SplitSeq(settings, ",") {
-			kv = strings.TrimSpace(kv)
-			if kv == "" {
-				continue
-			}
+		for kv := range items(c.rest, ",") {
 			key, value, _ := strings.Cut(kv, "=")
 			if err := eps[i].set(strings.TrimSpace(key), strings.TrimSpace(value)); err != nil {
 				return fmt.Errorf("endpoint %q: %w", label, err)
@@ -259,6 +242,37 @@ func Find(eps []Endpoint, label string) (Endpoint, error) {
 		}
 	}
 	return Endpoint{}, fmt.Errorf("%w: %q", ErrNoEndpoint, label)
+}
+
+// cut is one endpoint of a setting cut at its separator: its label and
+// the rest; ok is false when the part had no separator.
+type cut struct {
+	label, rest string
+	ok          bool
+}
+
+// endpointParts yields each endpoint of a setting (the parts between
+// semicolons, trimmed, empty ones skipped) with its cut at sep.
+func endpointParts(v, sep string) iter.Seq2[string, cut] {
+	return func(yield func(string, cut) bool) {
+		for part := range items(v, ";") {
+			label, rest, ok := strings.Cut(part, sep)
+			if !yield(part, cut{strings.TrimSpace(label), rest, ok}) {
+				return
+			}
+		}
+	}
+}
+
+// items yields the parts of v between seps, trimmed, empty ones skipped.
+func items(v, sep string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for part := range strings.SplitSeq(v, sep) {
+			if part = strings.TrimSpace(part); part != "" && !yield(part) {
+				return
+			}
+		}
+	}
 }
 
 // redact hides what could be a secret in an error about a malformed part.

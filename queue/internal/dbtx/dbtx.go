@@ -6,6 +6,7 @@ package dbtx
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,3 +41,21 @@ func InTx(ctx context.Context, db DBTX, fn func(Tx) error) error {
 // transactions instead of one long one holding row locks and bloating the
 // WAL in a single commit.
 const PruneBatchSize = 10_000
+
+// DeleteInBatches runs sql, a DELETE of at most PruneBatchSize rows whose
+// last parameter is that bound, until a batch comes back short, and
+// returns how many rows it deleted; what names the rows in its error.
+func DeleteInBatches(ctx context.Context, db DBTX, what, sql string, args ...any) (int64, error) {
+	args = append(args, PruneBatchSize)
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, sql, args...)
+		if err != nil {
+			return total, fmt.Errorf("prune %s: %w", what, err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < PruneBatchSize {
+			return total, nil
+		}
+	}
+}
