@@ -125,9 +125,7 @@ func (d *dashboard) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxSessions, sm)
 		res := c.Response()
 		res.Header().Add("Vary", "Cookie")
-		// Dashboard pages show payloads with customer data: no browser
-		// or proxy keeps a copy.
-		res.Header().Set("Cache-Control", "no-store")
+		noStore(c)
 		res.Before(func() {
 			switch sm.Status(ctx) {
 			case scs.Modified:

@@ -148,7 +148,7 @@ func (d *dashboard) handleOverviewActivity() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Response().Header().Set("Cache-Control", "no-store")
+		noStore(c)
 		return render(c, http.StatusOK, views.ActivityPanel(activity))
 	}
 }
@@ -166,7 +166,7 @@ func (d *dashboard) handleOverviewStats() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		c.Response().Header().Set("Cache-Control", "no-store")
+		noStore(c)
 		return render(c, http.StatusOK, views.OverviewStatsBlock(st))
 	}
 }
@@ -287,10 +287,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		default:
 			return echo.NewHTTPError(http.StatusNotFound)
 		}
-		pageNum, err := strconv.Atoi(c.QueryParam("page"))
-		if err != nil || pageNum < 1 {
-			pageNum = 1
-		}
+		pageNum := pageParam(c)
 		f := listFilter(c, status)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
 		page, err := d.reads.Events(ctx, f)
@@ -510,10 +507,7 @@ func auditRows(entries []audit.Entry) []views.AuditRow {
 
 func (d *dashboard) handleAudit() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		pageNum, err := strconv.Atoi(c.QueryParam("page"))
-		if err != nil || pageNum < 1 {
-			pageNum = 1
-		}
+		pageNum := pageParam(c)
 		page, err := d.audit.Read(c.Request().Context(), perPage, (pageNum-1)*perPage)
 		if err != nil {
 			return err

@@ -40,10 +40,7 @@ func (d *dashboard) handleRejections() echo.HandlerFunc {
 		if f.Reason != "" && !views.KnownRejectReason(f.Reason) {
 			return echo.NewHTTPError(http.StatusBadRequest, "There is no refusal reason "+strconv.Quote(string(f.Reason))+".")
 		}
-		pageNum, err := strconv.Atoi(c.QueryParam("page"))
-		if err != nil || pageNum < 1 {
-			pageNum = 1
-		}
+		pageNum := pageParam(c)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
 		page, err := d.rejections.List(c.Request().Context(), f)
 		if err != nil {

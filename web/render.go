@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -128,7 +129,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 		return
 	}
 	// An error is about this moment; nobody should be shown it again.
-	c.Response().Header().Set("Cache-Control", "no-store")
+	noStore(c)
 	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
 	if p.User != nil {
 		// The layout's sign-out form needs the token.
@@ -165,4 +166,21 @@ func handleStatic() echo.HandlerFunc {
 		files.ServeHTTP(c.Response(), c.Request())
 		return nil
 	}
+}
+
+// noStore keeps browsers and proxies from keeping a copy of the response:
+// dashboard pages show payloads with customer data, and an error page is
+// about its moment.
+func noStore(c echo.Context) {
+	c.Response().Header().Set("Cache-Control", "no-store")
+}
+
+// pageParam is the list page ?page= asks for, counted from 1; anything
+// else is the first page.
+func pageParam(c echo.Context) int {
+	n, err := strconv.Atoi(c.QueryParam("page"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
