@@ -223,12 +223,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 			return Config{}, fmt.Errorf("%s: %v (got %q)", from, err, v)
 		}
 	}
-	// A retry that may run longer than its claim lasts would be claimed
-	// again while it runs; the lock keeps the runs apart, but the second
-	// claim only wastes a slot, so the setting is refused outright.
-	if cfg.ForwardTimeout >= queue.DefaultClaimWindow {
-		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than the retry loop's claim window of %s (got %s)",
-			queue.DefaultClaimWindow, cfg.ForwardTimeout)
+	if cfg.ForwardTimeout >= worker.MaxForwardTimeout {
+		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than %s, or a replica that dies mid-retry "+
+			"keeps its events waiting for a batch's worth of it (got %s)", worker.MaxForwardTimeout, cfg.ForwardTimeout)
 	}
 	// A body of HOOKD_MAX_BODY that cannot fit in the budget could never
 	// be read: every such delivery would be answered 503.

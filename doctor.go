@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/doctor"
 )
 
@@ -18,24 +18,24 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	results := doctor.Run(ctx, doctor.Config{
-		DatabaseURL:      cfg.DatabaseURL,
-		AdminEmail:       cfg.AdminEmail,
-		StripeSecrets:    reveal(cfg.StripeSecrets),
-		Discard:          cfg.Processor == processorDiscard,
-		ForwardURL:       cfg.ForwardURL,
-		ForwardSecret:    cfg.ForwardSecret.Reveal(),
-		ForwardTimeout:   cfg.ForwardTimeout,
-		ClaimWindow:      queue.DefaultClaimWindow,
-		MarkerRetention:  cfg.MarkerRetention,
-		DemoBackoff:      cfg.DemoBackoff,
-		StripeAPIKey:     cfg.StripeAPIKey.Reveal(),
-		StripeEndpointID: cfg.StripeEndpointID,
-		StripeAPIURL:     cfg.StripeAPIURL,
-		PublicURL:        cfg.PublicURL,
-		SecureCookies:    cfg.SecureCookies,
-		Addr:             cfg.Addr,
-		MetricsAddr:      cfg.MetricsAddr,
-		MetricsPublic:    cfg.MetricsPublic,
+		DatabaseURL:       cfg.DatabaseURL,
+		AdminEmail:        cfg.AdminEmail,
+		StripeSecrets:     reveal(cfg.StripeSecrets),
+		Discard:           cfg.Processor == processorDiscard,
+		ForwardURL:        cfg.ForwardURL,
+		ForwardSecret:     cfg.ForwardSecret.Reveal(),
+		ForwardTimeout:    cfg.ForwardTimeout,
+		MaxForwardTimeout: worker.MaxForwardTimeout,
+		MarkerRetention:   cfg.MarkerRetention,
+		DemoBackoff:       cfg.DemoBackoff,
+		StripeAPIKey:      cfg.StripeAPIKey.Reveal(),
+		StripeEndpointID:  cfg.StripeEndpointID,
+		StripeAPIURL:      cfg.StripeAPIURL,
+		PublicURL:         cfg.PublicURL,
+		SecureCookies:     cfg.SecureCookies,
+		Addr:              cfg.Addr,
+		MetricsAddr:       cfg.MetricsAddr,
+		MetricsPublic:     cfg.MetricsPublic,
 	})
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))

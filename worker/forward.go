@@ -15,6 +15,14 @@ import (
 	"github.com/hookd/hookd/worker/forwardsig"
 )
 
+// MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the
+// leases of its events for ⌈batch ÷ concurrency⌉ processor timeouts, which
+// is how long the events of a replica that died mid-batch wait before
+// another takes them: with the defaults and a 2-minute timeout that is
+// over half an hour already. And the first attempt runs while Stripe waits
+// for hookd's answer, which Stripe stops doing long before.
+const MaxForwardTimeout = 2 * time.Minute
+
 // Forwarder is the default Processor: it POSTs each event's exact payload to
 // the user's app. A 2xx answer is success; anything else, or no answer, is a
 // failure whose text says what the downstream answered.

@@ -71,8 +71,8 @@ type Config struct {
 	ForwardURL     string
 	ForwardSecret  string
 	ForwardTimeout time.Duration
-	// ClaimWindow is the retry loop's claim window.
-	ClaimWindow time.Duration
+	// MaxForwardTimeout bounds ForwardTimeout (worker.MaxForwardTimeout).
+	MaxForwardTimeout time.Duration
 	// PublicURL and SecureCookies are HOOKD_PUBLIC_URL and whether the
 	// session cookie is Secure.
 	PublicURL       string
@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 		SigningSecret(cfg.StripeSecrets),
 		Forward(ctx, cfg),
 		ForwardSignature(cfg),
-		ForwardTimeout(cfg.ForwardTimeout, cfg.ClaimWindow),
+		ForwardTimeout(cfg.ForwardTimeout, cfg.MaxForwardTimeout),
 		Retention(cfg.MarkerRetention),
 		Backoff(cfg.DemoBackoff),
 		key,
@@ -458,15 +458,16 @@ func ForwardSignature(cfg Config) Result {
 	return Result{name, OK, "events carry a Standard Webhooks signature (webhook-signature) under HOOKD_FORWARD_SECRET"}
 }
 
-// ForwardTimeout checks HOOKD_FORWARD_TIMEOUT leaves the retry loop's claim
-// window room, and is neither too short for an app nor long enough to keep
-// Stripe waiting.
-func ForwardTimeout(timeout, claimWindow time.Duration) Result {
+// ForwardTimeout checks HOOKD_FORWARD_TIMEOUT is below limit (the events
+// of a replica that dies mid-retry wait a batch's worth of it), and is
+// neither too short for an app nor long enough to keep Stripe waiting.
+func ForwardTimeout(timeout, limit time.Duration) Result {
 	const name = "forward timeout"
 	switch {
-	case timeout >= claimWindow:
-		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s is not below the retry loop's claim window of %s: "+
-			"a slow retry would be claimed again while it runs; set it well below", short(timeout), short(claimWindow))}
+	case timeout >= limit:
+		return Result{name, Fail, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s is not below %s: the retry loop's leases last "+
+			"a batch's worth of it, and a replica that dies mid-batch keeps its events waiting that long; set it well below",
+			short(timeout), short(limit))}
 	case timeout < time.Second:
 		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: an app that takes a second now and then "+
 			"turns every such moment into a retry", short(timeout))}
@@ -474,7 +475,7 @@ func ForwardTimeout(timeout, claimWindow time.Duration) Result {
 		return Result{name, Warn, fmt.Sprintf("HOOKD_FORWARD_TIMEOUT %s: the first attempt runs while Stripe waits for "+
 			"hookd's answer, and Stripe gives up and redelivers long before; keep it at seconds", short(timeout))}
 	}
-	return Result{name, OK, fmt.Sprintf("%s, below the retry loop's claim window of %s", short(timeout), short(claimWindow))}
+	return Result{name, OK, fmt.Sprintf("%s, below the %s limit", short(timeout), short(limit))}
 }
 
 // Retention checks dedup markers outlive Stripe's redeliveries.

@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/doctor"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
@@ -271,11 +271,11 @@ func TestForwardSignature(t *testing.T) {
 
 func TestForwardTimeout(t *testing.T) {
 	t.Parallel()
-	window := queue.DefaultClaimWindow
-	expect(t, doctor.ForwardTimeout(10*time.Second, window), doctor.OK, "10s, below the retry loop's claim window of 2m")
-	expect(t, doctor.ForwardTimeout(300*time.Millisecond, window), doctor.Warn, "turns every such moment into a retry")
-	expect(t, doctor.ForwardTimeout(45*time.Second, window), doctor.Warn, "keep it at seconds")
-	expect(t, doctor.ForwardTimeout(window, window), doctor.Fail, "is not below the retry loop's claim window")
+	limit := worker.MaxForwardTimeout
+	expect(t, doctor.ForwardTimeout(10*time.Second, limit), doctor.OK, "10s, below the 2m limit")
+	expect(t, doctor.ForwardTimeout(300*time.Millisecond, limit), doctor.Warn, "turns every such moment into a retry")
+	expect(t, doctor.ForwardTimeout(45*time.Second, limit), doctor.Warn, "keep it at seconds")
+	expect(t, doctor.ForwardTimeout(limit, limit), doctor.Fail, "is not below 2m", "a replica that dies mid-batch")
 }
 
 func TestRetention(t *testing.T) {
@@ -323,15 +323,15 @@ func TestRunAndWrite(t *testing.T) {
 	t.Parallel()
 	app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {})
 	results := doctor.Run(context.Background(), doctor.Config{
-		DatabaseURL:     queuetest.NewDatabaseURL(t),
-		AdminEmail:      "ops@example.com",
-		StripeSecrets:   []string{"whsec_" + strings.Repeat("x", 32)},
-		ForwardURL:      app.srv.URL,
-		ForwardSecret:   forwardSecret,
-		ForwardTimeout:  5 * time.Second,
-		ClaimWindow:     queue.DefaultClaimWindow,
-		MarkerRetention: 48 * time.Hour,
-		StripeAPIURL:    fakeStripeClock(t, 0),
+		DatabaseURL:       queuetest.NewDatabaseURL(t),
+		AdminEmail:        "ops@example.com",
+		StripeSecrets:     []string{"whsec_" + strings.Repeat("x", 32)},
+		ForwardURL:        app.srv.URL,
+		ForwardSecret:     forwardSecret,
+		ForwardTimeout:    5 * time.Second,
+		MaxForwardTimeout: worker.MaxForwardTimeout,
+		MarkerRetention:   48 * time.Hour,
+		StripeAPIURL:      fakeStripeClock(t, 0),
 	})
 	var out bytes.Buffer
 	if failed := doctor.Write(&out, results); failed != 1 {
