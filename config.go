@@ -471,9 +471,6 @@ func checkReconcile(cfg Config) error {
 		return errors.New("STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY (reconciliation reads which events the endpoint receives)")
 	case cfg.StripeAPIKey == "" && cfg.StripeEndpointID != "":
 		return errors.New("STRIPE_API_KEY: required with STRIPE_WEBHOOK_ENDPOINT_ID (a restricted key with Read access to Events and Webhook Endpoints)")
-	case cfg.ReconcileWindow > cfg.MarkerRetention:
-		return fmt.Errorf("HOOKD_RECONCILE_WINDOW: at most HOOKD_MARKER_RETENTION (%s): older events' markers may be pruned, "+
-			"and they would be processed again (got %s)", humanize.Typed(cfg.MarkerRetention), humanize.Typed(cfg.ReconcileWindow))
 	}
-	return nil
+	return reconcile.CheckWindow("HOOKD_RECONCILE_WINDOW", cfg.ReconcileWindow, cfg.MarkerRetention)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
-	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -47,9 +46,8 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	if eventID != "" && !strings.HasPrefix(eventID, "evt_") {
 		return fmt.Errorf("-event: %q is not a Stripe event id (evt_...)", eventID)
 	}
-	if since > cfg.MarkerRetention {
-		return fmt.Errorf("-since: at most HOOKD_MARKER_RETENTION (%s): older events' markers may be pruned, "+
-			"and they would be processed again", humanize.Typed(cfg.MarkerRetention))
+	if err := reconcile.CheckWindow("-since", since, cfg.MarkerRetention); err != nil {
+		return err
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
