@@ -9,19 +9,6 @@ import (
 	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
-// IsProcessed reports whether eventID has a dedup marker, i.e. was processed
-// successfully before. It only short-circuits redeliveries: the marker is
-// written after processing succeeds, never before, so a crash mid-processing
-// leaves no marker and the event is processed again on redelivery.
-func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
-	var exists bool
-	err := s.db.QueryRow(ctx, `SELECT `+markedSQL("$1"), eventID).Scan(&exists)
-	if err != nil {
-		return false, fmt.Errorf("read dedup marker: %w", err)
-	}
-	return exists, nil
-}
-
 // PruneProcessed deletes the dedup markers older than olderThan and returns
 // how many it deleted. Markers only guard against Stripe redelivering an
 // event, which it stops doing after three days; without a prune the table

@@ -17,12 +17,7 @@ import (
 // resolved events are pruned after the marker retention, so an event older
 // than that is as unknown as one never delivered.
 type Whereabouts struct {
-	EventID string
-	// Queued is the event's queue row, in any status; nil when it is not
-	// on the queue.
-	Queued *Event
-	// ProcessedAt is when its dedup marker was written; nil without one.
-	ProcessedAt *time.Time
+	Location
 	// Attempts are its processing attempts, oldest first.
 	Attempts []Attempt
 	// Refused are the newest refused deliveries whose body claimed this
@@ -35,21 +30,44 @@ type Whereabouts struct {
 // filtered by the id has them all.
 const maxRefusedShown = 20
 
-// FindEvent says where the Stripe event eventID is.
-func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, error) {
-	w := Whereabouts{EventID: eventID}
+// Location is where the Stripe event eventID is: on the queue, processed,
+// both (a marker outlives a row a person retried), or neither.
+type Location struct {
+	EventID string
+	// Queued is the event's queue row, in any status; nil when it is not
+	// on the queue.
+	Queued *Event
+	// ProcessedAt is when its dedup marker was written; nil without one.
+	ProcessedAt *time.Time
+}
+
+// Locate says where the Stripe event eventID is: the one way the dashboard
+// finds an event by its id.
+func (s *Store) Locate(ctx context.Context, eventID string) (Location, error) {
+	l := Location{EventID: eventID}
 	e, err := s.EventByEventID(ctx, eventID)
 	switch {
 	case err == nil:
-		w.Queued = &e
+		l.Queued = &e
 	case !errors.Is(err, ErrNotFound):
-		return Whereabouts{}, err
+		return Location{}, err
 	}
 	err = s.db.QueryRow(ctx, `SELECT processed_at FROM processed_webhook_events WHERE event_id = $1`,
-		eventID).Scan(&w.ProcessedAt)
+		eventID).Scan(&l.ProcessedAt)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return Whereabouts{}, fmt.Errorf("find marker of %s: %w", eventID, err)
+		return Location{}, fmt.Errorf("find marker of %s: %w", eventID, err)
 	}
+	return l, nil
+}
+
+// FindEvent says where the Stripe event eventID is, with its attempts and
+// the refused deliveries that claimed its id.
+func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, error) {
+	loc, err := s.Locate(ctx, eventID)
+	if err != nil {
+		return Whereabouts{}, err
+	}
+	w := Whereabouts{Location: loc}
 	if w.Attempts, err = s.Attempts(ctx, SourceStripe, eventID); err != nil {
 		return Whereabouts{}, err
 	}

@@ -24,10 +24,11 @@ import (
 //	mark_processed          Resolve         SettleAttempts (retries.go)
 //	schedule_retry          ScheduleRetry   SettleAttempts (retries.go)
 //	get_dead_events         DeadEvents      Events (events.go)
+//	is_event_processed      IsProcessed     SettleAndTake's state read (receive.go), Locate (search.go)
 //
-// The seed's other functions are production's own: is_event_processed is
-// IsProcessed and prune_processed_events PruneProcessed (markers.go),
-// retry_dead_event RetryDead (events.go).
+// The seed's other functions are production's own:
+// prune_processed_events is PruneProcessed (markers.go), retry_dead_event
+// RetryDead (events.go).
 
 // DefaultClaimBatch is the seed's batch size for ClaimDue.
 const DefaultClaimBatch = 10
@@ -207,4 +208,17 @@ func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, l
 // DeadEvents returns a page of dead events, newest first, with their total.
 func (s *Store) DeadEvents(ctx context.Context, limit, offset int) (EventPage, error) {
 	return s.Events(ctx, EventFilter{Status: StatusDead, Limit: limit, Offset: offset})
+}
+
+// IsProcessed reports whether eventID has a dedup marker, i.e. was processed
+// successfully before. It only short-circuits redeliveries: the marker is
+// written after processing succeeds, never before, so a crash mid-processing
+// leaves no marker and the event is processed again on redelivery.
+func (s *Store) IsProcessed(ctx context.Context, eventID string) (bool, error) {
+	var exists bool
+	err := s.db.QueryRow(ctx, `SELECT `+markedSQL("$1"), eventID).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("read dedup marker: %w", err)
+	}
+	return exists, nil
 }

@@ -333,19 +333,11 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 // findEvent says where the Stripe event eventID is: on the queue, processed
 // (it has a dedup marker), or unknown.
 func (d *dashboard) findEvent(ctx context.Context, eventID string) (*views.SearchResult, error) {
-	r := &views.SearchResult{EventID: eventID}
-	e, err := d.reads.EventByEventID(ctx, eventID)
-	switch {
-	case err == nil:
-		r.Queued = &e
-	case errors.Is(err, queue.ErrNotFound):
-		if r.Processed, err = d.reads.IsProcessed(ctx, eventID); err != nil {
-			return nil, err
-		}
-	default:
+	loc, err := d.reads.Locate(ctx, eventID)
+	if err != nil {
 		return nil, err
 	}
-	return r, nil
+	return &views.SearchResult{EventID: eventID, Queued: loc.Queued, Processed: loc.Queued == nil && loc.ProcessedAt != nil}, nil
 }
 
 // eventID parses the :id of the path; a malformed one is as unknown as a
