@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/queue"
 )
 
 // openPool connects to DATABASE_URL and checks it answers: pgxpool.New does
@@ -74,13 +75,9 @@ func open(ctx context.Context, setting string, pcfg *pgxpool.Config) (*pgxpool.P
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to database at %s (%s): %v", describeDB(pcfg), setting, err)
+		return nil, fmt.Errorf("connect to database at %s (%s): %v", queue.DescribeDB(&pcfg.ConnConfig.Config), setting, err)
 	}
 	return pool, nil
-}
-
-func describeDB(c *pgxpool.Config) string {
-	return fmt.Sprintf("%s:%d/%s as %s", c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Database, c.ConnConfig.User)
 }
 
 // migrateURL is where migrations run, and the setting it comes from:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue/internal/dbtx"
@@ -75,4 +76,10 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping database: %w", err)
 	}
 	return nil
+}
+
+// DescribeDB names the database a connection string reaches, for messages:
+// host, port, database and user, never the password.
+func DescribeDB(c *pgconn.Config) string {
+	return fmt.Sprintf("%s:%d/%s as %s", c.Host, c.Port, c.Database, c.User)
 }

@@ -188,8 +188,7 @@ func connect(ctx context.Context, databaseURL string) (pool *pgxpool.Pool, where
 		return nil, "", fmt.Errorf("DATABASE_URL does not parse: %v", err)
 	}
 	pcfg.MaxConns = 1
-	where = fmt.Sprintf("%s:%d/%s as %s", pcfg.ConnConfig.Host, pcfg.ConnConfig.Port,
-		pcfg.ConnConfig.Database, pcfg.ConnConfig.User)
+	where = queue.DescribeDB(&pcfg.ConnConfig.Config)
 	pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, where, fmt.Errorf("cannot connect to %s: %v; check DATABASE_URL", where, err)

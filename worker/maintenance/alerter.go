@@ -20,6 +20,7 @@ import (
 	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.
@@ -101,7 +102,7 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, time.Second)
 	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
 	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
-	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, telemetry.DefaultStopTimeout)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &Alerter{
 		store:  store,

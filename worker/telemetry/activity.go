@@ -56,7 +56,7 @@ const (
 func NewActivity(store *activity.Store, logger *slog.Logger, cfg ActivityConfig) *Activity {
 	cfg.Replica = cmp.Or(cfg.Replica, defaultReplica())
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, 5*time.Second)
-	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, DefaultStopTimeout)
 	return &Activity{store: store, logger: logger.With("component", "activity"), cfg: cfg}
 }
 

@@ -12,7 +12,17 @@
 // nothing.
 package telemetry
 
-import "github.com/hookd/hookd/queue"
+import (
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// DefaultStopTimeout bounds the last writes a background writer makes once
+// it is told to stop: the last flush of the activity counts or of the
+// rejection log, an alert being posted. Long enough for a write to a
+// healthy database or webhook, short enough not to hold a deploy.
+const DefaultStopTimeout = 5 * time.Second
 
 // MetricName is the name of one of hookd's Prometheus metrics.
 type MetricName string

@@ -93,7 +93,7 @@ func NewRejectionLog(store *rejections.Store, logger *slog.Logger, cfg Rejection
 	cfg.PerFlush = cmp.Or(cfg.PerFlush, 10)
 	cfg.SignedPerFlush = cmp.Or(cfg.SignedPerFlush, 10)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
-	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 5*time.Second)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, DefaultStopTimeout)
 	return &RejectionLog{
 		store:    store,
 		logger:   logger.With("component", "rejections"),
