@@ -88,13 +88,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 
 	resp, err := f.client.Do(req)
 	if err != nil {
-		// The url.Error would repeat the whole forward URL, whose query may
-		// carry a token, into last_error and the logs; the cause names the
-		// host already.
-		if uerr, ok := errors.AsType[*url.Error](err); ok {
-			err = uerr.Err
-		}
-		return Result{Err: fmt.Errorf("no answer from downstream: %w", err)}
+		return Result{Err: fmt.Errorf("no answer from downstream: %w", WithoutURL(err))}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -130,6 +124,17 @@ func errorLocation(loc string) string {
 		return loc[:errorBodyLen] + "…"
 	}
 	return loc
+}
+
+// WithoutURL is err without the *url.Error net/http wraps a request's
+// failure in: that repeats the whole URL, whose user, password or query may
+// be a secret (a forward URL's token, an alert webhook's), into
+// last_error, logs and pages; the cause inside names the host already.
+func WithoutURL(err error) error {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		return uerr.Err
+	}
+	return err
 }
 
 // DisplayURL is raw as hookd shows it to people (doctor's output, logs,

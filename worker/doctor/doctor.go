@@ -599,7 +599,7 @@ func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	resp, err := client.Do(req)
 	if err != nil {
 		return Result{name, Warn, fmt.Sprintf("could not reach Stripe's API at %s to compare clocks (%v); "+
-			"check outbound HTTPS, and that NTP keeps this clock right", apiURL, unwrapURLError(err))}
+			"check outbound HTTPS, and that NTP keeps this clock right", apiURL, worker.WithoutURL(err))}
 	}
 	resp.Body.Close()
 	received := time.Now()
@@ -623,15 +623,6 @@ func Clock(ctx context.Context, client *http.Client, apiURL string) Result {
 	}
 	return Result{name, OK, fmt.Sprintf("%s off Stripe's, well within the %s a signature is good for",
 		short(max(ahead, -ahead)), short(receiver.SignatureTolerance))}
-}
-
-// unwrapURLError drops the method and URL net/http wraps an error in, which
-// the line names already.
-func unwrapURLError(err error) error {
-	if uerr, ok := errors.AsType[*url.Error](err); ok {
-		return uerr.Err
-	}
-	return err
 }
 
 // count is "1 account" or "3 accounts".

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -221,11 +220,7 @@ func (a *Alerter) post(ctx context.Context, text string) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
-		// The *url.Error quotes the secret URL; what went wrong is inside.
-		if uerr, ok := errors.AsType[*url.Error](err); ok {
-			err = uerr.Err
-		}
-		return fmt.Errorf("post alert: %w", err)
+		return fmt.Errorf("post alert: %w", worker.WithoutURL(err))
 	}
 	defer resp.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
