@@ -166,8 +166,8 @@ func TestThinEventsFilterAndPage(t *testing.T) {
 		id, raw := api.AddThinEvent(stripetest.ThinEvent{Type: typ, Created: now.Add(-time.Duration(i) * time.Minute)})
 		raws[id] = string(raw)
 	}
-	api.AddThinEvent(stripetest.ThinEvent{Created: now.Add(-48 * time.Hour)})          // before the window
-	api.AddThinEvent(stripetest.ThinEvent{Context: "acct_1Other", Created: now})      // another account's
+	api.AddThinEvent(stripetest.ThinEvent{Created: now.Add(-48 * time.Hour)})        // before the window
+	api.AddThinEvent(stripetest.ThinEvent{Context: "acct_1Other", Created: now})     // another account's
 	api.AddThinEvent(stripetest.ThinEvent{Type: "v1.charge.refunded", Created: now}) // another type
 
 	var sizes []int
