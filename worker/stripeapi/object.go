@@ -104,3 +104,53 @@ func (c *Client) Object(ctx context.Context, ref ObjectRef) ([]byte, error) {
 	}
 	return slices.Clone(obj.LastResponse.RawJSON), nil
 }
+
+// EventObject reads which object an event is about from its payload: a
+// thin event's related_object (fetched by its url, in the event's
+// context), or a snapshot event's data.object (by its object type and id,
+// in the event's account), whose JSON is then the snapshot. ok is false
+// when the event names no object hookd can fetch.
+func EventObject(payload []byte) (ref ObjectRef, snapshot json.RawMessage, ok bool) {
+	var e struct {
+		Object        string `json:"object"`
+		Account       string `json:"account"`
+		Context       string `json:"context"`
+		RelatedObject *struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			URL  string `json:"url"`
+		} `json:"related_object"`
+		Data *struct {
+			Object json.RawMessage `json:"object"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(payload, &e) != nil {
+		return ObjectRef{}, nil, false
+	}
+	if ro := e.RelatedObject; ro != nil {
+		ref = ObjectRef{URL: ro.URL, Type: ro.Type, ID: ro.ID, Account: e.Context}
+		_, err := ref.Path()
+		return ref, nil, err == nil
+	}
+	if e.Data == nil || len(e.Data.Object) == 0 {
+		return ObjectRef{}, nil, false
+	}
+	var o struct {
+		ID     string `json:"id"`
+		Object string `json:"object"`
+	}
+	if json.Unmarshal(e.Data.Object, &o) != nil {
+		return ObjectRef{}, nil, false
+	}
+	ref = ObjectRef{Type: o.Object, ID: o.ID, Account: e.Account}
+	_, err := ref.Path()
+	return ref, e.Data.Object, err == nil
+}
+
+// String names the object for a person: "invoice in_..." or its URL.
+func (r ObjectRef) String() string {
+	if r.Type != "" && r.ID != "" {
+		return r.Type + " " + r.ID
+	}
+	return r.URL
+}
