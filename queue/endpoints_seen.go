@@ -2,7 +2,7 @@ package queue
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"

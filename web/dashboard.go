@@ -24,9 +24,9 @@ import (
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
+	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // perPage is the length of the event lists and the audit log.
