@@ -182,12 +182,12 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.StripeEndpointID = v; return checkEndpointID(v) }},
 	{flag: "reconcile-interval", env: "HOOKD_RECONCILE_INTERVAL", def: "1h", usage: "how often hookd serve reconciles with Stripe's Events API, across replicas; 0 turns it off",
 		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
+	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: humanize.Typed(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + humanize.Typed(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
+		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
 	{flag: "reconcile-accounts", env: "HOOKD_RECONCILE_ACCOUNTS", usage: "comma-separated connected accounts acct_... whose events a Connect endpoint's reconciliation always lists, besides those hookd saw events from in the window",
 		set: func(c *Config, v string) error { return parseAccounts(&c.ReconcileAccounts, v) }},
 	{flag: "stripe-api-rate", env: "HOOKD_STRIPE_API_RATE", def: strconv.Itoa(stripeapi.DefaultRate), usage: "reads per second hookd makes to Stripe's API at most, shared by reconciliation, doctor and the dashboard (Stripe allows 100 in live mode, 25 in test mode, to the app too)",
 		set: func(c *Config, v string) error { return parseAPIRate(&c.StripeAPIRate, v) }},
-	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: humanize.Typed(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + humanize.Typed(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
-		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
 }
 
 // parseConfig builds the Config for a command: a flag overrides its
@@ -470,7 +470,7 @@ func parseAccounts(dst *[]string, v string) error {
 			continue
 		}
 		if !strings.HasPrefix(part, "acct_") || strings.ContainsAny(part, " /?#") {
-			return fmt.Errorf("%q is not a connected account id acct_...", part)
+			return fmt.Errorf("%q is not a connected account id (acct_...)", part)
 		}
 		*dst = append(*dst, part)
 	}

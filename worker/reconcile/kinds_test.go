@@ -107,7 +107,7 @@ func TestRunOnce_EveryKindOfEndpoint(t *testing.T) {
 		k := setupKinds(t)
 		sawAccount(t, k.pool, "connect", "acct_1Seen", time.Now().Add(-2*time.Hour))
 		sawAccount(t, k.pool, "connect", "acct_1LongAgo", time.Now().Add(-30*24*time.Hour)) // before the window
-		sawAccount(t, k.pool, "account", "acct_1OtherEndpoint", time.Now())                  // not a Connect endpoint's
+		sawAccount(t, k.pool, "account", "acct_1OtherEndpoint", time.Now())                 // not a Connect endpoint's
 		seen, _ := k.api.AddEvent(stripetest.Event{Account: "acct_1Seen", Created: time.Now().Add(-time.Hour)})
 		configured, _ := k.api.AddEvent(stripetest.Event{Account: "acct_1Configured", Created: time.Now().Add(-time.Hour)})
 		unknown, _ := k.api.AddEvent(stripetest.Event{Account: "acct_1Unknown", Created: time.Now().Add(-time.Hour)})
