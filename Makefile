@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run    set up a local PostgreSQL, build hookd and run it
-#   make test   set up PostgreSQL, PgBouncer, Chromium and the Playwright driver, then run every check and test
+#   make test   set up PostgreSQL, PgBouncer, Chromium, the Playwright driver and stripe-mock, then run every check and test
 # Both are idempotent: a second run only rebuilds and reruns.
 
 SHELL := /bin/bash
@@ -26,7 +26,7 @@ DEV_ENV := .cache/dev.env
 # some events on purpose, and retries wait seconds instead of hours.
 DEMO_ENV := .ci/demo.env
 
-.PHONY: run test db pgbouncer browser build check bench bench-load
+.PHONY: run test db pgbouncer browser stripe-mock build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
@@ -37,6 +37,12 @@ pgbouncer: db
 
 browser:
 	@bash .ci/browser.sh
+
+# Stripe's own mock of its API, which checks each v1 request hookd makes
+# against Stripe's OpenAPI spec (worker/stripeapi's tests run it).
+STRIPE_MOCK_VERSION := v0.203.0
+stripe-mock:
+	@[ -x "$$(go env GOPATH)/bin/stripe-mock" ] || go install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
 
 build:
 	CGO_ENABLED=0 go build -trimpath -o bin/hookd .
@@ -94,7 +100,7 @@ check:
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
 	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
 
-test: db pgbouncer browser check
+test: db pgbouncer browser stripe-mock check
 	go test -race -count=1 -timeout 20m ./...
 
 # Benchmarks, for comparing with benchstat; not part of `make test`.

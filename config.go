@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/forwardsig"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
@@ -66,6 +68,14 @@ type Config struct {
 	StripeEndpointID  string
 	ReconcileInterval time.Duration
 	ReconcileWindow   time.Duration
+	// ReconcileAccounts are connected accounts whose events every Connect
+	// endpoint's reconciliation lists, besides those seen in the window.
+	ReconcileAccounts []string
+	// StripeAPIRate is the reads per second to Stripe's API the process
+	// makes at most, over reconciliation, the dashboard and doctor.
+	StripeAPIRate float64
+	// Endpoints are the labelled Stripe endpoints hookd serves.
+	Endpoints []endpoint.Endpoint
 
 	InlineConcurrency int64
 	// DashboardConns and DashboardTimeout bound the dashboard's reads: the
@@ -174,6 +184,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInterval(&c.ReconcileInterval, v) }},
 	{flag: "reconcile-window", env: "HOOKD_RECONCILE_WINDOW", def: humanize.Typed(reconcile.DefaultWindow), usage: "how far back a scheduled reconciliation looks (at most " + humanize.Typed(reconcile.MaxWindow) + ": Stripe keeps events 30 days)",
 		set: func(c *Config, v string) error { return parseReconcileWindow(&c.ReconcileWindow, v) }},
+	{flag: "reconcile-accounts", env: "HOOKD_RECONCILE_ACCOUNTS", usage: "comma-separated connected accounts acct_... whose events a Connect endpoint's reconciliation always lists, besides those hookd saw events from in the window",
+		set: func(c *Config, v string) error { return parseAccounts(&c.ReconcileAccounts, v) }},
+	{flag: "stripe-api-rate", env: "HOOKD_STRIPE_API_RATE", def: strconv.Itoa(stripeapi.DefaultRate), usage: "reads per second hookd makes to Stripe's API at most, shared by reconciliation, doctor and the dashboard (Stripe allows 100 in live mode, 25 in test mode, to the app too)",
+		set: func(c *Config, v string) error { return parseAPIRate(&c.StripeAPIRate, v) }},
 }
 
 // parseConfig builds the Config for a command: a flag overrides its
@@ -232,6 +246,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	if cfg.MaxBodyMemory < cfg.MaxBody {
 		return Config{}, fmt.Errorf("HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (%d), or a body of that size could never be read (got %d)",
 			cfg.MaxBody, cfg.MaxBodyMemory)
+	}
+	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
+		e := endpoint.New(endpoint.DefaultLabel)
+		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
+		cfg.Endpoints = []endpoint.Endpoint{e}
 	}
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err
@@ -436,6 +455,36 @@ func checkEndpointID(v string) error {
 	if v != "" && !strings.HasPrefix(v, "we_") {
 		return errors.New("must be a webhook endpoint id we_..., shown on the endpoint's page in Stripe's dashboard")
 	}
+	return nil
+}
+
+// parseAccounts reads comma-separated connected account ids.
+func parseAccounts(dst *[]string, v string) error {
+	*dst = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.HasPrefix(part, "acct_") || strings.ContainsAny(part, " /?#") {
+			return fmt.Errorf("%q is not a connected account id (acct_...)", part)
+		}
+		*dst = append(*dst, part)
+	}
+	return nil
+}
+
+// parseAPIRate reads a rate of requests per second, which may be below
+// one.
+func parseAPIRate(dst *float64, v string) error {
+	r, err := strconv.ParseFloat(v, 64)
+	if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return errors.New("not a number of reads per second greater than zero, like 20 or 0.5")
+	}
+	if r > 100 {
+		return errors.New("at most 100: Stripe's own limit in live mode, which the app shares")
+	}
+	*dst = r
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/doctor"
+	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // doctorCommand runs `hookd doctor`: every check of package doctor against
@@ -31,6 +32,7 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		StripeAPIKey:      cfg.StripeAPIKey.Reveal(),
 		StripeEndpointID:  cfg.StripeEndpointID,
 		StripeAPIURL:      cfg.StripeAPIURL,
+		StripeBudget:      stripeapi.NewBudget(cfg.StripeAPIRate),
 		PublicURL:         cfg.PublicURL,
 		SecureCookies:     cfg.SecureCookies,
 		Addr:              cfg.Addr,

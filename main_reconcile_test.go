@@ -262,3 +262,30 @@ func TestReconcileCommand_TenThousandEvents(t *testing.T) {
 		t.Errorf("forwarded %d after the second run, want still 10000", e.forwarded())
 	}
 }
+
+func TestParseConfig_StripeAPIRateAndReconcileAccounts(t *testing.T) {
+	t.Parallel()
+	cfg, err := parseConfig("serve", nil, envOf(nil), io.Discard)
+	if err != nil || cfg.StripeAPIRate != 20 || cfg.ReconcileAccounts != nil {
+		t.Fatalf("defaults: rate %v, accounts %v, %v; want 20 and none", cfg.StripeAPIRate, cfg.ReconcileAccounts, err)
+	}
+	cfg, err = parseConfig("serve", nil, envOf(map[string]string{
+		"HOOKD_STRIPE_API_RATE": "0.5", "HOOKD_RECONCILE_ACCOUNTS": "acct_1A, acct_1B,"}), io.Discard)
+	if err != nil || cfg.StripeAPIRate != 0.5 || strings.Join(cfg.ReconcileAccounts, ",") != "acct_1A,acct_1B" {
+		t.Errorf("got rate %v, accounts %v, %v", cfg.StripeAPIRate, cfg.ReconcileAccounts, err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOOKD_STRIPE_API_RATE": "0"}, "HOOKD_STRIPE_API_RATE: not a number of reads per second greater than zero"},
+		{map[string]string{"HOOKD_STRIPE_API_RATE": "fast"}, "HOOKD_STRIPE_API_RATE: not a number"},
+		{map[string]string{"HOOKD_STRIPE_API_RATE": "500"}, "HOOKD_STRIPE_API_RATE: at most 100"},
+		{map[string]string{"HOOKD_RECONCILE_ACCOUNTS": "acct_1A,cus_1B"}, `HOOKD_RECONCILE_ACCOUNTS: "cus_1B" is not a connected account id (acct_`},
+	} {
+		_, err := parseConfig("serve", nil, envOf(tc.env), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -36,7 +38,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	if err != nil {
 		return err
 	}
-	if cfg.StripeAPIKey == "" || cfg.StripeEndpointID == "" {
+	if cfg.StripeAPIKey == "" || !slices.ContainsFunc(reconcileEndpoints(cfg), func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
 		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID: both are needed to reconcile " +
 			"(a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
 	}
@@ -63,7 +65,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	}
 	receiver := receiver.New(store, logger, receiver.Config{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout})
-	r := newReconciler(cfg, store, receiver, logger)
+	r := newReconciler(cfg, newStripeClient(cfg, logger), store, receiver, logger)
 
 	if eventID != "" {
 		return pullCommand(ctx, r, eventID, stdout)
@@ -99,12 +101,12 @@ func reconcileWindow(ctx context.Context, r *reconcile.Reconciler, since time.Du
 		return err
 	}
 	fmt.Fprintln(stdout, res.Summary())
-	if res.Endpoint.Status == "disabled" {
-		fmt.Fprintf(stderr, "note: Stripe has disabled endpoint %s and sends it nothing; re-enable it in Stripe's dashboard\n", res.Endpoint.ID)
+	for _, s := range res.Disabled() {
+		fmt.Fprintf(stderr, "note: Stripe has disabled endpoint %s (%s) and sends it nothing; re-enable it in Stripe's dashboard\n", s.StripeID, s.Label)
 	}
 	if res.OtherVersion > 0 {
-		fmt.Fprintf(stderr, "note: %d of these events are rendered in another API version than the endpoint's %s; check each one's api_version\n",
-			res.OtherVersion, res.Endpoint.APIVersion)
+		fmt.Fprintf(stderr, "note: %d of these events are rendered in another API version than their endpoint's; check each one's api_version\n",
+			res.OtherVersion)
 	}
 	return nil
 }
@@ -125,15 +127,37 @@ func pulledText(p reconcile.Pulled) string {
 	return head + p.Outcome.String()
 }
 
-// newReconciler returns the reconciler the configuration asks for, or nil
-// when the key or the endpoint id is not set.
-func newReconciler(cfg Config, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
-	if cfg.StripeAPIKey == "" || cfg.StripeEndpointID == "" {
+// newStripeClient returns the client of Stripe's API the process shares,
+// on one budget of HOOKD_STRIPE_API_RATE, or nil without STRIPE_API_KEY.
+func newStripeClient(cfg Config, logger *slog.Logger) *stripeapi.Client {
+	if cfg.StripeAPIKey == "" {
 		return nil
 	}
-	client := stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey.Reveal(), URL: cfg.StripeAPIURL, Logger: logger})
+	return stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey.Reveal(), URL: cfg.StripeAPIURL, Logger: logger,
+		Budget: stripeapi.NewBudget(cfg.StripeAPIRate)})
+}
+
+// reconcileEndpoints are the endpoints reconciliation reads: the labelled
+// ones, or without any signing secret the one STRIPE_WEBHOOK_ENDPOINT_ID
+// names.
+func reconcileEndpoints(cfg Config) []endpoint.Endpoint {
+	if len(cfg.Endpoints) > 0 || cfg.StripeEndpointID == "" {
+		return cfg.Endpoints
+	}
+	e := endpoint.New(endpoint.DefaultLabel)
+	e.StripeID = cfg.StripeEndpointID
+	return []endpoint.Endpoint{e}
+}
+
+// newReconciler returns the reconciler the configuration asks for, over
+// client, or nil when there is no client or no endpoint has a Stripe id.
+func newReconciler(cfg Config, client *stripeapi.Client, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
+	eps := reconcileEndpoints(cfg)
+	if client == nil || !slices.ContainsFunc(eps, func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
+		return nil
+	}
 	return reconcile.New(store, receiver, logger, reconcile.Config{
-		Client: client, EndpointID: cfg.StripeEndpointID,
+		Client: client, Endpoints: eps, Accounts: cfg.ReconcileAccounts,
 		Window: cfg.ReconcileWindow, Interval: cfg.ReconcileInterval, MaxWindow: cfg.MarkerRetention,
 	})
 }

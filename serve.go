@@ -108,7 +108,9 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, CountPruned: metrics.CountPruned})
 	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
-	reconciler := newReconciler(cfg, store, receiver, logger)
+	// One client, on one budget, for reconciliation and the dashboard.
+	stripeClient := newStripeClient(cfg, logger)
+	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
 	s.loops = append(s.loops, retrier.Run, pruner.Run)
 	if cfg.AlertURL != "" {
@@ -145,6 +147,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 		RetryInterval:   cfg.RetryInterval,
 		Rejections:      rejections,
 		Reconciler:      reconciler,
+		Stripe:          stripeClient,
 	})
 	if err := s.listen(handler, reg); err != nil {
 		return nil, err

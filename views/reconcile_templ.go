@@ -11,6 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/hookd/hookd/queue/reconcileruns"
 )
@@ -28,14 +29,13 @@ type ReconcileForm struct {
 type ReconcilePreview struct {
 	Hours int
 	reconcileruns.Counts
-	// EndpointID and EndpointDisabled describe the endpoint Stripe
-	// reported.
-	EndpointID       string
-	EndpointDisabled bool
+	// Disabled are the endpoints (we_... or ed_...) Stripe reported
+	// disabled.
+	Disabled []string
 	// OtherVersion counts the events to recover rendered in another API
-	// version than the endpoint's, which is EndpointVersion.
-	OtherVersion    int64
-	EndpointVersion string
+	// version than their endpoint's, which is one of EndpointVersions.
+	OtherVersion     int64
+	EndpointVersions []string
 }
 
 // reconcilePanel is the overview's "Reconcile with Stripe" form, for
@@ -283,15 +283,15 @@ func ReconcileConfirm(p Page, r ReconcilePreview) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if r.EndpointDisabled {
+			for _, id := range r.Disabled {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<p class=\"error\">Stripe has disabled endpoint ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var16 string
-				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(r.EndpointID)
+				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(id)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 85, Col: 64}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 85, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 				if templ_7745c5c3_Err != nil {
@@ -316,14 +316,14 @@ func ReconcileConfirm(p Page, r ReconcilePreview) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, " rendered in another API version than the endpoint's ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, " rendered in another API version than their endpoint's ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var18 string
-				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(r.EndpointVersion)
+				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(r.EndpointVersions, ", "))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 90, Col: 35}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 90, Col: 56}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 				if templ_7745c5c3_Err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
+	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // perPage is the length of the event lists and the audit log.
@@ -352,41 +353,57 @@ func eventID(c echo.Context) (uuid.UUID, error) {
 
 func (d *dashboard) handleEvent() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
-		id, err := eventID(c)
+		detail, err := d.eventDetail(c)
 		if err != nil {
 			return err
 		}
-		e, err := d.reads.Event(ctx, id)
-		if err != nil {
-			return err
-		}
-		attempts, err := d.reads.Attempts(ctx, e.Source, e.EventID)
-		if err != nil {
-			return err
-		}
-		inFlight, err := d.reads.EventInFlight(ctx, e.EventID)
-		if err != nil {
-			return err
-		}
-		// Indented for reading; shown as received when it is not JSON.
-		payload := e.Payload
-		var buf bytes.Buffer
-		if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
-			payload = buf.String()
-		}
-		// After an action the person lands on Find an event, not back here:
-		// the retry loop may process the event, and delete this queue row,
-		// before the browser follows the redirect, and the search follows
-		// the event wherever it went.
-		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
-			InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
-		nav := "pending"
-		if e.Status == queue.StatusDead {
-			nav = "dead"
-		}
-		return render(c, http.StatusOK, views.EventDetailPage(d.page(c, e.EventID, nav), detail))
+		return d.renderEvent(c, http.StatusOK, detail)
 	}
+}
+
+// eventDetail reads everything the event's page shows.
+func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
+	ctx := c.Request().Context()
+	id, err := eventID(c)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	e, err := d.reads.Event(ctx, id)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	attempts, err := d.reads.Attempts(ctx, e.Source, e.EventID)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	inFlight, err := d.reads.EventInFlight(ctx, e.EventID)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	// Indented for reading; shown as received when it is not JSON.
+	payload := e.Payload
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
+		payload = buf.String()
+	}
+	// After an action the person lands on Find an event, not back here:
+	// the retry loop may process the event, and delete this queue row,
+	// before the browser follows the redirect, and the search follows
+	// the event wherever it went.
+	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
+		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
+	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
+		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}
+	}
+	return detail, nil
+}
+
+func (d *dashboard) renderEvent(c echo.Context, status int, detail views.EventDetail) error {
+	nav := "pending"
+	if detail.Event.Status == queue.StatusDead {
+		nav = "dead"
+	}
+	return render(c, status, views.EventDetailPage(d.page(c, detail.Event.EventID, nav), detail))
 }
 
 // retryOne sends one event back for a retry with act, in one transaction

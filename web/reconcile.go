@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,12 +72,16 @@ func (d *dashboard) handleReconcilePreview() echo.HandlerFunc {
 		if err != nil {
 			return d.reconcileFailed(c, hours, err)
 		}
-		return render(c, http.StatusOK, views.ReconcileConfirm(d.page(c, "Reconcile with Stripe?", "overview"),
-			views.ReconcilePreview{
-				Hours: hours, Counts: res.Counts,
-				EndpointID: res.Endpoint.ID, EndpointDisabled: res.Endpoint.Status == "disabled",
-				OtherVersion: res.OtherVersion, EndpointVersion: res.Endpoint.APIVersion,
-			}))
+		preview := views.ReconcilePreview{Hours: hours, Counts: res.Counts, OtherVersion: res.OtherVersion}
+		for _, s := range res.Disabled() {
+			preview.Disabled = append(preview.Disabled, s.StripeID)
+		}
+		for _, s := range res.Endpoints {
+			if s.APIVersion != "" && !slices.Contains(preview.EndpointVersions, s.APIVersion) {
+				preview.EndpointVersions = append(preview.EndpointVersions, s.APIVersion)
+			}
+		}
+		return render(c, http.StatusOK, views.ReconcileConfirm(d.page(c, "Reconcile with Stripe?", "overview"), preview))
 	}
 }
 

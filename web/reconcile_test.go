@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -71,8 +72,8 @@ func setupReconcile(t *testing.T, key string) *reconcileBundle {
 	logger := slog.New(slog.DiscardHandler)
 	receiver := receiver.New(store, logger, receiver.Config{Secrets: []string{"whsec_web"}, Processor: rb})
 	r := reconcile.New(store, receiver, logger, reconcile.Config{
-		Client:     stripeapi.New(stripeapi.Config{Key: key, URL: rb.api.URL, PagePause: -1, RateLimitWait: time.Millisecond}),
-		EndpointID: ep.ID,
+		Client:    stripeapi.New(stripeapi.Config{Key: key, URL: rb.api.URL, PagePause: -1, RateLimitWait: time.Millisecond}),
+		Endpoints: []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: ep.ID}},
 	})
 	stores := storesOn(store, pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{

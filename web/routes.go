@@ -41,6 +41,7 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/prune", d.handlePrune(), admin...)
 	e.GET("/events", d.handleEvents(), viewer...)
 	e.GET("/events/:id", d.handleEvent(), viewer...)
+	e.POST("/events/:id/stripe", d.handleEventInStripe(), viewer...)
 	e.POST("/events/:id/retry", d.handleRetry(), operator...)
 	e.POST("/events/:id/retry-now", d.handleRetryNow(), operator...)
 	e.POST("/events/retry-all/preview", d.handleRetryAllPreview(), operator...)

@@ -29,6 +29,7 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 
@@ -102,6 +103,10 @@ type Options struct {
 	// Reconciler, when set, lets operators reconcile with Stripe's Events
 	// API and pull single events from it; nil hides those actions.
 	Reconciler *reconcile.Reconciler
+	// Stripe, when set, reads Stripe's API for the dashboard ("Show it in
+	// Stripe now"), on the budget it shares with reconciliation; nil
+	// without STRIPE_API_KEY.
+	Stripe *stripeapi.Client
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a

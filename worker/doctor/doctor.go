@@ -89,6 +89,9 @@ type Config struct {
 	// HTTPClient reaches Stripe's API. Default: a client with a 10 s
 	// timeout.
 	HTTPClient *http.Client
+	// StripeBudget is the rate of reads to Stripe's API doctor makes at
+	// most, HOOKD_STRIPE_API_RATE. Default: stripeapi.DefaultRate.
+	StripeBudget *stripeapi.Budget
 	// Addr is HOOKD_ADDR; MetricsAddr is HOOKD_METRICS_ADDR, empty when it
 	// is off; MetricsPublic is HOOKD_METRICS_PUBLIC.
 	Addr          string
@@ -523,7 +526,7 @@ func Stripe(ctx context.Context, cfg Config) (key, endpoint Result) {
 		endpoint.Status, endpoint.Detail = Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set: set it to the we_... id of the endpoint hookd serves"
 		return key, endpoint
 	}
-	client := stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, HTTPClient: cfg.HTTPClient,
+	client := stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey, URL: cfg.StripeAPIURL, HTTPClient: cfg.HTTPClient, Budget: cfg.StripeBudget,
 		// One retry at most: doctor reports what it finds, it does not
 		// wait out an outage.
 		MaxNetworkRetries: 1, RateLimitRetries: 1})

@@ -1,9 +1,15 @@
 // Package reconcile recovers the Stripe events hookd never received. It
-// asks Stripe's Events API which events the webhook endpoint should have
-// been sent in a window, and runs every one that has neither a dedup marker
-// nor a queue row through the receiver's own pipeline (per-event lock,
-// dedup, processor, queue on failure), so a recovered event is handled
-// exactly as a delivery would have been, and never twice.
+// asks Stripe's API which events each labelled endpoint should have been
+// sent in a window, and runs every one that has neither a dedup marker nor
+// a queue row through the receiver's own pipeline (per-event lock, dedup,
+// processor, queue on failure), so a recovered event is handled exactly as
+// a delivery would have been, and never twice.
+//
+// Each kind of endpoint is listed where Stripe keeps its events: a
+// snapshot endpoint's in /v1/events; a thin destination's in
+// /v2/core/events, by created and type; a Connect endpoint's account by
+// account (Stripe-Account, or Stripe-Context for thin events), for the
+// accounts hookd saw events from in the window and the ones configured.
 //
 // Stripe retries a failed delivery for three days and then gives up; it
 // disables an endpoint that keeps failing; a delivery refused by mistake (a
@@ -19,12 +25,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeevent"
@@ -53,9 +61,15 @@ var ErrNotReceived = errors.New("the endpoint does not receive this event type")
 type Config struct {
 	// Client reads Stripe's API.
 	Client *stripeapi.Client
-	// EndpointID is the webhook endpoint hookd serves (we_...): its enabled
-	// events decide which events it should have received.
-	EndpointID string
+	// Endpoints are the labelled endpoints hookd serves; those with a
+	// StripeID (we_... or ed_...) are reconciled, each by its kind, and
+	// Stripe's description of each (its enabled events) decides which
+	// events it should have received.
+	Endpoints []endpoint.Endpoint
+	// Accounts are connected accounts (acct_...) whose events every
+	// Connect endpoint's run lists, besides the accounts hookd saw events
+	// from in the window: HOOKD_RECONCILE_ACCOUNTS.
+	Accounts []string
 	// Window is how far back the scheduled run looks. Default:
 	// DefaultWindow, or MaxWindow when that is shorter.
 	Window time.Duration
@@ -119,13 +133,53 @@ type Result struct {
 	DryRun bool
 	// Pages is how many pages of events Stripe returned.
 	Pages int
-	// Endpoint is the webhook endpoint as Stripe described it.
-	Endpoint stripeapi.Endpoint
+	// Endpoints are the endpoints reconciled, as Stripe described them.
+	Endpoints []Surveyed
 	// OtherVersion counts the events run through the pipeline (or, in a
-	// dry run, that would be) whose API version differs from the one the
+	// dry run, that would be) whose API version differs from the one their
 	// endpoint is pinned to: the app gets them in a shape its deliveries
 	// do not have.
 	OtherVersion int64
+}
+
+// Surveyed is one labelled endpoint as a run found it at Stripe.
+type Surveyed struct {
+	Label    string
+	StripeID string
+	Kind     endpoint.Kind
+	Connect  bool
+	// Status is "enabled" or "disabled": Stripe sends a disabled endpoint
+	// nothing.
+	Status string
+	// APIVersion is the version its snapshot events are rendered in; empty
+	// when it follows the account's default, or sends thin events.
+	APIVersion string
+	// URL is where Stripe sends its events.
+	URL string
+	// EnabledEvents are the types Stripe sends it.
+	EnabledEvents []string
+	// Accounts are the connected accounts whose events the run listed, for
+	// a Connect endpoint.
+	Accounts []string
+}
+
+// Disabled reports whether Stripe has disabled the endpoint.
+func (s Surveyed) Disabled() bool { return s.Status == "disabled" }
+
+// receives reports whether Stripe sends s events of eventType.
+func (s Surveyed) receives(eventType string) bool {
+	return slices.Contains(s.EnabledEvents, "*") || slices.Contains(s.EnabledEvents, eventType)
+}
+
+// Disabled returns the endpoints of the run Stripe has disabled.
+func (r Result) Disabled() []Surveyed {
+	var out []Surveyed
+	for _, s := range r.Endpoints {
+		if s.Disabled() {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Summary is the run's one line of counts.
@@ -236,72 +290,177 @@ func (r *Reconciler) record(ctx context.Context, lock *reconcileruns.Lease, trig
 	return lock.Record(ctx, trigger, started, res.Since, res.Counts, errText)
 }
 
-// survey reads the endpoint and lists the window's events, counting each
-// into res, and returns the never-seen ones of types the endpoint receives
-// that are old enough, oldest first.
-func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]stripeapi.Event, error) {
-	ep, err := r.cfg.Client.Endpoint(ctx, r.cfg.EndpointID)
+// pending is an event to recover, with the label of the endpoint it
+// should have come through.
+type pending struct {
+	ev    stripeapi.Event
+	label string
+}
+
+// survey reads every endpoint with a Stripe id and lists the window's
+// events of each, counting each event once into res however many
+// endpoints list it, and returns the never-seen ones of types their
+// endpoint receives that are old enough, oldest first. Every endpoint is
+// read before any event is listed, so a wrong id or a missing permission
+// stops the run before it lists anything.
+func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]pending, error) {
+	res.Endpoints = nil
+	for _, e := range r.cfg.Endpoints {
+		if e.StripeID == "" {
+			continue
+		}
+		s, err := r.describe(ctx, e)
+		if err != nil {
+			return nil, err
+		}
+		if s.Connect {
+			if s.Accounts, err = r.accounts(ctx, e.Label, res.Since); err != nil {
+				return nil, err
+			}
+		}
+		res.Endpoints = append(res.Endpoints, s)
+	}
+	youngAfter := now.Add(-MinAge)
+	examined := map[string]bool{}
+	var todo []pending
+	for _, s := range res.Endpoints {
+		var mine []pending
+		err := r.list(ctx, s, res.Since, func(page []stripeapi.Event) error {
+			res.Pages++
+			var ids []string
+			var eligible []stripeapi.Event
+			for _, ev := range page {
+				if examined[ev.ID] {
+					continue // listed by an endpoint before this one
+				}
+				examined[ev.ID] = true
+				res.Examined++
+				switch {
+				case !s.receives(ev.Type):
+					res.SkippedType++
+				case ev.Created.After(youngAfter):
+					res.SkippedYoung++
+				default:
+					ids = append(ids, ev.ID)
+					eligible = append(eligible, ev)
+				}
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			processed, queued, err := r.store.SeenEvents(ctx, queue.SourceStripe, ids)
+			if err != nil {
+				return err
+			}
+			for _, ev := range eligible {
+				switch {
+				case processed[ev.ID]:
+					res.AlreadyProcessed++
+				case queued[ev.ID]:
+					res.AlreadyQueued++
+				default:
+					mine = append(mine, pending{ev: ev, label: s.Label})
+					res.Recovered++ // what a dry run reports; recover recounts
+					if s.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != s.APIVersion {
+						res.OtherVersion++
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		todo = append(todo, mine...)
+	}
+	// Stripe lists newest first, endpoint by endpoint and account by
+	// account: the oldest go first over all of them.
+	slices.SortStableFunc(todo, func(a, b pending) int { return a.ev.Created.Compare(b.ev.Created) })
+	if res.OtherVersion > 0 {
+		r.logger.WarnContext(ctx, "events to recover are rendered in another API version than their endpoint's",
+			"events", res.OtherVersion)
+	}
+	return todo, nil
+}
+
+// describe reads endpoint e at Stripe: a webhook endpoint (we_) or an event
+// destination (ed_), whose payload must be the kind e's label says.
+func (r *Reconciler) describe(ctx context.Context, e endpoint.Endpoint) (Surveyed, error) {
+	s := Surveyed{Label: e.Label, StripeID: e.StripeID, Kind: e.Kind, Connect: e.Connect}
+	if !e.Destination() {
+		if e.Kind == endpoint.Thin {
+			return s, fmt.Errorf("endpoint %q is labelled kind=thin, but %s is a webhook endpoint, which sends snapshot events: "+
+				"only an event destination (ed_...) sends thin events", e.Label, e.StripeID)
+		}
+		ep, err := r.cfg.Client.Endpoint(ctx, e.StripeID)
+		if err != nil {
+			return s, err
+		}
+		s.Status, s.APIVersion, s.URL, s.EnabledEvents = ep.Status, ep.APIVersion, ep.URL, ep.EnabledEvents
+		return s, nil
+	}
+	d, err := r.cfg.Client.Destination(ctx, e.StripeID)
+	if err != nil {
+		return s, err
+	}
+	if d.Thin != (e.Kind == endpoint.Thin) {
+		sends := map[bool]string{true: "thin", false: "snapshot"}
+		return s, fmt.Errorf("endpoint %q is labelled kind=%s, but event destination %s sends %s events: set kind=%s in HOOKD_ENDPOINTS",
+			e.Label, e.Kind, e.StripeID, sends[d.Thin], sends[d.Thin])
+	}
+	s.Status, s.APIVersion, s.URL, s.EnabledEvents = d.Status, d.APIVersion, d.URL, d.EnabledEvents
+	return s, nil
+}
+
+// accounts are the connected accounts a Connect endpoint's run lists: those
+// hookd saw events from through it since since, and the configured ones.
+func (r *Reconciler) accounts(ctx context.Context, label string, since time.Time) ([]string, error) {
+	seen, err := r.store.AccountsSeen(ctx, label, since)
 	if err != nil {
 		return nil, err
 	}
-	res.Endpoint = ep
-	youngAfter := now.Add(-MinAge)
-	var todo []stripeapi.Event
-	err = r.cfg.Client.Events(ctx, res.Since, func(page []stripeapi.Event) error {
-		res.Pages++
-		var ids []string
-		var eligible []stripeapi.Event
-		for _, ev := range page {
-			res.Examined++
-			switch {
-			case !ep.Receives(ev.Type):
-				res.SkippedType++
-			case ev.Created.After(youngAfter):
-				res.SkippedYoung++
-			default:
-				ids = append(ids, ev.ID)
-				eligible = append(eligible, ev)
-			}
+	all := slices.Concat(seen, r.cfg.Accounts)
+	slices.Sort(all)
+	return slices.Compact(all), nil
+}
+
+// list lists s's events created since since, page by page: from
+// /v2/core/events for a thin destination, from /v1/events otherwise; for
+// a Connect endpoint once per account.
+func (r *Reconciler) list(ctx context.Context, s Surveyed, since time.Time, page func([]stripeapi.Event) error) error {
+	accounts := []string{""}
+	if s.Connect {
+		accounts = s.Accounts
+	}
+	for _, account := range accounts {
+		var err error
+		if s.Kind == endpoint.Thin {
+			err = r.cfg.Client.ThinEvents(ctx, stripeapi.ThinQuery{Since: since, Types: typeFilter(s.EnabledEvents), Context: account}, page)
+		} else {
+			err = r.cfg.Client.AccountEvents(ctx, account, since, page)
 		}
-		if len(ids) == 0 {
-			return nil
-		}
-		processed, queued, err := r.store.SeenEvents(ctx, queue.SourceStripe, ids)
 		if err != nil {
 			return err
 		}
-		for _, ev := range eligible {
-			switch {
-			case processed[ev.ID]:
-				res.AlreadyProcessed++
-			case queued[ev.ID]:
-				res.AlreadyQueued++
-			default:
-				todo = append(todo, ev)
-				res.Recovered++ // what a dry run reports; recover recounts
-				if ep.APIVersion != "" && ev.APIVersion != ep.APIVersion {
-					res.OtherVersion++
-				}
-			}
-		}
+	}
+	return nil
+}
+
+// typeFilter is the types to ask /v2/core/events for: the destination's
+// enabled events, unless it receives every type or more than one request
+// may name, when the run filters them itself.
+func typeFilter(enabled []string) []string {
+	if slices.Contains(enabled, "*") || len(enabled) > 20 {
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	slices.Reverse(todo) // Stripe lists newest first
-	if res.OtherVersion > 0 {
-		r.logger.WarnContext(ctx, "events to recover are rendered in another API version than the endpoint's",
-			"events", res.OtherVersion, "endpoint_api_version", ep.APIVersion)
-	}
-	return todo, nil
+	return enabled
 }
 
 // recover runs todo through the pipeline, Concurrency at a time, in order,
 // and counts the outcomes into res. It stops starting new events at the
 // first error that is not the event's own (a database error) or when ctx
 // is done, and returns that error.
-func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *Result) error {
+func (r *Reconciler) recover(ctx context.Context, todo []pending, res *Result) error {
 	res.Recovered = 0
 	work := context.WithoutCancel(ctx)
 	var (
@@ -310,7 +469,7 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 		wg       sync.WaitGroup
 	)
 	sem := make(chan struct{}, r.cfg.Concurrency)
-	for _, ev := range todo {
+	for _, p := range todo {
 		mu.Lock()
 		stop := firstErr != nil
 		mu.Unlock()
@@ -320,7 +479,7 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outcome, err := r.receiver.Recover(work, ev.Payload)
+			outcome, err := r.receiver.Recover(work, p.ev.Payload)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -328,7 +487,7 @@ func (r *Reconciler) recover(ctx context.Context, todo []stripeapi.Event, res *R
 				res.InFlight++
 			case err != nil:
 				if firstErr == nil {
-					firstErr = fmt.Errorf("recover %s: %w", ev.ID, err)
+					firstErr = fmt.Errorf("recover %s (endpoint %s): %w", p.ev.ID, p.label, err)
 				}
 			default:
 				count(&res.Counts, outcome)
@@ -365,21 +524,33 @@ type Pulled struct {
 	Outcome receiver.Outcome
 }
 
-// Pull reads one event from Stripe and runs it through the pipeline, as a
-// run would, whatever its age: a person asked for it. An event of a type
-// the endpoint does not receive is refused with ErrNotReceived; one a
-// delivery is handling right now with queue.ErrEventLocked.
+// Pull reads one snapshot event of the account's own from Stripe's
+// /v1/events and runs it through the pipeline, as a run would, whatever its
+// age: a person asked for it. An event of a type no snapshot endpoint of
+// the account receives is refused with ErrNotReceived; one a delivery is
+// handling right now with queue.ErrEventLocked.
 func (r *Reconciler) Pull(ctx context.Context, eventID string) (Pulled, error) {
-	ep, err := r.cfg.Client.Endpoint(ctx, r.cfg.EndpointID)
-	if err != nil {
-		return Pulled{}, err
+	var eps []Surveyed
+	for _, e := range r.cfg.Endpoints {
+		if e.StripeID == "" || e.Kind != endpoint.Snapshot || e.Connect {
+			continue
+		}
+		s, err := r.describe(ctx, e)
+		if err != nil {
+			return Pulled{}, err
+		}
+		eps = append(eps, s)
 	}
 	ev, err := r.cfg.Client.Event(ctx, eventID)
 	if err != nil {
 		return Pulled{}, err
 	}
-	if !ep.Receives(ev.Type) {
-		return Pulled{Event: ev}, fmt.Errorf("%s is a %s event: %w (%s)", ev.ID, ev.Type, ErrNotReceived, ep.ID)
+	if !slices.ContainsFunc(eps, func(s Surveyed) bool { return s.receives(ev.Type) }) {
+		ids := make([]string, len(eps))
+		for i, s := range eps {
+			ids[i] = s.StripeID
+		}
+		return Pulled{Event: ev}, fmt.Errorf("%s is a %s event: %w (%s)", ev.ID, ev.Type, ErrNotReceived, strings.Join(ids, ", "))
 	}
 	outcome, err := r.receiver.Recover(context.WithoutCancel(ctx), ev.Payload)
 	if err != nil {
@@ -402,8 +573,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	if r.cfg.Interval <= 0 {
 		return nil
 	}
+	var labels []string
+	for _, e := range r.cfg.Endpoints {
+		if e.StripeID != "" {
+			labels = append(labels, e.Label+"="+e.StripeID)
+		}
+	}
 	r.logger.InfoContext(ctx, "reconcile schedule started", "interval", r.cfg.Interval,
-		"window", humanize.Typed(r.cfg.Window), "endpoint", r.cfg.EndpointID)
+		"window", humanize.Typed(r.cfg.Window), "endpoints", strings.Join(labels, ","))
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {

@@ -19,6 +19,7 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -98,7 +99,7 @@ func setup(t *testing.T, enabled []string, cfg reconcile.Config) *bundle {
 
 func (b *bundle) reconciler(store *queue.Store, cfg reconcile.Config) *reconcile.Reconciler {
 	cfg.Client = stripeapi.New(stripeapi.Config{Key: b.key, URL: b.api.URL, PagePause: -1, RateLimitWait: time.Millisecond})
-	cfg.EndpointID = b.endpoint.ID
+	cfg.Endpoints = []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: b.endpoint.ID}}
 	return reconcile.New(store, receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: b.app}), discardLogger, cfg)
 }

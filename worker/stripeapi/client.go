@@ -1,7 +1,13 @@
 // Package stripeapi reads what hookd needs from Stripe's API, through
-// stripe-go: the webhook endpoint hookd serves (which event types it
-// receives) and the events Stripe created, page by page, each as the exact
-// JSON the API returned.
+// stripe-go: the webhook endpoints and event destinations hookd serves
+// (which event types they receive, whether they are enabled, their API
+// version), the events Stripe created, page by page, each as the exact JSON
+// the API returned (snapshot events from /v1/events, for the account or
+// one of its connected accounts, and thin events from /v2/core/events), and
+// the current state of the object an event is about.
+//
+// Every request of a process waits for one Budget, so reconciliation, the
+// dashboard and doctor together stay below a rate of reads.
 //
 // Its errors say in one line what to fix: a rejected key, a key without the
 // permission, an endpoint id that is not in the account.
@@ -62,6 +68,9 @@ type Config struct {
 	// Logger receives stripe-go's own log lines, at debug level (requests,
 	// retries). Default: none.
 	Logger *slog.Logger
+	// Budget is the rate of requests this Client shares with the others of
+	// the process. Default: a budget of its own at DefaultRate.
+	Budget *Budget
 }
 
 // Client reads webhook endpoints and events from Stripe's API.
@@ -82,6 +91,10 @@ func New(cfg Config) *Client {
 	cfg.RateLimitRetries = cmp.Or(cfg.RateLimitRetries, 5)
 	cfg.RateLimitWait = cmp.Or(cfg.RateLimitWait, time.Second)
 	cfg.PagePause = cmp.Or(cfg.PagePause, 100*time.Millisecond)
+	if cfg.Budget == nil {
+		cfg.Budget = NewBudget(DefaultRate)
+	}
+	cfg.HTTPClient = withBudget(cfg.HTTPClient, cfg.Budget)
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -140,8 +153,12 @@ type Event struct {
 	Type    string
 	Created time.Time
 	// APIVersion is the version data.object is rendered in: the account's
-	// default version when the event was created.
+	// default version when the event was created; empty for a thin event.
 	APIVersion string
+	// Account is the connected account the event happened in (a snapshot
+	// event's account, a thin event's context); empty for the account's
+	// own.
+	Account string
 	// Payload is the event exactly as the API returned it.
 	Payload []byte
 }
@@ -178,11 +195,23 @@ type eventPage struct {
 // calls page with each page of up to 100 as it arrives. It pauses PagePause
 // between pages. An error from page stops the listing and is returned.
 func (c *Client) Events(ctx context.Context, since time.Time, page func([]Event) error) error {
+	return c.AccountEvents(ctx, "", since, page)
+}
+
+// AccountEvents is Events for the connected account (acct_...), read with
+// the Stripe-Account header: the events a Connect endpoint receives from
+// it. An empty account lists the account's own events.
+func (c *Client) AccountEvents(ctx context.Context, account string, since time.Time, page func([]Event) error) error {
 	params := &stripe.EventListParams{
 		ListParams:   stripe.ListParams{Limit: stripe.Int64(pageSize)},
 		CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()},
 	}
 	params.Context = ctx
+	what := "events"
+	if account != "" {
+		params.SetStripeAccount(account)
+		what = "events of connected account " + account
+	}
 	for n := 1; ; n++ {
 		// Encoded as stripe-go's own V1Events.List encodes it (created[gte],
 		// limit, starting_after), which the iterator hides page by page.
@@ -194,7 +223,7 @@ func (c *Client) Events(ctx context.Context, since time.Time, page func([]Event)
 			return c.backend.CallRaw(http.MethodGet, "/v1/events", c.key, []byte(query.Encode()), params.GetParams(), &p)
 		})
 		if err != nil {
-			return describe(err, "events", "", "Events")
+			return describe(err, what, "", "Events")
 		}
 		events := make([]Event, len(p.Data))
 		for i, raw := range p.Data {
@@ -222,6 +251,7 @@ func parseEvent(raw []byte) (Event, error) {
 		Type       string `json:"type"`
 		Created    int64  `json:"created"`
 		APIVersion string `json:"api_version"`
+		Account    string `json:"account"`
 	}
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return Event{}, fmt.Errorf("stripe sent an event that is not JSON: %w", err)
@@ -230,7 +260,7 @@ func parseEvent(raw []byte) (Event, error) {
 		return Event{}, fmt.Errorf("stripe sent an object that is not an event (object %q, id %q)", e.Object, e.ID)
 	}
 	return Event{ID: e.ID, Type: e.Type, Created: time.Unix(e.Created, 0), APIVersion: e.APIVersion,
-		Payload: slices.Clone(raw)}, nil
+		Account: e.Account, Payload: slices.Clone(raw)}, nil
 }
 
 // call runs do, and runs it again after a growing wait while Stripe's rate

@@ -41,12 +41,20 @@ type Event struct {
 	// event; empty for an event no request caused, which Stripe sends as
 	// null.
 	RequestID, IdempotencyKey string
+	// Account is the connected account (acct_...) the event happened in,
+	// for an event a Connect endpoint receives; empty for the account's
+	// own events, which carry no account.
+	Account string
 }
 
 // JSON returns the event compact, its fields in Stripe's order.
 func (e Event) JSON() []byte {
-	b := fmt.Appendf(nil, `{"id":%s,"object":"event","api_version":%s,"created":%d,"data":{"object":%s`,
-		jsonString(e.ID), jsonString(cmp.Or(e.APIVersion, APIVersion)), e.Created.Unix(), e.Object)
+	b := fmt.Appendf(nil, `{"id":%s,"object":"event",`, jsonString(e.ID))
+	if e.Account != "" {
+		b = fmt.Appendf(b, `"account":%s,`, jsonString(e.Account))
+	}
+	b = fmt.Appendf(b, `"api_version":%s,"created":%d,"data":{"object":%s`,
+		jsonString(cmp.Or(e.APIVersion, APIVersion)), e.Created.Unix(), e.Object)
 	if e.PreviousAttributes != nil {
 		b = fmt.Appendf(b, `,"previous_attributes":%s`, e.PreviousAttributes)
 	}

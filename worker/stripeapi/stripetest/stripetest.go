@@ -1,12 +1,20 @@
 // Package stripetest is a fake of the parts of Stripe's API hookd reads:
-// GET /v1/webhook_endpoints/{id}, GET /v1/events and GET /v1/events/{id}.
+// GET /v1/webhook_endpoints/{id}, GET /v1/events and GET /v1/events/{id},
+// each for the account itself or, with a Stripe-Account header, for one of
+// its connected accounts; the objects events are about (GET
+// /v1/invoices/{id}, /v1/customers/{id} and the others of objectPaths);
+// and the v2 API's thin events (GET /v2/core/events, filtered on created,
+// types and object_id, paged with page tokens and next_page_url, for a
+// connected account with Stripe-Context) and event destinations (GET
+// /v2/core/event_destinations and /v2/core/event_destinations/{id}).
 // It is an httptest server answering with Stripe's own JSON shapes (list
-// objects with has_more and url, events, webhook endpoints, error objects),
-// paginating with limit and starting_after and filtering on created, so a
-// stripe-go client pointed at its URL cannot tell it from the real API.
+// objects with has_more and url, v2 pages, events, webhook endpoints, event
+// destinations, error objects), so a stripe-go client pointed at its URL
+// cannot tell it from the real API, and stripe-go's types decode it.
 //
-// Tests add endpoints and events, queue failures (a 429, a 500) for the
-// next requests, and count the requests the fake received.
+// Tests add endpoints, destinations, events and objects, disable or
+// re-version endpoints, queue failures (a 429, a 500) for the next
+// requests, and count the requests the fake received.
 package stripetest
 
 import (
@@ -53,8 +61,12 @@ type Event struct {
 	Type       string    // default: invoice.paid
 	Created    time.Time // default: ten minutes ago
 	APIVersion string    // default: APIVersion
-	// Object is data.object; default: an invoice.
+	// Object is data.object; default: an invoice. It is also what the
+	// object's own URL serves, unless PutObject has put another version.
 	Object map[string]any
+	// Account is the connected account the event happened in: the event
+	// carries it, and /v1/events lists it only with that Stripe-Account.
+	Account string
 }
 
 // Server is the fake API. Its zero value is not usable: call NewServer.
@@ -69,11 +81,20 @@ type Server struct {
 	sorted    bool
 	failures  []failure
 	requests  map[string]int
+	total     int
 	queries   []url.Values
+	accounts  []string // the Stripe-Account of every GET /v1/events
+
+	destinations map[string]Destination
+	thin         []storedThin // newest first once sorted
+	thinSorted   bool
+	pages        map[string]pageState
+	objects      map[objectKey][]byte
 }
 
 type storedEvent struct {
 	id      string
+	account string
 	created int64
 	seq     int
 	raw     []byte
@@ -92,6 +113,10 @@ func NewServer(t testing.TB) *Server {
 		denied:    map[string]bool{},
 		endpoints: map[string]Endpoint{},
 		requests:  map[string]int{},
+
+		destinations: map[string]Destination{},
+		pages:        map[string]pageState{},
+		objects:      map[objectKey][]byte{},
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -166,11 +191,13 @@ func (s *Server) AddEvent(e Event) (id string, raw []byte) {
 	if err != nil {
 		panic(err) // only plain values go in
 	}
-	raw = stripeevent.Event{ID: e.ID, Type: e.Type, Created: e.Created, APIVersion: e.APIVersion, Object: object}.JSON()
+	raw = stripeevent.Event{ID: e.ID, Type: e.Type, Created: e.Created, APIVersion: e.APIVersion, Object: object,
+		Account: e.Account}.JSON()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.events = append(s.events, storedEvent{id: e.ID, created: e.Created.Unix(), seq: len(s.events), raw: raw})
+	s.events = append(s.events, storedEvent{id: e.ID, account: e.Account, created: e.Created.Unix(), seq: len(s.events), raw: raw})
 	s.sorted = false
+	s.putObjectLocked(e.Account, e.Object, object, false)
 	return e.ID, raw
 }
 
@@ -200,11 +227,47 @@ func (s *Server) Requests(path string) int {
 	return s.requests[path]
 }
 
+// TotalRequests returns how many requests the server received, whatever
+// their path or answer.
+func (s *Server) TotalRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
 // ListQueries returns the query of every GET /v1/events received, in order.
 func (s *Server) ListQueries() []url.Values {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.queries)
+}
+
+// ListAccounts returns the Stripe-Account header of every GET /v1/events
+// received, in order: "" for the account's own events.
+func (s *Server) ListAccounts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.accounts)
+}
+
+// SetEndpointStatus enables or disables the webhook endpoint id, as Stripe
+// does to one that keeps failing, or a person in Stripe's dashboard.
+func (s *Server) SetEndpointStatus(id, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endpoints[id]
+	e.Status = status
+	s.endpoints[id] = e
+}
+
+// SetEndpointAPIVersion pins the webhook endpoint id to version, as a
+// person may in Stripe's dashboard; "" follows the account's default.
+func (s *Server) SetEndpointAPIVersion(id, version string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.endpoints[id]
+	e.APIVersion = version
+	s.endpoints[id] = e
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
@@ -214,8 +277,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests[r.URL.Path]++
+	s.total++
 	if r.URL.Path == "/v1/events" {
 		s.queries = append(s.queries, r.URL.Query())
+		s.accounts = append(s.accounts, r.Header.Get("Stripe-Account"))
 	}
 	if len(s.failures) > 0 {
 		f := s.failures[0]
@@ -240,15 +305,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "", "Unrecognized request URL ("+r.Method+": "+r.URL.Path+").", "")
 		return
 	}
+	account := r.Header.Get("Stripe-Account")
+	if v2, ok := strings.CutPrefix(r.URL.Path, "/v2/core/"); ok {
+		s.serveV2(w, r, v2)
+		return
+	}
 	switch rest, _ := strings.CutPrefix(r.URL.Path, "/v1/"); {
 	case rest == "events":
-		s.listEvents(w, r.URL.Query())
+		s.listEvents(w, r.URL.Query(), account)
 	case strings.HasPrefix(rest, "events/"):
-		s.event(w, strings.TrimPrefix(rest, "events/"))
+		s.event(w, strings.TrimPrefix(rest, "events/"), account)
 	case strings.HasPrefix(rest, "webhook_endpoints/"):
 		s.endpoint(w, strings.TrimPrefix(rest, "webhook_endpoints/"))
 	default:
-		writeError(w, http.StatusNotFound, "", "Unrecognized request URL (GET: "+r.URL.Path+").", "")
+		s.object(w, r.URL.Path, account)
 	}
 }
 
@@ -277,9 +347,9 @@ func (s *Server) endpoint(w http.ResponseWriter, id string) {
 	})
 }
 
-func (s *Server) event(w http.ResponseWriter, id string) {
+func (s *Server) event(w http.ResponseWriter, id, account string) {
 	for _, e := range s.events {
-		if e.id == id {
+		if e.id == id && e.account == account {
 			_, _ = w.Write(e.raw)
 			return
 		}
@@ -287,9 +357,10 @@ func (s *Server) event(w http.ResponseWriter, id string) {
 	writeError(w, http.StatusNotFound, "resource_missing", fmt.Sprintf("No such event: '%s'", id), "id")
 }
 
-// listEvents answers GET /v1/events as Stripe does: newest first, at most
-// limit (1 to 100, default 10) after starting_after, filtered on created.
-func (s *Server) listEvents(w http.ResponseWriter, q url.Values) {
+// listEvents answers GET /v1/events as Stripe does: the events of account
+// ("" for the account's own), newest first, at most limit (1 to 100,
+// default 10) after starting_after, filtered on created.
+func (s *Server) listEvents(w http.ResponseWriter, q url.Values, account string) {
 	limit := 10
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -330,7 +401,7 @@ func (s *Server) listEvents(w http.ResponseWriter, q url.Values) {
 		start = i + 1
 	}
 	in := func(e storedEvent) bool {
-		return (bounds[0] == nil || e.created >= *bounds[0]) && (bounds[1] == nil || e.created > *bounds[1]) &&
+		return e.account == account && (bounds[0] == nil || e.created >= *bounds[0]) && (bounds[1] == nil || e.created > *bounds[1]) &&
 			(bounds[2] == nil || e.created <= *bounds[2]) && (bounds[3] == nil || e.created < *bounds[3])
 	}
 	data := []json.RawMessage{}
@@ -360,6 +431,14 @@ func writeJSON(w http.ResponseWriter, v any) {
 func writeError(w http.ResponseWriter, status int, code, message, param string) {
 	w.WriteHeader(status)
 	_, _ = w.Write(errorBody(code, message, param))
+}
+
+// writeV2Error answers with the v2 API's error object, whose type names
+// the error (not_found, invalid_request_error...).
+func writeV2Error(w http.ResponseWriter, status int, typ, code, message string) {
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"type": typ, "code": code, "message": message}})
+	_, _ = w.Write(b)
 }
 
 // errorBody is Stripe's error object.
