@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -108,31 +107,6 @@ func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
 	}
 	if n := bundle.markers(t); n != 1 {
 		t.Errorf("markers %d, want 1", n)
-	}
-}
-
-// The seed's lock is a lease: a second TryLockEvent of a held event is
-// refused at once, and a released or expired one is taken again.
-func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
-	t.Parallel()
-	s, bundle := setup(t)
-	held, err := s.TryLockEvent(t.Context(), "evt_seed")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.TryLockEvent(t.Context(), "evt_seed"); !errors.Is(err, queue.ErrEventLocked) {
-		t.Fatalf("while held: %v, want ErrEventLocked", err)
-	}
-	expireLeases(t, bundle.pool)
-	again, err := s.TryLockEvent(t.Context(), "evt_seed")
-	if err != nil {
-		t.Fatalf("after expiry: %v, want the lease", err)
-	}
-	if err := held.Release(t.Context()); !errors.Is(err, queue.ErrLeaseLost) {
-		t.Errorf("the old holder's release: %v, want ErrLeaseLost", err)
-	}
-	if err := again.Release(t.Context()); err != nil {
-		t.Errorf("the new holder's release: %v", err)
 	}
 }
 

@@ -10,11 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The seed's contract: the single-event functions of the seed's
-// webhook_events module, each with the seed's meaning, kept so that the
-// seed's contract tests (seed_test.go) hold against hookd's schema. hookd
-// itself calls none of them; it does the same work in batches, under each
-// event's lease, in the short transactions of the other files:
+// The seed's API: the single-event functions of the seed's webhook_events
+// module, each with the seed's meaning. hookd itself calls none of them; it
+// does the same work in batches, under each event's lease, in the short
+// transactions of the other files:
 //
 //	the seed's              here            what production calls instead
 //	try_lock_event          TryLockEvent    SettleAndTake (receive.go), ClaimAttempts (retries.go)
@@ -29,6 +28,28 @@ import (
 // The seed's other functions are production's own:
 // prune_processed_events is PruneProcessed (markers.go), retry_dead_event
 // RetryDead (events.go).
+//
+// The seed's contract tests (seed_test.go) run against what production
+// calls, not against these:
+//
+//	contract test                                        runs against
+//	TestContract_ProcessedEventIsFoundProcessed          SettleAndTake, SettleDeliveries, IsProcessed
+//	TestContract_RedeliveriesLeaveOneMarker              SettleAndTake, SettleDeliveries
+//	TestContract_ConcurrentDuplicatesLeaveOneMarker      SettleAndTake, SettleDeliveries
+//	TestContract_LeaseTurnsASecondDeliveryAwayAtOnce     SettleAndTake, SettleDeliveries
+//	TestContract_PruneRespectsTheRetentionBoundary       PruneProcessed, IsProcessed, SettleAndTake
+//	TestContract_ClaimDefersRowsToTheLeaseExpiry         ClaimAttempts
+//	TestContract_ConcurrentClaimsNeverClaimARowTwice     ClaimAttempts
+//	TestContract_ClaimsExcludeFutureDeadAndExhaustedRows ClaimAttempts
+//	TestContract_FailedAttemptRetriesAfterTheBackoff     SettleAttempts, with RetryDelay (policy.go)
+//	TestContract_FifthFailureMakesTheEventDead           SettleAttempts, ClaimAttempts, Events
+//	TestContract_RetryDeadResurrectsOnlyDeadRows         RetryDead, ClaimAttempts
+//	TestContract_DoneAttemptRemovesTheRowAndWritesTheMarker, TestContract_DoneAttemptIsAtomic
+//	                                                     SettleAttempts
+//
+// These functions stay for the tests, here and in other packages, that put
+// rows and leases in place with them; seed_api_test.go tests them, so each
+// keeps the meaning those tests rely on.
 
 // DefaultClaimBatch is the seed's batch size for ClaimDue.
 const DefaultClaimBatch = 10
