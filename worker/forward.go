@@ -17,7 +17,8 @@ import (
 
 // Forwarder is the default Processor: it POSTs each event's exact payload to
 // the user's app. A 2xx answer is success; anything else, or no answer, is a
-// failure whose text says what the downstream answered.
+// failure whose text says what the downstream answered. A failure that says
+// the app is down (see AppDownError) is one.
 type Forwarder struct {
 	url    string
 	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
@@ -86,7 +87,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 		if uerr, ok := errors.AsType[*url.Error](err); ok {
 			err = uerr.Err
 		}
-		return Result{Err: fmt.Errorf("no answer from downstream: %w", err)}
+		err = fmt.Errorf("no answer from downstream: %w", err)
+		if downCause(err) {
+			err = &AppDownError{Err: err}
+		}
+		return Result{Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -113,7 +118,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
 		msg += ": " + body
 	}
-	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}
+	err = errors.New(msg)
+	if downStatus(resp.StatusCode) {
+		err = &AppDownError{Err: err}
+	}
+	return Result{HTTPStatus: resp.StatusCode, Err: err}
 }
 
 // errorLocation bounds a Location header for last_error.
