@@ -102,6 +102,13 @@ type Options struct {
 	// Reconciler, when set, lets operators reconcile with Stripe's Events
 	// API and pull single events from it; nil hides those actions.
 	Reconciler *reconcile.Reconciler
+	// Control is this replica's copy of delivery_control: every page's
+	// banner while delivery is held, and the pause and resume actions.
+	// nil shows no banner.
+	Control *worker.Control
+	// Pace is HOOKD_FORWARD_RATE, which the overview's backlog estimate
+	// divides by; nil for no bound.
+	Pace *worker.Pace
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a

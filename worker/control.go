@@ -10,6 +10,16 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
+// The circuit breaker's defaults (HOOKD_BREAKER_FAILURES,
+// HOOKD_BREAKER_PROBE): 20 app-down failures in a row is past a deploy's
+// blip of refused connections, and a first probe after 30 s finds an app
+// back from a restart soon, while the doubling to MaxProbeWait costs a
+// weekend's outage one request every 5 minutes.
+const (
+	DefaultBreakerFailures = 20
+	DefaultBreakerProbe    = 30 * time.Second
+)
+
 // ControlRefresh is how often a replica reads delivery_control: a pause,
 // a resume or the breaker's change on any replica reaches every other
 // within about this, well within a second. It is a poll and not LISTEN,
