@@ -323,6 +323,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.ev.ID, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
+		AppDown: worker.IsAppDown(res.Err),
 	}
 	outcome := Processed
 	switch {
