@@ -334,3 +334,78 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestPace_HoldsAcrossTheReceiverAndTheRetryLoop: with HOOKD_FORWARD_RATE
+// set, a retry loop draining a backlog and deliveries arriving at the same
+// time reach the app at the rate, counted per second window over 10 s:
+// the receiver shares the bucket, deferring to the queue what would wait
+// past receiver.PaceWait for its turn.
+func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
+	t.Parallel()
+	const rate, windows = 50, 10
+	_, b := setup(t)
+	app := newTestApp(t)
+	for i := range rate * (windows + 3) {
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_backlog_%04d", i)})
+	}
+	r := newReplica(t, b.pool, app, replicaConfig{breakerFailures: worker.DefaultBreakerFailures,
+		probe: worker.DefaultBreakerProbe, pace: worker.NewPace(rate)})
+	r.run(t, true)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var inline, deferred atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o, err := deliverTo(t, r, fmt.Sprintf("evt_inline_%d_%05d", g, i))
+				switch {
+				case err != nil:
+					t.Errorf("delivery: %v", err)
+					return
+				case o == receiver.Processed:
+					inline.Add(1)
+				case o == receiver.Deferred:
+					deferred.Add(1)
+				}
+				time.Sleep(20 * time.Millisecond) // a steady arrival, not a flood
+			}
+		})
+	}
+	waitFor(t, "the app's first request", func() bool { return app.reqs.Load() > 0 })
+	app.mu.Lock()
+	start := app.times[0].Add(time.Second) // past the start's first token
+	app.mu.Unlock()
+	end := start.Add(windows * time.Second)
+	waitFor(t, "10 s of deliveries", func() bool { return time.Now().After(end.Add(100 * time.Millisecond)) })
+	close(stop)
+	wg.Wait()
+
+	counts := make([]int, windows)
+	app.mu.Lock()
+	for _, at := range app.times {
+		if !at.Before(start) && at.Before(end) {
+			counts[int(at.Sub(start)/time.Second)]++
+		}
+	}
+	app.mu.Unlock()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	t.Logf("requests per 1 s window at %d a second: %v (total %d over %d s); inline processed %d, deferred %d",
+		rate, counts, total, windows, inline.Load(), deferred.Load())
+	for i, c := range counts {
+		if c < rate*9/10 || c > rate*11/10 {
+			t.Errorf("window %d: %d requests, want %d ±10%%", i, c, rate)
+		}
+	}
+	if deferred.Load() == 0 {
+		t.Error("no delivery was deferred: the receiver did not share the rate with the retry loop")
+	}
+}
