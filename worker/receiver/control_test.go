@@ -108,18 +108,6 @@ func deliverTo(t *testing.T, r *replica, id string) (receiver.Outcome, error) {
 	return r.receiver.Receive(context.Background(), body, stripeevent.Sign(body, testSecret, time.Now()))
 }
 
-// waitFor polls cond until it holds, failing the test after 15 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func breakerRow(t *testing.T, pool *pgxpool.Pool) (failures int64, open bool) {
 	t.Helper()
 	err := pool.QueryRow(context.Background(),
@@ -175,7 +163,7 @@ func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
 	if f, open := breakerRow(t, b.pool); f != n || !open {
 		t.Fatalf("after the %dth app-down failure in a row: failures %d, open %v; want open", n, f, open)
 	}
-	waitFor(t, "both replicas to hold delivery", func() bool {
+	queuetest.WaitFor(t, 15*time.Second, "both replicas to hold delivery", func() bool {
 		return replicas[0].control.Held() && replicas[1].control.Held()
 	})
 
@@ -202,7 +190,7 @@ func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
 	for _, r := range replicas {
 		r.run(t, true)
 	}
-	waitFor(t, "three probes", func() bool { return app.reqs.Load() >= before+3 })
+	queuetest.WaitFor(t, 15*time.Second, "three probes", func() bool { return app.reqs.Load() >= before+3 })
 	if got := queuetest.Count(t, b.pool, `SELECT coalesce(sum(attempts), 0) FROM webhook_events`); got != attemptsBefore {
 		t.Fatalf("failed probes spent attempts: %d, was %d", got, attemptsBefore)
 	}
@@ -219,13 +207,13 @@ func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
 	// The app is back: the first probe that succeeds closes the breaker,
 	// and every event is delivered exactly once.
 	app.answer(http.StatusOK)
-	waitFor(t, "the breaker to close", func() bool { _, open := breakerRow(t, b.pool); return !open })
+	queuetest.WaitFor(t, 15*time.Second, "the breaker to close", func() bool { _, open := breakerRow(t, b.pool); return !open })
 	// The failures from before the breaker opened wait for their backoff
 	// (a minute); the test does not.
 	if _, err := b.pool.Exec(context.Background(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	queuetest.WaitFor(t, 15*time.Second, "the queue to drain", func() bool {
 		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`) == 0
 	})
 	app.mu.Lock()
@@ -280,7 +268,7 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 		})
 	}
 	<-paused
-	waitFor(t, "both replicas to hold delivery", func() bool {
+	queuetest.WaitFor(t, 15*time.Second, "both replicas to hold delivery", func() bool {
 		return replicas[0].control.Held() && replicas[1].control.Held()
 	})
 	wg.Wait()
@@ -315,7 +303,7 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 	if err := replicas[1].store.ResumeDelivery(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the queue to drain", func() bool {
+	queuetest.WaitFor(t, 15*time.Second, "the queue to drain", func() bool {
 		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`) == 0
 	})
 	t.Logf("%d deliveries answered, %d of them queued by the pause with no attempt, all delivered once after resume",
@@ -377,12 +365,12 @@ func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "the app's first request", func() bool { return app.reqs.Load() > 0 })
+	queuetest.WaitFor(t, 15*time.Second, "the app's first request", func() bool { return app.reqs.Load() > 0 })
 	app.mu.Lock()
 	start := app.times[0].Add(time.Second) // past the start's first token
 	app.mu.Unlock()
 	end := start.Add(windows * time.Second)
-	waitFor(t, "10 s of deliveries", func() bool { return time.Now().After(end.Add(100 * time.Millisecond)) })
+	queuetest.WaitFor(t, 15*time.Second, "10 s of deliveries", func() bool { return time.Now().After(end.Add(100 * time.Millisecond)) })
 	close(stop)
 	wg.Wait()
 
