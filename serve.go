@@ -199,10 +199,10 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	}
 	s.closers = append(s.closers, dashPool.Close)
 	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
-	// The store tells control what the breaker's count did, and control
-	// reads through the store: control is made once the store is.
-	var control *worker.Control
-	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, func(open bool) { control.Observe(open) })
+	// The queue's outcomes tell control what the breaker's count did;
+	// control reads delivery_control on the same pool.
+	control := worker.NewControl(queue.New(pool), logger)
+	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control)
 	st := stores{
 		queue:        queue.New(pool, append(storeOpts, breaker)...),
 		reads:        queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
@@ -217,7 +217,6 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 		// StopCleanup.
 		sessions: pgxstore.NewWithCleanupInterval(pool, 0),
 	}
-	control = worker.NewControl(st.queue, logger)
 	st.control = control
 	if err := ensureAdmin(ctx, cfg, st.accounts, logger); err != nil {
 		return stores{}, err

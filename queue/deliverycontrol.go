@@ -123,20 +123,38 @@ func (s *Store) TakeProbe(ctx context.Context, maxWait time.Duration) (bool, err
 // WithBreaker makes the Store count app-down failures (NewAttempt.AppDown)
 // in a row on delivery_control as it writes outcomes, in the same short
 // transaction: after failures of them the breaker opens, with its first
-// probe due after probe. Any outcome the app answered sets the count back
-// to 0; a success closes the breaker. observe, when set, hears the
-// breaker's state each time an outcome changed the row, so that this
-// replica holds delivery at once rather than at its next read.
-func WithBreaker(failures int, probe time.Duration, observe func(open bool)) Option {
+// probe due after probe. Any other failure sets the count back to 0; a
+// success does too, and closes the breaker.
+//
+// watcher, when set, is this replica's copy of the row: it hears the row
+// each time an outcome changed it, so that this replica holds delivery at
+// once rather than at its next read, and it tells whether the row counts
+// anything. A success while it does not costs no statement at all: nearly
+// every outcome is a success with nothing to reset. Without a watcher,
+// every success resets the row.
+func WithBreaker(failures int, probe time.Duration, watcher BreakerWatcher) Option {
 	return func(s *Store) {
-		s.breaker = breakerConfig{failures: failures, probe: probe, observe: observe}
+		s.breaker = breakerConfig{failures: failures, probe: probe, watcher: watcher}
 	}
+}
+
+// BreakerWatcher is a replica's copy of the breaker's part of
+// delivery_control (worker.Control).
+type BreakerWatcher interface {
+	// Observe hears the breaker as an outcome of this replica left it.
+	Observe(open bool, failures int)
+	// Counting reports whether the row, as last read (at most a moment
+	// ago), counts failures or has the breaker open. A success on one
+	// replica within that moment after another's first app-down failures
+	// leaves them counted: the count is of failures with no success seen
+	// between them by the replica that had the success.
+	Counting() bool
 }
 
 type breakerConfig struct {
 	failures int
 	probe    time.Duration
-	observe  func(open bool)
+	watcher  BreakerWatcher
 }
 
 // breakerTally is what a group of outcomes tells the breaker, in their
@@ -144,8 +162,11 @@ type breakerConfig struct {
 // (succeeded), and the app-down failures since the last answered one.
 type breakerTally struct {
 	answered, succeeded bool
-	down                int
-	lastError           string
+	// failedOther: the app answered an outcome with a failure, which
+	// resets the count whatever this replica last read of it.
+	failedOther bool
+	down        int
+	lastError   string
 }
 
 func (t *breakerTally) add(a *NewAttempt, processed bool) {
@@ -157,7 +178,7 @@ func (t *breakerTally) add(a *NewAttempt, processed bool) {
 		t.down++
 		t.lastError = a.Error
 	default:
-		t.answered, t.down = true, 0
+		t.answered, t.failedOther, t.down = true, true, 0
 	}
 }
 
@@ -166,7 +187,10 @@ func (t *breakerTally) add(a *NewAttempt, processed bool) {
 // changes (and locks) the row only when there is something to change, so
 // outcomes that succeed while nothing failed never touch it.
 func (t *breakerTally) queue(b *pgx.Batch, cfg breakerConfig) bool {
-	if cfg.failures <= 0 || (!t.answered && t.down == 0) {
+	switch {
+	case cfg.failures <= 0, !t.answered && t.down == 0:
+		return false
+	case t.succeeded && !t.failedOther && t.down == 0 && cfg.watcher != nil && !cfg.watcher.Counting():
 		return false
 	}
 	b.Queue(breakerSQL, t.answered, t.down, t.succeeded, cfg.failures, t.lastError, cfg.probe.Seconds())
@@ -174,12 +198,16 @@ func (t *breakerTally) queue(b *pgx.Batch, cfg breakerConfig) bool {
 }
 
 func (t *breakerTally) read(br pgx.BatchResults, cfg breakerConfig) error {
-	open, err := collect(br, pgx.RowTo[bool])
+	type row struct {
+		Open     bool
+		Failures int
+	}
+	rows, err := collect(br, pgx.RowToStructByPos[row])
 	if err != nil {
 		return err
 	}
-	if len(open) == 1 && cfg.observe != nil {
-		cfg.observe(open[0])
+	if len(rows) == 1 && cfg.watcher != nil {
+		cfg.watcher.Observe(rows[0].Open, rows[0].Failures)
 	}
 	return nil
 }
@@ -188,7 +216,8 @@ func (t *breakerTally) read(br pgx.BatchResults, cfg breakerConfig) error {
 // app answered any, $2 the app-down failures since the last it answered,
 // $3 whether any succeeded, $4 the failures that open the breaker, $5 the
 // last app-down failure's error, $6 the seconds to the first probe. It
-// returns whether the breaker is open, when it changed the row.
+// returns whether the breaker is open and the count, when it changed the
+// row.
 //
 // The count is an expression of the row itself, not of a read before the
 // update: a transaction that waited for another's lock on the row counts
@@ -210,7 +239,7 @@ const breakerSQL = `
 	                              ELSE c.probe_wait_seconds END
 	WHERE c.id = true
 	  AND ($2::int > 0 OR c.breaker_failures > 0 OR ($3::bool AND c.breaker_opened_at IS NOT NULL))
-	RETURNING c.breaker_opened_at IS NOT NULL`
+	RETURNING c.breaker_opened_at IS NOT NULL, c.breaker_failures`
 
 // breakerOpens is true when the outcomes bring the count to the breaker's
 // threshold and none of them succeeded.

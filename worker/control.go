@@ -57,24 +57,36 @@ func (c *Control) State() queue.DeliveryControl {
 // Held reports whether deliveries go to the queue instead of the app.
 func (c *Control) Held() bool { return c.State().Held() }
 
-// Observe is queue.WithBreaker's observer: an outcome this replica wrote
-// found the breaker open (or closed), so this replica holds delivery (or
-// delivers) now, and reads the whole row at once.
-func (c *Control) Observe(open bool) {
+// Observe is queue.WithBreaker's: an outcome this replica wrote left the
+// breaker open (or closed) with failures counted, so this replica holds
+// delivery (or delivers) now, and reads the whole row at once when the
+// breaker changed.
+func (c *Control) Observe(open bool, failures int) {
 	if c == nil {
 		return
 	}
 	st := c.State()
-	if st.BreakerOpen() != open {
+	changed := st.BreakerOpen() != open
+	if changed {
 		if open {
 			now := time.Now()
 			st.BreakerOpenedAt = &now
 		} else {
 			st.BreakerOpenedAt = nil
 		}
-		c.state.Store(&st)
 	}
-	c.Poke()
+	st.BreakerFailures = failures
+	c.state.Store(&st)
+	if changed {
+		c.Poke()
+	}
+}
+
+// Counting is queue.WithBreaker's: whether the row as last seen counts
+// failures or has the breaker open, so that a success must reset it.
+func (c *Control) Counting() bool {
+	st := c.State()
+	return st.BreakerFailures > 0 || st.BreakerOpen()
 }
 
 // Poke asks Run to read the row now, as after a pause or a resume on this

@@ -79,9 +79,8 @@ func newReplica(t *testing.T, pool *pgxpool.Pool, app *testApp, cfg replicaConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{}
-	r.store = queue.New(own, queue.WithBreaker(cfg.breakerFailures, cfg.probe, func(open bool) { r.control.Observe(open) }))
-	r.control = worker.NewControl(r.store, discardLogger)
+	r := &replica{control: worker.NewControl(queue.New(own), discardLogger)}
+	r.store = queue.New(own, queue.WithBreaker(cfg.breakerFailures, cfg.probe, r.control))
 	r.receiver = receiver.New(r.store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: fwd, ProcessTimeout: 2 * time.Second,
 		Control: r.control, Pace: cfg.pace})
@@ -141,9 +140,13 @@ func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
 		for range k {
 			r := replicas[seq%2]
 			seq++
+			want := receiver.Queued
+			if status < 300 {
+				want = receiver.Processed
+			}
 			o, err := deliverTo(t, r, fmt.Sprintf("evt_breaker_%03d", seq))
-			if err != nil || o != receiver.Queued {
-				t.Fatalf("delivery %d: %v, %v; want queued", seq, o, err)
+			if err != nil || o != want {
+				t.Fatalf("delivery %d: %v, %v; want %v", seq, o, err, want)
 			}
 		}
 	}
@@ -152,6 +155,12 @@ func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
 	if f, open := breakerRow(t, b.pool); f != n-1 || open {
 		t.Fatalf("after %d 503s: failures %d, open %v; want %d, closed", n-1, f, open, n-1)
 	}
+	// The app took one: the count starts over.
+	send(http.StatusOK, 1)
+	if f, open := breakerRow(t, b.pool); f != 0 || open {
+		t.Fatalf("after a success: failures %d, open %v; want 0, closed", f, open)
+	}
+	send(http.StatusServiceUnavailable, n-1)
 	// The app answered, wrongly: that is no outage.
 	send(http.StatusBadRequest, 1)
 	send(http.StatusInternalServerError, 1)
