@@ -24,6 +24,9 @@ export TEST_DATABASE_URL TEST_PGBOUNCER_URL PLAYWRIGHT_DRIVER_PATH
 DEV_ENV := .cache/dev.env
 # The demo `make run` tells: hookd forwards to `hookd demo-app`, which fails
 # some events on purpose, and retries wait seconds instead of hours.
+# `make run DEMO_DOWN=60s` has the app down for a minute from its first
+# delivery, which opens the circuit breaker and, once a probe finds the app
+# back, closes it.
 DEMO_ENV := .ci/demo.env
 
 .PHONY: run test db pgbouncer browser stripe-mock build check bench bench-load
@@ -67,7 +70,7 @@ run: db build $(DEV_ENV)
 	metrics=$${HOOKD_METRICS_ADDR:-127.0.0.1:9090}; \
 	case $$metrics in off) metrics="off (HOOKD_METRICS_ADDR)";; :*) metrics="http://localhost$$metrics/metrics";; \
 	  *) metrics="http://$$metrics/metrics";; esac; \
-	./bin/hookd demo-app & demo=$$!; \
+	./bin/hookd demo-app $(if $(DEMO_DOWN),-down $(DEMO_DOWN)) & demo=$$!; \
 	trap 'kill $$demo 2>/dev/null || true' EXIT; \
 	echo; \
 	echo "hookd is starting on $$base, forwarding every event to a demo app"; \

@@ -78,6 +78,13 @@ type Config struct {
 	Endpoints []endpoint.Endpoint
 
 	InlineConcurrency int64
+	// BreakerFailures app-down failures in a row open the circuit breaker,
+	// which probes the app every BreakerProbe, doubling up to
+	// worker.MaxProbeWait. ForwardRate bounds the deliveries to the app a
+	// second, per replica; 0 for no bound.
+	BreakerFailures int64
+	BreakerProbe    time.Duration
+	ForwardRate     float64
 	// DashboardConns and DashboardTimeout bound the dashboard's reads: the
 	// connections of their own pool and how long one query may run.
 	DashboardConns   int64
@@ -158,6 +165,12 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
 	{flag: "inline-concurrency", env: "HOOKD_INLINE_CONCURRENCY", def: strconv.Itoa(receiver.DefaultInlineConcurrency), usage: "deliveries waiting for the app at once while Stripe waits, a bound on the memory they hold; past it a new event is queued at once and answered 200",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.InlineConcurrency, v) }},
+	{flag: "breaker-failures", env: "HOOKD_BREAKER_FAILURES", def: strconv.Itoa(worker.DefaultBreakerFailures), usage: "failures in a row that say the app is down (no connection, a timeout, 502, 503, 504; across replicas) after which delivery pauses itself and probes the app",
+		set: func(c *Config, v string) error { return parsePositiveInt(&c.BreakerFailures, v) }},
+	{flag: "breaker-probe", env: "HOOKD_BREAKER_PROBE", def: humanize.Typed(worker.DefaultBreakerProbe), usage: "while the circuit breaker is open, how long until the first probe of the app with one event; the wait doubles after each, up to " + humanize.Typed(worker.MaxProbeWait),
+		set: func(c *Config, v string) error { return parseBreakerProbe(&c.BreakerProbe, v) }},
+	{flag: "forward-rate", env: "HOOKD_FORWARD_RATE", def: rateUnlimited, usage: "deliveries to the app a second, per replica, over the receiver, the retry loop and reconciliation together (with N replicas the app sees up to N times it), or " + rateUnlimited,
+		set: func(c *Config, v string) error { return parseForwardRate(&c.ForwardRate, v) }},
 	{flag: "dashboard-conns", env: "HOOKD_DASHBOARD_CONNS", def: strconv.Itoa(defaultDashboardConns), usage: "connections of the dashboard's own pool for its pages' reads, apart from the receiver's: however many people load pages, they hold no more",
 		set: func(c *Config, v string) error { return parseDashboardConns(&c.DashboardConns, v) }},
 	{flag: "dashboard-timeout", env: "HOOKD_DASHBOARD_TIMEOUT", def: humanize.Typed(queue.DefaultReadTimeout), usage: "longest a query of a dashboard page may run before it is stopped and the page asks for a narrower filter",
@@ -470,6 +483,32 @@ func parseAccounts(dst *[]string, v string) error {
 			return fmt.Errorf("%q is not a connected account id (acct_...)", part)
 		}
 		*dst = append(*dst, part)
+	}
+	return nil
+}
+
+// rateUnlimited is HOOKD_FORWARD_RATE's value for no bound.
+const rateUnlimited = "unlimited"
+
+func parseForwardRate(dst *float64, v string) error {
+	if v == rateUnlimited {
+		*dst = 0
+		return nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f <= 0 || f > 1e6 {
+		return errors.New("not a number of deliveries a second greater than zero, like 50 or 0.5, or " + rateUnlimited)
+	}
+	*dst = f
+	return nil
+}
+
+func parseBreakerProbe(dst *time.Duration, v string) error {
+	if err := parsePositiveDuration(dst, v); err != nil {
+		return err
+	}
+	if *dst > worker.MaxProbeWait {
+		return fmt.Errorf("at most %s, the longest the probes come apart", humanize.Typed(worker.MaxProbeWait))
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/worker/demoapp"
@@ -22,6 +24,7 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	fs := newFlagSet("demo-app", "Takes most events; answers some with a 500, lets some time out, and rejects\n"+
 		demoapp.RejectedType+" with a 422 until it is dead. For make run's demo only.", stderr)
 	addr := fs.String("addr", "", "listen address (default: the host and port of $HOOKD_FORWARD_URL)")
+	down := fs.Duration("down", 0, "answer every delivery 503 for this long from the first one, an outage that opens hookd's circuit breaker (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +56,11 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	if err != nil {
 		return fmt.Errorf("demo app: %v", err)
 	}
-	srv := &http.Server{Handler: app, ReadHeaderTimeout: 10 * time.Second}
+	var handler http.Handler = app
+	if *down > 0 {
+		handler = &outage{next: app, lasts: *down, logger: logger}
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("demo app listening", "addr", ln.Addr().String(), "verifies_signatures", secret != "")
 
 	served := make(chan error, 1)
@@ -72,4 +79,29 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	}
 	logger.Info("demo app stopped")
 	return nil
+}
+
+// outage is the demo app down for a while from its first delivery: every
+// delivery is answered 503, as a load balancer answers for an app that is
+// not there, so hookd's circuit breaker opens, and closes when a probe
+// finds the app back.
+type outage struct {
+	next   http.Handler
+	lasts  time.Duration
+	logger *slog.Logger
+	once   sync.Once
+	until  atomic.Int64 // unix nanoseconds
+}
+
+func (o *outage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o.once.Do(func() {
+		until := time.Now().Add(o.lasts)
+		o.until.Store(until.UnixNano())
+		o.logger.Info("demo app down: answering 503 until the outage ends", "for", o.lasts, "until", until.Format(time.TimeOnly))
+	})
+	if time.Now().UnixNano() < o.until.Load() {
+		http.Error(w, "demo app is down (hookd demo-app -down)", http.StatusServiceUnavailable)
+		return
+	}
+	o.next.ServeHTTP(w, r)
 }

@@ -99,12 +99,16 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	store, accts := st.queue, st.accounts
 	activity := telemetry.NewActivity(st.counts, logger, telemetry.ActivityConfig{})
 	metrics := telemetry.NewMetrics(reg, activity)
+	// One Pace for every path that delivers to the app: the receiver (and
+	// reconciliation through it) and the retry loop share the rate.
+	pace := worker.NewPace(cfg.ForwardRate)
 	receiver := receiver.New(store, logger, receiver.Config{
 		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
-		InlineConcurrency: int(cfg.InlineConcurrency)})
+		InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
-		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
+		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
+		Control: st.control, Pace: pace})
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, CountPruned: metrics.CountPruned})
 	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
@@ -112,11 +116,11 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	stripeClient := newStripeClient(cfg, logger)
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
-	s.loops = append(s.loops, retrier.Run, pruner.Run)
+	s.loops = append(s.loops, st.control.Run, retrier.Run, pruner.Run)
 	if cfg.AlertURL != "" {
 		alerter := maintenance.NewAlerter(store, logger, maintenance.AlerterConfig{
 			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
-			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval)})
+			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures)})
 		s.loops = append(s.loops, alerter.Run)
 	}
 	if reconciler != nil {
@@ -148,6 +152,8 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 		Rejections:      rejections,
 		Reconciler:      reconciler,
 		Stripe:          stripeClient,
+		Control:         st.control,
+		Pace:            pace,
 	})
 	if err := s.listen(handler, reg); err != nil {
 		return nil, err
@@ -169,6 +175,9 @@ type stores struct {
 	accounts     *accounts.Store
 	audit        *audit.Log
 	sessions     *pgxstore.PostgresStore
+	// control is this replica's copy of delivery_control, which the
+	// queue's outcomes tell at once when the breaker opens or closes.
+	control *worker.Control
 }
 
 // openStores opens and migrates the database, opens the dashboard's pool,
@@ -193,8 +202,12 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	}
 	s.closers = append(s.closers, dashPool.Close)
 	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
+	// The queue's outcomes tell control what the breaker's count did;
+	// control reads delivery_control on the same pool.
+	control := worker.NewControl(queue.New(pool), logger)
+	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control)
 	st := stores{
-		queue:        queue.New(pool, storeOpts...),
+		queue:        queue.New(pool, append(storeOpts, breaker)...),
 		reads:        queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
 		pageCounts:   activity.New(pageReads),
 		pageRefusals: rejections.New(pageReads),
@@ -207,6 +220,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 		// StopCleanup.
 		sessions: pgxstore.NewWithCleanupInterval(pool, 0),
 	}
+	st.control = control
 	if err := ensureAdmin(ctx, cfg, st.accounts, logger); err != nil {
 		return stores{}, err
 	}

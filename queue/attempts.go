@@ -63,6 +63,10 @@ type NewAttempt struct {
 	Error      string
 	Path       AttemptPath
 	Number     int
+	// AppDown: the failure says the app is down (no connection, a
+	// timeout, 502, 503 or 504), not that it refused the event; the
+	// circuit breaker counts these in a row (see WithBreaker).
+	AppDown bool
 }
 
 // Attempts returns the event's attempts, oldest first.

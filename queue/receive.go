@@ -80,14 +80,19 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 	if len(st.eventID)+len(tk.ids) == 0 {
 		return st.written(), tk.result(), nil
 	}
+	var counted bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
 		st.queue(b)
 		tk.queue(b, source)
+		counted = st.tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) error {
 		if err := st.read(br); err != nil {
 			return err
 		}
-		return tk.read(br)
+		if err := tk.read(br); err != nil || !counted {
+			return err
+		}
+		return st.tally.read(br, s.breaker)
 	})
 	if err != nil {
 		return nil, Deliveries{}, fmt.Errorf("settle and lease deliveries: %w", err)
@@ -241,6 +246,7 @@ type settleOp struct {
 	sql      string
 	args     []any
 	released []leaseKey
+	tally    breakerTally
 }
 
 func newSettleOp(rs []Received) *settleOp {
@@ -260,6 +266,7 @@ func newSettleOp(rs []Received) *settleOp {
 		if r.Attempt != nil {
 			a.add(*r.Attempt, r.Owner)
 		}
+		op.tally.add(r.Attempt, r.Queue == nil)
 	}
 	if len(q.eventID)+len(a.eventID) == 0 {
 		// Every event was processed on its first delivery, as nearly all

@@ -190,6 +190,7 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	owners, waits := make([]uuid.UUID, n), make([]*float64, n)
 	var a attemptColumns
+	var tally breakerTally
 	for i, st := range settled {
 		c := st.Claimed
 		ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
@@ -203,6 +204,7 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 		}
 		if st.Attempt != nil {
 			a.add(*st.Attempt, c.Owner)
+			tally.add(st.Attempt, st.Kind == SettleDone)
 		}
 	}
 	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs}, a.args()...)
@@ -212,11 +214,15 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 		Hastened bool
 	}
 	var results []result
+	var counted bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
 		b.Queue(settleAttemptsSQL, args...)
+		counted = tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) (err error) {
-		results, err = collect(br, pgx.RowToStructByPos[result])
-		return err
+		if results, err = collect(br, pgx.RowToStructByPos[result]); err != nil || !counted {
+			return err
+		}
+		return tally.read(br, s.breaker)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("settle attempts: %w", err)

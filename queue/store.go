@@ -29,6 +29,8 @@ type Store struct {
 	// demoBackoff shortens the backoff schedule for the demo; see
 	// WithDemoBackoff.
 	demoBackoff bool
+	// breaker counts app-down failures with the outcomes; see WithBreaker.
+	breaker breakerConfig
 }
 
 // Option changes how a Store behaves.

@@ -6,6 +6,7 @@ package views
 import (
 	"time"
 
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 )
 
@@ -29,6 +30,9 @@ type Page struct {
 	// Stalled, when set, says the retry loop has stalled: a banner on
 	// every page, since nothing pending moves until it runs again.
 	Stalled string
+	// Delivery is whether delivery to the app is held, by a person or the
+	// circuit breaker: a banner on every page while it is.
+	Delivery queue.DeliveryControl
 	// DemoBackoff is set while the retry schedule runs in seconds for the
 	// demo; every page then says so, so nobody mistakes it for production.
 	DemoBackoff bool

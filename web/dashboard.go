@@ -90,7 +90,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 		return views.OverviewStats{}, err
 	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil}
+		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil, Rate: d.opts.Pace.PerSecond()}
 	switch run, err := reconcileruns.New(d.reads.DB()).Last(ctx); {
 	case err == nil:
 		stats.Reconcile = &run

@@ -50,6 +50,7 @@ func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 		Now:   time.Now(),
 
 		DemoBackoff: d.store.DemoBackoff(),
+		Delivery:    d.opts.Control.State(),
 		Stalled:     d.stalledBanner(c),
 	}
 }

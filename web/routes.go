@@ -54,6 +54,8 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/reconcile/preview", d.handleReconcilePreview(), operator...)
 	e.POST("/reconcile", d.handleReconcile(), operator...)
 	e.POST("/events/pull", d.handlePull(), operator...)
+	e.POST("/delivery/pause", d.handlePauseDelivery(), operator...)
+	e.POST("/delivery/resume", d.handleResumeDelivery(), operator...)
 	e.GET("/audit", d.handleAudit(), viewer...)
 	e.GET("/accounts", d.handleAccounts(), admin...)
 	e.POST("/accounts", d.handleAddAccount(), admin...)

@@ -107,6 +107,13 @@ type Options struct {
 	// Stripe now"), on the budget it shares with reconciliation; nil
 	// without STRIPE_API_KEY.
 	Stripe *stripeapi.Client
+	// Control is this replica's copy of delivery_control: every page's
+	// banner while delivery is held, and the pause and resume actions.
+	// nil shows no banner.
+	Control *worker.Control
+	// Pace is HOOKD_FORWARD_RATE, which the overview's backlog estimate
+	// divides by; nil for no bound.
+	Pace *worker.Pace
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a

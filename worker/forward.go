@@ -25,7 +25,8 @@ const MaxForwardTimeout = 2 * time.Minute
 
 // Forwarder is the default Processor: it POSTs each event's exact payload to
 // the user's app. A 2xx answer is success; anything else, or no answer, is a
-// failure whose text says what the downstream answered.
+// failure whose text says what the downstream answered. A failure that says
+// the app is down (see AppDownError) is one.
 type Forwarder struct {
 	url    string
 	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
@@ -88,7 +89,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return Result{Err: fmt.Errorf("no answer from downstream: %w", WithoutURL(err))}
+		err = fmt.Errorf("no answer from downstream: %w", WithoutURL(err))
+		if downCause(err) {
+			err = &AppDownError{Err: err}
+		}
+		return Result{Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -115,7 +120,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
 		msg += ": " + body
 	}
-	return Result{HTTPStatus: resp.StatusCode, Err: errors.New(msg)}
+	err = errors.New(msg)
+	if downStatus(resp.StatusCode) {
+		err = &AppDownError{Err: err}
+	}
+	return Result{HTTPStatus: resp.StatusCode, Err: err}
 }
 
 // errorLocation bounds a Location header for last_error.

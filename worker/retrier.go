@@ -39,7 +39,19 @@ type RetrierConfig struct {
 	Processor Processor
 	// Metrics, when set, counts retries and dead letters.
 	Metrics *telemetry.Metrics
+	// Control, when set, holds delivery: while a person paused it the loop
+	// claims nothing; while the circuit breaker is open it claims one
+	// event per probe.
+	Control *Control
+	// Pace, when set, bounds the deliveries to the app a second, shared
+	// with the receiver; a batch claims no more than the rate lets start
+	// within one processor run.
+	Pace *Pace
 }
+
+// MaxProbeWait is how long the circuit breaker's probes come apart at most:
+// the wait doubles after each probe from HOOKD_BREAKER_PROBE up to this.
+const MaxProbeWait = 5 * time.Minute
 
 // The defaults of the settings a user can change (HOOKD_RETRY_INTERVAL,
 // HOOKD_RETRY_BATCH, HOOKD_RETRY_CONCURRENCY): hookd's settings table shows
@@ -145,12 +157,22 @@ func (r *Retrier) loop(ctx, workCtx context.Context) {
 		if ctx.Err() != nil {
 			continue
 		}
-		n, hastened, err := r.runBatch(ctx, workCtx)
+		if st := r.cfg.Control.State(); st.Held() {
+			// A held loop still says it is alive: it is waiting on
+			// purpose, not stalled.
+			r.recordTick(ctx)
+			if r.probe(ctx, workCtx, st) != nil && ctx.Err() == nil {
+				r.logger.ErrorContext(ctx, "probe of the app failed to run")
+			}
+			timer.Reset(ControlRefresh)
+			continue
+		}
+		n, hastened, err := r.runBatch(ctx, workCtx, r.batchSize(), false)
 		wait := r.cfg.Interval
 		switch {
 		case err != nil && ctx.Err() == nil:
 			r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
-		case n == r.cfg.BatchSize || hastened:
+		case n == r.batchSize() || hastened:
 			wait = 0
 		}
 		timer.Reset(wait)
@@ -160,16 +182,55 @@ func (r *Retrier) loop(ctx, workCtx context.Context) {
 // RunBatch claims one batch of due events and processes it, as one turn of
 // Run does, and returns how many events it claimed.
 func (r *Retrier) RunBatch(ctx context.Context) (int, error) {
-	n, _, err := r.runBatch(ctx, ctx)
+	n, _, err := r.runBatch(ctx, ctx, r.batchSize(), false)
 	return n, err
+}
+
+// batchSize is how many events a claim takes: BatchSize, or under a Pace
+// only as many as the rate lets start within one processor run, so that
+// the last of them does not wait for its turn past its lease.
+func (r *Retrier) batchSize() int {
+	if rate := r.cfg.Pace.PerSecond(); rate > 0 {
+		return min(r.cfg.BatchSize, max(1, int(rate*r.cfg.ProcessTimeout.Seconds())))
+	}
+	return r.cfg.BatchSize
+}
+
+// probe runs one event, claimed as an ordinary attempt, when the circuit
+// breaker is open, nobody paused delivery, and this replica wins the turn
+// of a due probe. Its success closes the breaker (in the statement that
+// settles it); its app-down failure is given back uncounted, since it says
+// nothing about the event.
+func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) error {
+	if st.Paused() || st.ProbeDueAt == nil || time.Now().Before(*st.ProbeDueAt) {
+		return nil
+	}
+	won, err := r.store.TakeProbe(ctx, MaxProbeWait)
+	if err != nil || !won {
+		return err
+	}
+	n, _, err := r.runBatch(ctx, workCtx, 1, true)
+	if err == nil {
+		r.logger.InfoContext(ctx, "circuit breaker open: probed the app", "events", n)
+	}
+	return err
 }
 
 // leaseFor is how long a claim leases its events for: the longest its last
 // event can take to end. Concurrency workers take the batch's events in
 // turn, each run bounded by ProcessTimeout, so no worker starts more than
 // BatchSize/Concurrency of them.
+//
+// Under a Pace the batch's events also wait for their turns, at most one
+// processor run in all since batchSize bounds the batch so (more when the
+// receiver shares the rate: an event whose turn would come too late for
+// its run to fit is given back uncounted), so the leases last one run
+// longer.
 func (r *Retrier) leaseFor() time.Duration {
 	rounds := (r.cfg.BatchSize + r.cfg.Concurrency - 1) / r.cfg.Concurrency
+	if r.cfg.Pace != nil {
+		rounds = (r.batchSize()+r.cfg.Concurrency-1)/r.cfg.Concurrency + 1
+	}
 	return time.Duration(rounds) * r.cfg.ProcessTimeout
 }
 
@@ -177,9 +238,12 @@ func (r *Retrier) leaseFor() time.Duration {
 // workCtx, so that a stop between the two never strands claimed work. It
 // returns how many events it claimed, and whether a person asked for an
 // event of the batch to be tried again while it ran, so that it is due now.
-func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, bool, error) {
+//
+// A probe's batch is the one event that tests whether the app is back while
+// the breaker holds everything else.
+func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool) (int, bool, error) {
 	r.recordTick(claimCtx)
-	claim, err := r.store.ClaimAttempts(claimCtx, r.cfg.BatchSize, r.leaseFor())
+	claim, err := r.store.ClaimAttempts(claimCtx, n, r.leaseFor())
 	if err != nil {
 		if claimCtx.Err() != nil {
 			return 0, false, nil
@@ -205,7 +269,7 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context) (int, bool, error)
 	if len(done) > 0 {
 		r.settle(done)
 	}
-	hastened := r.processAll(workCtx, todo, claim.Deadline)
+	hastened := r.processAll(workCtx, todo, claim.Deadline, probe)
 	return len(claim.Claimed), hastened, nil
 }
 
@@ -239,7 +303,11 @@ type settling struct {
 // Concurrency workers take the events in turn, rather than a goroutine per
 // event: a worker's stack grows once to what an HTTP call needs, not once
 // per event, which a profile of the drain showed costing 2% of the CPU.
-func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline time.Time) bool {
+//
+// While delivery is held, an event not yet started is given back
+// uncounted, and so is one whose attempt failed because the app is down:
+// attempts are not spent against an app that is not there.
+func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline time.Time, probe bool) bool {
 	var next atomic.Int64
 	var hastened atomic.Bool
 	var workers, settles sync.WaitGroup
@@ -251,10 +319,13 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 					return
 				}
 				t := todo[i]
-				if ctx.Err() != nil {
+				if ctx.Err() != nil || (!probe && r.cfg.Control.Held()) || !r.takeTurn(ctx, deadline) {
 					t.s.Kind = queue.SettleReleased
 				} else {
 					r.attempt(ctx, &t.s, deadline)
+					if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
+						t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
+					}
 				}
 				// The worker goes on to its next event while this one's
 				// outcome waits for its turn at the database, so the
@@ -276,6 +347,17 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 	return hastened.Load()
 }
 
+// takeTurn waits for the event's turn under the Pace, as long as the
+// processor run still fits within the lease after it.
+func (r *Retrier) takeTurn(ctx context.Context, deadline time.Time) bool {
+	if r.cfg.Pace == nil {
+		return true
+	}
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-r.cfg.ProcessTimeout))
+	defer cancel()
+	return r.cfg.Pace.Wait(waitCtx) == nil
+}
+
 // attempt runs the processor on a claimed event and sets what to settle
 // it as: done, failed with its attempt, or released when ctx was cancelled
 // under a failing run, which was then cut short by shutdown and is no
@@ -295,7 +377,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 	r.metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
-		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts,
+		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),
 	}
 	s.Kind, s.Attempt = queue.SettleDone, a
 	if res.Err != nil {

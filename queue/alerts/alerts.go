@@ -27,6 +27,8 @@ const (
 	RetrierStalled Condition = "retrier_stalled"
 	// SignatureFailures: many deliveries failed signature checks.
 	SignatureFailures Condition = "signature_failures"
+	// BreakerOpen: the circuit breaker holds delivery, the app looks down.
+	BreakerOpen Condition = "breaker_open"
 )
 
 // State is what the replicas agree on about one condition.

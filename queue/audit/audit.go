@@ -34,6 +34,9 @@ const (
 	Pull      Action = "pull"      // an operator pulled one event from Stripe
 
 	KeyRotate Action = "key_rotate" // `hookd keys rotate` replaced the sign-in form key
+
+	DeliveryPause  Action = "delivery_pause"  // an operator paused delivery to the app, with a reason
+	DeliveryResume Action = "delivery_resume" // an operator resumed it, or closed the circuit breaker
 )
 
 // Entry is one line of the audit log.

@@ -45,6 +45,9 @@ type AlerterConfig struct {
 	// condition clears. Default: 10 minutes, so events dying one by one
 	// make one alert and not one each.
 	DeadQuiet time.Duration
+	// BreakerFailures is HOOKD_BREAKER_FAILURES, which the breaker's alert
+	// names. Default: worker.DefaultBreakerFailures.
+	BreakerFailures int
 	// SendTimeout bounds one POST to URL. Default: 10 s.
 	SendTimeout time.Duration
 	// RetryBackoff is the wait after a failed POST, doubled after each
@@ -97,6 +100,7 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.PendingAge = cmp.Or(cfg.PendingAge, DefaultAlertPendingAge)
 	cfg.StalledAfter = cmp.Or(cfg.StalledAfter, worker.RetrierStalledAfter(0))
 	cfg.DeadQuiet = cmp.Or(cfg.DeadQuiet, 10*time.Minute)
+	cfg.BreakerFailures = cmp.Or(cfg.BreakerFailures, worker.DefaultBreakerFailures)
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 10*time.Second)
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, time.Second)
 	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
@@ -311,6 +315,20 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, n
 				ws.RetrierTick.UTC().Format("15:04:05 UTC"), humanize.Duration(now.Sub(*ws.RetrierTick)), a.link("/"))
 		}, func() string {
 			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
+		})
+	case alerts.BreakerOpen:
+		dc, err := tx.ReadDeliveryControl(ctx)
+		if err != nil {
+			return st, "", err
+		}
+		return transition(st, dc.BreakerOpen(), now, func() string {
+			return fmt.Sprintf("hookd: the circuit breaker is open: %d deliveries in a row said the app is down (last: %s), "+
+				"so delivery is paused and events wait on the queue with no attempt spent. hookd probes the app with one event "+
+				"and resumes on its first success. %s",
+				a.cfg.BreakerFailures, escape(dc.BreakerError), a.link("/"))
+		}, func() string {
+			return fmt.Sprintf("hookd: cleared: the circuit breaker closed, the app answers again; the queue drains at HOOKD_FORWARD_RATE. %s",
+				a.link("/events?status=pending"))
 		})
 	case alerts.SignatureFailures:
 		n, err := activity.New(tx.PgxTx()).SignatureFailures(ctx, SignatureWindow)

@@ -350,3 +350,31 @@ func TestAlerter(t *testing.T) {
 		hook.waitTexts(t, 2)
 	})
 }
+
+// TestAlerter_CircuitBreaker: the breaker's opening is alerted once, with
+// the failure that opened it, and its closing once.
+func TestAlerter_CircuitBreaker(t *testing.T) {
+	t.Parallel()
+	store, pool := queuetest.NewStore(t)
+	hook := newIncomingWebhook(t)
+	cfg := alerterConfig(hook.srv.URL)
+	cfg.BreakerFailures = 7
+	a := maintenance.NewAlerter(store, discardLogger, cfg)
+	exec(t, pool, `UPDATE delivery_control SET breaker_failures = 7, breaker_opened_at = now(),
+		breaker_error = 'no answer from downstream: connection refused', probe_due_at = now() + interval '30 seconds'`)
+	// Run checks at once and sends; the test's own checks follow.
+	runAlerter(t, a)
+	texts := hook.waitTexts(t, 1)
+	check(t, a)
+	wantContains(t, texts[0], "circuit breaker is open", "7 deliveries in a row", "connection refused",
+		"no attempt spent", "https://hooks.example.com/")
+
+	exec(t, pool, `UPDATE delivery_control SET breaker_failures = 0, breaker_opened_at = NULL, breaker_error = NULL, probe_due_at = NULL`)
+	check(t, a)
+	check(t, a)
+	texts = hook.waitTexts(t, 2)
+	if len(texts) != 2 {
+		t.Fatalf("got %d alerts, want 2: %q", len(texts), texts)
+	}
+	wantContains(t, texts[1], "cleared", "circuit breaker closed")
+}

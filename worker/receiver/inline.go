@@ -1,6 +1,12 @@
 package receiver
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookd/hookd/worker"
+)
 
 // DefaultInlineConcurrency bounds the deliveries waiting for the app while
 // Stripe waits, when HOOKD_INLINE_CONCURRENCY is not set. A delivery waiting
@@ -44,4 +50,25 @@ func (s inlineSlots) tryAcquire() (release func(), ok bool) {
 func (r *Receiver) deferReason() string {
 	return fmt.Sprintf("deferred: the app was busy with %d deliveries while Stripe waited, so the retry loop delivers it",
 		cap(r.inline))
+}
+
+// PaceWait is the longest a delivery waits for its turn under
+// HOOKD_FORWARD_RATE while Stripe waits: past it, the event is deferred to
+// the queue and answered at once, and the retry loop delivers it at the
+// rate. Stripe's request is not held for the app's pace.
+const PaceWait = 100 * time.Millisecond
+
+// holdReason is why a leased new event is queued unprocessed rather than
+// delivered now, "" when it is delivered: delivery is paused by a person
+// or by the circuit breaker, or the app's rate is reached. A delivery
+// that is not held has taken its token.
+func (r *Receiver) holdReason(ctx context.Context) string {
+	if st := r.control.State(); st.Held() {
+		return worker.HeldReason(st)
+	}
+	if !r.pace.TryWait(ctx, PaceWait) {
+		return fmt.Sprintf("deferred: the delivery rate (HOOKD_FORWARD_RATE, %g a second) was reached, "+
+			"so the retry loop delivers it at that rate", r.pace.PerSecond())
+	}
+	return ""
 }

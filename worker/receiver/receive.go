@@ -94,6 +94,13 @@ type Config struct {
 	// answered at once. Default: DefaultInlineConcurrency; negative: no
 	// bound.
 	InlineConcurrency int
+	// Control, when set, holds delivery: while it says so, a new event is
+	// queued unprocessed, as a deferred one is.
+	Control *worker.Control
+	// Pace, when set, bounds the deliveries to the app a second, shared
+	// with every other path that delivers. An inline delivery that would
+	// wait longer than PaceWait for its turn is deferred.
+	Pace *worker.Pace
 }
 
 // Receiver runs the pipeline for one delivery from Stripe.
@@ -105,6 +112,8 @@ type Receiver struct {
 	timeout time.Duration
 	metrics *telemetry.Metrics
 	inline  inlineSlots
+	control *worker.Control
+	pace    *worker.Pace
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
 	// those that just arrived, and the outcomes of those whose processors
@@ -137,6 +146,8 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		timeout: cmp.Or(cfg.ProcessTimeout, worker.DefaultProcessTimeout),
 		metrics: cfg.Metrics,
 		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
+		control: cfg.Control,
+		pace:    cfg.Pace,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
 	r.leases.OnWaiting(cfg.Metrics.AddWaiting)
@@ -208,8 +219,10 @@ type delivery struct {
 	payload   []byte
 	sigHeader string
 	path      queue.AttemptPath
-	// deferred: no inline slot was free, so the event is queued unprocessed.
-	deferred bool
+	// deferred: no inline slot was free, delivery is held, or the app's
+	// rate is reached, so the event is queued unprocessed, with this
+	// reason.
+	deferred string
 	// settling: the delivery's next turn at the database writes its
 	// outcome; before, it takes its lease.
 	settling bool
@@ -241,8 +254,9 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 		release, ok := r.inline.tryAcquire()
 		if ok {
 			defer release()
+		} else {
+			d.deferred = r.deferReason()
 		}
-		d.deferred = !ok
 	}
 	r.leases.Do(d)
 	if d.err != nil {
@@ -272,8 +286,8 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 	}
 	switch outcome {
 	case Deferred:
-		r.logger.InfoContext(d.ctx, "event deferred to the retry queue: the app is busy", "event_id", d.ev.ID,
-			"event_type", d.ev.Type, "inline_concurrency", cap(r.inline))
+		r.logger.InfoContext(d.ctx, "event deferred to the retry queue", "event_id", d.ev.ID,
+			"event_type", d.ev.Type, "reason", d.deferred)
 	case Queued:
 		r.logger.WarnContext(d.ctx, "event queued for retry", "event_id", d.ev.ID,
 			"event_type", d.ev.Type, "err", res.Err)
@@ -285,8 +299,11 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	o := queue.Received{EventID: d.ev.ID, Owner: d.owner}
-	if d.deferred {
-		fe := failedEvent(d, r.deferReason())
+	if d.deferred == "" {
+		d.deferred = r.holdReason(d.ctx)
+	}
+	if d.deferred != "" {
+		fe := failedEvent(d, d.deferred)
 		o.Queue = &fe
 		d.outcome = o
 		return Deferred, worker.Result{}
@@ -306,6 +323,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.ev.ID, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
+		AppDown: worker.IsAppDown(res.Err),
 	}
 	outcome := Processed
 	switch {

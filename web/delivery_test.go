@@ -1,0 +1,157 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/worker"
+)
+
+// setupControlled serves the dashboard with a copy of delivery_control,
+// as hookd serve does, and returns it with a second replica's copy over
+// the same database, both kept fresh until the test ends.
+func setupControlled(t *testing.T) (*testBundle, *worker.Control, *worker.Control) {
+	t.Helper()
+	store, pool := queuetest.NewStore(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mine, other := worker.NewControl(store, logger), worker.NewControl(queue.New(pool), logger)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	for _, c := range []*worker.Control{mine, other} {
+		go func() { _ = c.Run(ctx); done <- struct{}{} }()
+	}
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	stores := storesOn(store, pool)
+	srv := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
+		Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Control: mine, Pace: worker.NewPace(25)}))
+	t.Cleanup(srv.Close)
+	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}, mine, other
+}
+
+func TestDelivery_PauseAndResume(t *testing.T) {
+	t.Parallel()
+	b, _, other := setupControlled(t)
+	pages := []string{"/", "/events?status=dead", "/events?status=pending", "/failures", "/rejections", "/search", "/audit"}
+
+	viewer := b.client(t)
+	viewer.signIn(accounts.RoleViewer)
+	if viewer.get("/").doc.Find(`form[action="/delivery/pause"]`).Length() != 0 {
+		t.Error("a viewer is offered the pause form")
+	}
+	wantStatus(t, viewer.post("/delivery/pause", url.Values{"reason": {"curious"}}), http.StatusForbidden)
+
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	if op.get("/").doc.Find(`form[action="/delivery/pause"]`).Length() != 1 {
+		t.Fatal("an operator is not offered the pause form")
+	}
+	r := op.post("/delivery/pause", url.Values{"reason": {"  "}})
+	wantStatus(t, r, http.StatusBadRequest)
+	if !strings.Contains(r.body, "Say why delivery is paused") {
+		t.Errorf("a pause without a reason says %q", r.body)
+	}
+
+	page := op.follow(op.post("/delivery/pause", url.Values{"reason": {"app deploy #42"}}))
+	if got := testid(page.doc, "flash"); !strings.Contains(got, "Delivery paused") {
+		t.Errorf("flash %q after pausing", got)
+	}
+	for _, c := range []*client{op, viewer} {
+		for _, path := range pages {
+			r := c.get(path)
+			wantStatus(t, r, http.StatusOK)
+			if got := testid(r.doc, "paused-by"); got != "operator@example.com" {
+				t.Errorf("%s: banner says paused by %q", path, got)
+			}
+			if got := testid(r.doc, "paused-reason"); got != "app deploy #42" {
+				t.Errorf("%s: banner says why %q", path, got)
+			}
+		}
+	}
+	if viewer.get("/").doc.Find(`form[action="/delivery/resume"]`).Length() != 0 {
+		t.Error("a viewer is offered the resume button")
+	}
+	e := lastAudit(t, b, audit.DeliveryPause)
+	if e.Email != "operator@example.com" || e.Target != "app deploy #42" {
+		t.Errorf("audit entry %+v", e)
+	}
+	// The other replica holds delivery within a second.
+	deadline := time.Now().Add(time.Second)
+	for !other.Held() {
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica does not hold delivery a second after the pause")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	wantStatus(t, viewer.post("/delivery/resume", nil), http.StatusForbidden)
+	page = op.follow(op.post("/delivery/resume", nil))
+	if got := testid(page.doc, "delivery-banner"); got != "" {
+		t.Errorf("banner %q after resuming", got)
+	}
+	if got := lastAudit(t, b, audit.DeliveryResume); got.Target != "pause" {
+		t.Errorf("resume audited as %+v", got)
+	}
+	deadline = time.Now().Add(time.Second)
+	for other.Held() {
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica still holds delivery a second after the resume")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDelivery_BreakerBannerAndBacklog: the circuit breaker's banner says
+// why and offers operators to resume at once; the overview's backlog says
+// when it is through at the delivery rate.
+func TestDelivery_BreakerBannerAndBacklog(t *testing.T) {
+	t.Parallel()
+	b, mine, _ := setupControlled(t)
+	for range 100 {
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusFailed})
+	}
+	if _, err := b.pool.Exec(context.Background(), `UPDATE delivery_control SET breaker_failures = 20, breaker_opened_at = now(),
+		breaker_error = 'downstream answered 503', probe_due_at = now() + interval '30 seconds', probe_wait_seconds = 30`); err != nil {
+		t.Fatal(err)
+	}
+	if err := mine.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	r := op.get("/")
+	banner := testid(r.doc, "delivery-banner")
+	for _, want := range []string{"paused by the circuit breaker", "downstream answered 503", "probes the app with one event"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner %q does not say %q", banner, want)
+		}
+	}
+	if got := testid(r.doc, "backlog"); got != "100" {
+		t.Errorf("backlog %q, want 100", got)
+	}
+	if got := testid(r.doc, "backlog-eta"); got != "through in about 4 s at 25 a second" {
+		t.Errorf("backlog note %q", got)
+	}
+	op.follow(op.post("/delivery/resume", nil))
+	if got := lastAudit(t, b, audit.DeliveryResume); got.Target != "circuit breaker" {
+		t.Errorf("resume audited as %+v", got)
+	}
+	var open bool
+	if err := b.pool.QueryRow(context.Background(), `SELECT breaker_opened_at IS NOT NULL FROM delivery_control`).Scan(&open); err != nil || open {
+		t.Errorf("breaker open %v after resume (%v)", open, err)
+	}
+}

@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// The circuit breaker's defaults (HOOKD_BREAKER_FAILURES,
+// HOOKD_BREAKER_PROBE): 20 app-down failures in a row is past a deploy's
+// blip of refused connections, and a first probe after 30 s finds an app
+// back from a restart soon, while the doubling to MaxProbeWait costs a
+// weekend's outage one request every 5 minutes.
+const (
+	DefaultBreakerFailures = 20
+	DefaultBreakerProbe    = 30 * time.Second
+)
+
+// ControlRefresh is how often a replica reads delivery_control: a pause,
+// a resume or the breaker's change on any replica reaches every other
+// within about this, well within a second. It is a poll and not LISTEN,
+// which a pooler in transaction mode (PgBouncer's) does not carry.
+const ControlRefresh = 500 * time.Millisecond
+
+// Control is this replica's copy of delivery_control, which the receiver,
+// the retry loop and the pages read from memory: whether delivery is held,
+// by a person's pause or the circuit breaker. Run keeps it fresh; Observe
+// hears the breaker's state from this replica's own writes at once. A nil
+// Control never holds delivery.
+type Control struct {
+	store   *queue.Store
+	logger  *slog.Logger
+	state   atomic.Pointer[queue.DeliveryControl]
+	refresh chan struct{}
+}
+
+// NewControl returns a Control over store, which holds nothing until its
+// first read.
+func NewControl(store *queue.Store, logger *slog.Logger) *Control {
+	c := &Control{store: store, logger: logger.With("component", "delivery-control"), refresh: make(chan struct{}, 1)}
+	c.state.Store(&queue.DeliveryControl{})
+	return c
+}
+
+// State is the delivery_control row as last read.
+func (c *Control) State() queue.DeliveryControl {
+	if c == nil {
+		return queue.DeliveryControl{}
+	}
+	return *c.state.Load()
+}
+
+// Held reports whether deliveries go to the queue instead of the app.
+func (c *Control) Held() bool { return c.State().Held() }
+
+// Observe is queue.WithBreaker's: an outcome this replica wrote left the
+// breaker open (or closed) with failures counted, so this replica holds
+// delivery (or delivers) now, and reads the whole row at once when the
+// breaker changed.
+func (c *Control) Observe(open bool, failures int) {
+	if c == nil {
+		return
+	}
+	st := c.State()
+	changed := st.BreakerOpen() != open
+	if changed {
+		if open {
+			now := time.Now()
+			st.BreakerOpenedAt = &now
+		} else {
+			st.BreakerOpenedAt = nil
+		}
+	}
+	st.BreakerFailures = failures
+	c.state.Store(&st)
+	if changed {
+		c.Poke()
+	}
+}
+
+// Counting is queue.WithBreaker's: whether the row as last seen counts
+// failures or has the breaker open, so that a success must reset it.
+func (c *Control) Counting() bool {
+	st := c.State()
+	return st.BreakerFailures > 0 || st.BreakerOpen()
+}
+
+// Poke asks Run to read the row now, as after a pause or a resume on this
+// replica.
+func (c *Control) Poke() {
+	if c == nil {
+		return
+	}
+	select {
+	case c.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// Refresh reads the row now.
+func (c *Control) Refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ControlRefresh)
+	defer cancel()
+	st, err := c.store.ReadDeliveryControl(ctx)
+	if err != nil {
+		return err
+	}
+	if before := c.State(); before.Held() != st.Held() {
+		c.logger.InfoContext(ctx, "delivery control changed", "held", st.Held(), "paused", st.Paused(),
+			"breaker_open", st.BreakerOpen(), "by", st.PausedBy, "reason", st.PausedReason)
+	}
+	c.state.Store(&st)
+	return nil
+}
+
+// Run reads the row every ControlRefresh, and when poked, until ctx is
+// cancelled. A failed read keeps the last state: the database being away
+// stops deliveries' writes anyway.
+func (c *Control) Run(ctx context.Context) error {
+	t := time.NewTicker(ControlRefresh)
+	defer t.Stop()
+	var failing bool
+	for {
+		err := c.Refresh(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			c.logger.WarnContext(ctx, "cannot read delivery control; keeping the last state", "err", err)
+			failing = true
+		case err == nil && failing:
+			c.logger.InfoContext(ctx, "delivery control read again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.refresh:
+		}
+	}
+}
+
+// HeldReason is the last error of an event queued without an attempt
+// while delivery is held: why, and by whom.
+func HeldReason(st queue.DeliveryControl) string {
+	if st.Paused() {
+		return fmt.Sprintf("delivery is paused by %s (%s): queued without an attempt, delivered when delivery resumes",
+			st.PausedBy, st.PausedReason)
+	}
+	return "delivery is paused: the circuit breaker is open, the app looks down; queued without an attempt, " +
+		"delivered when a probe of the app succeeds"
+}

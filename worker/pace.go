@@ -1,0 +1,74 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Pace is HOOKD_FORWARD_RATE: a token bucket that every path delivering to
+// the app takes a token from before it calls the processor (the receiver's
+// inline path and reconciliation through worker/receiver, the retry loop,
+// and whatever else delivers), so that a drain after an outage does not
+// flood the app. It is per process: with N replicas the app sees up to N
+// times the rate. A nil Pace lets everything through at once.
+//
+// The bucket holds one token: the rate holds over any second, not only on
+// average, and a backlog starts at the rate rather than with a burst.
+type Pace struct {
+	limiter   *rate.Limiter
+	perSecond float64
+}
+
+// NewPace returns a Pace of perSecond deliveries a second; nil, no bound,
+// when perSecond is 0 or less.
+func NewPace(perSecond float64) *Pace {
+	if perSecond <= 0 {
+		return nil
+	}
+	return &Pace{limiter: rate.NewLimiter(rate.Limit(perSecond), 1), perSecond: perSecond}
+}
+
+// PerSecond is the rate; 0 for none.
+func (p *Pace) PerSecond() float64 {
+	if p == nil {
+		return 0
+	}
+	return p.perSecond
+}
+
+// Wait takes a token, waiting for it. It fails without taking one, and at
+// once, when ctx would end before the token comes.
+func (p *Pace) Wait(ctx context.Context) error {
+	if p == nil {
+		return nil
+	}
+	return p.limiter.Wait(ctx)
+}
+
+// TryWait takes a token if one comes within bound, waiting for it, and
+// reports whether it did; otherwise it takes none and returns at once.
+func (p *Pace) TryWait(ctx context.Context, bound time.Duration) bool {
+	if p == nil {
+		return true
+	}
+	r := p.limiter.Reserve()
+	delay := r.Delay()
+	if !r.OK() || delay > bound {
+		r.Cancel()
+		return false
+	}
+	if delay == 0 {
+		return true
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		r.Cancel()
+		return false
+	}
+}

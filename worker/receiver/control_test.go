@@ -1,0 +1,422 @@
+package receiver_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/stripeevent"
+)
+
+// testApp is the user's app over real HTTP: it answers every delivery
+// with the status its mode says, and counts what it got.
+type testApp struct {
+	srv    *httptest.Server
+	status atomic.Int64
+	mu     sync.Mutex
+	got    map[string]int // 2xx answers per event
+	times  []time.Time    // when each request arrived
+	reqs   atomic.Int64
+}
+
+func newTestApp(t *testing.T) *testApp {
+	a := &testApp{got: map[string]int{}}
+	a.status.Store(http.StatusOK)
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.reqs.Add(1)
+		status := int(a.status.Load())
+		a.mu.Lock()
+		a.times = append(a.times, time.Now())
+		if status < 300 {
+			a.got[r.Header.Get("Hookd-Event-Id")]++
+		}
+		a.mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *testApp) answer(status int) { a.status.Store(int64(status)) }
+
+// replica is one hookd replica's delivery path over the shared database:
+// its store (counting the breaker), its copy of delivery_control, its
+// receiver and its retry loop.
+type replica struct {
+	store    *queue.Store
+	control  *worker.Control
+	receiver *receiver.Receiver
+	retrier  *worker.Retrier
+}
+
+type replicaConfig struct {
+	breakerFailures int
+	probe           time.Duration
+	pace            *worker.Pace
+}
+
+func newReplica(t *testing.T, pool *pgxpool.Pool, app *testApp, cfg replicaConfig) *replica {
+	t.Helper()
+	// Each replica has its own pool on the one database, as two processes
+	// would.
+	own, err := pgxpool.New(context.Background(), pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	fwd, err := worker.NewForwarder(app.srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{control: worker.NewControl(queue.New(own), discardLogger)}
+	r.store = queue.New(own, queue.WithBreaker(cfg.breakerFailures, cfg.probe, r.control))
+	r.receiver = receiver.New(r.store, discardLogger, receiver.Config{
+		Secrets: []string{testSecret}, Processor: fwd, ProcessTimeout: 2 * time.Second,
+		Control: r.control, Pace: cfg.pace})
+	r.retrier = worker.NewRetrier(r.store, discardLogger, worker.RetrierConfig{
+		Interval: 50 * time.Millisecond, ProcessTimeout: 2 * time.Second, Processor: fwd,
+		Control: r.control, Pace: cfg.pace})
+	return r
+}
+
+// run starts the replica's control poll and, with loop, its retry loop,
+// until the test ends.
+func (r *replica) run(t *testing.T, loop bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.control.Run(ctx) })
+	if loop {
+		wg.Go(func() { _ = r.retrier.Run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func deliverTo(t *testing.T, r *replica, id string) (receiver.Outcome, error) {
+	body := stripeevent.Minimal(id, "invoice.paid")
+	return r.receiver.Receive(context.Background(), body, stripeevent.Sign(body, testSecret, time.Now()))
+}
+
+func breakerRow(t *testing.T, pool *pgxpool.Pool) (failures int64, open bool) {
+	t.Helper()
+	err := pool.QueryRow(context.Background(),
+		`SELECT breaker_failures, breaker_opened_at IS NOT NULL FROM delivery_control`).Scan(&failures, &open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return failures, open
+}
+
+// TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas: two
+// replicas over one database count the app's 503s in a row together; a
+// 400 or a 500 between them starts the count over; the Nth opens the
+// breaker, after which deliveries are queued without an attempt and the
+// app hears only probes, one event each, whose failures spend no attempt;
+// the first probe that succeeds closes it and the queue drains.
+func TestBreaker_OpensAfterExactlyNAppDownFailuresAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	_, b := setup(t)
+	app := newTestApp(t)
+	cfg := replicaConfig{breakerFailures: n, probe: 200 * time.Millisecond}
+	replicas := []*replica{newReplica(t, b.pool, app, cfg), newReplica(t, b.pool, app, cfg)}
+	for _, r := range replicas {
+		r.run(t, false)
+	}
+	seq := 0
+	send := func(status int, k int) {
+		t.Helper()
+		app.answer(status)
+		for range k {
+			r := replicas[seq%2]
+			seq++
+			want := receiver.Queued
+			if status < 300 {
+				want = receiver.Processed
+			}
+			o, err := deliverTo(t, r, fmt.Sprintf("evt_breaker_%03d", seq))
+			if err != nil || o != want {
+				t.Fatalf("delivery %d: %v, %v; want %v", seq, o, err, want)
+			}
+		}
+	}
+
+	send(http.StatusServiceUnavailable, n-1)
+	if f, open := breakerRow(t, b.pool); f != n-1 || open {
+		t.Fatalf("after %d 503s: failures %d, open %v; want %d, closed", n-1, f, open, n-1)
+	}
+	// The app took one: the count starts over.
+	send(http.StatusOK, 1)
+	if f, open := breakerRow(t, b.pool); f != 0 || open {
+		t.Fatalf("after a success: failures %d, open %v; want 0, closed", f, open)
+	}
+	send(http.StatusServiceUnavailable, n-1)
+	// The app answered, wrongly: that is no outage.
+	send(http.StatusBadRequest, 1)
+	send(http.StatusInternalServerError, 1)
+	send(http.StatusBadGateway, n-1)
+	if f, open := breakerRow(t, b.pool); f != n-1 || open {
+		t.Fatalf("after a 400, a 500 and %d 502s: failures %d, open %v; want %d, closed", n-1, f, open, n-1)
+	}
+	send(http.StatusGatewayTimeout, 1)
+	if f, open := breakerRow(t, b.pool); f != n || !open {
+		t.Fatalf("after the %dth app-down failure in a row: failures %d, open %v; want open", n, f, open)
+	}
+	queuetest.WaitFor(t, 15*time.Second, "both replicas to hold delivery", func() bool {
+		return replicas[0].control.Held() && replicas[1].control.Held()
+	})
+
+	// Open: deliveries are answered and queued, the app hears nothing.
+	before := app.reqs.Load()
+	for i := range 10 {
+		o, err := deliverTo(t, replicas[i%2], fmt.Sprintf("evt_held_%02d", i))
+		if err != nil || o != receiver.Deferred {
+			t.Fatalf("delivery while open: %v, %v; want deferred", o, err)
+		}
+	}
+	if got := app.reqs.Load(); got != before {
+		t.Fatalf("the app got %d requests while the breaker was open and nothing probed", got-before)
+	}
+	held := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE event_id LIKE 'evt_held_%' AND attempts = 0
+		AND last_error LIKE 'delivery is paused: the circuit breaker is open%'`)
+	if held != 10 {
+		t.Fatalf("%d of 10 deliveries while open queued with no attempt and the breaker's reason", held)
+	}
+	attemptsBefore := queuetest.Count(t, b.pool, `SELECT coalesce(sum(attempts), 0) FROM webhook_events`)
+
+	// Probes: the retry loops probe, one event at a time, while the app is
+	// still down; their failures spend no attempt.
+	for _, r := range replicas {
+		r.run(t, true)
+	}
+	queuetest.WaitFor(t, 15*time.Second, "three probes", func() bool { return app.reqs.Load() >= before+3 })
+	// A probe's attempt is counted while it runs and given back when it
+	// fails app-down: once the last probe has settled, none is spent.
+	queuetest.WaitFor(t, 15*time.Second, "the probes to spend no attempt", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT coalesce(sum(attempts), 0) FROM webhook_events`) == attemptsBefore
+	})
+	app.mu.Lock()
+	probes := app.times[len(app.times)-3:]
+	app.mu.Unlock()
+	// One event per probe: two probes never reach the app together.
+	for i := 1; i < len(probes); i++ {
+		if gap := probes[i].Sub(probes[i-1]); gap < 100*time.Millisecond {
+			t.Fatalf("probes %v apart: more than one event per probe", gap)
+		}
+	}
+
+	// The app is back: the first probe that succeeds closes the breaker,
+	// and every event is delivered exactly once.
+	app.answer(http.StatusOK)
+	queuetest.WaitFor(t, 15*time.Second, "the breaker to close", func() bool { _, open := breakerRow(t, b.pool); return !open })
+	// The failures from before the breaker opened wait for their backoff
+	// (a minute); the test does not.
+	if _, err := b.pool.Exec(context.Background(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 15*time.Second, "the queue to drain", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`) == 0
+	})
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	if len(app.got) != seq+10 {
+		t.Fatalf("the app took %d events, want %d", len(app.got), seq+10)
+	}
+	for id, k := range app.got {
+		if k != 1 {
+			t.Fatalf("the app took %s %d times", id, k)
+		}
+	}
+}
+
+// TestPause_DuringLoadLosesNothingAndSpendsNoAttempt: deliveries keep
+// coming to two replicas while a person pauses delivery; every one is
+// answered (Receive returns nil, the receiver's 200), the retry loops
+// deliver nothing while paused, no attempt is spent, and after resume
+// every event reaches the app exactly once.
+func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	app := newTestApp(t)
+	cfg := replicaConfig{breakerFailures: worker.DefaultBreakerFailures, probe: worker.DefaultBreakerProbe}
+	replicas := []*replica{newReplica(t, b.pool, app, cfg), newReplica(t, b.pool, app, cfg)}
+	for _, r := range replicas {
+		r.run(t, true)
+	}
+	// Senders deliver without pause until told to stop: 100 deliveries
+	// before the pause, then on while it reaches the replicas, and 200
+	// more once both hold delivery.
+	const senders = 8
+	var sent, deferred atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range senders {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o, err := deliverTo(t, replicas[(g+i)%2], fmt.Sprintf("evt_pause_%d_%05d", g, i))
+				if err != nil {
+					t.Errorf("delivery answered with an error: %v", err)
+					return
+				}
+				sent.Add(1)
+				if o == receiver.Deferred {
+					deferred.Add(1)
+				}
+			}
+		})
+	}
+	queuetest.WaitFor(t, 15*time.Second, "100 deliveries", func() bool { return sent.Load() >= 100 })
+	if err := replicas[0].store.PauseDelivery(context.Background(), "ops@example.com", "app deploy"); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 15*time.Second, "both replicas to hold delivery", func() bool {
+		return replicas[0].control.Held() && replicas[1].control.Held()
+	})
+	more := sent.Load() + 200
+	queuetest.WaitFor(t, 15*time.Second, "200 deliveries while paused", func() bool { return sent.Load() >= more })
+	close(stop)
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// Every delivery was answered, and the retry loops had nothing to do
+	// before the pause (the app took every event inline): from here on
+	// the app must hear nothing until delivery resumes.
+	settled := app.reqs.Load()
+	// Of the 200 answered once both replicas held delivery, only those in
+	// flight at that moment (one per sender) may have started before.
+	if deferred.Load() < 200-senders {
+		t.Fatalf("%d deliveries deferred by the pause, want at least the %d made while both replicas held it",
+			deferred.Load(), 200-senders)
+	}
+	if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts`); got != 0 {
+		t.Fatalf("%d attempts recorded; a pause spends none", got)
+	}
+	if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE attempts <> 0 OR claims <> 0`); got != 0 {
+		t.Fatalf("%d queued events with attempts spent", got)
+	}
+	if got := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events
+		WHERE last_error NOT LIKE 'delivery is paused by ops@example.com (app deploy)%'
+		  AND last_error NOT LIKE 'deferred%'`); got != 0 {
+		t.Fatalf("%d queued events without the pause's reason", got)
+	}
+	// Two of the replicas' reads of delivery_control, with retry loops
+	// that look for due events every 50 ms.
+	time.Sleep(2 * worker.ControlRefresh)
+	if got := app.reqs.Load(); got != settled {
+		t.Fatalf("the app got %d requests while paused", got-settled)
+	}
+
+	if err := replicas[1].store.ResumeDelivery(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 15*time.Second, "the queue to drain", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`) == 0
+	})
+	t.Logf("%d deliveries answered, %d of them queued by the pause with no attempt, all delivered once after resume",
+		sent.Load(), deferred.Load())
+	total := sent.Load()
+	if got := b.markers(t); got != total {
+		t.Fatalf("%d markers, want %d", got, total)
+	}
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	if int64(len(app.got)) != total {
+		t.Fatalf("the app took %d events, want %d", len(app.got), total)
+	}
+	for id, k := range app.got {
+		if k != 1 {
+			t.Fatalf("the app took %s %d times", id, k)
+		}
+	}
+}
+
+// TestPace_HoldsAcrossTheReceiverAndTheRetryLoop: with HOOKD_FORWARD_RATE
+// set, a retry loop draining a backlog and deliveries arriving at the same
+// time reach the app at the rate, counted per second window over 10 s:
+// the receiver shares the bucket, deferring to the queue what would wait
+// past receiver.PaceWait for its turn.
+func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
+	t.Parallel()
+	const rate, windows = 50, 10
+	_, b := setup(t)
+	app := newTestApp(t)
+	for i := range rate * (windows + 3) {
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_backlog_%04d", i)})
+	}
+	r := newReplica(t, b.pool, app, replicaConfig{breakerFailures: worker.DefaultBreakerFailures,
+		probe: worker.DefaultBreakerProbe, pace: worker.NewPace(rate)})
+	r.run(t, true)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var inline, deferred atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o, err := deliverTo(t, r, fmt.Sprintf("evt_inline_%d_%05d", g, i))
+				switch {
+				case err != nil:
+					t.Errorf("delivery: %v", err)
+					return
+				case o == receiver.Processed:
+					inline.Add(1)
+				case o == receiver.Deferred:
+					deferred.Add(1)
+				}
+				time.Sleep(20 * time.Millisecond) // a steady arrival, not a flood
+			}
+		})
+	}
+	queuetest.WaitFor(t, 15*time.Second, "the app's first request", func() bool { return app.reqs.Load() > 0 })
+	app.mu.Lock()
+	start := app.times[0].Add(time.Second) // past the start's first token
+	app.mu.Unlock()
+	end := start.Add(windows * time.Second)
+	queuetest.WaitFor(t, 15*time.Second, "10 s of deliveries", func() bool { return time.Now().After(end.Add(100 * time.Millisecond)) })
+	close(stop)
+	wg.Wait()
+
+	counts := make([]int, windows)
+	app.mu.Lock()
+	for _, at := range app.times {
+		if !at.Before(start) && at.Before(end) {
+			counts[int(at.Sub(start)/time.Second)]++
+		}
+	}
+	app.mu.Unlock()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	t.Logf("requests per 1 s window at %d a second: %v (total %d over %d s); inline processed %d, deferred %d",
+		rate, counts, total, windows, inline.Load(), deferred.Load())
+	for i, c := range counts {
+		if c < rate*9/10 || c > rate*11/10 {
+			t.Errorf("window %d: %d requests, want %d ±10%%", i, c, rate)
+		}
+	}
+	if deferred.Load() == 0 {
+		t.Error("no delivery was deferred: the receiver did not share the rate with the retry loop")
+	}
+}
