@@ -100,14 +100,14 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	activity := telemetry.NewActivity(st.counts, logger, telemetry.ActivityConfig{})
 	metrics := telemetry.NewMetrics(reg, activity)
 	receiver := receiver.New(store, logger, receiver.Config{
-		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
-		InlineConcurrency: int(cfg.InlineConcurrency)})
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
+		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency)})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics})
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, CountPruned: metrics.CountPruned})
-	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
+	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: endpointSecrets(cfg.Endpoints)})
 	reconciler := newReconciler(cfg, store, receiver, logger)
 
 	s.loops = append(s.loops, retrier.Run, pruner.Run)

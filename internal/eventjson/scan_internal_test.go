@@ -102,7 +102,7 @@ func checkScan(t *testing.T, body []byte) {
 		"livemode": {f.Livemode, top["livemode"]}, "account": {f.Account, top["account"]},
 		"context": {f.Context, top["context"]}, "api_version": {f.APIVersion, top["api_version"]},
 		"created": {f.Created, top["created"]}, "snapshot_event": {f.SnapshotEvent, top["snapshot_event"]},
-		"reason": {f.Reason, top["reason"]},
+		"reason":            {f.Reason, top["reason"]},
 		"related_object.id": {f.RelatedID, related["id"]}, "related_object.type": {f.RelatedType, related["type"]},
 		"data.object.id": {f.DataObjectID, dataObject["id"]}, "data.object.object": {f.DataObjectType, dataObject["object"]},
 		"data.object.customer": {f.DataObjectCustomer, dataObject["customer"]},
