@@ -8,11 +8,12 @@ import (
 
 	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // PingType is the event an event destination is pinged with: answered 200,
 // recorded as the endpoint's last ping, never processed.
-const PingType = "v2.core.event_destination.ping"
+const PingType = stripeevent.PingType
 
 // event is the part of a Stripe event the pipeline reads. Besides the id
 // and type, what it keeps are slices of the payload, read into strings
