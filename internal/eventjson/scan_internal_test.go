@@ -72,7 +72,8 @@ func FuzzScan(f *testing.F) {
 
 func checkScan(t *testing.T, body []byte) {
 	t.Helper()
-	f, isObject, valid := ScanEvent(body)
+	var f Fields
+	isObject, valid := ScanEvent(body, &f)
 	if id, typ, o, v := Scan(body); string(id) != string(f.ID) || string(typ) != string(f.Type) || o != isObject || v != valid {
 		t.Fatalf("%.200q: Scan and ScanEvent disagree", body)
 	}
@@ -136,7 +137,8 @@ func BenchmarkScanEvent(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, valid := ScanEvent(body); !valid {
+		var f Fields
+		if _, valid := ScanEvent(body, &f); !valid {
 			b.Fatal("invalid")
 		}
 	}

@@ -45,22 +45,26 @@ const (
 // ping reports whether the event is a destination's ping.
 func (ev *event) ping() bool { return ev.Type == PingType }
 
-// parseEvent reads a Stripe event in one pass. The payload itself is never
-// re-encoded: processors and the queue get the exact bytes.
-func parseEvent(payload []byte) (event, error) {
+// parseEvent reads a Stripe event into ev in one pass. The payload itself
+// is never re-encoded: processors and the queue get the exact bytes. (It
+// fills ev rather than returning it: an event holds every slice of
+// eventjson.Fields, and on every delivery's path a copy is not free.)
+func parseEvent(payload []byte, ev *event) error {
 	if !utf8.Valid(payload) {
-		return event{}, fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
+		return fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
 	}
-	f, isObject, valid := eventjson.ScanEvent(payload)
+	*ev = event{}
+	f := &ev.f
+	isObject, valid := eventjson.ScanEvent(payload, f)
 	if !valid || !isObject {
-		return event{}, fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
+		return fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
 	}
-	ev := event{f: f, thin: bytes.Equal(f.Object, []byte(`"v2.core.event"`))}
+	ev.thin = bytes.Equal(f.Object, []byte(`"v2.core.event"`))
 	if err := stringField(f.ID, "id", ErrBadEventID, &ev.ID); err != nil {
-		return event{}, err
+		return err
 	}
 	if err := stringField(f.Type, "type", ErrBadEventType, &ev.Type); err != nil {
-		return event{}, err
+		return err
 	}
 	switch string(f.Livemode) {
 	case "true":
@@ -73,14 +77,12 @@ func parseEvent(payload []byte) (event, error) {
 		account, name = f.Context, "context"
 	}
 	if err := optionalField(account, name, &ev.account); err != nil {
-		return event{}, err
+		return err
 	}
 	if ev.thin {
-		if err := optionalField(f.SnapshotEvent, "snapshot_event", &ev.snapshot); err != nil {
-			return event{}, err
-		}
+		return optionalField(f.SnapshotEvent, "snapshot_event", &ev.snapshot)
 	}
-	return ev, nil
+	return nil
 }
 
 func isAbsent(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }

@@ -192,8 +192,8 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err != nil {
 		return 0, err
 	}
-	ev, err := parseEvent(payload)
-	if err != nil {
+	var ev event
+	if err := parseEvent(payload, &ev); err != nil {
 		return 0, err
 	}
 	if err := r.checkEndpoint(ep, &ev); err != nil {
@@ -233,8 +233,8 @@ func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []b
 		}
 		ep = endpoint.New(endpoint.DefaultLabel)
 	}
-	ev, err := parseEvent(payload)
-	if err != nil {
+	var ev event
+	if err := parseEvent(payload, &ev); err != nil {
 		return 0, err
 	}
 	outcome, err := r.receive(ctx, &ev, &ep, payload, "", queue.PathReconcile)
