@@ -88,8 +88,12 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
+	endpoints, err := d.reads.EndpointsActivity(ctx)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil}
+		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil, Endpoints: endpoints}
 	switch run, err := reconcileruns.New(d.reads.DB()).Last(ctx); {
 	case err == nil:
 		stats.Reconcile = &run
@@ -246,6 +250,9 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 		EventID:       strings.TrimSpace(c.FormValue("q")),
 		ErrorGroup:    c.FormValue("group"),
 		StuckAfter:    stuckAfter(c.FormValue("stuck") != ""),
+		Endpoint:      strings.TrimSpace(c.FormValue("endpoint")),
+		Livemode:      views.ParseMode(c.FormValue("mode")),
+		Account:       strings.TrimSpace(c.FormValue("account")),
 	}
 }
 
@@ -262,7 +269,7 @@ func stuckAfter(on bool) time.Duration {
 func listURL(f queue.EventFilter, page int) string {
 	q := url.Values{"status": {string(f.Status)}}
 	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID,
-		"group": f.ErrorGroup} {
+		"group": f.ErrorGroup, "endpoint": f.Endpoint, "mode": views.ModeValue(f.Livemode), "account": f.Account} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -392,6 +399,12 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 		// the event wherever it went.
 		detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
 			InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
+		switch pair, err := d.reads.PairOf(ctx, e.EventID); {
+		case err == nil:
+			detail.Pair = &pair
+		case !errors.Is(err, queue.ErrNotFound):
+			return err
+		}
 		nav := "pending"
 		if e.Status == queue.StatusDead {
 			nav = "dead"
