@@ -159,7 +159,7 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		eps = []endpoint.Endpoint{e}
 	}
 	if len(eps) == 0 {
-		logger.Warn("no STRIPE_WEBHOOK_SECRET or STRIPE_WEBHOOK_SECRETS configured: every webhook is answered 503 until one is")
+		logger.Warn("no STRIPE_WEBHOOK_SECRET configured (nor STRIPE_WEBHOOK_SECRETS): every webhook is answered 503 until one is")
 	}
 	r := &Receiver{
 		store:     store,
