@@ -61,7 +61,7 @@ func Scan(data []byte) (id, typ json.RawMessage, isObject, valid bool) {
 }
 
 // ScanEvent is Scan, setting every member of f (which it takes rather
-// than returns, so that no copy of it is made): the ones of the
+// than returns, so that the caller's copy is the only one): the ones of the
 // top-level object and of its data.object and related_object, read in the
 // same pass. An object given twice counts as its last, as json.Unmarshal
 // into maps would have it.
@@ -71,14 +71,16 @@ func Scan(data []byte) (id, typ json.RawMessage, isObject, valid bool) {
 // signature check; one pass with no state machine per byte is a fraction.
 // The members it keeps are slices of data, so an absent one costs nothing.
 func ScanEvent(data []byte, f *Fields) (isObject, valid bool) {
-	*f = Fields{}
-	s := jsonScanner{data: data, f: f}
+	s := jsonScanner{data: data}
 	s.space()
 	isObject = s.i < len(data) && data[s.i] == '{'
-	s.enter = placeTop
-	valid = s.value()
+	valid = s.value(placeTop)
 	s.space()
 	valid = valid && s.i == len(data)
+	// Kept in the scanner while it runs, and copied out once: a scanner
+	// holding f itself would make f, and whatever holds it, escape to the
+	// heap on every delivery.
+	*f = s.f
 	return isObject, valid
 }
 
@@ -100,15 +102,12 @@ type jsonScanner struct {
 	data  []byte
 	i     int
 	depth int
-	// enter is the place of the next value, when it is an object; value
-	// takes it.
-	enter place
-	f     *Fields
+	f     Fields
 }
 
-func (s *jsonScanner) value() bool {
-	enter := s.enter
-	s.enter = elsewhere
+// value passes the value at data[i], which is at place enter when it is an
+// object.
+func (s *jsonScanner) value(enter place) bool {
 	s.space()
 	if s.i >= len(s.data) {
 		return false
@@ -144,104 +143,102 @@ func (s *jsonScanner) object(here place) bool {
 			return false
 		}
 		s.space()
-		valueStart := s.i
-		if here != elsewhere {
-			name = unquotedName(name)
-			s.enter = s.child(here, name)
+		if here == elsewhere {
+			return s.value(elsewhere)
 		}
-		if !s.value() {
+		field, enter := s.slot(here, name)
+		valueStart := s.i
+		if !s.value(enter) {
 			return false
 		}
-		if here != elsewhere {
-			s.member(here, name, s.data[valueStart:s.i])
+		if field != nil {
+			*field = s.data[valueStart:s.i]
 		}
 		return true
 	})
 }
 
-// unquotedName is a member's name, still quoted, with its escapes undone,
-// so that names match as json.Unmarshal matches them.
-func unquotedName(name []byte) []byte {
+// slot is where the value of member name (still quoted) of an object at
+// here goes: the member of Fields it is, or the place of the object it is.
+// Entering an object, it forgets what an earlier member of that name
+// left: the last one counts. One switch per member, on the path of every
+// delivery.
+func (s *jsonScanner) slot(here place, name []byte) (*json.RawMessage, place) {
 	if bytes.IndexByte(name, '\\') >= 0 {
-		var unquoted string
-		if json.Unmarshal(name, &unquoted) == nil {
-			return []byte(`"` + unquoted + `"`)
-		}
+		name = unquotedName(name)
 	}
-	return name
-}
-
-// child is the place of the value of member name of an object at here, and
-// forgets what an earlier member of that name left: the last one counts.
-func (s *jsonScanner) child(here place, name []byte) place {
-	switch here {
-	case placeTop:
-		switch string(name) {
-		case `"data"`:
-			s.f.DataObjectID, s.f.DataObjectType, s.f.DataObjectCustomer = nil, nil, nil
-			return placeData
-		case `"related_object"`:
-			s.f.RelatedID, s.f.RelatedType = nil, nil
-			return placeRelated
-		}
-	case placeData:
-		if string(name) == `"object"` {
-			s.f.DataObjectID, s.f.DataObjectType, s.f.DataObjectCustomer = nil, nil, nil
-			return placeDataObject
-		}
-	}
-	return elsewhere
-}
-
-// member keeps value when name, quoted, is a member of Fields at here.
-func (s *jsonScanner) member(here place, name, value []byte) {
-	f := s.f
+	f := &s.f
 	switch here {
 	case placeTop:
 		switch string(name) {
 		case `"id"`:
-			f.ID = value
+			return &f.ID, elsewhere
 		case `"type"`:
-			f.Type = value
+			return &f.Type, elsewhere
 		case `"object"`:
-			f.Object = value
+			return &f.Object, elsewhere
 		case `"livemode"`:
-			f.Livemode = value
+			return &f.Livemode, elsewhere
 		case `"account"`:
-			f.Account = value
+			return &f.Account, elsewhere
 		case `"context"`:
-			f.Context = value
+			return &f.Context, elsewhere
 		case `"api_version"`:
-			f.APIVersion = value
+			return &f.APIVersion, elsewhere
 		case `"created"`:
-			f.Created = value
+			return &f.Created, elsewhere
 		case `"snapshot_event"`:
-			f.SnapshotEvent = value
+			return &f.SnapshotEvent, elsewhere
 		case `"reason"`:
-			f.Reason = value
+			return &f.Reason, elsewhere
+		case `"data"`:
+			f.DataObjectID, f.DataObjectType, f.DataObjectCustomer = nil, nil, nil
+			return nil, placeData
+		case `"related_object"`:
+			f.RelatedID, f.RelatedType = nil, nil
+			return nil, placeRelated
+		}
+	case placeData:
+		if string(name) == `"object"` {
+			f.DataObjectID, f.DataObjectType, f.DataObjectCustomer = nil, nil, nil
+			return nil, placeDataObject
 		}
 	case placeDataObject:
 		switch string(name) {
 		case `"id"`:
-			f.DataObjectID = value
+			return &f.DataObjectID, elsewhere
 		case `"object"`:
-			f.DataObjectType = value
+			return &f.DataObjectType, elsewhere
 		case `"customer"`:
-			f.DataObjectCustomer = value
+			return &f.DataObjectCustomer, elsewhere
 		}
 	case placeRelated:
 		switch string(name) {
 		case `"id"`:
-			f.RelatedID = value
+			return &f.RelatedID, elsewhere
 		case `"type"`:
-			f.RelatedType = value
+			return &f.RelatedType, elsewhere
 		}
 	}
+	return nil, elsewhere
+}
+
+// unquotedName is a member's name, still quoted, with its escapes undone,
+// so that names match as json.Unmarshal matches them.
+func unquotedName(name []byte) []byte {
+	var unquoted string
+	if json.Unmarshal(name, &unquoted) == nil {
+		return []byte(`"` + unquoted + `"`)
+	}
+	return name
 }
 
 func (s *jsonScanner) array() bool {
-	return s.container(']', s.value)
+	return s.container(']', s.element)
 }
+
+// element passes an array's element: no place of Fields is in an array.
+func (s *jsonScanner) element() bool { return s.value(elsewhere) }
 
 // container passes an object or an array from its opening bracket to the
 // closing one, with element passing each member or element.

@@ -45,15 +45,15 @@ const (
 // ping reports whether the event is a destination's ping.
 func (ev *event) ping() bool { return ev.Type == PingType }
 
-// parseEvent reads a Stripe event into ev in one pass. The payload itself
-// is never re-encoded: processors and the queue get the exact bytes. (It
-// fills ev rather than returning it: an event holds every slice of
-// eventjson.Fields, and on every delivery's path a copy is not free.)
+// parseEvent reads a Stripe event into ev, a zero event, in one pass. The
+// payload itself is never re-encoded: processors and the queue get the
+// exact bytes. (It fills ev rather than returning it: an event holds every
+// slice of eventjson.Fields, and on every delivery's path neither a copy
+// nor a second clearing is free.)
 func parseEvent(payload []byte, ev *event) error {
 	if !utf8.Valid(payload) {
 		return fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
 	}
-	*ev = event{}
 	f := &ev.f
 	isObject, valid := eventjson.ScanEvent(payload, f)
 	if !valid || !isObject {

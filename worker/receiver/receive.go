@@ -259,7 +259,9 @@ func (e *EventError) Unwrap() error { return e.Err }
 // delivery is one verified event on its way through the pipeline.
 type delivery struct {
 	ctx context.Context
-	ev  *event
+	// ev is held by value: a delivery is on the heap anyway, and a pointer
+	// to the caller's event would put that on the heap too.
+	ev event
 	// ep is the endpoint it came through.
 	ep *endpoint.Endpoint
 	// key is the id its lease, marker and queue row are under: the
@@ -297,7 +299,7 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 	if ev.ping() {
 		return r.ping(ctx, ep)
 	}
-	d := &delivery{ctx: ctx, ev: ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
+	d := &delivery{ctx: ctx, ev: *ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
 	if path == queue.PathInline {
 		// The inline slots bound the deliveries waiting for the app while
 		// Stripe waits. A recovery has no one waiting and its own bound,
