@@ -38,9 +38,22 @@ type Config struct {
 	Addr string
 	// MetricsAddr is the listener that serves /metrics alone; empty when
 	// HOOKD_METRICS_ADDR is off. MetricsPublic also serves /metrics on Addr.
-	MetricsAddr      string
-	MetricsPublic    bool
-	StripeSecrets    []Secret
+	MetricsAddr   string
+	MetricsPublic bool
+	StripeSecrets []Secret
+	// Endpoints are the Stripe endpoints hookd serves, each with its
+	// secrets: from STRIPE_WEBHOOK_SECRETS with HOOKD_ENDPOINTS' settings,
+	// or the one STRIPE_WEBHOOK_SECRET configures. Their secrets never
+	// reach a log or an error (endpoint.Endpoint redacts them).
+	Endpoints []endpoint.Endpoint
+	// endpointSettings is HOOKD_ENDPOINTS, applied once every setting is
+	// read.
+	endpointSettings string
+	// TestEvents is what becomes of test-mode events of an endpoint
+	// HOOKD_ENDPOINTS gives no test_events.
+	TestEvents endpoint.TestEvents
+	// SnapshotAlias is HOOKD_SNAPSHOT_ALIAS.
+	SnapshotAlias    receiver.SnapshotAlias
 	Processor        string
 	ForwardURL       string
 	ForwardSecret    Secret
@@ -74,8 +87,6 @@ type Config struct {
 	// StripeAPIRate is the reads per second to Stripe's API the process
 	// makes at most, over reconciliation, the dashboard and doctor.
 	StripeAPIRate float64
-	// Endpoints are the labelled Stripe endpoints hookd serves.
-	Endpoints []endpoint.Endpoint
 
 	InlineConcurrency int64
 	// BreakerFailures app-down failures in a row open the circuit breaker,
@@ -135,6 +146,14 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseBool(&c.MetricsPublic, v) }},
 	{flag: "stripe-webhook-secret", env: "STRIPE_WEBHOOK_SECRET", usage: "Stripe signing secrets whsec_..., comma-separated to roll them (none: the receiver answers 503)", secret: true,
 		set: func(c *Config, v string) error { return parseSecrets(&c.StripeSecrets, v) }},
+	{flag: "stripe-webhook-secrets", env: "STRIPE_WEBHOOK_SECRETS", usage: "several Stripe endpoints, each labelled with its signing secrets: label=whsec_...[,whsec_...];label=whsec_... (instead of STRIPE_WEBHOOK_SECRET); the secret a delivery's signature matches decides its endpoint", secret: true,
+		set: func(c *Config, v string) error { return parseEndpointSecrets(&c.Endpoints, v) }},
+	{flag: "endpoints", env: "HOOKD_ENDPOINTS", usage: "each endpoint's settings: label:kind=snapshot|thin,connect=true,stripe_id=we_...|ed_...,test_events=forward|discard|queue-only,quiet=6h;label:... (the one-endpoint form's label is " + endpoint.DefaultLabel + ")",
+		set: func(c *Config, v string) error { c.endpointSettings = v; return nil }},
+	{flag: "test-events", env: "HOOKD_TEST_EVENTS", def: string(endpoint.ForwardTestEvents), usage: "test-mode events (livemode false) of an endpoint whose settings say nothing: forward; discard (answered 200, marked processed, never forwarded); queue-only (answered 200, held on the queue for a person to retry)",
+		set: func(c *Config, v string) error { return parseTestEvents(&c.TestEvents, v) }},
+	{flag: "snapshot-alias", env: "HOOKD_SNAPSHOT_ALIAS", def: string(receiver.DefaultSnapshotAlias), usage: "a thin v1.* event and the snapshot event it mirrors: forward-both, or dedup (the second to arrive is answered 200 as a duplicate of the first)",
+		set: func(c *Config, v string) error { return parseSnapshotAlias(&c.SnapshotAlias, v) }},
 	{flag: "processor", env: "HOOKD_PROCESSOR", def: processorForward, usage: "forward: POST each event to the forward URL; discard: accept and mark processed without processing (trials only)",
 		set: func(c *Config, v string) error { c.Processor = v; return checkProcessor(v) }},
 	{flag: "forward-url", env: "HOOKD_FORWARD_URL", usage: "where the forward processor POSTs each event (required with -processor forward)",
@@ -260,10 +279,8 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return Config{}, fmt.Errorf("HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (%d), or a body of that size could never be read (got %d)",
 			cfg.MaxBody, cfg.MaxBodyMemory)
 	}
-	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
-		e := endpoint.New(endpoint.DefaultLabel)
-		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
-		cfg.Endpoints = []endpoint.Endpoint{e}
+	if err := buildEndpoints(&cfg); err != nil {
+		return Config{}, err
 	}
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err
@@ -437,6 +454,69 @@ func parseSecrets(dst *[]Secret, v string) error {
 		*dst = append(*dst, Secret(part))
 	}
 	return nil
+}
+
+func parseEndpointSecrets(dst *[]endpoint.Endpoint, v string) error {
+	eps, err := endpoint.ParseSecrets(v)
+	if err != nil {
+		return err
+	}
+	*dst = eps
+	return nil
+}
+
+func parseTestEvents(dst *endpoint.TestEvents, v string) error {
+	t, err := endpoint.ParseTestEvents(v)
+	if err != nil {
+		return errors.New("forward, discard or queue-only")
+	}
+	*dst = t
+	return nil
+}
+
+func parseSnapshotAlias(dst *receiver.SnapshotAlias, v string) error {
+	a, err := receiver.ParseSnapshotAlias(v)
+	if err != nil {
+		return err
+	}
+	*dst = a
+	return nil
+}
+
+// buildEndpoints makes cfg.Endpoints from STRIPE_WEBHOOK_SECRETS or
+// STRIPE_WEBHOOK_SECRET (one or the other: two sources of secrets would
+// leave it unclear which endpoint a delivery came through), then gives
+// each HOOKD_TEST_EVENTS and HOOKD_ENDPOINTS' settings.
+func buildEndpoints(cfg *Config) error {
+	if cfg.Endpoints != nil && len(cfg.StripeSecrets) > 0 {
+		return errors.New("STRIPE_WEBHOOK_SECRET and STRIPE_WEBHOOK_SECRETS are both set: set one, STRIPE_WEBHOOK_SECRETS " +
+			"to label several endpoints (write the one-endpoint secret as " + endpoint.DefaultLabel + "=whsec_...)")
+	}
+	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
+		e := endpoint.New(endpoint.DefaultLabel)
+		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
+		cfg.Endpoints = []endpoint.Endpoint{e}
+	}
+	for i := range cfg.Endpoints {
+		cfg.Endpoints[i].TestEvents = cfg.TestEvents
+	}
+	if cfg.endpointSettings != "" && len(cfg.Endpoints) == 0 {
+		return errors.New("HOOKD_ENDPOINTS: no endpoint to apply it to: set STRIPE_WEBHOOK_SECRETS (or STRIPE_WEBHOOK_SECRET)")
+	}
+	if err := endpoint.Configure(cfg.Endpoints, cfg.endpointSettings); err != nil {
+		return fmt.Errorf("HOOKD_ENDPOINTS: %w", err)
+	}
+	return nil
+}
+
+// endpointSecrets are every endpoint's secrets, for what checks a
+// signature against all of them (the rejection log's stale signatures).
+func endpointSecrets(eps []endpoint.Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.Secrets...)
+	}
+	return out
 }
 
 func checkForwardSecret(v string) error {

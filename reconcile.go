@@ -64,7 +64,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	receiver := receiver.New(store, logger, receiver.Config{
-		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout})
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout})
 	r := newReconciler(cfg, newStripeClient(cfg, logger), store, receiver, logger)
 
 	if eventID != "" {

@@ -103,15 +103,15 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	// reconciliation through it) and the retry loop share the rate.
 	pace := worker.NewPace(cfg.ForwardRate)
 	receiver := receiver.New(store, logger, receiver.Config{
-		Secrets: reveal(cfg.StripeSecrets), Processor: proc, ProcessTimeout: cfg.ForwardTimeout, Metrics: metrics,
-		InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace})
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
+		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
 		Control: st.control, Pace: pace})
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, CountPruned: metrics.CountPruned})
-	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: reveal(cfg.StripeSecrets)})
+	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: endpointSecrets(cfg.Endpoints)})
 	// One client, on one budget, for reconciliation and the dashboard.
 	stripeClient := newStripeClient(cfg, logger)
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)

@@ -50,10 +50,34 @@ type Event struct {
 	// Claims is how many times the retry loop claimed the event since its
 	// last recorded attempt; 2 or more means it is stuck (see Stuck).
 	Claims int `db:"claims"`
+	EventMeta
+}
+
+// EventMeta is what the receiver reads from every event besides its id
+// and type, kept with its queue row, shown, filtered on and sent to the
+// app with each attempt.
+type EventMeta struct {
+	// Endpoint is the label of the endpoint whose secret the delivery's
+	// signature matched.
+	Endpoint string `db:"endpoint"`
+	// Livemode is nil when the event did not say.
+	Livemode *bool `db:"livemode"`
+	// Account is a Connect event's connected account (a thin event's
+	// context).
+	Account       *string `db:"account"`
+	APIVersion    *string `db:"api_version"`
+	ObjectID      *string `db:"object_id"`
+	ObjectType    *string `db:"object_type"`
+	Customer      *string `db:"customer"`
+	SnapshotEvent *string `db:"snapshot_event"`
 }
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
-	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims`
+	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims,
+	` + metaColumns
+
+// metaColumns are EventMeta's columns, in its order.
+const metaColumns = `endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event`
 
 // FailedEvent is an event whose inline processing failed, as Enqueue takes it.
 type FailedEvent struct {
@@ -64,6 +88,11 @@ type FailedEvent struct {
 	Payload   []byte
 	Signature string
 	Error     string
+	Meta      EventMeta
+	// Held puts the event on the queue dead, not announced as a death, so
+	// that only a person sends it on (a test-mode event through an endpoint
+	// whose test events are queue-only).
+	Held bool
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.
@@ -97,6 +126,12 @@ type EventFilter struct {
 	// ErrorGroup, when set, keeps only events whose masked last error is
 	// exactly this (see FailureGroup).
 	ErrorGroup string
+	// Endpoint, when set, keeps only events of the endpoint so labelled.
+	Endpoint string
+	// Livemode, when set, keeps only live events (true) or test ones.
+	Livemode *bool
+	// Account, when set, keeps only events of this connected account.
+	Account string
 	// StuckAfter, when set, keeps only stuck events (see Event.Stuck), with
 	// it as the claim window.
 	StuckAfter time.Duration
@@ -133,6 +168,18 @@ func (f EventFilter) where() (string, []any) {
 	if f.ErrorGroup != "" {
 		args = append(args, f.ErrorGroup)
 		conds = append(conds, fmt.Sprintf("error_group = $%d", len(args)))
+	}
+	if f.Endpoint != "" {
+		args = append(args, f.Endpoint)
+		conds = append(conds, fmt.Sprintf("endpoint = $%d", len(args)))
+	}
+	if f.Livemode != nil {
+		args = append(args, *f.Livemode)
+		conds = append(conds, fmt.Sprintf("livemode = $%d", len(args)))
+	}
+	if f.Account != "" {
+		args = append(args, f.Account)
+		conds = append(conds, fmt.Sprintf("account = $%d", len(args)))
 	}
 	if f.StuckAfter > 0 {
 		args = append(args, f.StuckAfter.Seconds())

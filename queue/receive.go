@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -236,6 +237,12 @@ type Received struct {
 	// processed on its first delivery records none: a marker without
 	// attempts means just that.
 	Attempt *NewAttempt
+	// Seen, when set, moves its endpoint's (and account's) last event in
+	// endpoint_activity to now. The receiver sets it on the first outcome
+	// of each endpoint and account in a while, not on every one.
+	Seen *Seen
+	// Pair, when set, links a thin event to the snapshot event it mirrors.
+	Pair *Pair
 }
 
 // settleOp is SettleDeliveries' part of a short transaction.
@@ -247,6 +254,10 @@ type settleOp struct {
 	args     []any
 	released []leaseKey
 	tally    breakerTally
+	// seen and pairs are written by statements of their own in the same
+	// transaction, only when some outcome has one.
+	seen  activityColumns
+	pairs pairColumns
 }
 
 func newSettleOp(rs []Received) *settleOp {
@@ -267,6 +278,12 @@ func newSettleOp(rs []Received) *settleOp {
 			a.add(*r.Attempt, r.Owner)
 		}
 		op.tally.add(r.Attempt, r.Queue == nil)
+		if r.Seen != nil {
+			op.seen.add(*r.Seen)
+		}
+		if r.Pair != nil {
+			op.pairs.add(*r.Pair)
+		}
 	}
 	if len(q.eventID)+len(a.eventID) == 0 {
 		// Every event was processed on its first delivery, as nearly all
@@ -283,14 +300,22 @@ func newSettleOp(rs []Received) *settleOp {
 func (op *settleOp) queue(b *pgx.Batch) {
 	if len(op.eventID) > 0 {
 		b.Queue(op.sql, op.args...)
+		op.seen.queue(b)
+		op.pairs.queue(b)
 	}
 }
 
 func (op *settleOp) read(br pgx.BatchResults) (err error) {
-	if len(op.eventID) > 0 {
-		op.released, err = collect(br, pgx.RowToStructByPos[leaseKey])
+	if len(op.eventID) == 0 {
+		return nil
 	}
-	return err
+	if op.released, err = collect(br, pgx.RowToStructByPos[leaseKey]); err != nil {
+		return err
+	}
+	if err := op.seen.read(br); err != nil {
+		return err
+	}
+	return op.pairs.read(br)
 }
 
 func (op *settleOp) written() []bool { return written(op.released, op.eventID, op.owner) }
@@ -328,8 +353,8 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 
 // settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
 // whether each event goes on the queue) and writes the outcome of each one
-// it released: the marker, or the queue row ($4-$12, as queuedColumns
-// orders them), and the attempts ($13-$21, as attemptColumns orders them).
+// it released: the marker, or the queue row ($4-$21, as queuedColumns
+// orders them), and the attempts ($22-$30, as attemptColumns orders them).
 // It returns the leases it released.
 var settleDeliveriesSQL = `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
@@ -342,14 +367,20 @@ var settleDeliveriesSQL = `
 		SELECT event_id FROM o WHERE NOT queued
 		ON CONFLICT DO NOTHING
 	), enqueued AS (
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
+		                            status, dead_alerted_at, ` + metaColumns + `)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
-		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait)
-		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[])
-		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted)
+		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait),
+		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
+		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
+		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, '')
+		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
+		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[])
+		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
+		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + insertAttemptsSQL(13, "released") + `
+	), recorded AS (` + insertAttemptsSQL(22, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 
@@ -369,7 +400,11 @@ type queuedColumns struct {
 	source, eventID, eventType, payload, signature, errors []string
 	owner                                                  []uuid.UUID
 	wait                                                   []float64
-	attempted                                              []bool
+	attempted, held                                        []bool
+	endpoint, account, apiVersion, objectID, objectType    []string
+	customer, snapshotEvent                                []string
+	// livemode is NULL where the event did not say.
+	livemode []*bool
 }
 
 func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, attempted bool) {
@@ -382,9 +417,22 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.errors = append(c.errors, e.Error)
 	c.wait = append(c.wait, wait.Seconds())
 	c.attempted = append(c.attempted, attempted)
+	c.held = append(c.held, e.Held)
+	m := e.Meta
+	c.endpoint = append(c.endpoint, cmp.Or(m.Endpoint, DefaultEndpoint))
+	c.livemode = append(c.livemode, m.Livemode)
+	c.account = append(c.account, deref(m.Account))
+	c.apiVersion = append(c.apiVersion, deref(m.APIVersion))
+	c.objectID = append(c.objectID, deref(m.ObjectID))
+	c.objectType = append(c.objectType, deref(m.ObjectType))
+	c.customer = append(c.customer, deref(m.Customer))
+	c.snapshotEvent = append(c.snapshotEvent, deref(m.SnapshotEvent))
 }
 
 func (c *queuedColumns) args() []any {
 	return []any{nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.eventType), nonNil(c.payload),
-		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted)}
+		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted),
+		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
+		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent)}
 }
+

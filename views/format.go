@@ -115,8 +115,46 @@ func DescribeFilter(f queue.EventFilter) string {
 	if f.StuckAfter > 0 {
 		parts = append(parts, "stuck")
 	}
+	if f.Endpoint != "" {
+		parts = append(parts, "endpoint "+f.Endpoint)
+	}
+	if f.Livemode != nil {
+		parts = append(parts, ModeLabel(f.Livemode)+" mode")
+	}
+	if f.Account != "" {
+		parts = append(parts, "account "+f.Account)
+	}
 	return strings.Join(parts, ", ")
 }
+
+// ParseMode reads the mode filter: live, test, or anything else for
+// either.
+func ParseMode(v string) *bool {
+	switch v {
+	case "live":
+		b := true
+		return &b
+	case "test":
+		b := false
+		return &b
+	}
+	return nil
+}
+
+// ModeValue is livemode as the mode filter writes it: live, test or "".
+func ModeValue(livemode *bool) string {
+	switch {
+	case livemode == nil:
+		return ""
+	case *livemode:
+		return "live"
+	}
+	return "test"
+}
+
+// ModeLabel is livemode as a badge says it; "" when the event did not
+// say.
+func ModeLabel(livemode *bool) string { return ModeValue(livemode) }
 
 // ActionLabel names an audit action for people. Most are stored as one
 // readable word already; the others are spelled out.

@@ -43,6 +43,7 @@ var rejectReasons = []struct {
 	{rejections.BadJSON, "Not JSON"},
 	{rejections.BadID, "No event id"},
 	{rejections.BadType, "No event type"},
+	{rejections.WrongEndpoint, "Wrong endpoint"},
 	{rejections.MethodNotAllowed, "Not a POST"},
 	{rejections.UnreadableBody, "Body unreadable"},
 }

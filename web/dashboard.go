@@ -89,8 +89,13 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
+	endpoints, err := d.reads.EndpointsActivity(ctx)
+	if err != nil {
+		return views.OverviewStats{}, err
+	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil, Rate: d.opts.Pace.PerSecond()}
+		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil, Rate: d.opts.Pace.PerSecond(),
+		Endpoints: endpoints}
 	switch run, err := reconcileruns.New(d.reads.DB()).Last(ctx); {
 	case err == nil:
 		stats.Reconcile = &run
@@ -247,6 +252,9 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 		EventID:       strings.TrimSpace(c.FormValue("q")),
 		ErrorGroup:    c.FormValue("group"),
 		StuckAfter:    stuckAfter(c.FormValue("stuck") != ""),
+		Endpoint:      strings.TrimSpace(c.FormValue("endpoint")),
+		Livemode:      views.ParseMode(c.FormValue("mode")),
+		Account:       strings.TrimSpace(c.FormValue("account")),
 	}
 }
 
@@ -263,7 +271,7 @@ func stuckAfter(on bool) time.Duration {
 func listURL(f queue.EventFilter, page int) string {
 	q := url.Values{"status": {string(f.Status)}}
 	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID,
-		"group": f.ErrorGroup} {
+		"group": f.ErrorGroup, "endpoint": f.Endpoint, "mode": views.ModeValue(f.Livemode), "account": f.Account} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -394,6 +402,12 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
 	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
 		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}
+	}
+	switch pair, err := d.reads.PairOf(ctx, e.EventID); {
+	case err == nil:
+		detail.Pair = &pair
+	case !errors.Is(err, queue.ErrNotFound):
+		return views.EventDetail{}, err
 	}
 	return detail, nil
 }

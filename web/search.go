@@ -49,6 +49,12 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 				return err
 			}
 			s.Found = &found
+			switch pair, err := d.reads.PairOf(ctx, eventID); {
+			case err == nil:
+				s.Pair = &pair
+			case !errors.Is(err, queue.ErrNotFound):
+				return err
+			}
 		}
 		return render(c, status, views.Search(d.page(c, "Find an event", "search"), s))
 	}

@@ -83,6 +83,15 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	req.Header.Set("Hookd-Event-Id", d.EventID)
 	req.Header.Set("Hookd-Event-Type", d.EventType)
 	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
+	if d.Endpoint != "" {
+		req.Header.Set("Hookd-Endpoint", d.Endpoint)
+	}
+	if d.Livemode != nil {
+		req.Header.Set("Hookd-Livemode", strconv.FormatBool(*d.Livemode))
+	}
+	if d.Account != "" {
+		req.Header.Set("Hookd-Stripe-Account", d.Account)
+	}
 	if f.key != nil {
 		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
 	}

@@ -30,6 +30,13 @@ type Delivery struct {
 	// Attempt is 0 for the inline attempt while Stripe waits, then the
 	// number of the retry.
 	Attempt int
+	// Endpoint is the label of the endpoint the event came through.
+	Endpoint string
+	// Livemode is the event's livemode, nil when it did not say; read
+	// only.
+	Livemode *bool
+	// Account is a Connect event's connected account; "" for none.
+	Account string
 }
 
 // Result is what a Processor made of a Delivery.

@@ -368,6 +368,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 	defer cancel()
 	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
+		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account),
 	})
 	if res.Err != nil && ctx.Err() != nil {
 		s.Kind = queue.SettleReleased
@@ -456,4 +457,11 @@ func (r *Retrier) report(ctx context.Context, t *settling) {
 // behind a long batch, and never under 30 seconds.
 func RetrierStalledAfter(interval time.Duration) time.Duration {
 	return max(30*time.Second, 3*cmp.Or(interval, DefaultRetryInterval))
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -42,6 +42,10 @@ const (
 	BadJSON            Reason = "bad_json"        // 400: not a JSON object, or not UTF-8
 	BadID              Reason = "bad_id"          // 400: no usable string "id"
 	BadType            Reason = "bad_type"        // 400: no usable string "type"
+	// WrongEndpoint: 400, the body's shape contradicts the endpoint whose
+	// secret signed it (a thin event through a snapshot endpoint, a
+	// connected account's event through an endpoint not declared Connect).
+	WrongEndpoint Reason = "wrong_endpoint"
 )
 
 // SignatureVerified reports whether a refusal for r came with a signature
@@ -50,7 +54,7 @@ const (
 // other refusal's body is unverified, and the event id it claims anyone's.
 func (r Reason) SignatureVerified() bool {
 	switch r {
-	case BadJSON, BadID, BadType:
+	case BadJSON, BadID, BadType, WrongEndpoint:
 		return true
 	}
 	return false

@@ -130,10 +130,14 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 {
+	pairs, err := p.store.PrunePairs(ctx, p.cfg.Retention)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 || pairs > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", counts,
-			"refused_deliveries", refused, "abandoned_leases", leases, "older_than", p.cfg.Retention)
+			"refused_deliveries", refused, "abandoned_leases", leases, "event_pairs", pairs, "older_than", p.cfg.Retention)
 	}
 	return markers, nil
 }

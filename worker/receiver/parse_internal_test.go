@@ -14,7 +14,8 @@ func BenchmarkParseEvent(b *testing.B) {
 		`"pending_webhooks":1,"request":{"id":null,"idempotency_key":null},"type":"invoice.paid"}`)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := parseEvent(body); err != nil {
+		var ev event
+		if err := parseEvent(body, &ev); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
 )
@@ -54,6 +55,15 @@ const (
 	// Deferred: every inline slot was taken, so the event is committed to
 	// the retry queue, due at once, without being processed.
 	Deferred
+	// Pinged: a destination's ping, recorded as its endpoint's last ping;
+	// nothing ran.
+	Pinged
+	// TestDiscarded: a test-mode event through an endpoint whose test
+	// events are discarded; its marker is committed, nothing ran.
+	TestDiscarded
+	// Held: a test-mode event through an endpoint whose test events are
+	// queue-only, committed to the queue, unprocessed, for a person.
+	Held
 )
 
 // Label is the outcome's name in the metrics, the activity counts and the
@@ -70,6 +80,12 @@ func (o Outcome) Label() telemetry.Outcome {
 		return telemetry.OutcomeQueued
 	case Deferred:
 		return telemetry.OutcomeDeferred
+	case Pinged:
+		return telemetry.OutcomePinged
+	case TestDiscarded:
+		return telemetry.OutcomeTestDiscarded
+	case Held:
+		return telemetry.OutcomeHeld
 	}
 	return telemetry.Outcome(fmt.Sprintf("Outcome(%d)", int(o)))
 }
@@ -78,10 +94,18 @@ func (o Outcome) String() string { return string(o.Label()) }
 
 // Config configures a Receiver.
 type Config struct {
-	// Secrets are the Stripe signing secrets (whsec_...) a delivery may be
-	// signed with: more than one while a secret is being rolled. With none,
-	// Receive fails every delivery with ErrNoSecret.
+	// Endpoints are the Stripe endpoints deliveries come through, each
+	// with its signing secrets: the one whose secret a delivery's
+	// signature matches is the one it came through. With none (and no
+	// Secrets), Receive fails every delivery with ErrNoSecret.
+	Endpoints []endpoint.Endpoint
+	// Secrets, when Endpoints is empty, are the secrets (whsec_...) of one
+	// endpoint labelled endpoint.DefaultLabel: more than one while a
+	// secret is being rolled.
 	Secrets []string
+	// SnapshotAlias is what becomes of a thin v1.* event and the snapshot
+	// event it mirrors. Default: DefaultSnapshotAlias.
+	SnapshotAlias SnapshotAlias
 	// Processor handles each new event. Default: worker.Discard.
 	Processor worker.Processor
 	// ProcessTimeout bounds the inline processor run. Default:
@@ -105,15 +129,17 @@ type Config struct {
 
 // Receiver runs the pipeline for one delivery from Stripe.
 type Receiver struct {
-	store   *queue.Store
-	logger  *slog.Logger
-	secrets []string
-	proc    worker.Processor
-	timeout time.Duration
-	metrics *telemetry.Metrics
-	inline  inlineSlots
-	control *worker.Control
-	pace    *worker.Pace
+	store     *queue.Store
+	logger    *slog.Logger
+	endpoints []endpoint.Endpoint
+	alias     SnapshotAlias
+	seen      seenEndpoints
+	proc      worker.Processor
+	timeout   time.Duration
+	metrics   *telemetry.Metrics
+	inline    inlineSlots
+	control   *worker.Control
+	pace      *worker.Pace
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
 	// those that just arrived, and the outcomes of those whose processors
@@ -135,19 +161,27 @@ const maxBatch = 64
 // configured, since every delivery will then be refused.
 func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 	logger = logger.With("component", "receiver")
-	if len(cfg.Secrets) == 0 {
-		logger.Warn("no STRIPE_WEBHOOK_SECRET configured: every webhook is answered 503 until one is")
+	eps := cfg.Endpoints
+	if len(eps) == 0 && len(cfg.Secrets) > 0 {
+		e := endpoint.New(endpoint.DefaultLabel)
+		e.Secrets = cfg.Secrets
+		eps = []endpoint.Endpoint{e}
+	}
+	if len(eps) == 0 {
+		logger.Warn("no STRIPE_WEBHOOK_SECRET configured (nor STRIPE_WEBHOOK_SECRETS): every webhook is answered 503 until one is")
 	}
 	r := &Receiver{
-		store:   store,
-		logger:  logger,
-		secrets: cfg.Secrets,
-		proc:    cmp.Or(cfg.Processor, worker.Discard),
-		timeout: cmp.Or(cfg.ProcessTimeout, worker.DefaultProcessTimeout),
-		metrics: cfg.Metrics,
-		inline:  newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
-		control: cfg.Control,
-		pace:    cfg.Pace,
+		store:     store,
+		logger:    logger,
+		endpoints: eps,
+		alias:     cmp.Or(cfg.SnapshotAlias, DefaultSnapshotAlias),
+		seen:      newSeenEndpoints(),
+		proc:      cmp.Or(cfg.Processor, worker.Discard),
+		timeout:   cmp.Or(cfg.ProcessTimeout, worker.DefaultProcessTimeout),
+		metrics:   cfg.Metrics,
+		inline:    newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
+		control:   cfg.Control,
+		pace:      cfg.Pace,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
 	r.leases.OnWaiting(cfg.Metrics.AddWaiting)
@@ -165,14 +199,18 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 // another delivery of the event is being handled; any other error means the
 // outcome could not be made durable, and Stripe should deliver again.
 func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string) (Outcome, error) {
-	if err := r.verify(payload, sigHeader); err != nil {
-		return 0, err
-	}
-	ev, err := parseEvent(payload)
+	ep, err := r.verify(payload, sigHeader)
 	if err != nil {
 		return 0, err
 	}
-	outcome, err := r.receive(ctx, ev, payload, sigHeader, queue.PathInline)
+	var ev event
+	if err := parseEvent(payload, &ev); err != nil {
+		return 0, err
+	}
+	if err := r.checkEndpoint(ep, &ev); err != nil {
+		return 0, err
+	}
+	outcome, err := r.receive(ctx, &ev, ep, payload, sigHeader, queue.PathInline)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -189,11 +227,28 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 // Its results are Receive's: queue.ErrEventLocked means a delivery of the
 // event is being handled at this moment.
 func (r *Receiver) Recover(ctx context.Context, payload []byte) (Outcome, error) {
-	ev, err := parseEvent(payload)
+	label := endpoint.DefaultLabel
+	if len(r.endpoints) > 0 {
+		label = r.endpoints[0].Label
+	}
+	return r.RecoverThrough(ctx, label, payload)
+}
+
+// RecoverThrough is Recover for an event of the endpoint labelled label,
+// which it is recorded as having come through.
+func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []byte) (Outcome, error) {
+	ep, err := endpoint.Find(r.endpoints, label)
 	if err != nil {
+		if len(r.endpoints) > 0 || label != endpoint.DefaultLabel {
+			return 0, err
+		}
+		ep = endpoint.New(endpoint.DefaultLabel)
+	}
+	var ev event
+	if err := parseEvent(payload, &ev); err != nil {
 		return 0, err
 	}
-	outcome, err := r.receive(ctx, ev, payload, "", queue.PathReconcile)
+	outcome, err := r.receive(ctx, &ev, &ep, payload, "", queue.PathReconcile)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -214,8 +269,16 @@ func (e *EventError) Unwrap() error { return e.Err }
 
 // delivery is one verified event on its way through the pipeline.
 type delivery struct {
-	ctx       context.Context
-	ev        event
+	ctx context.Context
+	// ev is held by value: a delivery is on the heap anyway, and a pointer
+	// to the caller's event would put that on the heap too.
+	ev event
+	// ep is the endpoint it came through.
+	ep *endpoint.Endpoint
+	// key is the id its lease, marker and queue row are under: the
+	// event's, or with HOOKD_SNAPSHOT_ALIAS=dedup a thin event's
+	// snapshot_event, so that the pair is one event.
+	key       string
 	payload   []byte
 	sigHeader string
 	path      queue.AttemptPath
@@ -244,9 +307,12 @@ type delivery struct {
 // writes the outcome with the lease's release, again with whoever is
 // writing theirs at that moment. A delivery waits only for its own
 // processor and for the short transactions it is part of.
-func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHeader string,
+func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint, payload []byte, sigHeader string,
 	path queue.AttemptPath) (Outcome, error) {
-	d := &delivery{ctx: ctx, ev: ev, payload: payload, sigHeader: sigHeader, path: path}
+	if ev.ping() {
+		return r.ping(ctx, ep)
+	}
+	d := &delivery{ctx: ctx, ev: *ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
 	if path == queue.PathInline {
 		// The inline slots bound the deliveries waiting for the app while
 		// Stripe waits. A recovery has no one waiting and its own bound,
@@ -266,9 +332,9 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 	case queue.DeliveryBusy:
 		return 0, queue.ErrEventLocked
 	case queue.DeliveryProcessed:
-		return Duplicate, nil
+		return Duplicate, r.linkSecond(d)
 	case queue.DeliveryQueued:
-		return AlreadyQueued, nil
+		return AlreadyQueued, r.linkSecond(d)
 	}
 
 	outcome, res := r.run(d)
@@ -298,7 +364,21 @@ func (r *Receiver) receive(ctx context.Context, ev event, payload []byte, sigHea
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
-	o := queue.Received{EventID: d.ev.ID, Owner: d.owner}
+	o := queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account), Pair: r.pairOf(d)}
+	if d.ev.mode == modeTest {
+		switch d.ep.TestEvents {
+		case endpoint.DiscardTestEvents:
+			d.outcome = o
+			return TestDiscarded, worker.Result{}
+		case endpoint.QueueTestEvents:
+			fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
+				"retry it to forward it", d.ep.Label))
+			fe.Held = true
+			o.Queue = &fe
+			d.outcome = o
+			return Held, worker.Result{}
+		}
+	}
 	if d.deferred == "" {
 		d.deferred = r.holdReason(d.ctx)
 	}
@@ -315,13 +395,14 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// can start before this one has ended.
 		ctx, cancel := context.WithDeadline(d.ctx, d.deadline)
 		res, took = worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
-			EventID: d.ev.ID, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+			EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+			Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
 		})
 		cancel()
 	}
 	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
-		Source: queue.SourceStripe, EventID: d.ev.ID, Duration: took,
+		Source: queue.SourceStripe, EventID: d.key, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
 		AppDown: worker.IsAppDown(res.Err),
 	}
@@ -398,7 +479,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, settle, take []*delivery) 
 	}
 	events := make([]queue.Delivery, len(take))
 	for i, d := range take {
-		events[i] = queue.Delivery{EventID: d.ev.ID, Path: d.path}
+		events[i] = queue.Delivery{EventID: d.key, Path: d.path}
 	}
 	written, leased, err := r.store.SettleAndTake(ctx, queue.SourceStripe, outcomes, events, r.timeout)
 	if err != nil {
@@ -453,8 +534,9 @@ func retryUntil(until time.Time, try func(context.Context) error) error {
 // failedEvent is d as the retry queue keeps it, with why it is there.
 func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
-		Source: queue.SourceStripe, EventID: d.ev.ID, EventType: d.ev.Type,
+		Source: queue.SourceStripe, EventID: d.key, EventType: d.ev.Type,
 		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason,
+		Meta: d.ev.meta(d.ep.Label),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/worker/endpoint"
 )
 
 var (
@@ -34,6 +35,12 @@ var (
 	ErrNotJSON            = fmt.Errorf("%w", ErrBadPayload)
 	ErrBadEventID         = fmt.Errorf("%w", ErrBadPayload)
 	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
+	// ErrBadField: an account, context or snapshot_event that is not an
+	// id (they become headers and lease keys).
+	ErrBadField = fmt.Errorf("%w", ErrBadPayload)
+	// ErrWrongEndpoint: the body's shape contradicts the endpoint whose
+	// secret signed it (checkEndpoint).
+	ErrWrongEndpoint = fmt.Errorf("%w", ErrBadPayload)
 )
 
 // Refusals decided before the pipeline runs, by the HTTP handler.
@@ -68,6 +75,8 @@ func RejectReason(err error) rejections.Reason {
 		return rejections.BadID
 	case errors.Is(err, ErrBadEventType):
 		return rejections.BadType
+	case errors.Is(err, ErrWrongEndpoint):
+		return rejections.WrongEndpoint
 	case errors.Is(err, ErrBadPayload):
 		return rejections.BadJSON
 	}
@@ -84,30 +93,68 @@ const SignatureTolerance = 300 * time.Second
 // toleranceText is SignatureTolerance as a refusal tells it: "300 s".
 var toleranceText = fmt.Sprintf("%d s", int(SignatureTolerance.Seconds()))
 
-// verify checks sigHeader against every configured secret with stripe-go.
-// The header's shape and age do not depend on the secret, so those reasons
-// are final at the first secret; only "no signature matches" moves on to
-// the next one.
-func (r *Receiver) verify(payload []byte, sigHeader string) error {
-	if len(r.secrets) == 0 {
-		return ErrNoSecret
+// verify checks sigHeader against every endpoint's secrets with stripe-go
+// and returns the endpoint whose secret matches: it is the endpoint the
+// delivery came through. The header's shape and age do not depend on the
+// secret, so those reasons are final at the first secret; only "no
+// signature matches" moves on to the next one.
+func (r *Receiver) verify(payload []byte, sigHeader string) (*endpoint.Endpoint, error) {
+	if len(r.endpoints) == 0 {
+		return nil, ErrNoSecret
 	}
-	for _, secret := range r.secrets {
-		err := webhook.ValidatePayloadWithTolerance(payload, sigHeader, secret, SignatureTolerance)
-		switch {
-		case err == nil:
-			return nil
-		case errors.Is(err, webhook.ErrNotSigned):
-			return fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
-		case errors.Is(err, webhook.ErrInvalidHeader):
-			return fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
-		case errors.Is(err, webhook.ErrTooOld):
-			return fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", ErrStaleSignature, toleranceText)
-		case errors.Is(err, webhook.ErrNoValidSignature):
-			continue
-		default:
-			return fmt.Errorf("%w: %v", ErrMalformedSignature, err)
+	for i := range r.endpoints {
+		for _, secret := range r.endpoints[i].Secrets {
+			err := webhook.ValidatePayloadWithTolerance(payload, sigHeader, secret, SignatureTolerance)
+			switch {
+			case err == nil:
+				return &r.endpoints[i], nil
+			case errors.Is(err, webhook.ErrNotSigned):
+				return nil, fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
+			case errors.Is(err, webhook.ErrInvalidHeader):
+				return nil, fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
+			case errors.Is(err, webhook.ErrTooOld):
+				return nil, fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", ErrStaleSignature, toleranceText)
+			case errors.Is(err, webhook.ErrNoValidSignature):
+				continue
+			default:
+				return nil, fmt.Errorf("%w: %v", ErrMalformedSignature, err)
+			}
 		}
 	}
-	return fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
+	return nil, fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
+}
+
+// checkEndpoint refuses an event whose shape contradicts the endpoint its
+// signature matched, so that a secret of one endpoint is never accepted
+// for a body that belongs to another:
+//
+//   - a thin event ("object": "v2.core.event") through an endpoint of kind
+//     snapshot, or any other event through an endpoint of kind thin;
+//   - an event of a connected account ("account", or a thin event's
+//     "context") through an endpoint not declared connect=true.
+//
+// A ping passes through any endpoint: Stripe pings destinations of either
+// payload style. A Connect endpoint may bring events without an account
+// (a destination's pings and health notices are the platform's own).
+//
+// The rule holds when several endpoints are configured, where a body could
+// belong to another. With one endpoint there is no other, and it accepts
+// every shape, as hookd did before endpoints were labelled: an upgrade
+// must not start refusing what a single endpoint forwards today.
+func (r *Receiver) checkEndpoint(ep *endpoint.Endpoint, ev *event) error {
+	if len(r.endpoints) < 2 || ev.ping() {
+		return nil
+	}
+	switch {
+	case ev.thin && ep.Kind != endpoint.Thin:
+		return fmt.Errorf("%w: a thin event (object v2.core.event) signed with the secret of endpoint %q, whose kind is %s",
+			ErrWrongEndpoint, ep.Label, ep.Kind)
+	case !ev.thin && ep.Kind == endpoint.Thin:
+		return fmt.Errorf("%w: a snapshot event signed with the secret of endpoint %q, whose kind is thin",
+			ErrWrongEndpoint, ep.Label)
+	case ev.account != "" && !ep.Connect:
+		return fmt.Errorf("%w: an event of connected account %s signed with the secret of endpoint %q, which is not declared connect=true",
+			ErrWrongEndpoint, ev.account, ep.Label)
+	}
+	return nil
 }

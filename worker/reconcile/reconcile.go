@@ -479,7 +479,7 @@ func (r *Reconciler) recover(ctx context.Context, todo []pending, res *Result) e
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outcome, err := r.receiver.Recover(work, p.ev.Payload)
+			outcome, err := r.receiver.RecoverThrough(work, p.label, p.ev.Payload)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -41,10 +41,11 @@ type Event struct {
 	// event; empty for an event no request caused, which Stripe sends as
 	// null.
 	RequestID, IdempotencyKey string
-	// Account is the connected account (acct_...) the event happened in,
-	// for an event a Connect endpoint receives; empty for the account's
-	// own events, which carry no account.
+	// Account, for a Connect event, is the connected account (acct_...)
+	// it happened in; "" for the platform's own.
 	Account string
+	// Livemode: a live-mode event; false is a test-mode one.
+	Livemode bool
 }
 
 // JSON returns the event compact, its fields in Stripe's order.
@@ -58,8 +59,87 @@ func (e Event) JSON() []byte {
 	if e.PreviousAttributes != nil {
 		b = fmt.Appendf(b, `,"previous_attributes":%s`, e.PreviousAttributes)
 	}
-	return fmt.Appendf(b, `},"livemode":false,"pending_webhooks":1,"request":{"id":%s,"idempotency_key":%s},"type":%s}`,
-		jsonNullable(e.RequestID), jsonNullable(e.IdempotencyKey), jsonString(e.Type))
+	return fmt.Appendf(b, `},"livemode":%t,"pending_webhooks":1,"request":{"id":%s,"idempotency_key":%s},"type":%s}`,
+		e.Livemode, jsonNullable(e.RequestID), jsonNullable(e.IdempotencyKey), jsonString(e.Type))
+}
+
+// ThinEvent is a thin event, as an event destination with the thin
+// payload style sends it ("object": "v2.core.event"): no data.object, the
+// object it is about named in related_object, created an ISO-8601 string.
+type ThinEvent struct {
+	ID      string // evt_...
+	Type    string // e.g. v1.invoice.paid, v2.core.event_destination.ping
+	Created time.Time
+	// Livemode: a live-mode event; false is a test-mode one.
+	Livemode bool
+	// Context, for an event of a connected account, is that account.
+	Context string
+	// Related is the object the event is about; its zero value leaves
+	// related_object out.
+	Related RelatedObject
+	// SnapshotEvent, for a thin v1.* event, is the id of the snapshot
+	// event it mirrors.
+	SnapshotEvent string
+	// RequestID, when set, is the reason: the API request that caused it.
+	RequestID string
+}
+
+// ThinObjectType is the object of a thin event, which an event destination
+// sending thin payloads posts and /v2/core/events lists.
+const ThinObjectType = "v2.core.event"
+
+// RelatedObject is a thin event's related_object.
+type RelatedObject struct {
+	ID   string // e.g. in_...
+	Type string // e.g. invoice
+	URL  string // e.g. /v1/invoices/in_...
+}
+
+// JSON returns the thin event compact, its fields in Stripe's order.
+func (e ThinEvent) JSON() []byte {
+	b := fmt.Appendf(nil, `{"id":%s,"object":%s,"type":%s,"livemode":%t,"created":%s`,
+		jsonString(e.ID), jsonString(ThinObjectType), jsonString(e.Type), e.Livemode,
+		jsonString(e.Created.UTC().Format("2006-01-02T15:04:05.000Z")))
+	if e.Context != "" {
+		b = fmt.Appendf(b, `,"context":%s`, jsonString(e.Context))
+	}
+	if e.Related != (RelatedObject{}) {
+		b = fmt.Appendf(b, `,"related_object":{"id":%s,"type":%s,"url":%s}`,
+			jsonString(e.Related.ID), jsonString(e.Related.Type), jsonString(e.Related.URL))
+	}
+	if e.RequestID != "" {
+		b = fmt.Appendf(b, `,"reason":{"type":"request","request":{"id":%s,"idempotency_key":null}}`, jsonString(e.RequestID))
+	}
+	if e.SnapshotEvent != "" {
+		b = fmt.Appendf(b, `,"snapshot_event":%s`, jsonString(e.SnapshotEvent))
+	}
+	return append(b, '}')
+}
+
+// Thin returns the thin v1.* event that mirrors the snapshot event
+// snapshotID of eventType (e.g. invoice.paid) about the invoice in_1:
+// what a thin destination sends beside a snapshot endpoint.
+func Thin(id, eventType, snapshotID string) []byte {
+	return ThinEvent{ID: id, Type: "v1." + eventType, Created: time.Now(), SnapshotEvent: snapshotID,
+		Related: RelatedObject{ID: "in_1", Type: "invoice", URL: "/v1/invoices/in_1"}}.JSON()
+}
+
+// PingType is the event Stripe pings an event destination with.
+const PingType = "v2.core.event_destination.ping"
+
+// Ping returns the ping Stripe sends the event destination destinationID
+// (ed_...): a thin event about the destination itself.
+func Ping(id, destinationID string) []byte {
+	return ThinEvent{ID: id, Type: PingType, Created: time.Now(),
+		Related: RelatedObject{ID: destinationID, Type: "v2.core.event_destination",
+			URL: "/v2/core/event_destinations/" + destinationID}}.JSON()
+}
+
+// Connect returns a small event of eventType with id, created now, in the
+// connected account account: what a Connect endpoint receives.
+func Connect(id, eventType, account string, livemode bool) []byte {
+	return Event{ID: id, Type: eventType, Created: time.Now(), Object: []byte(minimalObject),
+		Account: account, Livemode: livemode}.JSON()
 }
 
 func jsonString(s string) []byte {

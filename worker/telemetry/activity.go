@@ -81,7 +81,7 @@ func (a *Activity) add(field int, n int64) {
 func (a *Activity) received(outcome Outcome) {
 	a.add(actReceived, 1)
 	switch outcome {
-	case OutcomeProcessed:
+	case OutcomeProcessed, OutcomeTestDiscarded:
 		a.add(actProcessed, 1)
 	case OutcomeQueued, OutcomeDeferred:
 		// A deferred event is on the queue as surely as a failed one.

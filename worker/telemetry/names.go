@@ -55,6 +55,11 @@ const (
 	OutcomeAlreadyQueued Outcome = "already_queued"
 	OutcomeQueued        Outcome = "queued"
 	OutcomeDeferred      Outcome = "deferred"
+	// A destination's ping, recorded; a test-mode event discarded or held
+	// on the queue, as its endpoint's test_events says.
+	OutcomePinged        Outcome = "pinged"
+	OutcomeTestDiscarded Outcome = "test_discarded"
+	OutcomeHeld          Outcome = "held"
 	// 4xx: refused, and noted in the rejection log.
 	OutcomeBadSignature Outcome = "bad_signature"
 	OutcomeBadPayload   Outcome = "bad_payload"

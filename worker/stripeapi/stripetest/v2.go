@@ -112,7 +112,7 @@ func (s *Server) AddThinEvent(e ThinEvent) (id string, raw []byte) {
 	if e.Related.URL == "" {
 		e.Related.URL = ObjectURL(e.Related.Type, e.Related.ID)
 	}
-	raw = stripeevent.Thin{ID: e.ID, Type: e.Type, Created: e.Created, Context: e.Context, Related: e.Related,
+	raw = stripeevent.ThinEvent{ID: e.ID, Type: e.Type, Created: e.Created, Context: e.Context, Related: e.Related,
 		SnapshotEvent: e.SnapshotEvent, RequestID: "req_" + randomID()}.JSON()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/worker/receiver"
+)
+
+func TestParseConfig_Endpoints(t *testing.T) {
+	t.Parallel()
+	t.Run("OneSecretIsTheDefaultEndpoint", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := parseConfig("serve", nil, envOf(map[string]string{
+			"STRIPE_WEBHOOK_SECRET": "whsec_a,whsec_b", "HOOKD_TEST_EVENTS": "discard",
+		}), new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Endpoints) != 1 {
+			t.Fatalf("endpoints: %v", cfg.Endpoints)
+		}
+		e := cfg.Endpoints[0]
+		if e.Label != endpoint.DefaultLabel || len(e.Secrets) != 2 || e.TestEvents != endpoint.DiscardTestEvents {
+			t.Errorf("endpoint = %v", e)
+		}
+		if cfg.SnapshotAlias != receiver.ForwardBoth {
+			t.Errorf("HOOKD_SNAPSHOT_ALIAS defaults to %q, want forward-both", cfg.SnapshotAlias)
+		}
+	})
+	t.Run("LabelledEndpointsWithTheirSettings", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := parseConfig("serve", nil, envOf(map[string]string{
+			"STRIPE_WEBHOOK_SECRETS": "account=whsec_a;connect=whsec_b;thin=whsec_c",
+			"HOOKD_ENDPOINTS":        "connect:connect=true,test_events=queue-only;thin:kind=thin,stripe_id=ed_1",
+			"HOOKD_TEST_EVENTS":      "discard",
+			"HOOKD_SNAPSHOT_ALIAS":   "dedup",
+		}), new(bytes.Buffer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]endpoint.Endpoint{}
+		for _, e := range cfg.Endpoints {
+			got[e.Label] = e
+		}
+		if e := got["account"]; e.TestEvents != endpoint.DiscardTestEvents || e.Kind != endpoint.Snapshot {
+			t.Errorf("account = %v", e)
+		}
+		if e := got["connect"]; !e.Connect || e.TestEvents != endpoint.QueueTestEvents {
+			t.Errorf("connect = %v", e)
+		}
+		if e := got["thin"]; e.Kind != endpoint.Thin || e.StripeID != "ed_1" {
+			t.Errorf("thin = %v", e)
+		}
+		if cfg.SnapshotAlias != receiver.DedupAlias {
+			t.Errorf("SnapshotAlias = %q", cfg.SnapshotAlias)
+		}
+		// Printed or logged, the endpoints show no secret.
+		var log bytes.Buffer
+		slog.New(slog.NewTextHandler(&log, nil)).Info("config", "endpoints", cfg.Endpoints, "endpoint", cfg.Endpoints[0])
+		for _, out := range []string{fmt.Sprintf("%v %+v", cfg, cfg.Endpoints), log.String()} {
+			if strings.Contains(out, "whsec_") {
+				t.Errorf("a secret shows in %q", out)
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		says string
+	}{
+		{"BothForms", map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_a", "STRIPE_WEBHOOK_SECRETS": "x=whsec_b"},
+			"STRIPE_WEBHOOK_SECRET and STRIPE_WEBHOOK_SECRETS are both set"},
+		{"SettingsWithoutEndpoints", map[string]string{"HOOKD_ENDPOINTS": "x:kind=thin"}, "HOOKD_ENDPOINTS: no endpoint"},
+		{"UnknownLabel", map[string]string{"STRIPE_WEBHOOK_SECRETS": "x=whsec_b", "HOOKD_ENDPOINTS": "y:kind=thin"},
+			`HOOKD_ENDPOINTS: endpoint "y" has no secret`},
+		{"BadSecret", map[string]string{"STRIPE_WEBHOOK_SECRETS": "x=whsec_b;y=sk_live_secretvalue"}, "STRIPE_WEBHOOK_SECRETS"},
+		{"BadTestEvents", map[string]string{"HOOKD_TEST_EVENTS": "keep"}, "HOOKD_TEST_EVENTS"},
+		{"BadAlias", map[string]string{"HOOKD_SNAPSHOT_ALIAS": "merge"}, "HOOKD_SNAPSHOT_ALIAS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseConfig("serve", nil, envOf(tc.env), new(bytes.Buffer))
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.says)
+			}
+			if strings.Contains(err.Error(), "whsec_b") || strings.Contains(err.Error(), "secretvalue") {
+				t.Errorf("the error %q shows a secret", err)
+			}
+		})
+	}
+}
