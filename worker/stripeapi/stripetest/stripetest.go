@@ -65,6 +65,8 @@ type Server struct {
 	key       string
 	denied    map[string]bool // path prefixes the key may not read (403)
 	endpoints map[string]Endpoint
+	// destinations are the event destinations (destinations.go).
+	destinations map[string]Destination
 	events    []storedEvent // newest first once sorted
 	sorted    bool
 	failures  []failure
@@ -90,8 +92,9 @@ func NewServer(t testing.TB) *Server {
 	s := &Server{
 		key:       DefaultKey,
 		denied:    map[string]bool{},
-		endpoints: map[string]Endpoint{},
-		requests:  map[string]int{},
+		endpoints:    map[string]Endpoint{},
+		destinations: map[string]Destination{},
+		requests:     map[string]int{},
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
@@ -238,6 +241,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "", "Unrecognized request URL ("+r.Method+": "+r.URL.Path+").", "")
+		return
+	}
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v2/core/event_destinations/"); ok {
+		s.destination(w, id, r.URL.Query())
 		return
 	}
 	switch rest, _ := strings.CutPrefix(r.URL.Path, "/v1/"); {
