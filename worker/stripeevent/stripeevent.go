@@ -29,6 +29,9 @@ type Event struct {
 	ID      string // evt_...
 	Type    string // e.g. invoice.paid
 	Created time.Time
+	// Account is the connected account the event happened in (acct_...),
+	// as a Connect endpoint receives it; "" for the account's own.
+	Account string
 	// APIVersion is the version the event is rendered in; empty means
 	// APIVersion, the one hookd's samples use.
 	APIVersion string
@@ -45,8 +48,12 @@ type Event struct {
 
 // JSON returns the event compact, its fields in Stripe's order.
 func (e Event) JSON() []byte {
-	b := fmt.Appendf(nil, `{"id":%s,"object":"event","api_version":%s,"created":%d,"data":{"object":%s`,
-		jsonString(e.ID), jsonString(cmp.Or(e.APIVersion, APIVersion)), e.Created.Unix(), e.Object)
+	b := fmt.Appendf(nil, `{"id":%s,"object":"event",`, jsonString(e.ID))
+	if e.Account != "" {
+		b = fmt.Appendf(b, `"account":%s,`, jsonString(e.Account))
+	}
+	b = fmt.Appendf(b, `"api_version":%s,"created":%d,"data":{"object":%s`,
+		jsonString(cmp.Or(e.APIVersion, APIVersion)), e.Created.Unix(), e.Object)
 	if e.PreviousAttributes != nil {
 		b = fmt.Appendf(b, `,"previous_attributes":%s`, e.PreviousAttributes)
 	}
@@ -107,12 +114,18 @@ func Mix(i int) string { return mix[i%len(mix)] }
 // ids, and the event's id. Its data.object's metadata says it was sent by
 // sentBy, so an app can tell a test event from a customer's.
 func Sample(eventType, sentBy string, now time.Time) (payload []byte, id string, err error) {
+	return SampleIn(eventType, sentBy, "", now)
+}
+
+// SampleIn is Sample for an event of the connected account account
+// (acct_...), as a Connect endpoint receives it; "" is the account's own.
+func SampleIn(eventType, sentBy, account string, now time.Time) (payload []byte, id string, err error) {
 	if eventType == "" {
 		return nil, "", fmt.Errorf("event type must not be empty")
 	}
 	f := newFixture(now, sentBy)
 	object, previous := f.object(eventType)
-	e := Event{ID: NewID("evt"), Type: eventType, Created: now, RequestID: NewID("req"), IdempotencyKey: newUUID()}
+	e := Event{ID: NewID("evt"), Type: eventType, Created: now, Account: account, RequestID: NewID("req"), IdempotencyKey: newUUID()}
 	if e.Object, err = json.Marshal(object); err != nil {
 		return nil, "", fmt.Errorf("render %s event: %w", eventType, err)
 	}
