@@ -127,6 +127,15 @@ func pulledText(p reconcile.Pulled) string {
 	return head + p.Outcome.String()
 }
 
+// newStripeClient returns the client of Stripe's API the configuration
+// asks for, or nil without STRIPE_API_KEY.
+func newStripeClient(cfg Config, logger *slog.Logger) *stripeapi.Client {
+	if cfg.StripeAPIKey == "" {
+		return nil
+	}
+	return stripeapi.New(stripeapi.Config{Key: cfg.StripeAPIKey.Reveal(), URL: cfg.StripeAPIURL, Logger: logger})
+}
+
 // newReconciler returns the reconciler the configuration asks for, or nil
 // when the key or the endpoint id is not set.
 func newReconciler(cfg Config, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
