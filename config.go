@@ -60,10 +60,10 @@ type Config struct {
 	AlertPendingAge  time.Duration
 	// AlertQuiet is HOOKD_ALERT_QUIET: the quiet period of an endpoint
 	// without its own; 0 is off.
-	AlertQuiet time.Duration
-	PublicURL        string
-	DemoBackoff      bool
-	StripeAPIURL     string
+	AlertQuiet   time.Duration
+	PublicURL    string
+	DemoBackoff  bool
+	StripeAPIURL string
 	// Reconciliation with Stripe's Events API: off without the key and the
 	// endpoint id.
 	StripeAPIKey      Secret

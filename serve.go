@@ -175,7 +175,7 @@ type stores struct {
 	// pageUngenerated is the failures page's read of them.
 	ungenerated     *ungenerated.Store
 	pageUngenerated *ungenerated.Store
-	sessions     *pgxstore.PostgresStore
+	sessions        *pgxstore.PostgresStore
 }
 
 // openStores opens and migrates the database, opens the dashboard's pool,
@@ -201,14 +201,14 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	s.closers = append(s.closers, dashPool.Close)
 	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
 	st := stores{
-		queue:        queue.New(pool, storeOpts...),
-		reads:        queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
-		pageCounts:   activity.New(pageReads),
-		pageRefusals: rejections.New(pageReads),
-		counts:       activity.New(pool),
-		refused:      rejections.New(pool),
-		accounts:     accounts.New(pool),
-		audit:        audit.New(dashPool),
+		queue:           queue.New(pool, storeOpts...),
+		reads:           queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
+		pageCounts:      activity.New(pageReads),
+		pageRefusals:    rejections.New(pageReads),
+		counts:          activity.New(pool),
+		refused:         rejections.New(pool),
+		accounts:        accounts.New(pool),
+		audit:           audit.New(dashPool),
 		ungenerated:     ungenerated.New(pool),
 		pageUngenerated: ungenerated.New(pageReads),
 		// The pruner deletes expired sessions; pgxstore's own cleanup

@@ -67,11 +67,11 @@ type Server struct {
 	endpoints map[string]Endpoint
 	// destinations are the event destinations (destinations.go).
 	destinations map[string]Destination
-	events    []storedEvent // newest first once sorted
-	sorted    bool
-	failures  []failure
-	requests  map[string]int
-	queries   []url.Values
+	events       []storedEvent // newest first once sorted
+	sorted       bool
+	failures     []failure
+	requests     map[string]int
+	queries      []url.Values
 }
 
 type storedEvent struct {
@@ -90,8 +90,8 @@ type failure struct {
 // test ends.
 func NewServer(t testing.TB) *Server {
 	s := &Server{
-		key:       DefaultKey,
-		denied:    map[string]bool{},
+		key:          DefaultKey,
+		denied:       map[string]bool{},
 		endpoints:    map[string]Endpoint{},
 		destinations: map[string]Destination{},
 		requests:     map[string]int{},
