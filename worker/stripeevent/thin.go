@@ -56,11 +56,12 @@ func (t Thin) JSON() []byte {
 const PingType = "v2.core.event_destination.ping"
 
 // Ping returns the ping Stripe sends the event destination destinationID
-// (ed_...), created now.
-func Ping(destinationID string) []byte {
-	return Thin{ID: NewID("evt"), Type: PingType, Created: time.Now(),
+// (ed_...), created now, and its id.
+func Ping(destinationID string) (payload []byte, id string) {
+	t := Thin{ID: NewID("evt"), Type: PingType, Created: time.Now(),
 		Related: &RelatedObject{ID: destinationID, Type: "v2.core.event_destination",
-			URL: "/v2/core/event_destinations/" + destinationID}}.JSON()
+			URL: "/v2/core/event_destinations/" + destinationID}}
+	return t.JSON(), t.ID
 }
 
 // GenerationFailureType is the type of Stripe's notice that it failed to
