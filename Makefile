@@ -85,6 +85,11 @@ run: db build $(DEV_ENV)
 	echo "     Pending with their errors and are retried within seconds."; \
 	echo "  4. About 30 seconds later the customer.subscription.updated events are Dead."; \
 	echo "     Open one and press Retry: the demo app takes it this time, and it is processed."; \
+	echo "  5. What Stripe sends besides: a thin event, a connected account's event, a destination's"; \
+	echo "     ping, and the notice of an event Stripe could not generate (listed on Failures):"; \
+	echo "       ./bin/hookd send-test-event -thin$$to;  ./bin/hookd send-test-event -account acct_1Demo$$to"; \
+	echo "       ./bin/hookd send-test-event -ping$$to;  ./bin/hookd send-test-event -generation-failure$$to"; \
+	echo "     (each with STRIPE_WEBHOOK_SECRET as above)"; \
 	echo; \
 	echo "  add people: DATABASE_URL=$$DATABASE_URL ./bin/hookd user add EMAIL -role operator"; \
 	echo "  health:     $$base/healthz   metrics: $$metrics"; \

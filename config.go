@@ -72,9 +72,12 @@ type Config struct {
 	LogLevel         slog.Level
 	AlertURL         Secret
 	AlertPendingAge  time.Duration
-	PublicURL        string
-	DemoBackoff      bool
-	StripeAPIURL     string
+	// AlertQuiet is HOOKD_ALERT_QUIET: the quiet period of an endpoint
+	// without its own; 0 is off.
+	AlertQuiet   time.Duration
+	PublicURL    string
+	DemoBackoff  bool
+	StripeAPIURL string
 	// Reconciliation with Stripe's Events API: off without the key and the
 	// endpoint id.
 	StripeAPIKey      Secret
@@ -200,6 +203,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.AlertURL = Secret(v); return checkURL(v) }},
 	{flag: "alert-pending-age", env: "HOOKD_ALERT_PENDING_AGE", def: humanize.Typed(maintenance.DefaultAlertPendingAge), usage: "alert when the oldest pending event is older than this",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
+	{flag: "alert-quiet", env: "HOOKD_ALERT_QUIET", def: "0", usage: "alert when no event has come through an endpoint for this long, unless HOOKD_ENDPOINTS gives it a quiet period of its own; 0 turns it off",
+		set: func(c *Config, v string) error { return parseInterval(&c.AlertQuiet, v) }},
 	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
@@ -284,6 +289,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 	}
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err
+	}
+	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
+		e := endpoint.New(endpoint.DefaultLabel)
+		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
+		cfg.Endpoints = []endpoint.Endpoint{e}
 	}
 	// Behind an https public URL the dashboard is only ever reached over
 	// TLS, so the session cookie is Secure unless HOOKD_SECURE_COOKIES says

@@ -22,6 +22,7 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		DatabaseURL:       cfg.DatabaseURL,
 		AdminEmail:        cfg.AdminEmail,
 		StripeSecrets:     reveal(cfg.StripeSecrets),
+		Endpoints:         cfg.Endpoints,
 		Discard:           cfg.Processor == processorDiscard,
 		ForwardURL:        cfg.ForwardURL,
 		ForwardSecret:     cfg.ForwardSecret.Reveal(),

@@ -6,7 +6,7 @@
 //
 //	hookd [serve]   run the receiver, the retry loop, the pruner and the dashboard
 //	hookd migrate   apply the database migrations and exit
-//	hookd send-test-event [-n 50] [-type invoice.paid] [-url URL]
+//	hookd send-test-event [-n 50] [-type invoice.paid] [-thin] [-account acct_...] [-ping] [-generation-failure] [-endpoint label] [-url URL]
 //	hookd user add EMAIL [-role viewer|operator|admin]
 //	                add a dashboard account; the password is read from the terminal or stdin
 //	hookd user passwd EMAIL
@@ -103,7 +103,7 @@ const usage = `Usage: hookd <command> [flags]
 Commands:
   serve            run the webhook receiver, retry loop, pruner and dashboard (default)
   migrate          apply the database migrations and exit
-  send-test-event  post signed sample Stripe events to a receiver (-n 50: a realistic mix)
+  send-test-event  post signed sample Stripe events to a receiver (-n 50: a realistic mix; -thin, -account, -ping: thin, Connect and ping events)
   user add EMAIL [-role viewer|operator|admin]
                    add a dashboard account (the password is read from the terminal or stdin)
   user passwd EMAIL

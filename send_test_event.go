@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -19,25 +20,38 @@ import (
 // receiver and prints each answer: one event checks a deployment end to end
 // without a Stripe account at hand; -n 50 feeds the demo a day's mix.
 func sendTestEvent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET.", stderr)
+	fs := newFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET, or of -endpoint's in $STRIPE_WEBHOOK_SECRETS.", stderr)
 	eventType := fs.String("type", "", "the events' type (default: invoice.paid for one event, a realistic mix for more)")
 	count := fs.Int("n", 1, "how many events to send")
 	target := fs.String("url", "http://localhost:8080"+stripeevent.ReceiverPath, "the receiver to post to")
+	label := fs.String("endpoint", "", "the endpoint of $STRIPE_WEBHOOK_SECRETS whose secret signs the events (default: $STRIPE_WEBHOOK_SECRET's, or the first endpoint's)")
+	var kind testEventKind
+	fs.BoolVar(&kind.thin, "thin", false, "send thin events (v1.<type>, as an event destination of thin events sends them)")
+	fs.StringVar(&kind.account, "account", "", "send the events of this connected account (acct_...), as a Connect endpoint receives them")
+	fs.BoolVar(&kind.ping, "ping", false, "send "+stripeevent.PingType+", Stripe's check of an event destination")
+	fs.BoolVar(&kind.notice, "generation-failure", false, "send "+stripeevent.GenerationFailureType+", Stripe's notice of an event it could not create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *count < 1 {
 		return fmt.Errorf("-n: must be at least 1 (got %d)", *count)
 	}
-	var secrets []Secret
-	if err := parseSecrets(&secrets, getenv("STRIPE_WEBHOOK_SECRET")); err != nil {
-		return fmt.Errorf("STRIPE_WEBHOOK_SECRET: %v", err)
+	if kind.account != "" && !strings.HasPrefix(kind.account, "acct_") {
+		return fmt.Errorf("-account: a connected account's id starts with acct_ (got %q)", kind.account)
 	}
-	if len(secrets) == 0 {
-		return errors.New("STRIPE_WEBHOOK_SECRET: set it to the receiver's signing secret")
+	if kind.ping && kind.notice {
+		return errors.New("-ping and -generation-failure: choose one")
+	}
+	secret, err := testEventSecret(getenv, *label)
+	if err != nil {
+		return err
 	}
 	typeOf := func(i int) string {
 		switch {
+		case kind.ping:
+			return stripeevent.PingType
+		case kind.notice:
+			return stripeevent.GenerationFailureType
 		case *eventType != "":
 			return *eventType
 		case *count == 1:
@@ -48,7 +62,7 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	if *count == 1 {
-		res := postTestEvent(ctx, client, *target, secrets[0], typeOf(0))
+		res := postTestEvent(ctx, client, *target, secret, kind, typeOf(0))
 		if res.err != nil {
 			return res.err
 		}
@@ -59,12 +73,51 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 		return nil
 	}
 
-	return sendTestEvents(ctx, client, *target, secrets[0], *count, typeOf, stdout)
+	return sendTestEvents(ctx, client, *target, secret, kind, *count, typeOf, stdout)
+}
+
+// testEventKind is what sort of event send-test-event sends.
+type testEventKind struct {
+	thin, ping, notice bool
+	// account is the connected account of a Connect event; "" for none.
+	account string
+}
+
+// testEventSecret is the secret that signs: the first of label's in
+// STRIPE_WEBHOOK_SECRETS, or of STRIPE_WEBHOOK_SECRET, or of the first
+// endpoint of STRIPE_WEBHOOK_SECRETS.
+func testEventSecret(getenv func(string) string, label string) (Secret, error) {
+	eps, err := endpoint.ParseSecrets(getenv("STRIPE_WEBHOOK_SECRETS"))
+	if err != nil {
+		return "", fmt.Errorf("STRIPE_WEBHOOK_SECRETS: %v", err)
+	}
+	if label != "" {
+		if len(eps) == 0 && label == endpoint.DefaultLabel {
+			label = ""
+		} else {
+			ep, err := endpoint.Find(eps, label)
+			if err != nil {
+				return "", fmt.Errorf("-endpoint: %v in STRIPE_WEBHOOK_SECRETS", err)
+			}
+			return Secret(ep.Secrets[0]), nil
+		}
+	}
+	var secrets []Secret
+	if err := parseSecrets(&secrets, getenv("STRIPE_WEBHOOK_SECRET")); err != nil {
+		return "", fmt.Errorf("STRIPE_WEBHOOK_SECRET: %v", err)
+	}
+	switch {
+	case len(secrets) > 0:
+		return secrets[0], nil
+	case len(eps) > 0:
+		return Secret(eps[0].Secrets[0]), nil
+	}
+	return "", errors.New("STRIPE_WEBHOOK_SECRET: set it to the receiver's signing secret (or STRIPE_WEBHOOK_SECRETS, and -endpoint)")
 }
 
 // sendTestEvents posts count events, printing each answer and then how
 // many got which.
-func sendTestEvents(ctx context.Context, client *http.Client, target string, secret Secret, count int,
+func sendTestEvents(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind, count int,
 	typeOf func(i int) string, stdout io.Writer) error {
 	// Stripe delivers several events at once; so does this, a few at a
 	// time, printing each answer as it comes.
@@ -87,7 +140,7 @@ func sendTestEvents(ctx context.Context, client *http.Client, target string, sec
 				if i >= count || ctx.Err() != nil {
 					return
 				}
-				res := postTestEvent(ctx, client, target, secret, typeOf(i))
+				res := postTestEvent(ctx, client, target, secret, kind, typeOf(i))
 				mu.Lock()
 				if res.err != nil {
 					failed++
@@ -123,10 +176,10 @@ type testEventResult struct {
 	err                         error
 }
 
-// postTestEvent signs and posts one sample event of eventType.
-func postTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, eventType string) testEventResult {
+// postTestEvent signs and posts one sample event of eventType, of kind.
+func postTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind, eventType string) testEventResult {
 	res := testEventResult{eventType: eventType}
-	payload, id, err := stripeevent.Sample(eventType, "hookd send-test-event", time.Now())
+	payload, id, err := testEventPayload(kind, eventType)
 	if err != nil {
 		res.err = fmt.Errorf("-type: %v", err)
 		return res
@@ -148,6 +201,26 @@ func postTestEvent(ctx context.Context, client *http.Client, target string, secr
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	res.code, res.status, res.body = resp.StatusCode, resp.Status, strings.TrimSpace(string(body))
 	return res
+}
+
+// testEventPayload builds one event of kind.
+func testEventPayload(kind testEventKind, eventType string) (payload []byte, id string, err error) {
+	now := time.Now()
+	switch {
+	case kind.ping:
+		payload, id = stripeevent.SamplePing(stripeevent.NewID("ed"))
+		return payload, id, nil
+	case kind.notice:
+		id = stripeevent.NewID("evt")
+		return stripeevent.GenerationFailure(id), id, nil
+	case kind.thin:
+		if eventType == "" {
+			return nil, "", errors.New("event type must not be empty")
+		}
+		payload, id = stripeevent.SampleThin(eventType, kind.account, now)
+		return payload, id, nil
+	}
+	return stripeevent.SampleIn(eventType, "hookd send-test-event", kind.account, now)
 }
 
 // summarizeAnswers says how many events got each answer, most first:

@@ -21,10 +21,12 @@ import (
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/stripehealth"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 
@@ -92,6 +94,9 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	if err != nil {
 		return nil, err
 	}
+	// Stripe's notices about Stripe itself are hookd's to keep, not the
+	// app's to process, on every path an event runs.
+	proc = stripehealth.Processor(proc, st.ungenerated)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -120,7 +125,8 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	if cfg.AlertURL != "" {
 		alerter := maintenance.NewAlerter(store, logger, maintenance.AlerterConfig{
 			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
-			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures)})
+			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures),
+			Endpoints: cfg.Endpoints, Stripe: stripeClient, Quiet: cfg.AlertQuiet})
 		s.loops = append(s.loops, alerter.Run)
 	}
 	if reconciler != nil {
@@ -138,7 +144,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	handler := web.NewServer(web.Options{
 		Logger: logger,
 		Stores: web.Stores{Queue: store, Reads: st.reads, Accounts: accts, Audit: st.audit,
-			Activity: st.pageCounts, Rejections: st.pageRefusals},
+			Activity: st.pageCounts, Rejections: st.pageRefusals, Ungenerated: st.pageUngenerated},
 		Receiver:        receiver,
 		Metrics:         metrics,
 		Gatherer:        mainGatherer,
@@ -178,6 +184,10 @@ type stores struct {
 	// control is this replica's copy of delivery_control, which the
 	// queue's outcomes tell at once when the breaker opens or closes.
 	control *worker.Control
+	// ungenerated keeps Stripe's event-generation-failure notices;
+	// pageUngenerated is the failures page's read of them.
+	ungenerated     *ungenerated.Store
+	pageUngenerated *ungenerated.Store
 }
 
 // openStores opens and migrates the database, opens the dashboard's pool,
@@ -215,6 +225,8 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 		refused:      rejections.New(pool),
 		accounts:     accounts.New(pool),
 		audit:        audit.New(dashPool),
+		ungenerated:     ungenerated.New(pool),
+		pageUngenerated: ungenerated.New(pageReads),
 		// The pruner deletes expired sessions; pgxstore's own cleanup
 		// goroutine logs through the standard logger and races its own
 		// StopCleanup.

@@ -231,3 +231,22 @@ func (s *Store) EndpointsActivity(ctx context.Context) ([]EndpointActivity, erro
 	}
 	return out, nil
 }
+
+// RecentAPIVersion returns the API version of the newest event received
+// through endpoint since since whose version hookd keeps; false when there
+// is none. It is what the app has been getting through that endpoint.
+func (s *Store) RecentAPIVersion(ctx context.Context, endpoint string, since time.Time) (string, bool, error) {
+	var version string
+	err := s.db.QueryRow(ctx, `
+		SELECT api_version FROM webhook_events
+		WHERE endpoint = $1 AND api_version IS NOT NULL AND api_version <> '' AND created_at >= $2
+		ORDER BY created_at DESC
+		LIMIT 1`, endpoint, since).Scan(&version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("API version of endpoint %s's recent events: %w", endpoint, err)
+	}
+	return version, true, nil
+}

@@ -16,13 +16,21 @@ import (
 // its own, and the page shows the largest ones rather than all of them.
 const maxFailureGroups = 200
 
+// maxUngenerated bounds the page's list of events Stripe could not
+// generate: the newest, and how many there are in all.
+const maxUngenerated = 50
+
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		groups, total, err := d.reads.FailureGroups(c.Request().Context(), maxFailureGroups)
 		if err != nil {
 			return err
 		}
-		l := views.FailureList{Groups: groups, Total: total}
+		lost, lostTotal, err := d.opts.Stores.Ungenerated.List(c.Request().Context(), maxUngenerated)
+		if err != nil {
+			return err
+		}
+		l := views.FailureList{Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
 		return render(c, http.StatusOK, views.Failures(d.page(c, "Failures", "failures"), l))
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
@@ -46,6 +47,9 @@ type Stores struct {
 	// pool and limit too (queue.TimedReads) when the server has one.
 	Activity   *activity.Store
 	Rejections *rejections.Store
+	// Ungenerated is read by the failures page: the events Stripe could
+	// not generate. Nil reads them from Queue's database.
+	Ungenerated *ungenerated.Store
 }
 
 // Options is everything NewServer needs: what it serves from, and the
@@ -173,6 +177,9 @@ func withDefaults(opts Options) Options {
 	opts.MaxBodyMemory = cmp.Or(opts.MaxBodyMemory, DefaultMaxBodyMemory)
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, maintenance.DefaultMarkerRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
+	if opts.Stores.Ungenerated == nil && opts.Stores.Queue != nil {
+		opts.Stores.Ungenerated = ungenerated.New(opts.Stores.Queue.DB())
+	}
 	if opts.FormKeys == nil && opts.Stores.Accounts != nil {
 		opts.FormKeys = accounts.NewKeyRing(opts.Stores.Accounts, accounts.SignInFormKey, accounts.KeyRingConfig{})
 	}

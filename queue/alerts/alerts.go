@@ -29,6 +29,8 @@ const (
 	SignatureFailures Condition = "signature_failures"
 	// BreakerOpen: the circuit breaker holds delivery, the app looks down.
 	BreakerOpen Condition = "breaker_open"
+	// GenerationFailures: Stripe said it failed to generate events.
+	GenerationFailures Condition = "generation_failures"
 )
 
 // State is what the replicas agree on about one condition.
@@ -39,8 +41,11 @@ type State struct {
 	// to hold; both nil while it is not active.
 	Since    *time.Time `db:"since"`
 	LastSeen *time.Time `db:"last_seen_at"`
-	// Count is, for Dead, how many events went dead since it started.
+	// Count is, for Dead, how many events went dead since it started, and
+	// for GenerationFailures how many notices arrived.
 	Count int64 `db:"count"`
+	// CreatedAt is when the condition was first checked.
+	CreatedAt time.Time `db:"created_at"`
 }
 
 // Lock locks, in tx, the alert conditions no other transaction holds and
@@ -49,7 +54,7 @@ type State struct {
 // change of a condition is seen, and announced, by one replica only.
 func Lock(ctx context.Context, tx pgx.Tx) ([]State, time.Time, error) {
 	rows, err := tx.Query(ctx, `
-		SELECT condition, active, since, last_seen_at, count FROM alert_conditions
+		SELECT condition, active, since, last_seen_at, count, created_at FROM alert_conditions
 		ORDER BY condition
 		FOR UPDATE SKIP LOCKED`)
 	if err != nil {

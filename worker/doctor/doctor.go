@@ -31,6 +31,7 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeapi"
@@ -66,6 +67,10 @@ type Config struct {
 	AdminEmail string
 	// StripeSecrets are STRIPE_WEBHOOK_SECRET's secrets.
 	StripeSecrets []string
+	// Endpoints, when set, are the labelled endpoints, each checked on
+	// lines of its own (Endpoints) in place of StripeSecrets and
+	// StripeEndpointID's.
+	Endpoints []endpoint.Endpoint
 	// Discard is set when HOOKD_PROCESSOR=discard.
 	Discard        bool
 	ForwardURL     string
@@ -104,23 +109,26 @@ func Run(ctx context.Context, cfg Config) []Result {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	key, endpoint := Stripe(ctx, cfg)
-	return []Result{
+	results := []Result{
 		Database(ctx, cfg.DatabaseURL),
 		SessionTimeouts(ctx, cfg.DatabaseURL),
 		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
-		SigningSecret(cfg.StripeSecrets),
 		Forward(ctx, cfg),
 		ForwardSignature(cfg),
 		ForwardTimeout(cfg.ForwardTimeout, cfg.MaxForwardTimeout),
 		Retention(cfg.MarkerRetention),
 		Backoff(cfg.DemoBackoff),
-		key,
-		endpoint,
+	}
+	if len(cfg.Endpoints) > 0 {
+		results = append(results, Endpoints(ctx, cfg)...)
+	} else {
+		key, endpoint := Stripe(ctx, cfg)
+		results = append(results, SigningSecret(cfg.StripeSecrets), key, endpoint)
+	}
+	return append(results,
 		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
 		Cookies(cfg.PublicURL, cfg.SecureCookies),
-		Metrics(cfg.Addr, cfg.MetricsAddr, cfg.MetricsPublic),
-	}
+		Metrics(cfg.Addr, cfg.MetricsAddr, cfg.MetricsPublic))
 }
 
 // Metrics says where /metrics is served. Queue depths, traffic and

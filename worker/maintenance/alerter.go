@@ -20,6 +20,8 @@ import (
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.
@@ -61,6 +63,18 @@ type AlerterConfig struct {
 	// StopTimeout is how long, once Run's context is cancelled, the alerts
 	// still waiting may take to be sent. Default: 5 s.
 	StopTimeout time.Duration
+
+	// Watching Stripe's side (watch.go). Endpoints are the labelled
+	// endpoints; Stripe, when set, reads those with a stripe_id every
+	// WatchInterval (default DefaultWatchInterval) across replicas. Quiet
+	// is HOOKD_ALERT_QUIET, an endpoint's quiet period unless it has its
+	// own; 0 is off. NoticeQuiet is how long no event-generation-failure
+	// notice may arrive before that condition clears. Default: 1 hour.
+	Endpoints     []endpoint.Endpoint
+	Stripe        *stripeapi.Client
+	WatchInterval time.Duration
+	Quiet         time.Duration
+	NoticeQuiet   time.Duration
 }
 
 // DefaultAlertPendingAge is HOOKD_ALERT_PENDING_AGE's default: an event
@@ -106,6 +120,8 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
 	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, telemetry.DefaultStopTimeout)
+	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, DefaultWatchInterval)
+	cfg.NoticeQuiet = cmp.Or(cfg.NoticeQuiet, time.Hour)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &Alerter{
 		store:  store,
@@ -251,6 +267,12 @@ func (a *Alerter) enqueue(ctx context.Context, text string) {
 // stores the changes, and once they are committed queues one alert per
 // change. It never waits on the alert endpoint.
 func (a *Alerter) Check(ctx context.Context) error {
+	// Stripe is read before the transaction, which holds no connection
+	// while Stripe's API answers.
+	a.watch(ctx)
+	if err := alerts.Ensure(ctx, a.store.DB(), a.endpointConditions()); err != nil {
+		return err
+	}
 	var texts []string
 	err := a.store.InTx(ctx, func(tx *queue.Tx) error {
 		texts = texts[:0]
@@ -287,9 +309,14 @@ func (a *Alerter) Check(ctx context.Context) error {
 // evaluate reads one condition's facts and returns its next state and the
 // alert text of its change, "" when it did not start or clear.
 func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	if kind, label, ok := st.Condition.Endpoint(); ok {
+		return a.evaluateEndpoint(ctx, tx, st, kind, label, now)
+	}
 	switch st.Condition {
 	case alerts.Dead:
 		return a.evaluateDead(ctx, tx, st, now)
+	case alerts.GenerationFailures:
+		return a.evaluateGenerationFailures(ctx, tx, st, now)
 	case alerts.PendingAge:
 		oldest, pending, err := tx.OldestPending(ctx)
 		if err != nil {
@@ -351,12 +378,12 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, n
 func transition(st alerts.State, holds bool, now time.Time, started, cleared func() string) (alerts.State, string, error) {
 	switch {
 	case holds && !st.Active:
-		return alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now}, started(), nil
+		return alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, CreatedAt: st.CreatedAt}, started(), nil
 	case holds:
 		st.LastSeen = &now
 		return st, "", nil
 	case st.Active:
-		return alerts.State{Condition: st.Condition}, cleared(), nil
+		return alerts.State{Condition: st.Condition, CreatedAt: st.CreatedAt}, cleared(), nil
 	}
 	return st, "", nil
 }
@@ -374,7 +401,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 	switch {
 	case len(dead) > 0 && !st.Active:
 		n := int64(len(dead))
-		next := alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, Count: n}
+		next := alerts.State{Condition: st.Condition, Active: true, Since: &now, LastSeen: &now, Count: n, CreatedAt: st.CreatedAt}
 		ids := make([]string, 0, firstDeadIDs)
 		for _, d := range dead[:min(len(dead), firstDeadIDs)] {
 			ids = append(ids, escape(d.EventID))
@@ -394,7 +421,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 		if err != nil {
 			return st, "", err
 		}
-		return alerts.State{Condition: st.Condition}, fmt.Sprintf(
+		return alerts.State{Condition: st.Condition, CreatedAt: st.CreatedAt}, fmt.Sprintf(
 			"hookd: cleared: no event has gone dead for %s. %s dead since %s; %s dead now. %s",
 			humanize.Duration(a.cfg.DeadQuiet), plural(st.Count, "event went", "events went"),
 			st.Since.UTC().Format("2006-01-02 15:04 UTC"), plural(stillDead, "event is", "events are"), link), nil

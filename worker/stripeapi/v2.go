@@ -101,8 +101,10 @@ type Destination struct {
 	URL string
 	// EnabledEvents are the event types Stripe sends it.
 	EnabledEvents []string
-	// Status is "enabled" or "disabled".
-	Status string
+	// Status is "enabled" or "disabled"; DisabledReason says why when
+	// Stripe gives a reason ("user": someone disabled it).
+	Status         string
+	DisabledReason string
 	// Thin is true when it sends thin events, false for snapshot events.
 	Thin bool
 	// APIVersion is the version a snapshot destination's events are
@@ -137,6 +139,9 @@ func (c *Client) Destination(ctx context.Context, id string) (Destination, error
 		Connect: slices.Contains(d.EventsFrom, stripe.V2EventDestinationEventsFromOtherAccounts)}
 	if d.WebhookEndpoint != nil {
 		out.URL = d.WebhookEndpoint.URL
+	}
+	if d.StatusDetails != nil && d.StatusDetails.Disabled != nil {
+		out.DisabledReason = string(d.StatusDetails.Disabled.Reason)
 	}
 	return out, nil
 }

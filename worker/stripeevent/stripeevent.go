@@ -195,12 +195,18 @@ func Mix(i int) string { return mix[i%len(mix)] }
 // ids, and the event's id. Its data.object's metadata says it was sent by
 // sentBy, so an app can tell a test event from a customer's.
 func Sample(eventType, sentBy string, now time.Time) (payload []byte, id string, err error) {
+	return SampleIn(eventType, sentBy, "", now)
+}
+
+// SampleIn is Sample for an event of the connected account account
+// (acct_...), as a Connect endpoint receives it; "" is the account's own.
+func SampleIn(eventType, sentBy, account string, now time.Time) (payload []byte, id string, err error) {
 	if eventType == "" {
 		return nil, "", fmt.Errorf("event type must not be empty")
 	}
 	f := newFixture(now, sentBy)
 	object, previous := f.object(eventType)
-	e := Event{ID: NewID("evt"), Type: eventType, Created: now, RequestID: NewID("req"), IdempotencyKey: newUUID()}
+	e := Event{ID: NewID("evt"), Type: eventType, Created: now, Account: account, RequestID: NewID("req"), IdempotencyKey: newUUID()}
 	if e.Object, err = json.Marshal(object); err != nil {
 		return nil, "", fmt.Errorf("render %s event: %w", eventType, err)
 	}

@@ -69,6 +69,32 @@ func (s *Server) SetDestinationStatus(id, status string) {
 	s.destinations[id] = d
 }
 
+// UpdateEndpoint changes the webhook endpoint id as a person would on its
+// page in Stripe's dashboard (or as Stripe does when it disables it), by
+// change.
+func (s *Server) UpdateEndpoint(id string, change func(*Endpoint)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.endpoints[id]
+	if !ok {
+		panic("stripetest: no endpoint " + id)
+	}
+	change(&e)
+	s.endpoints[id] = e
+}
+
+// UpdateDestination changes the event destination id by change.
+func (s *Server) UpdateDestination(id string, change func(*Destination)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.destinations[id]
+	if !ok {
+		panic("stripetest: no event destination " + id)
+	}
+	change(&d)
+	s.destinations[id] = d
+}
+
 // ThinEvent is a thin event as the fake serves it from /v2/core/events.
 type ThinEvent struct {
 	ID      string    // default: a fresh evt_test_... id
