@@ -217,14 +217,14 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	control := worker.NewControl(queue.New(pool), logger)
 	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control)
 	st := stores{
-		queue:        queue.New(pool, append(storeOpts, breaker)...),
-		reads:        queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
-		pageCounts:   activity.New(pageReads),
-		pageRefusals: rejections.New(pageReads),
-		counts:       activity.New(pool),
-		refused:      rejections.New(pool),
-		accounts:     accounts.New(pool),
-		audit:        audit.New(dashPool),
+		queue:           queue.New(pool, append(storeOpts, breaker)...),
+		reads:           queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
+		pageCounts:      activity.New(pageReads),
+		pageRefusals:    rejections.New(pageReads),
+		counts:          activity.New(pool),
+		refused:         rejections.New(pool),
+		accounts:        accounts.New(pool),
+		audit:           audit.New(dashPool),
 		ungenerated:     ungenerated.New(pool),
 		pageUngenerated: ungenerated.New(pageReads),
 		// The pruner deletes expired sessions; pgxstore's own cleanup

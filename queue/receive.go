@@ -435,4 +435,3 @@ func (c *queuedColumns) args() []any {
 		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
 		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent)}
 }
-

@@ -19,9 +19,9 @@ import (
 	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/telemetry"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/stripeapi"
+	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.
