@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -645,8 +646,10 @@ func parseReconcileWindow(dst *time.Duration, v string) error {
 // never seen, and be processed again.
 func checkReconcile(cfg Config) error {
 	switch {
-	case cfg.StripeAPIKey != "" && cfg.StripeEndpointID == "":
-		return errors.New("STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY (reconciliation reads which events the endpoint receives)")
+	case cfg.StripeAPIKey != "" && cfg.StripeEndpointID == "" &&
+		!slices.ContainsFunc(cfg.Endpoints, func(e endpoint.Endpoint) bool { return e.StripeID != "" }):
+		return errors.New("STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY, or a stripe_id for an endpoint in " +
+			"HOOKD_ENDPOINTS (reconciliation reads which events each endpoint receives)")
 	case cfg.StripeAPIKey == "" && cfg.StripeEndpointID != "":
 		return errors.New("STRIPE_API_KEY: required with STRIPE_WEBHOOK_ENDPOINT_ID (a restricted key with Read access to Events and Webhook Endpoints)")
 	}

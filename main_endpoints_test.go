@@ -32,6 +32,21 @@ func TestParseConfig_Endpoints(t *testing.T) {
 			t.Errorf("HOOKD_SNAPSHOT_ALIAS defaults to %q, want forward-both", cfg.SnapshotAlias)
 		}
 	})
+	t.Run("AStripeIDInHookdEndpointsIsEnoughForReconciliation", func(t *testing.T) {
+		t.Parallel()
+		env := map[string]string{
+			"STRIPE_WEBHOOK_SECRETS": "account=whsec_a;thin=whsec_c",
+			"STRIPE_API_KEY":         "rk_test_" + strings.Repeat("x", 24),
+		}
+		if _, err := parseConfig("serve", nil, envOf(env), new(bytes.Buffer)); err == nil ||
+			!strings.Contains(err.Error(), "STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY, or a stripe_id") {
+			t.Errorf("no endpoint with a Stripe id: got %v", err)
+		}
+		env["HOOKD_ENDPOINTS"] = "thin:kind=thin,stripe_id=ed_1"
+		if _, err := parseConfig("serve", nil, envOf(env), new(bytes.Buffer)); err != nil {
+			t.Errorf("a stripe_id in HOOKD_ENDPOINTS: %v", err)
+		}
+	})
 	t.Run("LabelledEndpointsWithTheirSettings", func(t *testing.T) {
 		t.Parallel()
 		cfg, err := parseConfig("serve", nil, envOf(map[string]string{
