@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -228,6 +229,35 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseAPIRate(&c.StripeAPIRate, v) }},
 }
 
+// apply sets the setting to v, read from from (its variable or its
+// flag), and says which when v is refused, echoing v unless it is secret.
+func (s setting) apply(cfg *Config, v, from string) error {
+	if err := s.set(cfg, v); err != nil {
+		if s.secret {
+			return fmt.Errorf("%s: %v", from, err)
+		}
+		return fmt.Errorf("%s: %v (got %q)", from, err, v)
+	}
+	return nil
+}
+
+// readSettings reads only the settings of the variables envs, from the
+// environment or their defaults, through the settings table: for the
+// commands that need a few of hookd's settings (send-test-event, demo-app)
+// and must not stop on a bad value of one they do not use.
+func readSettings(getenv func(string) string, envs ...string) (Config, error) {
+	var cfg Config
+	for _, s := range settings {
+		if !slices.Contains(envs, s.env) {
+			continue
+		}
+		if err := s.apply(&cfg, cmp.Or(getenv(s.env), s.def), s.env); err != nil {
+			return Config{}, err
+		}
+	}
+	return cfg, nil
+}
+
 // parseConfig builds the Config for a command: a flag overrides its
 // environment variable, which overrides the built-in default. A bad value is
 // an error naming the variable and the value (unless it is a secret).
@@ -268,11 +298,8 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 				v = env
 			}
 		}
-		if err := s.set(&cfg, v); err != nil {
-			if s.secret {
-				return Config{}, fmt.Errorf("%s: %v", from, err)
-			}
-			return Config{}, fmt.Errorf("%s: %v (got %q)", from, err, v)
+		if err := s.apply(&cfg, v, from); err != nil {
+			return Config{}, err
 		}
 	}
 	if cfg.ForwardTimeout >= worker.MaxForwardTimeout {

@@ -31,8 +31,12 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	cfg, err := readSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
+	if err != nil {
+		return err
+	}
 	if *addr == "" {
-		forwardURL := getenv("HOOKD_FORWARD_URL")
+		forwardURL := cfg.ForwardURL
 		if forwardURL == "" {
 			return errors.New("HOOKD_FORWARD_URL: set it to where hookd forwards, where the demo app then listens (or pass -addr)")
 		}
@@ -42,10 +46,7 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 		}
 		*addr = u.Host
 	}
-	secret := getenv("HOOKD_FORWARD_SECRET")
-	if err := checkForwardSecret(secret); err != nil {
-		return fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
-	}
+	secret := cfg.ForwardSecret.Reveal()
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "demo-app")
 	app, err := demoapp.New(secret, logger)

@@ -87,10 +87,11 @@ type testEventKind struct {
 // STRIPE_WEBHOOK_SECRETS, or of STRIPE_WEBHOOK_SECRET, or of the first
 // endpoint of STRIPE_WEBHOOK_SECRETS.
 func testEventSecret(getenv func(string) string, label string) (Secret, error) {
-	eps, err := endpoint.ParseSecrets(getenv("STRIPE_WEBHOOK_SECRETS"))
+	cfg, err := readSettings(getenv, "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRETS")
 	if err != nil {
-		return "", fmt.Errorf("STRIPE_WEBHOOK_SECRETS: %v", err)
+		return "", err
 	}
+	eps, secrets := cfg.Endpoints, cfg.StripeSecrets
 	if label != "" {
 		if len(eps) == 0 && label == endpoint.DefaultLabel {
 			label = ""
@@ -101,10 +102,6 @@ func testEventSecret(getenv func(string) string, label string) (Secret, error) {
 			}
 			return Secret(ep.Secrets[0]), nil
 		}
-	}
-	var secrets []Secret
-	if err := parseSecrets(&secrets, getenv("STRIPE_WEBHOOK_SECRET")); err != nil {
-		return "", fmt.Errorf("STRIPE_WEBHOOK_SECRET: %v", err)
 	}
 	switch {
 	case len(secrets) > 0:
