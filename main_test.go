@@ -136,7 +136,7 @@ func TestParseConfig_BadValueNamesTheVariable(t *testing.T) {
 			"HOOKD_MAX_BODY_MEMORY: must be at least HOOKD_MAX_BODY (4194304)"},
 		{"BadFlag", nil, []string{"-marker-retention", "30d"}, "-marker-retention: not a duration"},
 		{"BadStripeSecret", map[string]string{"STRIPE_WEBHOOK_SECRET": "sk_live_oops"}, nil, "STRIPE_WEBHOOK_SECRET: each secret must start with whsec_"},
-		{"ForwardTimeoutBeyondClaimWindow", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than 2m0s, or a replica that dies mid-retry keeps its events waiting"},
+		{"ForwardTimeoutBeyondItsLimit", map[string]string{"HOOKD_FORWARD_TIMEOUT": "5m"}, nil, "HOOKD_FORWARD_TIMEOUT: must be shorter than 2m0s, or a replica that dies mid-retry keeps its events waiting"},
 		{"RetentionBelowStripesRedeliveryWindow", map[string]string{"HOOKD_MARKER_RETENTION": "71h"}, nil,
 			`HOOKD_MARKER_RETENTION: must be at least 72h: Stripe redelivers an event for up to 3 days`},
 		{"RetentionFlagBelowStripesRedeliveryWindow", nil, []string{"-marker-retention", "24h"}, "-marker-retention: must be at least 72h"},

@@ -25,10 +25,10 @@ const (
 	StatusDead Status = "dead"
 )
 
-// DefaultClaimWindow is how far ClaimDue defers a claimed event: a worker
-// that dies between claim and resolve leaves the event due again after
-// this long, so nothing is lost and nothing is claimed twice meanwhile. The
-// dashboard calls a pending event due for longer than this stuck (Overdue).
+// DefaultClaimWindow is how far the seed's ClaimDue defers a claimed
+// event: a worker that dies between claim and resolve leaves the event due
+// again after this long. Production's claims defer an event to its lease's
+// expiry instead (ClaimAttempts).
 const DefaultClaimWindow = 2 * time.Minute
 
 // Event is a row of the retry queue.
@@ -133,7 +133,7 @@ type EventFilter struct {
 	// Account, when set, keeps only events of this connected account.
 	Account string
 	// StuckAfter, when set, keeps only stuck events (see Event.Stuck), with
-	// it as the claim window.
+	// it as the time after which a due event no loop claimed is overdue.
 	StuckAfter time.Duration
 	Limit      int
 	Offset     int

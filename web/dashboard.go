@@ -85,7 +85,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	stuck, err := d.reads.CountStuck(ctx, queue.DefaultClaimWindow)
+	stuck, err := d.reads.CountStuck(ctx, queue.OverdueAfter)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
@@ -258,11 +258,11 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 	}
 }
 
-// stuckAfter is the claim window a stuck filter uses when on: the retry
-// loop's, which hookd does not let anyone configure.
+// stuckAfter is what a stuck filter calls overdue when on: OverdueAfter,
+// which hookd does not let anyone configure.
 func stuckAfter(on bool) time.Duration {
 	if on {
-		return queue.DefaultClaimWindow
+		return queue.OverdueAfter
 	}
 	return 0
 }
@@ -304,7 +304,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 			return err
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, ClaimWindow: queue.DefaultClaimWindow}
+			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter}
 		ids := make([]string, len(page.Events))
 		for i, e := range page.Events {
 			ids[i] = e.EventID
@@ -398,7 +398,7 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	// the retry loop may process the event, and delete this queue row,
 	// before the browser follows the redirect, and the search follows
 	// the event wherever it went.
-	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, ClaimWindow: queue.DefaultClaimWindow,
+	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, OverdueAfter: queue.OverdueAfter,
 		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
 	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
 		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}
