@@ -21,11 +21,7 @@ func keysCommand(ctx context.Context, args []string, getenv func(string) string,
 	if len(args) < 1 || args[0] != "rotate" {
 		return errors.New(keysUsage)
 	}
-	cfg, err := parseConfig("keys rotate", args[1:], getenv, stderr)
-	if err != nil {
-		return err
-	}
-	accts, closeDB, err := openAccounts(ctx, cfg)
+	accts, closeDB, err := openAccounts(ctx, "keys rotate", args[1:], getenv, stderr)
 	if err != nil {
 		return err
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripehealth"
 	"github.com/hookd/hookd/worker/telemetry"
 )
@@ -134,19 +136,41 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	}
 	s.flushes = append(s.flushes, activity.Run, rejections.Run)
 
+	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
+		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace})
+	if err := s.listen(handler, reg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// pipeline is what build wires that the HTTP handler serves.
+type pipeline struct {
+	receiver   *receiver.Receiver
+	metrics    *telemetry.Metrics
+	reg        *prometheus.Registry
+	rejections *telemetry.RejectionLog
+	reconciler *reconcile.Reconciler
+	stripe     *stripeapi.Client
+	pace       *worker.Pace
+}
+
+// newHandler is hookd's HTTP handler: the receiver, the dashboard and the
+// operations endpoints over the stores and the pipeline.
+func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Handler {
 	// /metrics tells queue depths, traffic and failures: on the main
 	// address whoever reaches the receiver could read them, so it is there
 	// only when asked for.
 	var mainGatherer prometheus.Gatherer
 	if cfg.MetricsPublic {
-		mainGatherer = reg
+		mainGatherer = p.reg
 	}
-	handler := web.NewServer(web.Options{
+	return web.NewServer(web.Options{
 		Logger: logger,
-		Stores: web.Stores{Queue: store, Reads: st.reads, Accounts: accts, Audit: st.audit,
+		Stores: web.Stores{Queue: st.queue, Reads: st.reads, Accounts: st.accounts, Audit: st.audit,
 			Activity: st.pageCounts, Rejections: st.pageRefusals, Ungenerated: st.pageUngenerated},
-		Receiver:        receiver,
-		Metrics:         metrics,
+		Receiver:        p.receiver,
+		Metrics:         p.metrics,
 		Gatherer:        mainGatherer,
 		MaxBody:         cfg.MaxBody,
 		MaxBodyMemory:   cfg.MaxBodyMemory,
@@ -155,16 +179,12 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 		TrustedProxies:  cfg.TrustedProxies,
 		MarkerRetention: cfg.MarkerRetention,
 		RetryInterval:   cfg.RetryInterval,
-		Rejections:      rejections,
-		Reconciler:      reconciler,
-		Stripe:          stripeClient,
+		Rejections:      p.rejections,
+		Reconciler:      p.reconciler,
+		Stripe:          p.stripe,
 		Control:         st.control,
-		Pace:            pace,
+		Pace:            p.pace,
 	})
-	if err := s.listen(handler, reg); err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // stores are what build opens on the database.

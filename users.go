@@ -50,19 +50,15 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	cfg, err := parseConfig("user "+sub, rest, getenv, stderr)
-	if err != nil {
-		return err
-	}
-	password, err := readPassword(stdin, stderr)
-	if err != nil {
-		return err
-	}
-	accts, closeDB, err := openAccounts(ctx, cfg)
+	accts, closeDB, err := openAccounts(ctx, "user "+sub, rest, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
 	if sub == "add" {
 		u, err := accts.CreateUser(ctx, email, password, role)
 		if err != nil {
@@ -106,10 +102,16 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 	return strings.TrimRight(line, "\r\n"), nil
 }
 
-// openAccounts opens cfg's database for a command that manages accounts or
-// their keys, migrated first: the first account is often added before
-// hookd's first start. closeDB closes it.
-func openAccounts(ctx context.Context, cfg Config) (_ *accounts.Store, closeDB func(), _ error) {
+// openAccounts reads the settings of the command cmd from args and the
+// environment, and opens their database for a command that manages
+// accounts or their keys, migrated first: the first account is often added
+// before hookd's first start. closeDB closes it.
+func openAccounts(ctx context.Context, cmd string, args []string, getenv func(string) string, stderr io.Writer) (
+	_ *accounts.Store, closeDB func(), _ error) {
+	cfg, err := parseConfig(cmd, args, getenv, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
 	pool, _, err := openMigrated(ctx, cfg)
 	if err != nil {
 		return nil, nil, err

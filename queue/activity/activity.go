@@ -20,9 +20,7 @@ import (
 )
 
 // Store reads and adds activity counts.
-type Store struct {
-	db dbtx.DBTX
-}
+type Store struct{ db dbtx.DBTX }
 
 // New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
 // other reads its own belong with, as the alerter's do.

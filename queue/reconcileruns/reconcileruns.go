@@ -18,9 +18,7 @@ import (
 
 // Store runs the reconcile runs' queries on the queue's database
 // (queue.Store's DB): the main pool, or the dashboard's time-limited reader.
-type Store struct {
-	db dbtx.DBTX
-}
+type Store struct{ db dbtx.DBTX }
 
 // New returns a Store over db.
 func New(db dbtx.DBTX) *Store {

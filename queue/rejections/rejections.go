@@ -18,9 +18,7 @@ import (
 )
 
 // Store reads and writes the rejection log.
-type Store struct {
-	db dbtx.DBTX
-}
+type Store struct{ db dbtx.DBTX }
 
 // New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
 // other reads its own belong with.

@@ -191,6 +191,20 @@ func Write(w io.Writer, results []Result) (failed int) {
 	return failed
 }
 
+// withDatabase runs check on a connection to databaseURL, within 10 s, or
+// says the check named name was skipped because the database does not
+// answer.
+func withDatabase(ctx context.Context, databaseURL, name string, check func(context.Context, *pgxpool.Pool) Result) Result {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, _, err := connect(ctx, databaseURL)
+	if err != nil {
+		return Result{name, Skip, "not checked: the database does not answer"}
+	}
+	defer pool.Close()
+	return check(ctx, pool)
+}
+
 // connect opens a one-connection pool on databaseURL and checks it answers;
 // where says which database, for the messages.
 func connect(ctx context.Context, databaseURL string) (pool *pgxpool.Pool, where string, err error) {
@@ -265,50 +279,45 @@ const (
 // are off or long enough for hookd. The fix it suggests, ALTER ROLE ... IN
 // DATABASE, wins over all three.
 func SessionTimeouts(ctx context.Context, databaseURL string) Result {
-	const name = "session timeouts"
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	pool, _, err := connect(ctx, databaseURL)
-	if err != nil {
-		return Result{name, Skip, "not checked: the database does not answer"}
-	}
-	defer pool.Close()
-	cfg := pool.Config().ConnConfig
-	var found, fixes []string
-	for _, t := range []struct {
-		setting string
-		min     time.Duration
-		needs   string
-	}{
-		{"statement_timeout", MinStatementTimeout, "hookd's prunes and dashboard reads may take"},
-		{"idle_in_transaction_session_timeout", MinIdleInTransactionTimeout, "hookd's own transactions may pause"},
-	} {
-		// In milliseconds for both, where SHOW would print 1s or 5min.
-		var ms int64
-		var source string
-		err := pool.QueryRow(ctx, `SELECT setting::bigint, source FROM pg_settings WHERE name = $1`, t.setting).Scan(&ms, &source)
-		if err != nil {
-			return Result{name, Warn, fmt.Sprintf("could not read %s: %v", t.setting, err)}
+	return withDatabase(ctx, databaseURL, "session timeouts", func(ctx context.Context, pool *pgxpool.Pool) Result {
+		const name = "session timeouts"
+		cfg := pool.Config().ConnConfig
+		var found, fixes []string
+		for _, t := range []struct {
+			setting string
+			min     time.Duration
+			needs   string
+		}{
+			{"statement_timeout", MinStatementTimeout, "hookd's prunes and dashboard reads may take"},
+			{"idle_in_transaction_session_timeout", MinIdleInTransactionTimeout, "hookd's own transactions may pause"},
+		} {
+			// In milliseconds for both, where SHOW would print 1s or 5min.
+			var ms int64
+			var source string
+			err := pool.QueryRow(ctx, `SELECT setting::bigint, source FROM pg_settings WHERE name = $1`, t.setting).Scan(&ms, &source)
+			if err != nil {
+				return Result{name, Warn, fmt.Sprintf("could not read %s: %v", t.setting, err)}
+			}
+			switch d := time.Duration(ms) * time.Millisecond; {
+			case d == 0:
+				found = append(found, t.setting+" off")
+			case d >= t.min:
+				found = append(found, t.setting+" "+durationSQL(d))
+			default:
+				found = append(found, fmt.Sprintf("%s %s (%s), shorter than the %s %s", t.setting, durationSQL(d),
+					settingSource(source), durationSQL(t.min), t.needs))
+				fixes = append(fixes, fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET %s = '%s'", pgx.Identifier{cfg.User}.Sanitize(),
+					pgx.Identifier{cfg.Database}.Sanitize(), t.setting, durationSQL(t.min)))
+			}
 		}
-		switch d := time.Duration(ms) * time.Millisecond; {
-		case d == 0:
-			found = append(found, t.setting+" off")
-		case d >= t.min:
-			found = append(found, t.setting+" "+durationSQL(d))
-		default:
-			found = append(found, fmt.Sprintf("%s %s (%s), shorter than the %s %s", t.setting, durationSQL(d),
-				settingSource(source), durationSQL(t.min), t.needs))
-			fixes = append(fixes, fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET %s = '%s'", pgx.Identifier{cfg.User}.Sanitize(),
-				pgx.Identifier{cfg.Database}.Sanitize(), t.setting, durationSQL(t.min)))
+		if len(fixes) > 0 {
+			it := map[bool]string{true: "it", false: "them"}[len(fixes) == 1]
+			return Result{name, Warn, strings.Join(found, "; ") + "; raise " + it + " for hookd (0 turns a timeout off): " +
+				strings.Join(fixes, "; ")}
 		}
-	}
-	if len(fixes) > 0 {
-		it := map[bool]string{true: "it", false: "them"}[len(fixes) == 1]
-		return Result{name, Warn, strings.Join(found, "; ") + "; raise " + it + " for hookd (0 turns a timeout off): " +
-			strings.Join(fixes, "; ")}
-	}
-	return Result{name, OK, fmt.Sprintf("%s: neither cuts hookd's statements (they need %s) or transactions (%s) short",
-		strings.Join(found, ", "), durationSQL(MinStatementTimeout), durationSQL(MinIdleInTransactionTimeout))}
+		return Result{name, OK, fmt.Sprintf("%s: neither cuts hookd's statements (they need %s) or transactions (%s) short",
+			strings.Join(found, ", "), durationSQL(MinStatementTimeout), durationSQL(MinIdleInTransactionTimeout))}
+	})
 }
 
 // settingSource says where a pg_settings value comes from.
@@ -345,36 +354,31 @@ func durationSQL(d time.Duration) string {
 // manage its accounts. adminEmail is HOOKD_ADMIN_EMAIL, whose account
 // hookd serve makes at start.
 func Accounts(ctx context.Context, databaseURL, adminEmail string) Result {
-	const name = "dashboard accounts"
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	pool, _, err := connect(ctx, databaseURL)
-	if err != nil {
-		return Result{name, Skip, "not checked: the database does not answer"}
-	}
-	defer pool.Close()
-	users, err := accounts.New(pool).Users(ctx)
-	if err != nil {
-		return Result{name, Skip, "not checked: the schema is not migrated yet"}
-	}
-	admins := 0
-	for _, u := range users {
-		if u.Role == accounts.RoleAdmin {
-			admins++
+	return withDatabase(ctx, databaseURL, "dashboard accounts", func(ctx context.Context, pool *pgxpool.Pool) Result {
+		const name = "dashboard accounts"
+		users, err := accounts.New(pool).Users(ctx)
+		if err != nil {
+			return Result{name, Skip, "not checked: the schema is not migrated yet"}
 		}
-	}
-	switch {
-	case adminEmail != "" && admins == 0:
-		return Result{name, OK, fmt.Sprintf("%s; hookd serve makes %s an admin at start", count(len(users), "account"), adminEmail)}
-	case len(users) == 0:
-		return Result{name, Fail, "nobody can sign in to the dashboard: run hookd user add you@example.com -role admin, " +
-			"or set HOOKD_ADMIN_EMAIL and HOOKD_ADMIN_PASSWORD"}
-	case admins == 0:
-		return Result{name, Warn, fmt.Sprintf("%s, none of them an admin: nobody can add, re-role or remove "+
-			"accounts on the dashboard; hookd user add EMAIL -role admin makes one", count(len(users), "account"))}
-	}
-	return Result{name, OK, fmt.Sprintf("%s, %d of them %s", count(len(users), "account"), admins,
-		map[bool]string{true: "an admin", false: "admins"}[admins == 1])}
+		admins := 0
+		for _, u := range users {
+			if u.Role == accounts.RoleAdmin {
+				admins++
+			}
+		}
+		switch {
+		case adminEmail != "" && admins == 0:
+			return Result{name, OK, fmt.Sprintf("%s; hookd serve makes %s an admin at start", count(len(users), "account"), adminEmail)}
+		case len(users) == 0:
+			return Result{name, Fail, "nobody can sign in to the dashboard: run hookd user add you@example.com -role admin, " +
+				"or set HOOKD_ADMIN_EMAIL and HOOKD_ADMIN_PASSWORD"}
+		case admins == 0:
+			return Result{name, Warn, fmt.Sprintf("%s, none of them an admin: nobody can add, re-role or remove "+
+				"accounts on the dashboard; hookd user add EMAIL -role admin makes one", count(len(users), "account"))}
+		}
+		return Result{name, OK, fmt.Sprintf("%s, %d of them %s", count(len(users), "account"), admins,
+			map[bool]string{true: "an admin", false: "admins"}[admins == 1])}
+	})
 }
 
 // stripeSecretShape is what follows whsec_ in the signing secrets Stripe
