@@ -379,7 +379,7 @@ func (b *bouncedReplicas) waitDrained(t *testing.T) {
 // checkMarkers fails t unless the database holds want dedup markers.
 func (b *bouncedReplicas) checkMarkers(t *testing.T, want int64) {
 	t.Helper()
-	if got := queuetest.Count(t, b.db, `SELECT count(*) FROM processed_webhook_events`); got != want {
+	if got := queuetest.Markers(t, b.db); got != want {
 		t.Errorf("markers: got %d, want %d", got, want)
 	}
 }
