@@ -284,7 +284,7 @@ const bouncedPoolConns = 8
 // with its error, not only as a 503.
 func startBouncedReplicas(t *testing.T, app worker.Processor) *bouncedReplicas {
 	t.Helper()
-	direct := queuetest.NewDatabaseURL(t)
+	direct := setup(t, withoutServer()).dbURL
 	pooled := queuetest.PgBouncerURL(t, direct)
 	logs := &e2etest.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))

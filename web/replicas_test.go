@@ -55,7 +55,7 @@ func (d *flakyDownstream) Process(_ context.Context, dl worker.Delivery) worker.
 
 func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	t.Parallel()
-	dbURL := queuetest.NewDatabaseURL(t)
+	dbURL := setup(t, withoutServer()).dbURL
 	down := &flakyDownstream{runs: map[string]int{}, succeeded: map[string]int{}, inFlight: map[string]bool{}}
 
 	type replica struct {
