@@ -35,7 +35,7 @@ func TestBodyMemory_SilentSendersDoNotExhaustMemory(t *testing.T) {
 	defer app.Close()
 	bin := buildHookdBinary(t)
 	p := startHookdProcess(t, bin, []string{
-		"DATABASE_URL=" + queuetest.NewDatabaseURL(t),
+		"DATABASE_URL=" + setup(t).dbURL,
 		"STRIPE_WEBHOOK_SECRET=" + testSecret,
 		"HOOKD_FORWARD_URL=" + app.URL,
 		// The test reads hookd's gauges from the address it posts to.

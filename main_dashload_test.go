@@ -97,20 +97,15 @@ func TestRunServeDashboardViewersLeaveTheReceiverAlone(t *testing.T) {
 	const rows, viewers, senders, minDeliveries, maxDeliveries = 100_000, 30, 4, 200, 20_000
 	const minPages = 2 * viewers
 
-	dbURL := queuetest.NewDatabaseURL(t)
-	pool, err := pgxpool.New(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	fillQueue(t, pool, rows)
-	if _, err := accounts.New(pool).CreateUser(t.Context(), "viewer@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
+	bundle := setup(t)
+	fillQueue(t, bundle.pool, rows)
+	if _, err := accounts.New(bundle.pool).CreateUser(t.Context(), "viewer@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }))
 	defer app.Close()
 	base, stop, stderr := startServe(t, map[string]string{
-		"DATABASE_URL":          dbURL,
+		"DATABASE_URL":          bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET": testSecret,
 		"HOOKD_FORWARD_URL":     app.URL,
 	})

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
@@ -22,7 +21,7 @@ func TestRunDoctor(t *testing.T) {
 	stripe := stripetest.NewServer(t)
 	endpoint := stripe.AddEndpoint(stripetest.Endpoint{APIVersion: "2025-03-31.basil"})
 	env := map[string]string{
-		"DATABASE_URL":               queuetest.NewDatabaseURL(t),
+		"DATABASE_URL":               setup(t).dbURL,
 		"HOOKD_ADMIN_EMAIL":          "ops@example.com",
 		"HOOKD_ADMIN_PASSWORD":       "correct horse battery",
 		"STRIPE_WEBHOOK_SECRET":      "whsec_" + strings.Repeat("Ab1", 11),

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/stripeevent"
@@ -126,8 +125,8 @@ func TestDatabaseOutageNeverAnswers200WithoutCommitting(t *testing.T) {
 	}))
 	t.Cleanup(app.Close)
 
-	dbURL := queuetest.NewDatabaseURL(t)
-	u, err := url.Parse(dbURL)
+	bundle := setup(t)
+	u, err := url.Parse(bundle.dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,13 +280,8 @@ func TestDatabaseOutageNeverAnswers200WithoutCommitting(t *testing.T) {
 
 	// Every 200 is durable: the events the app takes have their marker,
 	// the ones it fails their queue row, and none has both or neither.
-	pool, err := pgxpool.New(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	var marked, queued, both int
-	if err := pool.QueryRow(t.Context(), `
+	if err := bundle.pool.QueryRow(t.Context(), `
 		SELECT count(*) FILTER (WHERE m AND NOT q AND s.eid = ANY ($2)),
 		       count(*) FILTER (WHERE q AND NOT m AND s.eid = ANY ($3)),
 		       count(*) FILTER (WHERE m = q)

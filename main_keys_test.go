@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -19,15 +17,10 @@ import (
 // writes an audit entry, and keeps only the newest three generations.
 func TestRunKeysRotate(t *testing.T) {
 	t.Parallel()
-	dbURL := queuetest.NewDatabaseURL(t)
-	env := envOf(map[string]string{"DATABASE_URL": dbURL})
-	pool, err := pgxpool.New(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	bundle := setup(t)
+	env := envOf(map[string]string{"DATABASE_URL": bundle.dbURL})
 	// A replica made the first key at its first sign-in form.
-	if _, err := accounts.New(pool).SigningKeys(t.Context(), accounts.SignInFormKey); err != nil {
+	if _, err := accounts.New(bundle.pool).SigningKeys(t.Context(), accounts.SignInFormKey); err != nil {
 		t.Fatal(err)
 	}
 
@@ -42,14 +35,14 @@ func TestRunKeysRotate(t *testing.T) {
 			t.Errorf("keys rotate said %q, want it to start %q", out.String(), want)
 		}
 	}
-	keys, err := accounts.New(pool).SigningKeys(t.Context(), accounts.SignInFormKey)
+	keys, err := accounts.New(bundle.pool).SigningKeys(t.Context(), accounts.SignInFormKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(keys) != 3 || keys[0].Generation != 5 || keys[0].RetiredAt != nil || keys[2].Generation != 3 || keys[1].RetiredAt == nil {
 		t.Errorf("keys after four rotations: %+v, want generations 5 (signing), 4 and 3", keys)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM audit_log
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM audit_log
 		WHERE action = 'key_rotate' AND user_email LIKE 'command line: %@%' AND target LIKE 'sign-in form key, generation _'`); n != 4 {
 		t.Errorf("%d key rotations in the audit log, want 4", n)
 	}

@@ -132,17 +132,6 @@ func insertDue(t testing.TB, pool *pgxpool.Pool, ids []string) {
 	}
 }
 
-// openTestPool opens a pool on the test's database, closed when t ends.
-func openTestPool(t testing.TB, dbURL string) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
-
 // connectServer opens a connection to the test server's own database, not
 // the test's: it survives the terminations and is left out of the samples
 // of the test's database.
@@ -349,9 +338,9 @@ func TestLeases_NoTransactionOpenDuringAppCalls(t *testing.T) {
 		hold(r, 3*time.Second)
 		return http.StatusOK
 	})
-	dbURL := queuetest.NewDatabaseURL(t)
+	bundle := setup(t)
 	base, stopServe, stderr := startServe(t, map[string]string{
-		"DATABASE_URL":            dbURL,
+		"DATABASE_URL":            bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET":   testSecret,
 		"HOOKD_FORWARD_URL":       app.srv.URL,
 		"HOOKD_RETRY_CONCURRENCY": "100",
@@ -359,8 +348,7 @@ func TestLeases_NoTransactionOpenDuringAppCalls(t *testing.T) {
 	})
 	stop := stopOnce(stopServe)
 	defer stop()
-	pool := openTestPool(t, dbURL)
-	sampler := startTxSampler(t, databaseName(t, dbURL))
+	sampler := startTxSampler(t, databaseName(t, bundle.dbURL))
 
 	delivered, answers := burst(base, events)
 	bodies := map[string]int{}
@@ -378,9 +366,9 @@ func TestLeases_NoTransactionOpenDuringAppCalls(t *testing.T) {
 	}
 
 	drained := newEventIDs(events)
-	insertDue(t, pool, drained)
+	insertDue(t, bundle.pool, drained)
 	queuetest.WaitFor(t, 60*time.Second, "every event processed and the queue empty", func() bool {
-		markers, rows, ok := queueState(pool)
+		markers, rows, ok := queueState(bundle.pool)
 		return ok && markers == 2*events && rows == 0
 	})
 	sampler.stop()
@@ -483,15 +471,15 @@ func TestLeases_SessionLossNeverRunsAnEventTwiceAtOnce(t *testing.T) {
 		hold(r, 2*time.Second)
 		return http.StatusOK
 	})
-	dbURL := queuetest.NewDatabaseURL(t)
-	dbName := databaseName(t, dbURL)
+	bundle := setup(t)
+	dbName := databaseName(t, bundle.dbURL)
 	admin := connectServer(t)
 	if _, err := admin.Exec(context.Background(), fmt.Sprintf(`ALTER DATABASE %s SET idle_in_transaction_session_timeout = '1s'`,
 		pgx.Identifier{dbName}.Sanitize())); err != nil {
 		t.Fatal(err)
 	}
 	base, stopServe, stderr := startServe(t, map[string]string{
-		"DATABASE_URL":          dbURL,
+		"DATABASE_URL":          bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET": testSecret,
 		"HOOKD_FORWARD_URL":     app.srv.URL,
 		// Longer than the app takes, so that every run ends with the app's
@@ -505,14 +493,13 @@ func TestLeases_SessionLossNeverRunsAnEventTwiceAtOnce(t *testing.T) {
 	})
 	stop := stopOnce(stopServe)
 	defer stop()
-	pool := openTestPool(t, dbURL)
 	var timeout string
-	if err := pool.QueryRow(context.Background(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout); err != nil || timeout != "1s" {
+	if err := bundle.pool.QueryRow(context.Background(), `SHOW idle_in_transaction_session_timeout`).Scan(&timeout); err != nil || timeout != "1s" {
 		t.Fatalf("idle_in_transaction_session_timeout of a new session: %q, %v; want 1s", timeout, err)
 	}
 
 	drained := newEventIDs(drainedEvents)
-	insertDue(t, pool, drained)
+	insertDue(t, bundle.pool, drained)
 
 	// The killer ends every session of hookd's database every 500 ms.
 	var terminated atomic.Int64
@@ -563,7 +550,7 @@ func TestLeases_SessionLossNeverRunsAnEventTwiceAtOnce(t *testing.T) {
 		bodies[s.body]++
 	}
 	queuetest.WaitFor(t, 45*time.Second, "every event processed and the queue empty once the terminations stopped", func() bool {
-		markers, rows, ok := queueState(pool)
+		markers, rows, ok := queueState(bundle.pool)
 		return ok && markers == drainedEvents+deliveredEvents && rows == 0
 	})
 
@@ -593,7 +580,7 @@ func TestLeases_SessionLossNeverRunsAnEventTwiceAtOnce(t *testing.T) {
 		}
 	}
 	var interrupted int
-	if err := pool.QueryRow(context.Background(),
+	if err := bundle.pool.QueryRow(context.Background(),
 		`SELECT count(*) FROM webhook_attempts WHERE error LIKE '%was interrupted%'`).Scan(&interrupted); err != nil {
 		t.Errorf("count interrupted attempts: %v", err)
 	}
@@ -723,8 +710,7 @@ func (p *hookdProcess) terminate() error {
 func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 	t.Parallel()
 	bin := buildHookdBinary(t)
-	dbURL := queuetest.NewDatabaseURL(t)
-	pool := openTestPool(t, dbURL)
+	bundle := setup(t)
 	poison, others := stripeevent.NewID("evt"), newEventIDs(5)
 
 	arrived := make(chan struct{}, 1)
@@ -741,10 +727,10 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		return http.StatusInternalServerError
 	})
 	// One claim takes all six: the batch holds ten.
-	insertDue(t, pool, append(slices.Clone(others), poison))
+	insertDue(t, bundle.pool, append(slices.Clone(others), poison))
 
 	env := []string{
-		"DATABASE_URL=" + dbURL,
+		"DATABASE_URL=" + bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET=" + testSecret,
 		"HOOKD_FORWARD_URL=" + app.srv.URL,
 		// Leases of 1 + 5 s: after each kill the poison is due again then.
@@ -772,7 +758,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 	}
 	othersProcessed := func() bool {
 		var n int
-		err := pool.QueryRow(context.Background(),
+		err := bundle.pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`, others).Scan(&n)
 		return err == nil && n == len(others)
 	}
@@ -801,7 +787,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		case <-tick.C:
 			var status string
 			var selfRecorded int
-			err := pool.QueryRow(context.Background(), `
+			err := bundle.pool.QueryRow(context.Background(), `
 				SELECT e.status, (SELECT count(*) FROM webhook_attempts a
 				                  WHERE a.event_id = e.event_id AND a.error NOT LIKE '%was interrupted%')
 				FROM webhook_events e WHERE e.event_id = $1`, poison).Scan(&status, &selfRecorded)
@@ -821,9 +807,9 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
 	}
 
-	store := queue.New(pool)
+	store := queue.New(bundle.pool)
 	var e queue.Event
-	if err := pool.QueryRow(context.Background(), `SELECT status, attempts, last_error FROM webhook_events WHERE event_id = $1`,
+	if err := bundle.pool.QueryRow(context.Background(), `SELECT status, attempts, last_error FROM webhook_events WHERE event_id = $1`,
 		poison).Scan(&e.Status, &e.Attempts, &e.LastError); err != nil {
 		t.Fatal(err)
 	}
@@ -858,7 +844,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 	if !othersProcessed() {
 		t.Errorf("the other events of the poison's batch are not all processed")
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY ($1)`, others); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY ($1)`, others); n != 0 {
 		t.Errorf("%d of the other events are still queued, want 0", n)
 	}
 	t.Logf("%d hookd runs, %d kills (%d before the batch's other events had settled)", len(procs), kills, killedBeforeOthers)
@@ -913,9 +899,8 @@ func postForm(t testing.TB, client *http.Client, pageURL string, form url.Values
 func TestLeases_RetryNowDuringAnAttemptRunsItAgainAtOnce(t *testing.T) {
 	t.Parallel()
 	const email, password = "support@hookd.test", "lease-test-correct-horse"
-	dbURL := queuetest.NewDatabaseURL(t)
-	pool := openTestPool(t, dbURL)
-	ev := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+	bundle := setup(t)
+	ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 
 	held, again := make(chan struct{}, 1), make(chan string, 1)
 	release := make(chan struct{})
@@ -939,7 +924,7 @@ func TestLeases_RetryNowDuringAnAttemptRunsItAgainAtOnce(t *testing.T) {
 		return http.StatusOK
 	})
 	base, stopServe, stderr := startServe(t, map[string]string{
-		"DATABASE_URL":          dbURL,
+		"DATABASE_URL":          bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET": testSecret,
 		"HOOKD_FORWARD_URL":     app.srv.URL,
 		// Long enough that the held attempt ends with the app's answer.
@@ -971,7 +956,7 @@ func TestLeases_RetryNowDuringAnAttemptRunsItAgainAtOnce(t *testing.T) {
 	token = dashboardForm(t, client, eventPage)
 	postForm(t, client, eventPage+"/retry-now", url.Values{"_csrf": {token}, "back": {"/events/" + ev.ID.String()}})
 	var manual bool
-	if err := pool.QueryRow(context.Background(), `SELECT manual_retry FROM webhook_events WHERE id = $1`, ev.ID).Scan(&manual); err != nil || !manual {
+	if err := bundle.pool.QueryRow(context.Background(), `SELECT manual_retry FROM webhook_events WHERE id = $1`, ev.ID).Scan(&manual); err != nil || !manual {
 		t.Fatalf("after Retry now: manual_retry %v, %v; want true", manual, err)
 	}
 
@@ -985,10 +970,10 @@ func TestLeases_RetryNowDuringAnAttemptRunsItAgainAtOnce(t *testing.T) {
 		t.Fatal("the event's next attempt never reached the app: the person's retry waited for the loop's interval")
 	}
 	queuetest.WaitFor(t, 15*time.Second, "the event processed", func() bool {
-		markers, rows, ok := queueState(pool)
+		markers, rows, ok := queueState(bundle.pool)
 		return ok && markers == 1 && rows == 0
 	})
-	attempts, err := queue.New(pool).Attempts(context.Background(), queue.SourceStripe, ev.EventID)
+	attempts, err := queue.New(bundle.pool).Attempts(context.Background(), queue.SourceStripe, ev.EventID)
 	if err != nil {
 		t.Fatal(err)
 	}

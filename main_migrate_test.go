@@ -71,16 +71,11 @@ func TestParseConfig_MigrateDatabaseURL(t *testing.T) {
 // dropped, as a first install sees it.
 func unmigratedDatabaseURL(t *testing.T) string {
 	t.Helper()
-	u := queuetest.NewDatabaseURL(t)
-	conn, err := pgx.Connect(t.Context(), u)
-	if err != nil {
+	bundle := setup(t)
+	if _, err := bundle.pool.Exec(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	return u
+	return bundle.dbURL
 }
 
 // countIn runs sql, a query returning one integer, on its own connection to

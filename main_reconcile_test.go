@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
@@ -33,7 +32,7 @@ type reconcileEnv struct {
 func newReconcileEnv(t *testing.T) *reconcileEnv {
 	t.Helper()
 	e := &reconcileEnv{api: stripetest.NewServer(t), got: map[string]int{}}
-	dbURL := queuetest.NewDatabaseURL(t)
+	bundle := setup(t)
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.mu.Lock()
 		e.got[r.Header.Get("Hookd-Event-Id")]++
@@ -41,15 +40,10 @@ func newReconcileEnv(t *testing.T) *reconcileEnv {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
 	t.Cleanup(app.Close)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e.pool = pool
+	e.pool = bundle.pool
 	ep := e.api.AddEndpoint(stripetest.Endpoint{EnabledEvents: []string{"invoice.paid", "invoice.payment_failed"}})
 	e.env = map[string]string{
-		"DATABASE_URL":               dbURL,
+		"DATABASE_URL":               bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET":      "whsec_reconcile_command",
 		"HOOKD_FORWARD_URL":          app.URL,
 		"STRIPE_API_KEY":             e.api.Key(),

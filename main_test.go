@@ -202,12 +202,7 @@ func TestParseConfig_SecretsStayOutOfErrorsAndHelp(t *testing.T) {
 
 func TestRun_MigrateTwiceIsANoop(t *testing.T) {
 	t.Parallel()
-	// A database with the helper's schema dropped, as a first install sees it.
-	pool := queuetest.NewPool(t)
-	if _, err := pool.Exec(t.Context(), `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	env := envOf(map[string]string{"DATABASE_URL": pool.Config().ConnString()})
+	env := envOf(map[string]string{"DATABASE_URL": unmigratedDatabaseURL(t)})
 
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"migrate"}, env, nil, &out, &out); err != nil {
@@ -250,6 +245,30 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
+// testBundle is a fresh, migrated database of the test's own for hookd to
+// run on: its URL, hookd's DATABASE_URL, and a pool on it for the rows a test
+// puts in place and the assertions it makes in SQL.
+type testBundle struct {
+	dbURL string
+	// pool connects only when first used, so a test may change the
+	// database's settings before it does.
+	pool *pgxpool.Pool
+}
+
+// setup returns the bundle of a test on a fresh database. Every test of the
+// package that needs a database starts with it.
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	b := &testBundle{dbURL: queuetest.NewDatabaseURL(t)}
+	var err error
+	if b.pool, err = pgxpool.New(context.Background(), b.dbURL); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the database's own cleanup, so it runs first.
+	t.Cleanup(b.pool.Close)
+	return b
+}
+
 // startServe runs `hookd serve` with env on its own port, and on its own
 // database unless env names one,
 // waits until /readyz answers 200, and returns the base URL and a stop
@@ -258,7 +277,7 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *e2e
 	t.Helper()
 	addr := freeAddr(t)
 	if env["DATABASE_URL"] == "" {
-		env["DATABASE_URL"] = queuetest.NewDatabaseURL(t)
+		env["DATABASE_URL"] = setup(t).dbURL
 	}
 	env["HOOKD_ADDR"] = addr
 	if env["HOOKD_METRICS_ADDR"] == "" {
@@ -501,9 +520,9 @@ func TestRunServeFlushesActivityAtStop(t *testing.T) {
 // alone at the next ones, saying so, so a password changed since stays.
 func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 	t.Parallel()
-	dbURL := queuetest.NewDatabaseURL(t)
+	bundle := setup(t)
 	env := func() map[string]string {
-		return map[string]string{"DATABASE_URL": dbURL, "HOOKD_PROCESSOR": "discard",
+		return map[string]string{"DATABASE_URL": bundle.dbURL, "HOOKD_PROCESSOR": "discard",
 			"HOOKD_ADMIN_EMAIL": "root@example.com", "HOOKD_ADMIN_PASSWORD": "bootstrap password"}
 	}
 	_, stop, stderr := startServe(t, env())
@@ -514,12 +533,7 @@ func TestRunServeAdminBootstrapNeverOverwrites(t *testing.T) {
 		t.Errorf("first start's log does not say the admin was created:\n%s", stderr)
 	}
 
-	pool, err := pgxpool.New(t.Context(), dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	accts := accounts.New(pool)
+	accts := accounts.New(bundle.pool)
 	if err := accts.SetPassword(t.Context(), "root@example.com", "changed on purpose"); err != nil {
 		t.Fatal(err)
 	}

@@ -7,19 +7,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/queuetest"
 )
 
 func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := queuetest.NewDatabaseURL(t)
+	bundle := setup(t)
 	getenv := func(k string) string {
 		if k == "DATABASE_URL" {
-			return dbURL
+			return bundle.dbURL
 		}
 		return ""
 	}
@@ -52,12 +49,7 @@ func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {
 		t.Error("passwd of an unknown account succeeded")
 	}
 
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	accts := accounts.New(pool)
+	accts := accounts.New(bundle.pool)
 	if _, err := accts.Authenticate(ctx, "ops@example.com", "first password"); !errors.Is(err, accounts.ErrBadCredentials) {
 		t.Errorf("the old password still works: %v", err)
 	}

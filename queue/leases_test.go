@@ -105,7 +105,7 @@ func TestSettleDeliveries_FencedByTheOwner(t *testing.T) {
 	if err != nil || !written[0] {
 		t.Fatalf("the new holder's outcome: %v, %v", written, err)
 	}
-	if n := bundle.markers(t); n != 1 {
+	if n := queuetest.Markers(t, bundle.pool); n != 1 {
 		t.Errorf("markers %d, want 1", n)
 	}
 }
@@ -146,7 +146,7 @@ func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 	if processed != 1 {
 		t.Errorf("processed %d times, want exactly once", processed)
 	}
-	if n := bundle.markers(t); n != 1 {
+	if n := queuetest.Markers(t, bundle.pool); n != 1 {
 		t.Errorf("markers %d, want 1", n)
 	}
 }

@@ -61,7 +61,7 @@ func TestMarkProcessed_IsIdempotent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := bundle.markers(t); got != 1 {
+	if got := queuetest.Markers(t, bundle.pool); got != 1 {
 		t.Fatalf("markers after re-marking = %d, want 1: re-marking must be a no-op", got)
 	}
 }
@@ -91,7 +91,7 @@ func TestMarkProcessed_ConcurrentDuplicatesLeaveOneRow(t *testing.T) {
 			t.Fatalf("mark must not error under contention: %v", err)
 		}
 	}
-	if got := bundle.markers(t); got != 1 {
+	if got := queuetest.Markers(t, bundle.pool); got != 1 {
 		t.Fatalf("markers after %d concurrent marks = %d, want exactly 1", racers, got)
 	}
 }

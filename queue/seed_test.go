@@ -208,7 +208,7 @@ func TestContract_RedeliveriesLeaveOneMarker(t *testing.T) {
 			t.Fatalf("redelivery %d: %v, want processed", i+1, again.States[0])
 		}
 	}
-	if got := bundle.markers(t); got != 1 {
+	if got := queuetest.Markers(t, bundle.pool); got != 1 {
 		t.Fatalf("markers after redeliveries = %d, want 1", got)
 	}
 	if n := leaseCount(t, bundle.pool); n != 0 {
@@ -279,7 +279,7 @@ func TestContract_ConcurrentDuplicatesLeaveOneMarker(t *testing.T) {
 			t.Errorf("%s: %d deliveries busy or processed, want the other %d (states %v)", id, rest, racers-1, got)
 		}
 	}
-	if got := bundle.markers(t); got != events {
+	if got := queuetest.Markers(t, bundle.pool); got != events {
 		t.Fatalf("markers after %d racers delivered %d events = %d, want exactly %d", racers, events, got, events)
 	}
 	if n := leaseCount(t, bundle.pool); n != 0 {

@@ -66,9 +66,3 @@ func setup(t testing.TB, opts ...setupOption) (*queue.Store, *testBundle) {
 	t.Cleanup(bundle.pool.Close)
 	return queue.New(bundle.pool, c.storeOpts...), bundle
 }
-
-// markers counts the dedup markers exactly.
-func (b *testBundle) markers(t testing.TB) int64 {
-	t.Helper()
-	return queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`)
-}

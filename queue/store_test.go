@@ -132,7 +132,7 @@ func TestPruneProcessed_DeletesInBatchesUntilDone(t *testing.T) {
 	if deleted != 25000 {
 		t.Fatalf("pruned %d, want 25000", deleted)
 	}
-	if got := bundle.markers(t); got != 100 {
+	if got := queuetest.Markers(t, bundle.pool); got != 100 {
 		t.Fatalf("%d markers remain, want the 100 fresh ones", got)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // processor p, serving /metrics.
 func newBodyServer(t *testing.T, p worker.Processor, maxBody, maxBodyMemory int64) *httptest.Server {
 	t.Helper()
-	store, _ := queuetest.NewStore(t)
+	store := setup(t, withoutServer()).store
 	reg := prometheus.NewRegistry()
 	metrics := telemetry.NewMetrics(reg, nil)
 	rcv := receiver.New(store, discardLogger, receiver.Config{

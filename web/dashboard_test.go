@@ -44,11 +44,6 @@ func insertMarkers(t *testing.T, b *testBundle, prefix string, n int, age time.D
 	}
 }
 
-func markerCount(t *testing.T, b *testBundle) int64 {
-	t.Helper()
-	return queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`)
-}
-
 func TestOverview_ShowsTheQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -253,7 +248,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "will remove 1,234 markers older than 30 days") {
 		t.Fatalf("confirmation does not say what it removes:\n%s", text)
 	}
-	if n := markerCount(t, b); n != 1236 {
+	if n := queuetest.Markers(t, b.pool); n != 1236 {
 		t.Fatalf("the confirmation page removed markers: %d left, want 1236", n)
 	}
 
@@ -261,7 +256,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	if got := testid(page.doc, "flash"); got != "Removed 1,234 markers older than 30 days" {
 		t.Errorf("flash %q", got)
 	}
-	if n := markerCount(t, b); n != 2 {
+	if n := queuetest.Markers(t, b.pool); n != 2 {
 		t.Errorf("%d markers left, want 2", n)
 	}
 	ws, err := b.store.WorkerStatus(context.Background())
@@ -295,7 +290,7 @@ func TestPrune_RejectsBadDays(t *testing.T) {
 			}
 		}
 	}
-	if n := markerCount(t, b); n != 3 {
+	if n := queuetest.Markers(t, b.pool); n != 3 {
 		t.Errorf("%d markers left after bad input, want 3", n)
 	}
 	if n := countAudit(t, b, audit.Prune); n != 0 {
@@ -315,7 +310,7 @@ func TestPrune_ThreeDaysIsTheShortestWindow(t *testing.T) {
 	if got := testid(page.doc, "flash"); got != "Removed 4 markers older than 3 days" {
 		t.Errorf("flash %q", got)
 	}
-	if n := markerCount(t, b); n != 2 {
+	if n := queuetest.Markers(t, b.pool); n != 2 {
 		t.Errorf("%d markers left, want the 2 within Stripe's redelivery window", n)
 	}
 }
@@ -355,7 +350,7 @@ func TestRoles_ForbiddenActionsAreHiddenAndRefused(t *testing.T) {
 		r := op.post(path, url.Values{"days": {"30"}})
 		wantStatus(t, r, http.StatusForbidden)
 	}
-	if n := markerCount(t, b); n != 3 {
+	if n := queuetest.Markers(t, b.pool); n != 3 {
 		t.Errorf("operator's prune removed markers: %d left, want 3", n)
 	}
 	if n := len(auditEntries(t, b)); n != 2 { // the two sign-ins

@@ -27,20 +27,21 @@ import (
 // the same database, both kept fresh until the test ends.
 func setupControlled(t *testing.T) (*testBundle, *worker.Control, *worker.Control) {
 	t.Helper()
-	store, pool := queuetest.NewStore(t)
+	bundle := setup(t, withoutServer())
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mine, other := worker.NewControl(store, logger), worker.NewControl(queue.New(pool), logger)
+	mine, other := worker.NewControl(bundle.store, logger), worker.NewControl(queue.New(bundle.pool), logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	for _, c := range []*worker.Control{mine, other} {
 		go func() { _ = c.Run(ctx); done <- struct{}{} }()
 	}
 	t.Cleanup(func() { cancel(); <-done; <-done })
-	stores := storesOn(store, pool)
+	stores := storesOn(bundle.store, bundle.pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
-		Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Control: mine, Pace: worker.NewPace(25)}))
+		Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Control: mine, Pace: worker.NewPace(25)}))
 	t.Cleanup(srv.Close)
-	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}, mine, other
+	bundle.srv = srv
+	return bundle, mine, other
 }
 
 func TestDelivery_PauseAndResume(t *testing.T) {

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
@@ -34,17 +33,18 @@ func setupEndpoints(t *testing.T) *testBundle {
 	if err := endpoint.Configure(eps, "connect:connect=true;thin:kind=thin,connect=true"); err != nil {
 		t.Fatal(err)
 	}
-	store, pool := queuetest.NewStore(t)
+	bundle := setup(t, withoutServer())
 	failing := worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 		return worker.Result{Err: errors.New("downstream answered 500"), HTTPStatus: 500}
 	})
-	opts := web.Options{Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Gatherer: prometheus.NewRegistry(),
-		Receiver: receiver.New(store, discardLogger, receiver.Config{Endpoints: eps, Processor: failing})}
-	stores := storesOn(store, pool)
+	opts := web.Options{Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Gatherer: prometheus.NewRegistry(),
+		Receiver: receiver.New(bundle.store, discardLogger, receiver.Config{Endpoints: eps, Processor: failing})}
+	stores := storesOn(bundle.store, bundle.pool)
 	opts.Stores = stores
 	srv := httptest.NewServer(web.NewServer(opts))
 	t.Cleanup(srv.Close)
-	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	bundle.srv = srv
+	return bundle
 }
 
 func deliver(t *testing.T, b *testBundle, body []byte, secret string) {

@@ -45,7 +45,7 @@ func withToken(form url.Values, tok string) url.Values {
 // the hour, and refused, saying why, after it.
 func TestFormKeyRotation_TwoReplicas(t *testing.T) {
 	t.Parallel()
-	dbURL := queuetest.NewDatabaseURL(t)
+	dbURL := setup(t, withoutServer()).dbURL
 	clock := &shiftedClock{}
 	var replicas [2]*testBundle
 	for i := range replicas {
@@ -144,7 +144,7 @@ func TestFormKeyRotation_TwoReplicas(t *testing.T) {
 // the copy is over a second old.
 func TestFormKeyRotation_AStaleReplicaAcceptsTheNewKeyAtOnce(t *testing.T) {
 	t.Parallel()
-	dbURL := queuetest.NewDatabaseURL(t)
+	dbURL := setup(t, withoutServer()).dbURL
 	clock := &shiftedClock{}
 	var replicas [2]*testBundle
 	for i, refresh := range []time.Duration{time.Millisecond, time.Hour} {

@@ -28,11 +28,14 @@ const testPassword = "correct horse battery"
 
 // testBundle is a dashboard served over HTTP on a database of its own.
 type testBundle struct {
+	// srv is nil with withoutServer: the test serves its own.
 	srv      *httptest.Server
 	store    *queue.Store
 	accounts *accounts.Store
 	audit    *audit.Log
 	pool     *pgxpool.Pool
+	// dbURL is the database's URL, for the replicas a test opens on it.
+	dbURL string
 }
 
 // storesOn returns the server's stores over pool, with store as its queue.
@@ -41,22 +44,71 @@ func storesOn(store *queue.Store, pool *pgxpool.Pool) web.Stores {
 		Rejections: rejections.New(pool)}
 }
 
-func setup(t *testing.T) *testBundle {
-	t.Helper()
-	return setupWith(t, web.Options{}, httptest.NewServer)
+type setupConfig struct {
+	opts      web.Options
+	newServer func(http.Handler) *httptest.Server
+	storeOpts []queue.Option
 }
 
-// setupWith serves the dashboard with opts (its stores and Sessions filled in) through
-// newServer: httptest.NewServer or httptest.NewTLSServer.
+type setupOption func(*setupConfig)
+
+// withOptions serves the dashboard with opts, its stores, Sessions and
+// Gatherer filled in.
+func withOptions(opts web.Options) setupOption { return func(c *setupConfig) { c.opts = opts } }
+
+// withNewServer serves it through newServer: httptest.NewServer (the
+// default) or httptest.NewTLSServer.
+func withNewServer(newServer func(http.Handler) *httptest.Server) setupOption {
+	return func(c *setupConfig) { c.newServer = newServer }
+}
+
+// withoutServer serves nothing, for a test that serves its own receiver
+// or replicas on the bundle's database.
+func withoutServer() setupOption { return func(c *setupConfig) { c.newServer = nil } }
+
+// withStoreOptions gives the queue's Store these options.
+func withStoreOptions(opts ...queue.Option) setupOption {
+	return func(c *setupConfig) { c.storeOpts = append(c.storeOpts, opts...) }
+}
+
+// setup serves the dashboard on a fresh, migrated database of t's own and
+// returns the bundle of what the test works with. Every test of the
+// package that needs a database starts with it.
+func setup(t testing.TB, opts ...setupOption) *testBundle {
+	t.Helper()
+	c := setupConfig{newServer: httptest.NewServer}
+	for _, o := range opts {
+		o(&c)
+	}
+	b := &testBundle{dbURL: queuetest.NewDatabaseURL(t)}
+	cfg, err := pgxpool.ParseConfig(b.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Enough connections for the race tests' goroutines to really overlap.
+	cfg.MaxConns = 32
+	if b.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the database's own cleanup, so it runs first.
+	t.Cleanup(b.pool.Close)
+	b.store = queue.New(b.pool, c.storeOpts...)
+	stores := storesOn(b.store, b.pool)
+	b.accounts, b.audit = stores.Accounts, stores.Audit
+	if c.newServer == nil {
+		return b
+	}
+	c.opts.Sessions = pgxstore.NewWithCleanupInterval(b.pool, 0)
+	c.opts.Stores, c.opts.Gatherer = stores, prometheus.NewRegistry()
+	b.srv = c.newServer(web.NewServer(c.opts))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// setupWith is setup with opts served through newServer.
 func setupWith(t *testing.T, opts web.Options, newServer func(http.Handler) *httptest.Server) *testBundle {
 	t.Helper()
-	store, pool := queuetest.NewStore(t)
-	opts.Sessions = pgxstore.NewWithCleanupInterval(pool, 0)
-	stores := storesOn(store, pool)
-	opts.Stores, opts.Gatherer = stores, prometheus.NewRegistry()
-	srv := newServer(web.NewServer(opts))
-	t.Cleanup(srv.Close)
-	return &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	return setup(t, withOptions(opts), withNewServer(newServer))
 }
 
 // client is one browser: its own cookies, redirects not followed so tests

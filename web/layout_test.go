@@ -2,17 +2,11 @@ package web_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/alexedwards/scs/pgxstore"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/web"
 )
 
 // Browsers ask every page for an icon; the layout names one that exists, so
@@ -41,12 +35,7 @@ func TestLayout_LinksAFaviconThatIsServed(t *testing.T) {
 // nowhere without it.
 func TestLayout_DemoBackoffBanner(t *testing.T) {
 	t.Parallel()
-	pool := queuetest.NewPool(t)
-	stores := storesOn(queue.New(pool, queue.WithDemoBackoff()), pool)
-	demo := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
-		Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
-	t.Cleanup(demo.Close)
-	db := &testBundle{srv: demo, store: stores.Queue, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	db := setup(t, withStoreOptions(queue.WithDemoBackoff()))
 	c := db.client(t)
 	for _, path := range []string{"/login", "/no-such-page"} {
 		banner := c.get(path).doc.Find(`[data-testid="demo-banner"]`).Text()

@@ -284,7 +284,7 @@ const bouncedPoolConns = 8
 // with its error, not only as a 503.
 func startBouncedReplicas(t *testing.T, app worker.Processor) *bouncedReplicas {
 	t.Helper()
-	direct := queuetest.NewDatabaseURL(t)
+	direct := setup(t, withoutServer()).dbURL
 	pooled := queuetest.PgBouncerURL(t, direct)
 	logs := &e2etest.SyncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
@@ -379,7 +379,7 @@ func (b *bouncedReplicas) waitDrained(t *testing.T) {
 // checkMarkers fails t unless the database holds want dedup markers.
 func (b *bouncedReplicas) checkMarkers(t *testing.T, want int64) {
 	t.Helper()
-	if got := queuetest.Count(t, b.db, `SELECT count(*) FROM processed_webhook_events`); got != want {
+	if got := queuetest.Markers(t, b.db); got != want {
 		t.Errorf("markers: got %d, want %d", got, want)
 	}
 }

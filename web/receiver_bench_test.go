@@ -25,7 +25,7 @@ import (
 // binary from another process instead. It reports requests/s, the 50th
 // and 99th percentile latency, and the process's peak RSS.
 func BenchmarkReceiverHTTP(b *testing.B) {
-	store, _ := queuetest.NewStore(b)
+	store := setup(b, withoutServer()).store
 	srv := newServer(b, store, worker.Discard, 1<<20)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	url := srv.URL + "/webhooks/stripe"

@@ -87,38 +87,38 @@ func TestStripeWebhook(t *testing.T) {
 
 	t.Run("ProcessedThenDuplicateBothAnswer200", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		srv := newServer(t, store, worker.Discard, 1<<20)
+		bundle := setup(t, withoutServer())
+		srv := newServer(t, bundle.store, worker.Discard, 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		for _, want := range []string{"processed\n", "duplicate\n"} {
 			if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != want {
 				t.Errorf("got %d %q, want 200 %q", got.status, got.body, want)
 			}
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Markers(t, bundle.pool); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 	})
 
 	t.Run("FailedProcessingIsQueuedWith200", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		srv := newServer(t, store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
+		bundle := setup(t, withoutServer())
+		srv := newServer(t, bundle.store, worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 			return worker.Result{Err: fmt.Errorf("downstream answered 502: bad gateway"), HTTPStatus: 502}
 		}), 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 200 || got.body != "queued\n" {
 			t.Errorf("got %d %q, want 200 queued", got.status, got.body)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE status = 'failed'`); got != 1 {
 			t.Errorf("queue rows: got %d, want 1", got)
 		}
 	})
 
 	t.Run("FutureTimestampIsAccepted", func(t *testing.T) {
 		t.Parallel()
-		store, _ := queuetest.NewStore(t)
-		srv := newServer(t, store, worker.Discard, 1<<20)
+		bundle := setup(t, withoutServer())
+		srv := newServer(t, bundle.store, worker.Discard, 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now().Add(time.Hour))); got.status != 200 {
 			t.Errorf("got %d %q, want 200", got.status, got.body)
@@ -127,7 +127,7 @@ func TestStripeWebhook(t *testing.T) {
 
 	t.Run("ConcurrentDeliveriesProcessOnce", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t, withoutServer())
 		const deliveries = 24
 		var runs, answered atomic.Int64
 		othersAnswered := make(chan struct{})
@@ -141,7 +141,7 @@ func TestStripeWebhook(t *testing.T) {
 			}
 			return worker.Result{}
 		})
-		srv := newServer(t, store, p, 1<<20)
+		srv := newServer(t, bundle.store, p, 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		sig := stripeevent.Sign(body, testSecret, time.Now())
 
@@ -174,15 +174,15 @@ func TestStripeWebhook(t *testing.T) {
 		if got := runs.Load(); got != 1 {
 			t.Errorf("processor runs: got %d, want 1", got)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Markers(t, bundle.pool); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 	})
 
 	t.Run("BadInputIsRefusedAndNothingStored", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		srv := newServer(t, store, worker.Discard, 1024)
+		bundle := setup(t, withoutServer())
+		srv := newServer(t, bundle.store, worker.Discard, 1024)
 		good := stripeevent.Minimal("evt_bad_input", "invoice.paid")
 		signed := func(b []byte) (string, []byte) { return stripeevent.Sign(b, testSecret, time.Now()), b }
 		tests := []struct {
@@ -210,7 +210,7 @@ func TestStripeWebhook(t *testing.T) {
 		}
 		// Registered before the parallel subtests, so it runs after all of them.
 		t.Cleanup(func() {
-			if n := stored(t, pool); n != 0 {
+			if n := stored(t, bundle.pool); n != 0 {
 				t.Errorf("rows stored: got %d, want 0", n)
 			}
 		})
@@ -231,8 +231,8 @@ func TestStripeWebhook(t *testing.T) {
 
 	t.Run("OtherMethodsAre405WithAllow", func(t *testing.T) {
 		t.Parallel()
-		store, _ := queuetest.NewStore(t)
-		srv := newServer(t, store, worker.Discard, 1<<20)
+		bundle := setup(t, withoutServer())
+		srv := newServer(t, bundle.store, worker.Discard, 1<<20)
 		for _, method := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch} {
 			req, _ := http.NewRequest(method, srv.URL+"/webhooks/stripe", nil)
 			got := do(t, req)
@@ -244,30 +244,24 @@ func TestStripeWebhook(t *testing.T) {
 
 	t.Run("NoSecretConfiguredIs503", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		receiver := receiver.New(store, discardLogger, receiver.Config{})
-		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
+		bundle := setup(t, withoutServer())
+		receiver := receiver.New(bundle.store, discardLogger, receiver.Config{})
+		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: bundle.store},
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 503 {
 			t.Errorf("got %d %q, want 503", got.status, got.body)
 		}
-		if n := stored(t, pool); n != 0 {
+		if n := stored(t, bundle.pool); n != 0 {
 			t.Errorf("rows stored: got %d, want 0", n)
 		}
 	})
 
 	t.Run("DatabaseGoingAwayMidRequestIs503ThenRedeliverySucceeds", func(t *testing.T) {
 		t.Parallel()
-		dbURL := queuetest.NewDatabaseURL(t)
-		pool, err := pgxpool.New(t.Context(), dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		store := queue.New(pool)
-		u, _ := url.Parse(dbURL)
+		bundle := setup(t, withoutServer())
+		u, _ := url.Parse(bundle.dbURL)
 		dbName := strings.TrimPrefix(u.Path, "/")
 		admin, err := pgx.Connect(t.Context(), queuetest.ServerURL())
 		if err != nil {
@@ -295,7 +289,7 @@ func TestStripeWebhook(t *testing.T) {
 			}
 			return worker.Result{}
 		})
-		srv := newServer(t, store, p, 1<<20)
+		srv := newServer(t, bundle.store, p, 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 
 		if got := post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now())); got.status != 503 {
@@ -323,7 +317,7 @@ func TestStripeWebhook(t *testing.T) {
 		if last.body != "duplicate\n" || runs.Load() != 1 {
 			t.Errorf("redelivery: got %q after %d runs, want duplicate after 1", last.body, runs.Load())
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`); got != 1 {
+		if got := queuetest.Markers(t, bundle.pool); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 		req, _ = http.NewRequest(http.MethodGet, srv.URL+"/readyz", nil)
@@ -334,9 +328,9 @@ func TestStripeWebhook(t *testing.T) {
 
 	t.Run("MetricsExposeOutcomesAndQueueDepth", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
-		srv := newServer(t, store, worker.Discard, 1<<20)
+		bundle := setup(t, withoutServer())
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		srv := newServer(t, bundle.store, worker.Discard, 1<<20)
 		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 		post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now()))
 		post(t, srv, body, "")

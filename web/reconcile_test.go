@@ -18,7 +18,6 @@ import (
 
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
-	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
@@ -68,19 +67,20 @@ func setupReconcile(t *testing.T, key string) *reconcileBundle {
 	if key == "" {
 		key = rb.api.Key()
 	}
-	store, pool := queuetest.NewStore(t)
+	bundle := setup(t, withoutServer())
 	logger := slog.New(slog.DiscardHandler)
-	receiver := receiver.New(store, logger, receiver.Config{Secrets: []string{"whsec_web"}, Processor: rb})
-	r := reconcile.New(store, receiver, logger, reconcile.Config{
+	receiver := receiver.New(bundle.store, logger, receiver.Config{Secrets: []string{"whsec_web"}, Processor: rb})
+	r := reconcile.New(bundle.store, receiver, logger, reconcile.Config{
 		Client:    stripeapi.New(stripeapi.Config{Key: key, URL: rb.api.URL, PagePause: -1, RateLimitWait: time.Millisecond}),
 		Endpoints: []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: ep.ID}},
 	})
-	stores := storesOn(store, pool)
+	stores := storesOn(bundle.store, bundle.pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{
 		Logger: logger, Stores: stores, Receiver: receiver, Gatherer: prometheus.NewRegistry(),
-		Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Reconciler: r}))
+		Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Reconciler: r}))
 	t.Cleanup(srv.Close)
-	rb.testBundle = &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	bundle.srv = srv
+	rb.testBundle = bundle
 	return rb
 }
 

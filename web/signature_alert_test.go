@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue/activity"
-	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
@@ -25,11 +24,11 @@ import (
 // toward it, and 20 signed with a wrong secret count 20, the alert's burst.
 func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	act := telemetry.NewActivity(activity.New(pool), discardLogger, telemetry.ActivityConfig{FlushInterval: time.Hour})
+	bundle := setup(t, withoutServer())
+	act := telemetry.NewActivity(activity.New(bundle.pool), discardLogger, telemetry.ActivityConfig{FlushInterval: time.Hour})
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry(), act)
-	receiver := receiver.New(store, discardLogger, receiver.Config{Secrets: []string{testSecret}, Metrics: metrics})
-	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: store},
+	receiver := receiver.New(bundle.store, discardLogger, receiver.Config{Secrets: []string{testSecret}, Metrics: metrics})
+	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: web.Stores{Queue: bundle.store},
 		Receiver: receiver, Metrics: metrics, Gatherer: prometheus.NewRegistry(), MaxBody: 1 << 20}))
 	t.Cleanup(srv.Close)
 	ctx, stop := context.WithCancel(context.Background())
@@ -72,7 +71,7 @@ func TestSignatureAlert_CountsOnlyWrongSecrets(t *testing.T) {
 	// Stopping flushes the counts.
 	stop()
 	<-flushed
-	n, err := activity.New(pool).SignatureFailures(t.Context(), maintenance.SignatureWindow)
+	n, err := activity.New(bundle.pool).SignatureFailures(t.Context(), maintenance.SignatureWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

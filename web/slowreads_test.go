@@ -22,20 +22,21 @@ import (
 // read is quick.
 func TestDashboard_ASlowReadSaysNarrowTheFilter(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	stores := storesOn(store, pool)
-	stores.Reads = queue.NewReader(pool, 200*time.Millisecond)
+	bundle := setup(t, withoutServer())
+	stores := storesOn(bundle.store, bundle.pool)
+	stores.Reads = queue.NewReader(bundle.pool, 200*time.Millisecond)
 	srv := httptest.NewServer(web.NewServer(web.Options{Stores: stores, Gatherer: prometheus.NewRegistry(),
-		Sessions: pgxstore.NewWithCleanupInterval(pool, 0)}))
+		Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0)}))
 	t.Cleanup(srv.Close)
-	b := &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	bundle.srv = srv
+	b := bundle
 	c := b.client(t)
 	c.signIn(accounts.RoleViewer)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
 
 	// Every read of the queue waits behind this lock, as it would behind
 	// a scan too large for the limit.
-	tx, err := pool.Begin(context.Background())
+	tx, err := bundle.pool.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,19 +27,20 @@ import (
 // delivers it, and listed on /failures.
 func TestFailures_ListsTheEventsStripeCouldNotGenerate(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	bundle := setup(t, withoutServer())
 	var appCalls atomic.Int64
 	app := worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result {
 		appCalls.Add(1)
 		return worker.Result{}
 	})
-	rcv := receiver.New(store, discardLogger, receiver.Config{Secrets: []string{testSecret},
-		Processor: stripehealth.Processor(app, ungenerated.New(pool))})
-	stores := storesOn(store, pool)
+	rcv := receiver.New(bundle.store, discardLogger, receiver.Config{Secrets: []string{testSecret},
+		Processor: stripehealth.Processor(app, ungenerated.New(bundle.pool))})
+	stores := storesOn(bundle.store, bundle.pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: stores, Receiver: rcv,
-		Sessions: pgxstore.NewWithCleanupInterval(pool, 0), Gatherer: prometheus.NewRegistry()}))
+		Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Gatherer: prometheus.NewRegistry()}))
 	t.Cleanup(srv.Close)
-	b := &testBundle{srv: srv, store: store, accounts: stores.Accounts, audit: stores.Audit, pool: pool}
+	bundle.srv = srv
+	b := bundle
 
 	id := stripeevent.NewID("evt")
 	notice := stripeevent.GenerationFailure(id)
@@ -55,7 +56,7 @@ func TestFailures_ListsTheEventsStripeCouldNotGenerate(t *testing.T) {
 	if n := appCalls.Load(); n != 1 {
 		t.Errorf("the app got %d events, want 1: the thin invoice event, never the notice", n)
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM stripe_generation_failures`); n != 1 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM stripe_generation_failures`); n != 1 {
 		t.Errorf("%d notices kept, want 1", n)
 	}
 

@@ -18,13 +18,13 @@ func BenchmarkRetrierDrain(b *testing.B) {
 	const backlog = 10_000
 	for _, batch := range []int{100, 250, 500, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			store, pool := queuetest.NewStore(b)
-			r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{BatchSize: batch})
+			bundle := setup(b)
+			r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{BatchSize: batch})
 			ctx := context.Background()
 			var drained time.Duration
 			for b.Loop() {
 				b.StopTimer()
-				if _, err := pool.Exec(ctx, `
+				if _, err := bundle.pool.Exec(ctx, `
 					INSERT INTO webhook_events (source, event_id, event_type, payload, last_error, next_retry_at)
 					SELECT 'stripe', 'evt_bench_' || md5(random()::text), 'invoice.paid',
 					       '{"id":"evt_bench","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","amount_paid":2000,"currency":"usd","customer":"cus_123","lines":[]}}}',
@@ -32,7 +32,7 @@ func BenchmarkRetrierDrain(b *testing.B) {
 					FROM generate_series(1, $1)`, backlog); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := pool.Exec(ctx, `ANALYZE webhook_events`); err != nil {
+				if _, err := bundle.pool.Exec(ctx, `ANALYZE webhook_events`); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()

@@ -35,12 +35,26 @@ func (p *countingProcessor) Process(_ context.Context, _ worker.Delivery) worker
 	return worker.Result{HTTPStatus: 200}
 }
 
-func markers(t testing.TB, pool *pgxpool.Pool) int64 {
-	return queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events`)
+// testBundle is what a test of the worker works with: a Store on a fresh,
+// migrated database of the test's own, and its pool for the assertions a
+// test makes in SQL and the rows it puts in place.
+type testBundle struct {
+	store *queue.Store
+	pool  *pgxpool.Pool
 }
 
-func queued(t testing.TB, pool *pgxpool.Pool) int64 {
-	return queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events`)
+// setup returns the bundle of a test on a fresh database. Every test of the
+// package that needs a database starts with it.
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	store, pool := queuetest.NewStore(t)
+	return &testBundle{store: store, pool: pool}
+}
+
+// queued counts the queue's rows exactly.
+func (b *testBundle) queued(t testing.TB) int64 {
+	t.Helper()
+	return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`)
 }
 
 func newReceiver(store *queue.Store, p worker.Processor) *receiver.Receiver {

@@ -99,15 +99,15 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("FailingEventWalksTheBackoffToDead", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		p := &countingProcessor{}
 		p.fail.Store(true)
 		id := stripeevent.NewID("evt")
 		body := stripeevent.Minimal(id, "invoice.paid")
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Queued {
+		if got, err := newReceiver(bundle.store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Queued {
 			t.Fatalf("inline: got %v, %v; want Queued", got, err)
 		}
-		r := newRetrier(store, p, 10)
+		r := newRetrier(bundle.store, p, 10)
 
 		type row struct {
 			status   queue.Status
@@ -116,7 +116,7 @@ func TestRetrier(t *testing.T) {
 		}
 		read := func() row {
 			var x row
-			if err := pool.QueryRow(t.Context(), `
+			if err := bundle.pool.QueryRow(t.Context(), `
 				SELECT status, attempts, extract(epoch FROM next_retry_at - last_attempt_at)::float8
 				FROM webhook_events WHERE event_id = $1`, id).Scan(&x.status, &x.attempts, &x.delay); err != nil {
 				t.Fatalf("read row: %v", err)
@@ -127,7 +127,7 @@ func TestRetrier(t *testing.T) {
 			t.Fatalf("after inline failure: got %+v, want failed, 0 attempts, %v s", got, queue.RetryDelay(0).Seconds())
 		}
 		for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
-			makeDue(t, pool)
+			makeDue(t, bundle.pool)
 			if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
 				t.Fatalf("retry %d: claimed %d, %v; want 1", attempt, n, err)
 			}
@@ -143,13 +143,13 @@ func TestRetrier(t *testing.T) {
 				t.Fatalf("after retry %d: got %+v, want dead with %d attempts", attempt, got, queue.MaxAttempts)
 			}
 		}
-		if _, err := pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() - interval '1 day'`); err != nil {
+		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() - interval '1 day'`); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := r.RunBatch(t.Context()); err != nil || n != 0 {
 			t.Errorf("dead row: claimed %d, %v; want 0", n, err)
 		}
-		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, id)
+		attempts, err := bundle.store.Attempts(t.Context(), queue.SourceStripe, id)
 		if err != nil || len(attempts) != 1+queue.MaxAttempts {
 			t.Fatalf("attempts: got %d, %v; want %d", len(attempts), err, 1+queue.MaxAttempts)
 		}
@@ -169,23 +169,23 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("SuccessResolvesAndMarks", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
+		bundle := setup(t)
+		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
 		var got worker.Delivery
 		p := worker.ProcessorFunc(func(_ context.Context, d worker.Delivery) worker.Result {
 			got = d
 			return worker.Result{HTTPStatus: 204}
 		})
-		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+		if n, err := newRetrier(bundle.store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
 			t.Fatalf("claimed %d, %v; want 1", n, err)
 		}
 		if got.EventID != e.EventID || got.Attempt != 3 || string(got.Payload) != e.Payload {
 			t.Errorf("delivery: got %+v, want event %s attempt 3 with the stored payload", got, e.EventID)
 		}
-		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 1 {
+		if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != 1 {
 			t.Errorf("queue rows %d, markers %d; want 0, 1", q, m)
 		}
-		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
+		attempts, err := bundle.store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
 		if err != nil || len(attempts) != 1 || !attempts[0].Succeeded || *attempts[0].HTTPStatus != 204 || attempts[0].Number != 3 {
 			t.Errorf("attempts: got %+v, %v", attempts, err)
 		}
@@ -193,21 +193,21 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("ManualRetryIsRecordedAsManual", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
-		if ok, err := store.RetryDead(t.Context(), e.ID); err != nil || !ok {
+		bundle := setup(t)
+		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+		if ok, err := bundle.store.RetryDead(t.Context(), e.ID); err != nil || !ok {
 			t.Fatalf("retry dead: %v, %v", ok, err)
 		}
 		p := &countingProcessor{}
 		p.fail.Store(true)
-		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+		if n, err := newRetrier(bundle.store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
 			t.Fatalf("claimed %d, %v; want 1", n, err)
 		}
-		after, err := store.Event(t.Context(), e.ID)
+		after, err := bundle.store.Event(t.Context(), e.ID)
 		if err != nil || after.ManualRetry || after.Status != queue.StatusRetrying || after.Attempts != 1 {
 			t.Errorf("row: got %+v, %v; want retrying, 1 attempt, manual_retry cleared", after, err)
 		}
-		attempts, err := store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
+		attempts, err := bundle.store.Attempts(t.Context(), queue.SourceStripe, e.EventID)
 		if err != nil || len(attempts) != 1 || attempts[0].Path != queue.PathManual {
 			t.Errorf("attempts: got %+v, %v; want one manual attempt", attempts, err)
 		}
@@ -215,66 +215,66 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("EventWithMarkerIsOnlyRemoved", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
-		if err := store.MarkProcessed(t.Context(), e.EventID); err != nil {
+		bundle := setup(t)
+		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
+		if err := bundle.store.MarkProcessed(t.Context(), e.EventID); err != nil {
 			t.Fatal(err)
 		}
 		p := &countingProcessor{}
-		if n, err := newRetrier(store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
+		if n, err := newRetrier(bundle.store, p, 10).RunBatch(t.Context()); err != nil || n != 1 {
 			t.Fatalf("claimed %d, %v; want 1", n, err)
 		}
-		if q, runs := queued(t, pool), p.runs.Load(); q != 0 || runs != 0 {
+		if q, runs := bundle.queued(t), p.runs.Load(); q != 0 || runs != 0 {
 			t.Errorf("queue rows %d, processor runs %d; want 0, 0", q, runs)
 		}
 	})
 
 	t.Run("CrashBetweenClaimAndResolveLosesNothing", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		bundle := setup(t)
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 		// A replica claims the event and dies before resolving it.
-		if claimed, err := store.ClaimDue(t.Context(), 10, queue.DefaultClaimWindow); err != nil || len(claimed) != 1 {
+		if claimed, err := bundle.store.ClaimDue(t.Context(), 10, queue.DefaultClaimWindow); err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: got %d, %v", len(claimed), err)
 		}
 		p := &countingProcessor{}
-		r := newRetrier(store, p, 10)
+		r := newRetrier(bundle.store, p, 10)
 		if n, err := r.RunBatch(t.Context()); err != nil || n != 0 {
 			t.Fatalf("within the claim window: claimed %d, %v; want 0", n, err)
 		}
 		// The claim window passes.
-		if _, err := pool.Exec(t.Context(),
+		if _, err := bundle.pool.Exec(t.Context(),
 			`UPDATE webhook_events SET next_retry_at = next_retry_at - interval '2 minutes 1 second'`); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
 			t.Fatalf("after the claim window: claimed %d, %v; want 1", n, err)
 		}
-		if q, m, runs := queued(t, pool), markers(t, pool), p.runs.Load(); q != 0 || m != 1 || runs != 1 {
+		if q, m, runs := bundle.queued(t), queuetest.Markers(t, bundle.pool), p.runs.Load(); q != 0 || m != 1 || runs != 1 {
 			t.Errorf("queue rows %d, markers %d, runs %d; want 0, 1, 1", q, m, runs)
 		}
 	})
 
 	t.Run("InlineDeliveryWhileRetryRunsIsLockedOut", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		bundle := setup(t)
+		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 		p := newBlockingProcessor()
 		done := make(chan error, 1)
 		go func() {
-			_, err := newRetrier(store, p, 10).RunBatch(t.Context())
+			_, err := newRetrier(bundle.store, p, 10).RunBatch(t.Context())
 			done <- err
 		}()
 		<-p.started
 		body := []byte(e.Payload)
-		if _, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); !errors.Is(err, queue.ErrEventLocked) {
+		if _, err := newReceiver(bundle.store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); !errors.Is(err, queue.ErrEventLocked) {
 			t.Errorf("inline during retry: got %v, want ErrEventLocked", err)
 		}
 		close(p.release)
 		if err := <-done; err != nil {
 			t.Fatalf("retry batch: %v", err)
 		}
-		if got, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Duplicate {
+		if got, err := newReceiver(bundle.store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || got != receiver.Duplicate {
 			t.Errorf("redelivery after retry: got %v, %v; want Duplicate", got, err)
 		}
 		if got := p.total(); got != 1 {
@@ -284,7 +284,7 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("RetryWhileInlineRunsLeavesTheEvent", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		id := stripeevent.NewID("evt")
 		body := stripeevent.Minimal(id, "invoice.paid")
 		p := newBlockingProcessor()
@@ -294,13 +294,13 @@ func TestRetrier(t *testing.T) {
 		}
 		done := make(chan answer, 1)
 		go func() {
-			o, err := newReceiver(store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
+			o, err := newReceiver(bundle.store, p).Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 			done <- answer{o, err}
 		}()
 		<-p.started
 		// The same event shows up due on the queue while the inline run holds it.
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: id, Payload: string(body)})
-		r := newRetrier(store, p, 10)
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: id, Payload: string(body)})
+		r := newRetrier(bundle.store, p, 10)
 		// The inline run's lease keeps the claim off the event: it stays due.
 		if n, err := r.RunBatch(t.Context()); err != nil || n != 0 {
 			t.Fatalf("retry during inline: claimed %d, %v; want 0", n, err)
@@ -309,20 +309,20 @@ func TestRetrier(t *testing.T) {
 		if a := <-done; a.err != nil || a.o != receiver.Processed {
 			t.Fatalf("inline: got %v, %v; want Processed", a.o, a.err)
 		}
-		makeDue(t, pool)
+		makeDue(t, bundle.pool)
 		if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
 			t.Fatalf("retry after inline: claimed %d, %v; want 1", n, err)
 		}
-		if q, m, runs := queued(t, pool), markers(t, pool), p.total(); q != 0 || m != 1 || runs != 1 {
+		if q, m, runs := bundle.queued(t), queuetest.Markers(t, bundle.pool), p.total(); q != 0 || m != 1 || runs != 1 {
 			t.Errorf("queue rows %d, markers %d, runs %d; want 0, 1, 1", q, m, runs)
 		}
 	})
 
 	t.Run("TwoRetriersProcessEachEventOnce", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		const events = 200
-		if _, err := pool.Exec(t.Context(), `
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
 			SELECT 'stripe', 'evt_two_' || i, 'invoice.paid', '{}', now() - interval '1 minute'
 			FROM generate_series(1, $1) i`, events); err != nil {
@@ -339,7 +339,7 @@ func TestRetrier(t *testing.T) {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for range 2 {
-			r := newRetrier(store, p, 25)
+			r := newRetrier(bundle.store, p, 25)
 			wg.Go(func() {
 				<-start
 				for {
@@ -364,16 +364,16 @@ func TestRetrier(t *testing.T) {
 				t.Errorf("%s processed %d times, want 1", id, n)
 			}
 		}
-		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != events {
+		if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != events {
 			t.Errorf("queue rows %d, markers %d; want 0, %d", q, m, events)
 		}
 	})
 
 	t.Run("RunOverlapsBatchesAndProcessesEachEventOnce", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		const events = 300
-		if _, err := pool.Exec(t.Context(), `
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
 			SELECT 'stripe', 'evt_run_' || i, 'invoice.paid', '{}', now() - interval '1 minute'
 			FROM generate_series(1, $1) i`, events); err != nil {
@@ -389,8 +389,8 @@ func TestRetrier(t *testing.T) {
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- newRetrier(store, p, 20).Run(ctx) }()
-		queuetest.WaitFor(t, 30*time.Second, "the backlog drained", func() bool { return queued(t, pool) == 0 })
+		go func() { done <- newRetrier(bundle.store, p, 20).Run(ctx) }()
+		queuetest.WaitFor(t, 30*time.Second, "the backlog drained", func() bool { return bundle.queued(t) == 0 })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("run: got %v, want nil", err)
@@ -405,29 +405,29 @@ func TestRetrier(t *testing.T) {
 				t.Errorf("%s processed %d times, want 1", id, n)
 			}
 		}
-		if m := markers(t, pool); m != events {
+		if m := queuetest.Markers(t, bundle.pool); m != events {
 			t.Errorf("markers %d, want %d", m, events)
 		}
 	})
 
 	t.Run("RunFinishesInFlightWorkOnStop", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{})
+		bundle := setup(t)
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 		p := newBlockingProcessor()
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- newRetrier(store, p, 10).Run(ctx) }()
+		go func() { done <- newRetrier(bundle.store, p, 10).Run(ctx) }()
 		<-p.started
 		cancel()
 		close(p.release)
 		if err := <-done; err != nil {
 			t.Fatalf("run: got %v, want nil", err)
 		}
-		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 1 {
+		if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != 1 {
 			t.Errorf("queue rows %d, markers %d; want 0, 1: the in-flight event finishes", q, m)
 		}
-		ws, err := store.WorkerStatus(t.Context())
+		ws, err := bundle.store.WorkerStatus(t.Context())
 		if err != nil || ws.RetrierTick == nil {
 			t.Errorf("worker status: got %+v, %v; want a retrier tick", ws, err)
 		}
@@ -435,12 +435,12 @@ func TestRetrier(t *testing.T) {
 
 	t.Run("ShutdownCutsNoAttempts", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		// One event is on its last retry: a cut run counted as a failure
 		// would make it dead over a deploy.
 		var ids []string
 		for _, attempts := range []int{queue.MaxAttempts - 1, 1, 1, 2} {
-			e := queuetest.InsertEvent(t, pool, queuetest.EventOpts{
+			e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{
 				Status: queue.StatusRetrying, Attempts: attempts, LastError: fmt.Sprintf("downstream answered 500 (%d)", attempts),
 			})
 			ids = append(ids, e.EventID)
@@ -451,7 +451,7 @@ func TestRetrier(t *testing.T) {
 			lastError string
 		}
 		read := func() map[string]row {
-			rows, err := pool.Query(t.Context(), `SELECT event_id, status, attempts, last_error FROM webhook_events`)
+			rows, err := bundle.pool.Query(t.Context(), `SELECT event_id, status, attempts, last_error FROM webhook_events`)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -470,7 +470,7 @@ func TestRetrier(t *testing.T) {
 		before := read()
 
 		p := newBlockingProcessor()
-		r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
+		r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{
 			Processor: p, StopTimeout: time.Millisecond, Concurrency: 2, BatchSize: 10,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -489,19 +489,19 @@ func TestRetrier(t *testing.T) {
 		if after := read(); !maps.Equal(after, before) {
 			t.Errorf("rows after shutdown:\n got %v\nwant %v: status, attempts and last error unchanged", after, before)
 		}
-		if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+		if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
 			t.Errorf("%d attempts recorded, want none: a cut run is no attempt", n)
 		}
-		if n := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 4 {
+		if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 4 {
 			t.Errorf("%d of 4 rows due, want all released and due again at once", n)
 		}
 
 		// The next start retries them at once, each as the attempt it was.
 		next := &recordingProcessor{}
-		if n, err := newRetrier(store, next, 10).RunBatch(t.Context()); err != nil || n != 4 {
+		if n, err := newRetrier(bundle.store, next, 10).RunBatch(t.Context()); err != nil || n != 4 {
 			t.Fatalf("next start: claimed %d, %v; want 4", n, err)
 		}
-		if q, m := queued(t, pool), markers(t, pool); q != 0 || m != 4 {
+		if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != 4 {
 			t.Errorf("queue rows %d, markers %d; want 0, 4", q, m)
 		}
 		for _, id := range ids {
@@ -515,19 +515,19 @@ func TestRetrier(t *testing.T) {
 // Retries and deaths are counted for the charts once committed.
 func TestRetrier_CountsRetriesAndDeathsWhenCommitted(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	act := telemetry.NewActivity(activity.New(pool), discardLogger, telemetry.ActivityConfig{Replica: "r"})
+	bundle := setup(t)
+	act := telemetry.NewActivity(activity.New(bundle.pool), discardLogger, telemetry.ActivityConfig{Replica: "r"})
 	metrics := telemetry.NewMetrics(prometheus.NewRegistry(), act)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: queue.MaxAttempts - 1})
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: queue.MaxAttempts - 1})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
 	p := &countingProcessor{}
 	p.fail.Store(true)
-	r := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p, Metrics: metrics})
+	r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{Processor: p, Metrics: metrics})
 	if n, err := r.RunBatch(t.Context()); err != nil || n != 2 {
 		t.Fatalf("batch: %d, %v; want 2 claimed", n, err)
 	}
 	p.fail.Store(false)
-	queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusFailed})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusFailed})
 	if n, err := r.RunBatch(t.Context()); err != nil || n != 1 {
 		t.Fatalf("batch: %d, %v; want 1 claimed", n, err)
 	}
@@ -535,7 +535,7 @@ func TestRetrier_CountsRetriesAndDeathsWhenCommitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var retried, processed, dead int64
-	if err := pool.QueryRow(t.Context(), `SELECT sum(retried), sum(processed), sum(dead) FROM activity_minutes`).
+	if err := bundle.pool.QueryRow(t.Context(), `SELECT sum(retried), sum(processed), sum(dead) FROM activity_minutes`).
 		Scan(&retried, &processed, &dead); err != nil {
 		t.Fatal(err)
 	}

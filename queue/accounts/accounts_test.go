@@ -7,9 +7,27 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
+
+// testBundle is what a test of the accounts works with besides its Store.
+type testBundle struct {
+	// pool is on the test's own fresh, migrated database, for the rows a
+	// test puts in place and the assertions it makes in SQL.
+	pool *pgxpool.Pool
+}
+
+// setup returns a Store on a fresh, migrated database of t's own, and the
+// bundle of what else the test needs. Every test of the package starts
+// with it.
+func setup(t testing.TB) (*accounts.Store, *testBundle) {
+	t.Helper()
+	pool := queuetest.NewPool(t)
+	return accounts.New(pool), &testBundle{pool: pool}
+}
 
 func createUser(t *testing.T, s *accounts.Store, email string, role accounts.Role) accounts.User {
 	t.Helper()
@@ -54,7 +72,7 @@ func wantRefused(t *testing.T, what string, err error) {
 
 func TestCreateUser_RefusesWithAReason(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewAccounts(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
 	createUser(t, s, "taken@example.com", accounts.RoleViewer)
 	for _, tc := range []struct{ name, email, password string }{
@@ -69,7 +87,7 @@ func TestCreateUser_RefusesWithAReason(t *testing.T) {
 		wantRefused(t, tc.name, err)
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil {
+	if err := bundle.pool.QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 {
@@ -79,7 +97,7 @@ func TestCreateUser_RefusesWithAReason(t *testing.T) {
 
 func TestUsers_ListsEveryAccountByEmailWithoutHashes(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewAccounts(t)
+	s, _ := setup(t)
 	createUser(t, s, "zed@example.com", accounts.RoleViewer)
 	createUser(t, s, "Amy@example.com", accounts.RoleAdmin)
 	createUser(t, s, "bob@example.com", accounts.RoleOperator)
@@ -108,7 +126,7 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("ChangesAnotherAccountAndReturnsItAsItWas", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		ctx := context.Background()
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		op := createUser(t, s, "op@example.com", accounts.RoleOperator)
@@ -131,7 +149,7 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("RefusesTheActorsOwnRole", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
 		wantRefused(t, "demote self", setRole(s, admin.ID, admin.ID, accounts.RoleViewer))
@@ -142,7 +160,7 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("RefusesToDemoteTheLastAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		// An actor who has lost the admin role since the request came in.
 		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
@@ -154,7 +172,7 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("RefusesAnActorWhoIsNoLongerAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
 		viewer := createUser(t, s, "viewer@example.com", accounts.RoleViewer)
@@ -166,7 +184,7 @@ func TestSetRole(t *testing.T) {
 
 	t.Run("UnknownAccountIsNotFound", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		if err := setRole(s, admin.ID, admin.ID+1000, accounts.RoleViewer); !errors.Is(err, accounts.ErrNotFound) {
 			t.Errorf("got %v, want ErrNotFound", err)
@@ -178,12 +196,12 @@ func TestSetRole(t *testing.T) {
 	// always remains.
 	t.Run("TwoAdminsDemotingEachOtherLeaveOneAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, pool := queuetest.NewAccounts(t)
+		s, bundle := setup(t)
 		ctx := context.Background()
 		a := createUser(t, s, "a@example.com", accounts.RoleAdmin)
 		b := createUser(t, s, "b@example.com", accounts.RoleAdmin)
 		for round := range 8 {
-			if _, err := pool.Exec(ctx, `UPDATE users SET role = 'admin'`); err != nil {
+			if _, err := bundle.pool.Exec(ctx, `UPDATE users SET role = 'admin'`); err != nil {
 				t.Fatal(err)
 			}
 			start := make(chan struct{})
@@ -206,7 +224,7 @@ func TestSetRole(t *testing.T) {
 				}
 			}
 			var admins int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&admins); err != nil {
+			if err := bundle.pool.QueryRow(ctx, `SELECT count(*) FROM users WHERE role = 'admin'`).Scan(&admins); err != nil {
 				t.Fatal(err)
 			}
 			if succeeded != 1 || admins != 1 {
@@ -222,7 +240,7 @@ func TestRemoveUser(t *testing.T) {
 
 	t.Run("RemovesAnotherAccount", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		other := createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
 		if err := removeUser(s, admin.ID, other.ID); err != nil {
@@ -238,7 +256,7 @@ func TestRemoveUser(t *testing.T) {
 
 	t.Run("RefusesTheActorsOwnAccount", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		createUser(t, s, "other-admin@example.com", accounts.RoleAdmin)
 		wantRefused(t, "remove self", removeUser(s, admin.ID, admin.ID))
@@ -247,7 +265,7 @@ func TestRemoveUser(t *testing.T) {
 
 	t.Run("RefusesToRemoveTheLastAdmin", func(t *testing.T) {
 		t.Parallel()
-		s, _ := queuetest.NewAccounts(t)
+		s, _ := setup(t)
 		admin := createUser(t, s, "admin@example.com", accounts.RoleAdmin)
 		former := createUser(t, s, "former@example.com", accounts.RoleOperator)
 		wantRefused(t, "remove the last admin", removeUser(s, former.ID, admin.ID))

@@ -16,7 +16,7 @@ import (
 
 func TestAdmitLogin_WaitGrowsAfterTheFreeAttempts(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewAccounts(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	account := accounts.LoginKey{Key: "account:a@example.com|ip:192.0.2.1", Free: 3}
 	address := accounts.LoginKey{Key: "ip:192.0.2.1", Free: 50}
@@ -127,7 +127,7 @@ func loginCount(t *testing.T, db interface {
 // attempt is counted in the statement that decides, not after the check.
 func TestAdmitLogin_ConcurrentAttemptsGetOnlyTheFreeOnes(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewAccounts(t)
+	s, bundle := setup(t)
 	account := accounts.LoginKey{Key: "account:a@example.com|ip:192.0.2.1", Free: 5}
 	address := accounts.LoginKey{Key: "ip:192.0.2.1", Free: 50}
 	const attempts = 60
@@ -155,7 +155,7 @@ func TestAdmitLogin_ConcurrentAttemptsGetOnlyTheFreeOnes(t *testing.T) {
 		t.Errorf("%d of %d concurrent attempts admitted, want 6", n, attempts)
 	}
 	for _, k := range []string{account.Key, address.Key} {
-		if got := loginCount(t, pool, k); int64(got) != admitted.Load() {
+		if got := loginCount(t, bundle.pool, k); int64(got) != admitted.Load() {
 			t.Errorf("%s counts %d attempts, want the %d admitted", k, got, admitted.Load())
 		}
 	}
@@ -166,7 +166,7 @@ func TestAdmitLogin_ConcurrentAttemptsGetOnlyTheFreeOnes(t *testing.T) {
 // guesses at made-up emails write no row for it.
 func TestAdmitLogin_KeysInTurnAndOnlyForAccountsThatExist(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewAccounts(t)
+	s, bundle := setup(t)
 	ctx := context.Background()
 	if _, err := s.CreateUser(ctx, "ana@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestAdmitLogin_KeysInTurnAndOnlyForAccountsThatExist(t *testing.T) {
 	// The third was refused by the account's count, the last: counted
 	// against the two before it, not against the account.
 	for key, want := range map[string]int{atAddress.Key: 3, address.Key: 3, account.Key: 2} {
-		if got := loginCount(t, pool, key); got != want {
+		if got := loginCount(t, bundle.pool, key); got != want {
 			t.Errorf("%s counts %d, want %d", key, got, want)
 		}
 	}
@@ -193,10 +193,10 @@ func TestAdmitLogin_KeysInTurnAndOnlyForAccountsThatExist(t *testing.T) {
 			t.Fatalf("attempt %d at a made-up email: wait %s (%v), want it admitted", i+1, d, err)
 		}
 	}
-	if n := queuetest.Count(t, pool, `SELECT count(*) FROM login_failures WHERE key = $1`, nobody.Key); n != 0 {
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM login_failures WHERE key = $1`, nobody.Key); n != 0 {
 		t.Errorf("%d rows for an email no account has, want none", n)
 	}
-	if got := loginCount(t, pool, "ip:192.0.2.2"); got != 5 {
+	if got := loginCount(t, bundle.pool, "ip:192.0.2.2"); got != 5 {
 		t.Errorf("address counts %d, want 5", got)
 	}
 }
@@ -204,7 +204,7 @@ func TestAdmitLogin_KeysInTurnAndOnlyForAccountsThatExist(t *testing.T) {
 // Every Authenticate is one password check, whatever its answer.
 func TestAuthenticate_CountsEveryCheck(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewAccounts(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	if _, err := s.CreateUser(ctx, "ana@example.com", "correct horse battery", accounts.RoleViewer); err != nil {
 		t.Fatal(err)

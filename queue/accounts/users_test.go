@@ -8,12 +8,11 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/queuetest"
 )
 
 func TestUsers_EmailIsUniqueWithoutCase(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewAccounts(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	if _, err := s.CreateUser(ctx, "Ana@Example.com", "long enough", accounts.RoleOperator); err != nil {
 		t.Fatal(err)
@@ -45,7 +44,7 @@ func TestUsers_EmailIsUniqueWithoutCase(t *testing.T) {
 // a password or role changed since stays changed at the next start.
 func TestUsers_EnsureAdminCreatesOnlyWhenMissing(t *testing.T) {
 	t.Parallel()
-	s, _ := queuetest.NewAccounts(t)
+	s, _ := setup(t)
 	ctx := context.Background()
 	u, created, err := s.EnsureAdmin(ctx, "admin@example.com", "first password")
 	if err != nil || !created || u.Role != accounts.RoleAdmin {
@@ -83,7 +82,7 @@ func TestUsers_EnsureAdminCreatesOnlyWhenMissing(t *testing.T) {
 // Replicas starting at once on an empty database create one account.
 func TestUsers_EnsureAdminConcurrentStartsCreateOne(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewAccounts(t)
+	s, bundle := setup(t)
 	var created atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -102,7 +101,7 @@ func TestUsers_EnsureAdminConcurrentStartsCreateOne(t *testing.T) {
 	close(start)
 	wg.Wait()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM users`).Scan(&n); err != nil {
+	if err := bundle.pool.QueryRow(context.Background(), `SELECT count(*) FROM users`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if created.Load() != 1 || n != 1 {

@@ -5,19 +5,40 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
+// testBundle is what a test of the audit log works with: the stores whose
+// transactions an entry joins, and the log, on a fresh, migrated database of
+// the test's own.
+type testBundle struct {
+	// pool is on the test's database, for the rows a test puts in place.
+	pool     *pgxpool.Pool
+	queue    *queue.Store
+	accounts *accounts.Store
+	log      *audit.Log
+}
+
+// setup returns the bundle of a test on a fresh database. Every test of the
+// package starts with it.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool := queuetest.NewPool(t)
+	return &testBundle{pool: pool, queue: queue.New(pool), accounts: accounts.New(pool), log: audit.New(pool)}
+}
+
 func TestAudit_RolledBackWithItsAction(t *testing.T) {
 	t.Parallel()
-	s, pool := queuetest.NewStore(t)
+	b := setup(t)
 	ctx := context.Background()
-	dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5})
+	dead := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5})
 	boom := errors.New("boom")
-	err := s.InTx(ctx, func(tx *queue.Tx) error {
+	err := b.queue.InTx(ctx, func(tx *queue.Tx) error {
 		if _, err := tx.RetryDead(ctx, dead.ID); err != nil {
 			return err
 		}
@@ -29,14 +50,14 @@ func TestAudit_RolledBackWithItsAction(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("InTx: %v", err)
 	}
-	page, err := audit.New(pool).Read(ctx, 10, 0)
+	page, err := b.log.Read(ctx, 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if page.Total != 0 {
 		t.Errorf("%d audit entries after the rollback, want 0", page.Total)
 	}
-	if got, _ := s.Event(ctx, dead.ID); got.Status != queue.StatusDead {
+	if got, _ := b.queue.Event(ctx, dead.ID); got.Status != queue.StatusDead {
 		t.Errorf("event %s after the rollback, want dead", got.Status)
 	}
 }
@@ -45,19 +66,18 @@ func TestAudit_RolledBackWithItsAction(t *testing.T) {
 // were written, neither is left; committed, both are.
 func TestAudit_CommitsWithTheAccountChange(t *testing.T) {
 	t.Parallel()
-	accts, pool := queuetest.NewAccounts(t)
-	log := audit.New(pool)
+	b := setup(t)
 	ctx := context.Background()
-	admin, err := accts.CreateUser(ctx, "admin@example.com", "long enough", accounts.RoleAdmin)
+	admin, err := b.accounts.CreateUser(ctx, "admin@example.com", "long enough", accounts.RoleAdmin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := accts.CreateUser(ctx, "op@example.com", "long enough", accounts.RoleOperator)
+	op, err := b.accounts.CreateUser(ctx, "op@example.com", "long enough", accounts.RoleOperator)
 	if err != nil {
 		t.Fatal(err)
 	}
 	demote := func(then error) error {
-		return accts.InTx(ctx, func(tx *accounts.Tx) error {
+		return b.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 			if _, err := tx.SetRole(ctx, admin.ID, op.ID, accounts.RoleViewer); err != nil {
 				return err
 			}
@@ -69,11 +89,11 @@ func TestAudit_CommitsWithTheAccountChange(t *testing.T) {
 	}
 	roleAndEntries := func() (accounts.Role, int64) {
 		t.Helper()
-		u, err := accts.User(ctx, op.ID)
+		u, err := b.accounts.User(ctx, op.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, err := log.Read(ctx, 10, 0)
+		page, err := b.log.Read(ctx, 10, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

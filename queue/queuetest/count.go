@@ -17,3 +17,10 @@ func Count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	}
 	return n
 }
+
+// Markers counts the dedup markers (processed_webhook_events) exactly: what
+// a test checks to know how many events were delivered once.
+func Markers(t testing.TB, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	return Count(t, pool, `SELECT count(*) FROM processed_webhook_events`)
+}

@@ -5,10 +5,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/reconcileruns"
 )
+
+// testBundle is the run records of a fresh, migrated database of the
+// test's own, and a pool on it.
+type testBundle struct {
+	pool *pgxpool.Pool
+	runs *reconcileruns.Store
+}
+
+// setup returns the bundle of a test on a fresh database. Every test of the
+// package starts with it.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	pool := queuetest.NewPool(t)
+	return &testBundle{pool: pool, runs: reconcileruns.New(pool)}
+}
 
 // TestLease_OneRunAtATimeAndTheRecordGivesItBack holds the lease to its
 // promise: a second run is refused while the first holds it, and the
@@ -16,8 +33,7 @@ import (
 // next run reads.
 func TestLease_OneRunAtATimeAndTheRecordGivesItBack(t *testing.T) {
 	t.Parallel()
-	store, _ := queuetest.NewStore(t)
-	runs := reconcileruns.New(store.DB())
+	runs := setup(t).runs
 	ctx := t.Context()
 	if _, err := runs.Last(ctx); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("last run of none: %v, want queue.ErrNotFound", err)

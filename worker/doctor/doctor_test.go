@@ -23,6 +23,28 @@ import (
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
+// testBundle is a fresh, migrated database of the test's own for the
+// checks to read: its URL, as the checks take it, and a pool on it for the
+// changes a test makes first.
+type testBundle struct {
+	url  string
+	pool *pgxpool.Pool
+}
+
+// setup returns the bundle of a test on a fresh database. Every test of the
+// package that needs a database starts with it.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	b := &testBundle{url: queuetest.NewDatabaseURL(t)}
+	var err error
+	if b.pool, err = pgxpool.New(context.Background(), b.url); err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the database's own cleanup, so it runs first.
+	t.Cleanup(b.pool.Close)
+	return b
+}
+
 // expect fails t unless r has the status and its detail holds every want.
 func expect(t *testing.T, r doctor.Result, status doctor.Status, want ...string) {
 	t.Helper()
@@ -42,20 +64,15 @@ func TestDatabase(t *testing.T) {
 	ctx := t.Context()
 	t.Run("ok", func(t *testing.T) {
 		t.Parallel()
-		expect(t, doctor.Database(ctx, queuetest.NewDatabaseURL(t)), doctor.OK, "schema up to date")
+		expect(t, doctor.Database(ctx, setup(t).url), doctor.OK, "schema up to date")
 	})
 	// A database changed with SQL the way each state arises.
 	changed := func(t *testing.T, sql string) string {
-		u := queuetest.NewDatabaseURL(t)
-		pool, err := pgxpool.New(ctx, u)
-		if err != nil {
+		b := setup(t)
+		if _, err := b.pool.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
 		}
-		defer pool.Close()
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-		return u
+		return b.url
 	}
 	t.Run("warn pending", func(t *testing.T) {
 		t.Parallel()
@@ -90,19 +107,14 @@ func TestSessionTimeouts(t *testing.T) {
 	// before anyone connects, so every session starts with them; %s is the
 	// database's name.
 	withSettings := func(t *testing.T, alters ...string) string {
-		u := queuetest.NewDatabaseURL(t)
-		conn, err := pgx.Connect(ctx, u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
-		name := pgx.Identifier{conn.Config().Database}.Sanitize()
+		b := setup(t)
+		name := pgx.Identifier{b.pool.Config().ConnConfig.Database}.Sanitize()
 		for _, a := range alters {
-			if _, err := conn.Exec(ctx, fmt.Sprintf(a, name)); err != nil {
+			if _, err := b.pool.Exec(ctx, fmt.Sprintf(a, name)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return u
+		return b.url
 	}
 
 	t.Run("ok off", func(t *testing.T) {
@@ -323,7 +335,7 @@ func TestRunAndWrite(t *testing.T) {
 	t.Parallel()
 	app := newFakeApp(t, func(w http.ResponseWriter, r *http.Request) {})
 	results := doctor.Run(context.Background(), doctor.Config{
-		DatabaseURL:       queuetest.NewDatabaseURL(t),
+		DatabaseURL:       setup(t).url,
 		AdminEmail:        "ops@example.com",
 		StripeSecrets:     []string{"whsec_" + strings.Repeat("x", 32)},
 		ForwardURL:        app.srv.URL,
@@ -349,18 +361,13 @@ func TestAccounts(t *testing.T) {
 	ctx := t.Context()
 	// withUsers is a fresh database holding accounts of the given roles.
 	withUsers := func(t *testing.T, roles ...accounts.Role) string {
-		u := queuetest.NewDatabaseURL(t)
-		pool, err := pgxpool.New(ctx, u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		b := setup(t)
 		for i, r := range roles {
-			if _, err := accounts.New(pool).CreateUser(ctx, fmt.Sprintf("person%d@example.com", i), "correct horse battery", r); err != nil {
+			if _, err := accounts.New(b.pool).CreateUser(ctx, fmt.Sprintf("person%d@example.com", i), "correct horse battery", r); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return u
+		return b.url
 	}
 	t.Run("ok", func(t *testing.T) {
 		t.Parallel()

@@ -185,10 +185,10 @@ func TestAlerter(t *testing.T) {
 
 	t.Run("EachConditionAlertsOnceWhenItStartsAndOnceWhenItClears", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		hook := newIncomingWebhook(t)
-		a := maintenance.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL))
-		startEveryCondition(t, store, pool)
+		a := maintenance.NewAlerter(bundle.store, discardLogger, alerterConfig(hook.srv.URL))
+		startEveryCondition(t, bundle.store, bundle.pool)
 		// Run checks at once. Once its alerts are out, its check is over and
 		// only the test's own checks follow.
 		runAlerter(t, a)
@@ -206,11 +206,11 @@ func TestAlerter(t *testing.T) {
 			"https://hooks.example.com/rejections")
 
 		// Still holding: nothing new. A further death is counted, not sent.
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_4", Status: queue.StatusDead, Attempts: 5})
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_dead_4", Status: queue.StatusDead, Attempts: 5})
 		check(t, a)
 		check(t, a)
 
-		clearEveryCondition(t, store, pool)
+		clearEveryCondition(t, bundle.store, bundle.pool)
 		check(t, a)
 		texts = hook.waitTexts(t, 8)
 		if len(texts) != 8 {
@@ -229,19 +229,19 @@ func TestAlerter(t *testing.T) {
 
 	t.Run("TwoReplicasRacingAnnounceEachChangeOnce", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		// A second replica: its own pool on the same database.
-		pool2, err := pgxpool.NewWithConfig(t.Context(), pool.Config())
+		pool2, err := pgxpool.NewWithConfig(t.Context(), bundle.pool.Config())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool2.Close)
 		hook := newIncomingWebhook(t)
 		replicas := []*maintenance.Alerter{
-			maintenance.NewAlerter(store, discardLogger, alerterConfig(hook.srv.URL)),
+			maintenance.NewAlerter(bundle.store, discardLogger, alerterConfig(hook.srv.URL)),
 			maintenance.NewAlerter(queue.New(pool2), discardLogger, alerterConfig(hook.srv.URL)),
 		}
-		startEveryCondition(t, store, pool)
+		startEveryCondition(t, bundle.store, bundle.pool)
 		// Each replica checks as it starts, racing the other and the
 		// checks below.
 		stops := []func(){runAlerter(t, replicas[0]), runAlerter(t, replicas[1])}
@@ -262,7 +262,7 @@ func TestAlerter(t *testing.T) {
 		}
 		race()
 		hook.waitTexts(t, 4)
-		clearEveryCondition(t, store, pool)
+		clearEveryCondition(t, bundle.store, bundle.pool)
 		race()
 		hook.waitTexts(t, 8)
 		// Stopping sends whatever is still queued, so nothing more can come.
@@ -286,14 +286,14 @@ func TestAlerter(t *testing.T) {
 
 	t.Run("AFailingEndpointIsRetriedWithBackoffAndLogged", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		hook := newIncomingWebhook(t)
 		hook.failFirst = 3
 		var log e2etest.SyncBuffer
 		cfg := alerterConfig(hook.srv.URL)
 		cfg.PublicURL = "" // links are then paths
-		a := maintenance.NewAlerter(store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_dead_down", Status: queue.StatusDead, Attempts: 5})
+		a := maintenance.NewAlerter(bundle.store, slog.New(slog.NewTextHandler(&log, nil)), cfg)
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_dead_down", Status: queue.StatusDead, Attempts: 5})
 		runAlerter(t, a)
 		texts := hook.waitTexts(t, 1)
 		wantContains(t, texts[0], "1 event went dead", "evt_dead_down", " /events?status=dead")
@@ -313,13 +313,13 @@ func TestAlerter(t *testing.T) {
 
 	t.Run("AHangingEndpointNeverHoldsUpChecks", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		hook := newIncomingWebhook(t)
 		hook.hang = make(chan struct{})
 		cfg := alerterConfig(hook.srv.URL)
 		cfg.QueueSize = 1
-		a := maintenance.NewAlerter(store, discardLogger, cfg)
-		startEveryCondition(t, store, pool)
+		a := maintenance.NewAlerter(bundle.store, discardLogger, cfg)
+		startEveryCondition(t, bundle.store, bundle.pool)
 		runAlerter(t, a)
 		// Run's first check is over once its first alert reaches the
 		// endpoint, which holds it.
@@ -333,14 +333,14 @@ func TestAlerter(t *testing.T) {
 		// check still returns.
 		for i := range 2 {
 			if i > 0 {
-				startEveryCondition(t, store, pool)
+				startEveryCondition(t, bundle.store, bundle.pool)
 				check(t, a)
 			}
-			clearEveryCondition(t, store, pool)
-			exec(t, pool, `DELETE FROM webhook_events`)
+			clearEveryCondition(t, bundle.store, bundle.pool)
+			exec(t, bundle.pool, `DELETE FROM webhook_events`)
 			check(t, a)
 		}
-		states := queuetest.Count(t, pool, `SELECT count(*) FROM alert_conditions WHERE active`)
+		states := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM alert_conditions WHERE active`)
 		if states != 0 {
 			t.Errorf("%d conditions still active after clearing, want 0", states)
 		}
@@ -355,12 +355,12 @@ func TestAlerter(t *testing.T) {
 // the failure that opened it, and its closing once.
 func TestAlerter_CircuitBreaker(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
+	bundle := setup(t)
 	hook := newIncomingWebhook(t)
 	cfg := alerterConfig(hook.srv.URL)
 	cfg.BreakerFailures = 7
-	a := maintenance.NewAlerter(store, discardLogger, cfg)
-	exec(t, pool, `UPDATE delivery_control SET breaker_failures = 7, breaker_opened_at = now(),
+	a := maintenance.NewAlerter(bundle.store, discardLogger, cfg)
+	exec(t, bundle.pool, `UPDATE delivery_control SET breaker_failures = 7, breaker_opened_at = now(),
 		breaker_error = 'no answer from downstream: connection refused', probe_due_at = now() + interval '30 seconds'`)
 	// Run checks at once and sends; the test's own checks follow.
 	runAlerter(t, a)
@@ -369,7 +369,7 @@ func TestAlerter_CircuitBreaker(t *testing.T) {
 	wantContains(t, texts[0], "circuit breaker is open", "7 deliveries in a row", "connection refused",
 		"no attempt spent", "https://hooks.example.com/")
 
-	exec(t, pool, `UPDATE delivery_control SET breaker_failures = 0, breaker_opened_at = NULL, breaker_error = NULL, probe_due_at = NULL`)
+	exec(t, bundle.pool, `UPDATE delivery_control SET breaker_failures = 0, breaker_opened_at = NULL, breaker_error = NULL, probe_due_at = NULL`)
 	check(t, a)
 	check(t, a)
 	texts = hook.waitTexts(t, 2)

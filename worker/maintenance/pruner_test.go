@@ -6,10 +6,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker/maintenance"
 )
 
@@ -18,9 +15,9 @@ func TestPruner(t *testing.T) {
 
 	t.Run("DeletesOldMarkersAndResolvedHistoryOnly", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		dead := queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts, Age: 60 * 24 * time.Hour})
-		if _, err := pool.Exec(t.Context(), `
+		bundle := setup(t)
+		dead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts, Age: 60 * 24 * time.Hour})
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO processed_webhook_events (event_id, processed_at) VALUES
 			  ('evt_old', now() - interval '31 days'), ('evt_new', now() - interval '29 days');
 			INSERT INTO webhook_attempts (source, event_id, attempted_at, duration_ms, outcome, path, attempt) VALUES
@@ -29,24 +26,24 @@ func TestPruner(t *testing.T) {
 			  ('stripe', '`+dead.EventID+`', now() - interval '60 days', 1, 'failed', 'inline', 0)`); err != nil {
 			t.Fatal(err)
 		}
-		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour})
+		p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour})
 		removed, err := p.RunOnce(t.Context())
 		if err != nil || removed != 1 {
 			t.Fatalf("run: removed %d, %v; want 1", removed, err)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_new'`); got != 1 || markers(t, pool) != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_new'`); got != 1 || queuetest.Markers(t, bundle.pool) != 1 {
 			t.Errorf("markers left: want only evt_new")
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = 'evt_old'`); got != 0 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = 'evt_old'`); got != 0 {
 			t.Errorf("old resolved attempts left: got %d, want 0", got)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1`, dead.EventID); got != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1`, dead.EventID); got != 1 {
 			t.Errorf("dead event's attempts: got %d, want 1 (never pruned)", got)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`); got != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE status = 'dead'`); got != 1 {
 			t.Errorf("dead rows: got %d, want 1", got)
 		}
-		ws, err := store.WorkerStatus(t.Context())
+		ws, err := bundle.store.WorkerStatus(t.Context())
 		if err != nil || ws.PrunerRun == nil || ws.PrunerRemoved != 1 {
 			t.Errorf("worker status: got %+v, %v; want a prune that removed 1", ws, err)
 		}
@@ -54,8 +51,8 @@ func TestPruner(t *testing.T) {
 
 	t.Run("DeletesExpiredSessionsAndStaleLoginCounts", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		if _, err := pool.Exec(t.Context(), `
+		bundle := setup(t)
+		if _, err := bundle.pool.Exec(t.Context(), `
 			INSERT INTO sessions (token, data, expiry) VALUES
 			  ('expired', '\x00', now() - interval '1 minute'),
 			  ('live', '\x00', now() + interval '1 hour');
@@ -64,33 +61,33 @@ func TestPruner(t *testing.T) {
 			  ('ip:192.0.2.2', 40, now() - interval '59 minutes')`); err != nil {
 			t.Fatal(err)
 		}
-		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{})
+		p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger, maintenance.PrunerConfig{})
 		if _, err := p.RunOnce(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || queuetest.Count(t, pool, `SELECT count(*) FROM sessions`) != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM sessions WHERE token = 'live'`); got != 1 || queuetest.Count(t, bundle.pool, `SELECT count(*) FROM sessions`) != 1 {
 			t.Errorf("sessions left: want only the live one")
 		}
 		// A count an hour old starts over at the next attempt: nothing
 		// is lost by deleting it, and every address leaves one.
-		if got := queuetest.Count(t, pool, `SELECT count(*) FROM login_failures WHERE key = 'ip:192.0.2.2'`); got != 1 ||
-			queuetest.Count(t, pool, `SELECT count(*) FROM login_failures`) != 1 {
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM login_failures WHERE key = 'ip:192.0.2.2'`); got != 1 ||
+			queuetest.Count(t, bundle.pool, `SELECT count(*) FROM login_failures`) != 1 {
 			t.Errorf("sign-in counts left: want only the recent one")
 		}
 	})
 
 	t.Run("RunPrunesAtStartAndStopsOnCancel", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		if _, err := pool.Exec(t.Context(),
+		bundle := setup(t)
+		if _, err := bundle.pool.Exec(t.Context(),
 			`INSERT INTO processed_webhook_events (event_id, processed_at) VALUES ('evt_old', now() - interval '31 days')`); err != nil {
 			t.Fatal(err)
 		}
-		p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
+		p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger, maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour, Interval: time.Hour})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
-		queuetest.WaitFor(t, 5*time.Second, "the first prune", func() bool { return markers(t, pool) == 0 })
+		queuetest.WaitFor(t, 5*time.Second, "the first prune", func() bool { return queuetest.Markers(t, bundle.pool) == 0 })
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: got %v, want nil", err)

@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker/maintenance"
 )
 
@@ -17,19 +14,19 @@ import (
 // the loop and may be called again, and a stopped Service starts anew.
 func TestService_StartAndStopAnyNumberOfTimes(t *testing.T) {
 	t.Parallel()
-	store, pool := queuetest.NewStore(t)
-	p := maintenance.NewPruner(store, accounts.New(pool), activity.New(pool), rejections.New(pool), discardLogger, maintenance.PrunerConfig{Interval: time.Hour})
+	bundle := setup(t)
+	p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger, maintenance.PrunerConfig{Interval: time.Hour})
 	p.Stop()
 	for range 2 {
 		p.Start(t.Context())
 		p.Start(t.Context())
 		queuetest.WaitFor(t, 5*time.Second, "a prune recorded", func() bool {
-			ws, err := store.WorkerStatus(t.Context())
+			ws, err := bundle.store.WorkerStatus(t.Context())
 			return err == nil && ws.PrunerRun != nil
 		})
 		p.Stop()
 		p.Stop()
-		if _, err := pool.Exec(t.Context(), `DELETE FROM worker_status WHERE component = 'pruner'`); err != nil {
+		if _, err := bundle.pool.Exec(t.Context(), `DELETE FROM worker_status WHERE component = 'pruner'`); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -66,11 +66,11 @@ func TestWatch(t *testing.T) {
 
 	t.Run("EachConditionAlertsOnceWhenItStartsAndOnceWhenItClears", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
-		run := func(sql string, args ...any) { exec(t, pool, sql, args...) }
+		bundle := setup(t)
+		run := func(sql string, args ...any) { exec(t, bundle.pool, sql, args...) }
 		hook := newIncomingWebhook(t)
 		w := newWatched(t)
-		a := maintenance.NewAlerter(store, discardLogger, w.config(hook.srv.URL))
+		a := maintenance.NewAlerter(bundle.store, discardLogger, w.config(hook.srv.URL))
 		eventArrived(t, run, "account", 0)
 		runAlerter(t, a)
 		check(t, a)
@@ -125,7 +125,7 @@ func TestWatch(t *testing.T) {
 		expectAlert("cleared: events come through endpoint account again")
 
 		// (4) Stripe says it could not generate an event.
-		notices := stripehealth.Processor(worker.Discard, ungenerated.New(pool))
+		notices := stripehealth.Processor(worker.Discard, ungenerated.New(bundle.pool))
 		id := stripeevent.NewID("evt")
 		if res := notices.Process(t.Context(), worker.Delivery{EventID: id, EventType: stripeevent.GenerationFailureType,
 			Payload: stripeevent.GenerationFailure(id)}); res.Err != nil {
@@ -147,13 +147,13 @@ func TestWatch(t *testing.T) {
 
 	t.Run("AVersionDifferingFromRecentEventsAlerts", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		hook := newIncomingWebhook(t)
 		w := newWatched(t)
 		// A failed event through the account endpoint, in an older version.
-		queuetest.InsertEvent(t, pool, queuetest.EventOpts{Status: queue.StatusFailed, Attempts: 1})
-		exec(t, pool, `UPDATE webhook_events SET endpoint = 'account', api_version = '2024-06-20'`)
-		a := maintenance.NewAlerter(store, discardLogger, w.config(hook.srv.URL))
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusFailed, Attempts: 1})
+		exec(t, bundle.pool, `UPDATE webhook_events SET endpoint = 'account', api_version = '2024-06-20'`)
+		a := maintenance.NewAlerter(bundle.store, discardLogger, w.config(hook.srv.URL))
 		runAlerter(t, a)
 		texts := hook.waitTexts(t, 1)
 		wantContains(t, texts[0], "API version of endpoint account ("+w.account+") is "+versionA, "getting 2024-06-20")
@@ -161,15 +161,15 @@ func TestWatch(t *testing.T) {
 
 	t.Run("ReplicasReadStripeOncePerIntervalAndAnnounceOnce", func(t *testing.T) {
 		t.Parallel()
-		store, pool := queuetest.NewStore(t)
+		bundle := setup(t)
 		hook := newIncomingWebhook(t)
 		w := newWatched(t)
 		w.stripe.UpdateEndpoint(w.account, func(e *stripetest.Endpoint) { e.Status = "disabled" })
 		cfg := w.config(hook.srv.URL)
 		cfg.WatchInterval = time.Hour
 		replicas := []*maintenance.Alerter{
-			maintenance.NewAlerter(store, discardLogger, cfg),
-			maintenance.NewAlerter(queue.New(pool), discardLogger, cfg),
+			maintenance.NewAlerter(bundle.store, discardLogger, cfg),
+			maintenance.NewAlerter(queue.New(bundle.pool), discardLogger, cfg),
 		}
 		start := make(chan struct{})
 		var wg sync.WaitGroup

@@ -331,7 +331,7 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 	t.Logf("%d deliveries answered, %d of them queued by the pause with no attempt, all delivered once after resume",
 		sent.Load(), deferred.Load())
 	total := sent.Load()
-	if got := b.markers(t); got != total {
+	if got := queuetest.Markers(t, b.pool); got != total {
 		t.Fatalf("%d markers, want %d", got, total)
 	}
 	app.mu.Lock()

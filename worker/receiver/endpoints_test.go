@@ -107,7 +107,7 @@ func TestReceive_ThinEventReachesTheAppByteForByte(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", name, got, want)
 		}
 	}
-	if got := bundle.markers(t); got != 1 {
+	if got := queuetest.Markers(t, bundle.pool); got != 1 {
 		t.Errorf("markers: got %d, want 1", got)
 	}
 	at, ok, err := store.LastEventAt(t.Context(), "thin")
@@ -137,7 +137,7 @@ func TestReceive_PingIsRecordedAndNeverForwarded(t *testing.T) {
 	if n := len(a.got()); n != 0 {
 		t.Errorf("the app got %d requests, want none", n)
 	}
-	if got := bundle.markers(t) + bundle.queued(t); got != 0 {
+	if got := queuetest.Markers(t, bundle.pool) + bundle.queued(t); got != 0 {
 		t.Errorf("markers and queue rows: got %d, want none", got)
 	}
 	activity, err := store.EndpointsActivity(t.Context())
@@ -191,7 +191,7 @@ func TestReceive_ThreeEndpointsEachSecretOnItsLabel(t *testing.T) {
 		}
 	}
 
-	markers := bundle.markers(t)
+	markers := queuetest.Markers(t, bundle.pool)
 	refused := []struct {
 		secret, says string
 		body         []byte
@@ -217,7 +217,7 @@ func TestReceive_ThreeEndpointsEachSecretOnItsLabel(t *testing.T) {
 			t.Errorf("refusal %q does not say %q", err, c.says)
 		}
 	}
-	if got := bundle.markers(t); got != markers || bundle.queued(t) != 0 || len(a.got()) != len(accepted) {
+	if got := queuetest.Markers(t, bundle.pool); got != markers || bundle.queued(t) != 0 || len(a.got()) != len(accepted) {
 		t.Errorf("a refused delivery left something: markers %d (want %d), queue rows %d, app requests %d",
 			got, markers, bundle.queued(t), len(a.got()))
 	}

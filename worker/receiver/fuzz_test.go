@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
@@ -36,13 +37,13 @@ func FuzzReceive(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, body []byte, header string) {
-		before := bundle.markers(t) + bundle.queued(t)
+		before := queuetest.Markers(t, bundle.pool) + bundle.queued(t)
 		check := func(what string, err error) {
 			t.Helper()
 			switch {
 			case err == nil:
 			case errors.Is(err, receiver.ErrBadSignature), errors.Is(err, receiver.ErrBadPayload):
-				if after := bundle.markers(t) + bundle.queued(t); after != before {
+				if after := queuetest.Markers(t, bundle.pool) + bundle.queued(t); after != before {
 					t.Errorf("%s: refused with %v but stored %d rows", what, err, after-before)
 				}
 			default:
@@ -51,7 +52,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		_, err := r.Receive(t.Context(), body, header)
 		check("fuzzed header", err)
-		before = bundle.markers(t) + bundle.queued(t)
+		before = queuetest.Markers(t, bundle.pool) + bundle.queued(t)
 		_, err = r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
 		check("signed", err)
 	})

@@ -97,7 +97,7 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 	if n, err := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p, BatchSize: events}).RunBatch(t.Context()); err != nil || n != events-slots {
 		t.Fatalf("retry loop: claimed %d, %v; want the %d deferred", n, err, events-slots)
 	}
-	if q, m := bundle.queued(t), bundle.markers(t); q != 0 || m != events {
+	if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != events {
 		t.Errorf("queue rows %d, markers %d; want 0, %d", q, m, events)
 	}
 	p.mu.Lock()

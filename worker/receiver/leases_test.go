@@ -162,7 +162,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 			t.Errorf("%s reached the app %d times, want 1", id, n)
 		}
 	}
-	if n := bundle.markers(t); n != good+1 {
+	if n := queuetest.Markers(t, bundle.pool); n != good+1 {
 		t.Errorf("markers %d, want the %d good ones and the holder's", n, good+1)
 	}
 
@@ -171,7 +171,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	if _, err := bundle.pool.Exec(ctx, `DROP TRIGGER test_poison ON processed_webhook_events`); err != nil {
 		t.Fatal(err)
 	}
-	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return bundle.markers(t) == good+2 })
+	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return queuetest.Markers(t, bundle.pool) == good+2 })
 	go deliver(r, poison, answers)
 	if a := <-answers; a.err != nil || a.outcome != receiver.Duplicate {
 		t.Errorf("redelivery of the poisoned event: %v, %v; want duplicate", a.outcome, a.err)
@@ -223,7 +223,7 @@ func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
 			t.Errorf("%s behind slow ones: %v, %v; want processed", a.id, a.outcome, a.err)
 		}
 	}
-	if n := bundle.markers(t); n != fast {
+	if n := queuetest.Markers(t, bundle.pool); n != fast {
 		t.Errorf("markers %d while the slow events are held, want %d", n, fast)
 	}
 	for _, g := range held {

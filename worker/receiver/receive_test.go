@@ -32,7 +32,7 @@ func TestReceive(t *testing.T) {
 		if got := p.runs.Load(); got != 1 {
 			t.Errorf("processor runs: got %d, want 1", got)
 		}
-		if got := bundle.markers(t); got != 1 {
+		if got := queuetest.Markers(t, bundle.pool); got != 1 {
 			t.Errorf("markers: got %d, want 1", got)
 		}
 		// Processed on its first delivery: the marker is its whole record.
@@ -73,7 +73,7 @@ func TestReceive(t *testing.T) {
 		if err != nil || len(attempts) != 1 || attempts[0].Succeeded || *attempts[0].HTTPStatus != 500 {
 			t.Errorf("attempts: got %+v, %v; want one failed inline attempt with status 500", attempts, err)
 		}
-		if got := bundle.markers(t); got != 0 {
+		if got := queuetest.Markers(t, bundle.pool); got != 0 {
 			t.Errorf("markers: got %d, want 0", got)
 		}
 	})
@@ -131,7 +131,7 @@ func TestReceive(t *testing.T) {
 		if _, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); !errors.Is(err, receiver.ErrNoSecret) {
 			t.Errorf("got %v, want ErrNoSecret", err)
 		}
-		if got := bundle.markers(t) + bundle.queued(t); got != 0 {
+		if got := queuetest.Markers(t, bundle.pool) + bundle.queued(t); got != 0 {
 			t.Errorf("rows stored: got %d, want 0", got)
 		}
 	})

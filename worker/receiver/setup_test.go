@@ -44,11 +44,6 @@ func setup(t testing.TB) (*queue.Store, *testBundle) {
 	return store, &testBundle{pool: pool}
 }
 
-// markers counts the dedup markers exactly.
-func (b *testBundle) markers(t testing.TB) int64 {
-	return queuetest.Count(t, b.pool, `SELECT count(*) FROM processed_webhook_events`)
-}
-
 // queued counts the queue's rows exactly.
 func (b *testBundle) queued(t testing.TB) int64 {
 	return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events`)
