@@ -10,26 +10,9 @@ import (
 	"strings"
 
 	"github.com/stripe/stripe-go/v82"
-)
 
-// objectPaths are the API collections of the objects events are about, by
-// object type: where GET /v1/<collection>/<id> reads one.
-var objectPaths = map[string]string{
-	"invoice":          "/v1/invoices/",
-	"customer":         "/v1/customers/",
-	"subscription":     "/v1/subscriptions/",
-	"payment_intent":   "/v1/payment_intents/",
-	"charge":           "/v1/charges/",
-	"refund":           "/v1/refunds/",
-	"dispute":          "/v1/disputes/",
-	"payout":           "/v1/payouts/",
-	"product":          "/v1/products/",
-	"price":            "/v1/prices/",
-	"setup_intent":     "/v1/setup_intents/",
-	"payment_method":   "/v1/payment_methods/",
-	"checkout.session": "/v1/checkout/sessions/",
-	"billing.meter":    "/v1/billing/meters/",
-}
+	"github.com/hookd/hookd/worker/stripeevent"
+)
 
 // ErrNoObjectPath means hookd does not know where Stripe's API serves an
 // object of that type, so it cannot fetch it.
@@ -59,7 +42,7 @@ func (r ObjectRef) Path() (string, error) {
 		}
 		return r.URL, nil
 	}
-	prefix, ok := objectPaths[r.Type]
+	prefix, ok := stripeevent.ObjectPaths[r.Type]
 	if !ok || r.ID == "" || strings.ContainsAny(r.ID, "/?#") {
 		return "", fmt.Errorf("%w: %q", ErrNoObjectPath, r.Type)
 	}

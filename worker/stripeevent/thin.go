@@ -29,18 +29,27 @@ func SampleThin(eventType, account string, now time.Time) (payload []byte, id st
 	objectID, _ := object["id"].(string)
 	objectType, _ := object["object"].(string)
 	t := ThinEvent{ID: NewID("evt"), Type: "v1." + eventType, Created: now, Context: account,
-		Related:   RelatedObject{ID: objectID, Type: objectType, URL: "/v1/" + plural(objectType) + "/" + objectID},
+		Related:   RelatedObject{ID: objectID, Type: objectType, URL: ObjectPaths[objectType] + objectID},
 		RequestID: NewID("req")}
 	return t.JSON(), t.ID
 }
 
-// plural is the collection of an object type in Stripe's API paths.
-func plural(objectType string) string {
-	switch objectType {
-	case "checkout.session":
-		return "checkout/sessions"
-	case "customer.subscription", "subscription":
-		return "subscriptions"
-	}
-	return objectType + "s"
+// ObjectPaths are the API collections of the objects events are about, by
+// object type: where GET /v1/<collection>/<id> reads one, and what a thin
+// event's related_object.url starts with.
+var ObjectPaths = map[string]string{
+	"invoice":          "/v1/invoices/",
+	"customer":         "/v1/customers/",
+	"subscription":     "/v1/subscriptions/",
+	"payment_intent":   "/v1/payment_intents/",
+	"charge":           "/v1/charges/",
+	"refund":           "/v1/refunds/",
+	"dispute":          "/v1/disputes/",
+	"payout":           "/v1/payouts/",
+	"product":          "/v1/products/",
+	"price":            "/v1/prices/",
+	"setup_intent":     "/v1/setup_intents/",
+	"payment_method":   "/v1/payment_methods/",
+	"checkout.session": "/v1/checkout/sessions/",
+	"billing.meter":    "/v1/billing/meters/",
 }

@@ -5,26 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/hookd/hookd/worker/stripeevent"
 )
 
-// objectPaths are the collections of the API objects the fake serves by
-// id, by their object type: GET /v1/invoices/in_... and so on.
-var objectPaths = map[string]string{
-	"invoice":          "/v1/invoices/",
-	"customer":         "/v1/customers/",
-	"subscription":     "/v1/subscriptions/",
-	"payment_intent":   "/v1/payment_intents/",
-	"charge":           "/v1/charges/",
-	"refund":           "/v1/refunds/",
-	"checkout.session": "/v1/checkout/sessions/",
-	"billing.meter":    "/v1/billing/meters/",
-}
-
 // ObjectURL is the path the API serves the object of type objectType with
-// id at, as a thin event's related_object.url names it; "" for a type the
-// fake does not serve.
+// id at, as a thin event's related_object.url names it; "" for a type
+// stripeevent.ObjectPaths does not know.
 func ObjectURL(objectType, id string) string {
-	p, ok := objectPaths[objectType]
+	p, ok := stripeevent.ObjectPaths[objectType]
 	if !ok {
 		return ""
 	}
@@ -70,7 +59,7 @@ func (s *Server) object(w http.ResponseWriter, path, account string) {
 		_, _ = w.Write(raw)
 		return
 	}
-	for typ, prefix := range objectPaths {
+	for typ, prefix := range stripeevent.ObjectPaths {
 		if id, ok := strings.CutPrefix(path, prefix); ok && id != "" && !strings.Contains(id, "/") {
 			writeError(w, http.StatusNotFound, "resource_missing",
 				fmt.Sprintf("No such %s: '%s'", strings.ReplaceAll(typ, "_", ""), id), "id")
