@@ -733,10 +733,11 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		"DATABASE_URL=" + bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET=" + testSecret,
 		"HOOKD_FORWARD_URL=" + app.srv.URL,
-		// Leases of 3 + 5 s: after each kill the poison is due again then.
-		// The 3 s leave the kill room on a loaded machine: it must come
-		// before hookd gives up on the app by itself.
-		"HOOKD_FORWARD_TIMEOUT=3s",
+		// Leases of 5 + 5 s: after each kill the poison is due again then.
+		// The 5 s leave the kill room on a loaded machine: it must come
+		// after the batch's other outcomes are written and before hookd
+		// gives up on the app by itself.
+		"HOOKD_FORWARD_TIMEOUT=5s",
 		"HOOKD_RETRY_BATCH=10",
 		"HOOKD_RETRY_INTERVAL=100ms",
 	}
@@ -767,16 +768,16 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 
 	p := start()
 	kills, killedBeforeOthers := 0, 0
-	deadline := time.Now().Add(150 * time.Second)
+	deadline := time.Now().Add(200 * time.Second)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for dead := false; !dead; {
 		select {
 		case <-arrived:
 			// The kill must cut only the poison short, and come within its
-			// 3 s forward timeout: give the batch's other events, which the
-			// app answered at once, up to 400 ms to settle.
-			settle := time.Now().Add(400 * time.Millisecond)
+			// 5 s forward timeout: give the batch's other events, which the
+			// app answered at once, up to 3 s to settle.
+			settle := time.Now().Add(3 * time.Second)
 			for !othersProcessed() && time.Now().Before(settle) {
 				<-tick.C
 			}
