@@ -64,6 +64,7 @@ type Config struct {
 	RetryBatch       int64
 	RetryConcurrency int64
 	MarkerRetention  time.Duration
+	PayloadRetention time.Duration
 	AdminEmail       string
 	AdminPassword    Secret
 	SecureCookies    bool
@@ -171,6 +172,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
 	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: humanize.Typed(maintenance.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to " + humanize.Duration(stripeevent.RedeliveryWindow) + ")",
 		set: func(c *Config, v string) error { return parseMarkerRetention(&c.MarkerRetention, v) }},
+	{flag: "payload-retention", env: "HOOKD_PAYLOAD_RETENTION", def: humanize.Typed(maintenance.DefaultPayloadRetention), usage: "age after which the event log clears each event's payload (its metadata stays as long as the marker)",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.PayloadRetention, v) }},
 	{flag: "admin-email", env: "HOOKD_ADMIN_EMAIL", usage: "dashboard admin account created at start when no account has this email (never changed afterwards)",
 		set: func(c *Config, v string) error { c.AdminEmail = v; return nil }},
 	{flag: "admin-password", env: "HOOKD_ADMIN_PASSWORD", usage: "password of that account", secret: true,

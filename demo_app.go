@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/worker/demoapp"
+	"github.com/hookd/hookd/worker/forwardsig"
 )
 
 // demoApp runs `hookd demo-app`: the app `make run` forwards to, which
@@ -57,10 +59,8 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	if err != nil {
 		return fmt.Errorf("demo app: %v", err)
 	}
-	var handler http.Handler = app
-	if *down > 0 {
-		handler = &outage{next: app, lasts: *down, logger: logger}
-	}
+	key, _ := forwardsig.ParseSecret(secret) // demoapp.New checked it
+	handler := &outage{next: app, lasts: *down, key: key, logger: logger}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("demo app listening", "addr", ln.Addr().String(), "verifies_signatures", secret != "")
 
@@ -82,27 +82,75 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	return nil
 }
 
-// outage is the demo app down for a while from its first delivery: every
-// delivery is answered 503, as a load balancer answers for an app that is
-// not there, so hookd's circuit breaker opens, and closes when a probe
-// finds the app back.
+// outagePath is where `hookd send-test-event -outage` asks the demo app to
+// go down: a POST whose body is how long, signed like a delivery.
+const outagePath = "/_demo/outage"
+
+// maxOutage bounds an outage asked for at outagePath.
+const maxOutage = 24 * time.Hour
+
+// outage is the demo app down for a while: from its first delivery for
+// -down, or from when send-test-event -outage asks. Every delivery is then
+// answered 503, as a load balancer answers for an app that is not there,
+// so hookd's circuit breaker opens, and closes when a probe finds the app
+// back.
 type outage struct {
-	next   http.Handler
-	lasts  time.Duration
+	next http.Handler
+	// lasts is -down's outage; 0 for none.
+	lasts time.Duration
+	// key checks an outage request's signature (HOOKD_FORWARD_SECRET);
+	// nil takes any, as the app then takes any delivery.
+	key    []byte
 	logger *slog.Logger
 	once   sync.Once
 	until  atomic.Int64 // unix nanoseconds
 }
 
 func (o *outage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	o.once.Do(func() {
-		until := time.Now().Add(o.lasts)
-		o.until.Store(until.UnixNano())
-		o.logger.Info("demo app down: answering 503 until the outage ends", "for", o.lasts, "until", until.Format(time.TimeOnly))
-	})
+	if r.URL.Path == outagePath {
+		o.serveOutage(w, r)
+		return
+	}
+	if o.lasts > 0 {
+		o.once.Do(func() { o.begin(o.lasts, "hookd demo-app -down") })
+	}
 	if time.Now().UnixNano() < o.until.Load() {
-		http.Error(w, "demo app is down (hookd demo-app -down)", http.StatusServiceUnavailable)
+		http.Error(w, "demo app is down (an outage for the demo)", http.StatusServiceUnavailable)
 		return
 	}
 	o.next.ServeHTTP(w, r)
+}
+
+func (o *outage) begin(d time.Duration, why string) time.Time {
+	until := time.Now().Add(d)
+	o.until.Store(until.UnixNano())
+	o.logger.Info("demo app down: answering 503 until the outage ends", "for", d, "until", until.Format(time.TimeOnly), "asked_by", why)
+	return until
+}
+
+// serveOutage starts the outage a signed POST to outagePath asks for.
+func (o *outage) serveOutage(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST how long the demo app should be down, e.g. 60s", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64))
+	if err != nil {
+		http.Error(w, "read the outage's length: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if o.key != nil && !forwardsig.Verify(r.Header, o.key, body, time.Now(), 5*time.Minute) {
+		http.Error(w, "the outage request is not signed with HOOKD_FORWARD_SECRET (hookd send-test-event -outage signs it)",
+			http.StatusUnauthorized)
+		return
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(string(body)))
+	if err != nil || d <= 0 || d > maxOutage {
+		http.Error(w, fmt.Sprintf("the body must be how long to be down, between 1s and %s, e.g. 60s (got %q)", maxOutage, body),
+			http.StatusBadRequest)
+		return
+	}
+	until := o.begin(d, "hookd send-test-event -outage")
+	fmt.Fprintf(w, "demo app down for %s, until %s\n", d, until.Format(time.TimeOnly))
 }

@@ -17,6 +17,8 @@
 //	hookd doctor    check the configuration end to end, one line per check
 //	hookd reconcile [-since 72h] [-dry-run] [-event evt_...]
 //	                recover the events Stripe could not deliver, from its Events API
+//	hookd erase -customer cus_...
+//	                erase the payloads of every event about a customer, for a GDPR request
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		return keysCommand(ctx, args, getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCommand(ctx, args, getenv, stdout, stderr)
+	case "erase":
+		return eraseCommand(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -115,6 +119,8 @@ Commands:
   reconcile [-since 72h] [-dry-run] [-event evt_...]
                    run the events Stripe could not deliver through the pipeline,
                    read from its Events API (needs STRIPE_API_KEY)
+  erase -customer cus_...
+                   erase the event log's payloads of every event about a customer (GDPR), audited
   version          print the version
 
 Run "hookd <command> -h" for a command's flags.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // send-test-event sends what Stripe sends today: thin events, Connect
@@ -83,5 +87,79 @@ func TestSendTestEvent_ThinConnectPingAndNotice(t *testing.T) {
 	}
 	if e := types["v2.core.health.event_generation_failure.resolved"]; e != nil {
 		t.Errorf("the app got Stripe's generation-failure notice: %v", e)
+	}
+}
+
+// send-test-event -outage takes the demo app down: only when the request
+// is signed with the forward secret, for as long as it says, and the
+// events it then sends find the app down.
+func TestSendTestEvent_OutageTakesTheDemoAppDown(t *testing.T) {
+	t.Parallel()
+	const forwardSecret = "whsec_ZTJlLWRlbW8tZm9yd2FyZC1rZXk="
+	addr := freeAddr(t)
+	env := map[string]string{"HOOKD_FORWARD_URL": "http://" + addr + "/stripe-events", "HOOKD_FORWARD_SECRET": forwardSecret,
+		"STRIPE_WEBHOOK_SECRET": testSecret}
+	getenv := func(k string) string { return env[k] }
+	ctx, cancel := context.WithCancel(t.Context())
+	appDone := make(chan error, 1)
+	go func() {
+		appDone <- run(ctx, []string{"demo-app"}, getenv, strings.NewReader(""), io.Discard, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-appDone; err != nil {
+			t.Errorf("demo app: %v", err)
+		}
+	})
+	status := func() int {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	queuetest.WaitFor(t, 10*time.Second, "the demo app to answer", func() bool { return status() == http.StatusOK })
+
+	resp, err := http.Post("http://"+addr+outagePath, "text/plain", strings.NewReader("1h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || status() != http.StatusOK {
+		t.Fatalf("an unsigned outage request: %d, then the app answered %d; want 401 and still up", resp.StatusCode, status())
+	}
+
+	var deliveries []string
+	var mu sync.Mutex
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		deliveries = append(deliveries, r.Header.Get("Stripe-Signature"))
+		mu.Unlock()
+	}))
+	t.Cleanup(receiver.Close)
+	send := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(t.Context(), append([]string{"send-test-event", "-url", receiver.URL}, args...), getenv,
+			strings.NewReader(""), &out, io.Discard)
+		return out.String(), err
+	}
+	out, err := send("-outage", "1h", "-n", "3")
+	if err != nil || !strings.Contains(out, "demo app down for 1h0m0s") {
+		t.Fatalf("send-test-event -outage 1h: %v\n%s", err, out)
+	}
+	mu.Lock()
+	sent := len(deliveries)
+	mu.Unlock()
+	if got := status(); got != http.StatusServiceUnavailable || sent != 3 {
+		t.Errorf("after -outage 1h the app answered %d and %d events were sent; want 503 and 3", got, sent)
+	}
+	// A new outage replaces the one running: a second, and the app is back.
+	if out, err := send("-outage", "1s"); err != nil || !strings.Contains(out, "demo app down for 1s") {
+		t.Fatalf("send-test-event -outage 1s: %v\n%s", err, out)
+	}
+	queuetest.WaitFor(t, 30*time.Second, "the demo app back after its outage", func() bool { return status() == http.StatusOK })
+	if _, err := send("-outage", "48h"); err == nil || !strings.Contains(err.Error(), "between 1s and 24h") {
+		t.Errorf("-outage 48h: %v, want it refused", err)
 	}
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/worker/forwardsig"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -30,6 +33,7 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 	fs.StringVar(&kind.account, "account", "", "send the events of this connected account (acct_...), as a Connect endpoint receives them")
 	fs.BoolVar(&kind.ping, "ping", false, "send "+stripeevent.PingType+", Stripe's check of an event destination")
 	fs.BoolVar(&kind.notice, "generation-failure", false, "send "+stripeevent.GenerationFailureType+", Stripe's notice of an event it could not create")
+	outageFor := fs.Duration("outage", 0, "first take the demo app at $HOOKD_FORWARD_URL down for this long (e.g. 60s), so the events find the app down and hookd's circuit breaker opens")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,6 +65,11 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 	}
 
 	client := &http.Client{Timeout: 30 * time.Second}
+	if *outageFor != 0 {
+		if err := startDemoOutage(ctx, client, getenv, *outageFor, stdout); err != nil {
+			return err
+		}
+	}
 	if *count == 1 {
 		res := postTestEvent(ctx, client, *target, secret, kind, typeOf(0))
 		if res.err != nil {
@@ -74,6 +83,44 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 	}
 
 	return sendTestEvents(ctx, client, *target, secret, kind, *count, typeOf, stdout)
+}
+
+// startDemoOutage asks the demo app where HOOKD_FORWARD_URL points to be
+// down for d, signing the request with HOOKD_FORWARD_SECRET as hookd signs
+// a delivery.
+func startDemoOutage(ctx context.Context, client *http.Client, getenv func(string) string, d time.Duration,
+	stdout io.Writer) error {
+	if d <= 0 || d > maxOutage {
+		return fmt.Errorf("-outage: between 1s and %s (got %s)", maxOutage, d)
+	}
+	cfg, err := readSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(cfg.ForwardURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("-outage: HOOKD_FORWARD_URL must say where the demo app listens (got %q)", cfg.ForwardURL)
+	}
+	target := u.Scheme + "://" + u.Host + outagePath
+	body := []byte(d.String())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("-outage: %w", err)
+	}
+	if key, _ := forwardsig.ParseSecret(cfg.ForwardSecret.Reveal()); key != nil {
+		forwardsig.Sign(req.Header, key, "demo_outage_"+strconv.FormatInt(time.Now().UnixNano(), 10), time.Now(), body)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("-outage: is the demo app running (make run)? %w", err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("-outage: the demo app at %s answered %s: %s", target, resp.Status, strings.TrimSpace(string(answer)))
+	}
+	fmt.Fprint(stdout, string(answer))
+	return nil
 }
 
 // testEventKind is what sort of event send-test-event sends.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,12 +306,13 @@ type downstream struct {
 	failing atomic.Bool
 
 	mu        sync.Mutex
-	delivered map[string][]byte // event id -> body of its successful delivery
-	refused   map[string]int    // event id -> deliveries answered 500
+	delivered map[string][]byte   // event id -> body of its successful delivery
+	refused   map[string]int      // event id -> deliveries answered 500
+	replayed  map[string][]string // event id -> the Hookd-Replay of each replay's delivery
 }
 
 func newDownstream(t *testing.T) *downstream {
-	d := &downstream{delivered: map[string][]byte{}, refused: map[string]int{}}
+	d := &downstream{delivered: map[string][]byte{}, refused: map[string]int{}, replayed: map[string][]string{}}
 	d.srv = httptest.NewServer(http.HandlerFunc(d.serveHTTP))
 	t.Cleanup(d.srv.Close)
 	return d
@@ -331,7 +333,17 @@ func (d *downstream) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.delivered[id] = body
+	if name := r.Header.Get("Hookd-Replay"); name != "" {
+		d.replayed[id] = append(d.replayed[id], name)
+	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// replays returns the Hookd-Replay of each replay's delivery of id.
+func (d *downstream) replays(id string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.replayed[id])
 }
 
 // setFailing makes every delivery from now on fail (true) or succeed.

@@ -22,10 +22,12 @@ const (
 	// PathReconcile is an event Stripe's delivery never brought, recovered
 	// from Stripe's Events API by reconciliation.
 	PathReconcile AttemptPath = "reconcile"
+	// PathReplay is a replay's delivery of an event (see StartReplay).
+	PathReplay AttemptPath = "replay"
 )
 
 // AttemptPaths are the paths, for whoever lists them (the metrics' help).
-var AttemptPaths = []AttemptPath{PathInline, PathRetry, PathManual, PathReconcile}
+var AttemptPaths = []AttemptPath{PathInline, PathRetry, PathManual, PathReconcile, PathReplay}
 
 // AttemptOutcome is how a processing attempt ended: the outcome column of
 // its history, and the result label of the metrics that count attempts.

@@ -89,6 +89,9 @@ type FailedEvent struct {
 	Signature string
 	Error     string
 	Meta      EventMeta
+	// Created is Stripe's created; nil when the event did not say. The
+	// event log's "out of order" compares it.
+	Created *time.Time
 	// Held puts the event on the queue dead, not announced as a death, so
 	// that only a person sends it on (a test-mode event through an endpoint
 	// whose test events are queue-only).

@@ -11,6 +11,7 @@ var (
 	TakeLeasesSQL = takeLeasesSQL
 	ReclaimedSQL  = reclaimedSQL
 	PendingSQL    = pending
+	HistorySQL    = historySQL
 )
 
 // TakeDeliveries is SettleAndTake with nothing to settle, for the tests of

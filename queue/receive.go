@@ -77,6 +77,7 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Received, take []Delivery,
 	processFor time.Duration) ([]bool, Deliveries, error) {
 	st := newSettleOp(settle)
+	defer st.log.release()
 	tk := newTakeOp(take, processFor)
 	if len(st.eventID)+len(tk.ids) == 0 {
 		return st.written(), tk.result(), nil
@@ -243,10 +244,17 @@ type Received struct {
 	Seen *Seen
 	// Pair, when set, links a thin event to the snapshot event it mirrors.
 	Pair *Pair
+	// Log, when set on a processed outcome, is what the event log keeps of
+	// the event: its marker is written with it. The receiver sets it on
+	// every processed outcome; a queued one's queue row is its entry.
+	Log *LoggedEvent
 }
 
 // settleOp is SettleDeliveries' part of a short transaction.
 type settleOp struct {
+	// log is the markers' event log columns, whose buffer goes back to
+	// its pool once the statement has been sent.
+	log      logColumns
 	eventID  []string
 	owner    []uuid.UUID
 	queued   []bool
@@ -267,6 +275,9 @@ func newSettleOp(rs []Received) *settleOp {
 	}
 	var q queuedColumns
 	var a attemptColumns
+	l := &op.log
+	l.grow(len(rs))
+	op.eventID, op.owner, op.queued = make([]string, 0, len(rs)), make([]uuid.UUID, 0, len(rs)), make([]bool, 0, len(rs))
 	for _, r := range rs {
 		op.eventID = append(op.eventID, r.EventID)
 		op.owner = append(op.owner, r.Owner)
@@ -284,16 +295,18 @@ func newSettleOp(rs []Received) *settleOp {
 		if r.Pair != nil {
 			op.pairs.add(*r.Pair)
 		}
+		l.add(r.Log)
 	}
 	if len(q.eventID)+len(a.eventID) == 0 {
 		// Every event was processed on its first delivery, as nearly all
 		// are: the statement that writes only markers is much the cheaper.
-		op.sql, op.args = settleProcessedSQL, []any{op.eventID, uuidArray(op.owner)}
+		op.sql, op.args = settleProcessedSQL, append([]any{op.eventID, uuidArray(op.owner)}, l.args()...)
 		return op
 	}
 	op.sql = settleDeliveriesSQL
 	op.args = append([]any{op.eventID, uuidArray(op.owner), op.queued}, q.args()...)
 	op.args = append(op.args, a.args()...)
+	op.args = append(op.args, l.args()...)
 	return op
 }
 
@@ -353,45 +366,45 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 
 // settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
 // whether each event goes on the queue) and writes the outcome of each one
-// it released: the marker, or the queue row ($4-$21, as queuedColumns
-// orders them), and the attempts ($22-$30, as attemptColumns orders them).
-// It returns the leases it released.
+// it released: the marker with its event log columns ($32-$41, as
+// logColumns orders them, beside $1-$3), or the queue row ($4-$22, as
+// queuedColumns orders them); and the attempts ($23-$31, as
+// attemptColumns orders them). It returns the leases it released.
 var settleDeliveriesSQL = `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
-	), o AS (
-		SELECT r.event_id, r.owner, o.queued
-		FROM released r JOIN unnest($1::text[], $2::uuid[], $3::bool[]) AS o(event_id, owner, queued)
-		     ON o.event_id = r.event_id AND o.owner = r.owner
-	), marked AS (
-		INSERT INTO processed_webhook_events (event_id)
-		SELECT event_id FROM o WHERE NOT queued
-		ON CONFLICT DO NOTHING
+	), marked AS (` + insertMarkersSQL(`
+		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(32)+`)
+		     AS l(event_id, owner, queued, `+logNamesSQL+`)
+		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner
+		WHERE NOT l.queued`) + `
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
-		                            status, dead_alerted_at, ` + metaColumns + `)
+		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
 		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait),
 		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
 		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
-		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, '')
+		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created
 		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
-		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[])
+		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
+		            $22::timestamptz[])
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
-		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event)
+		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + insertAttemptsSQL(22, "released") + `
+	), recorded AS (` + insertAttemptsSQL(23, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 
 // settleProcessedSQL is settleDeliveriesSQL for outcomes that are all
 // markers without attempts: it releases the leases ($1 event ids, $2
-// owners) and writes the marker of each one it released.
+// owners) and writes the marker, with its event log columns ($3-$12), of
+// each one it released.
 var settleProcessedSQL = `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
-	), marked AS (
-		INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM released
-		ON CONFLICT DO NOTHING
+	), marked AS (` + insertMarkersSQL(`
+		FROM unnest($1::text[], $2::uuid[], `+logUnnestSQL(3)+`) AS l(event_id, owner, `+logNamesSQL+`)
+		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner`) + `
 	)
 	SELECT event_id, owner FROM released`
 
@@ -405,6 +418,7 @@ type queuedColumns struct {
 	customer, snapshotEvent                                []string
 	// livemode is NULL where the event did not say.
 	livemode []*bool
+	created  []*time.Time
 }
 
 func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, attempted bool) {
@@ -427,11 +441,12 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.objectType = append(c.objectType, deref(m.ObjectType))
 	c.customer = append(c.customer, deref(m.Customer))
 	c.snapshotEvent = append(c.snapshotEvent, deref(m.SnapshotEvent))
+	c.created = append(c.created, e.Created)
 }
 
 func (c *queuedColumns) args() []any {
 	return []any{nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.eventType), nonNil(c.payload),
 		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted),
 		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
-		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent)}
+		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent), nonNil(c.created)}
 }

@@ -190,12 +190,20 @@ type SettledState struct {
 func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]SettledState, error) {
 	n := len(settled)
 	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	hows, payloads := make([]string, n), make([][]byte, n)
 	owners, waits := make([]uuid.UUID, n), make([]*float64, n)
 	var a attemptColumns
 	var tally breakerTally
 	for i, st := range settled {
 		c := st.Claimed
 		ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
+		hows[i] = string(LogRetry)
+		if c.Path == PathManual {
+			hows[i] = string(LogManual)
+		}
+		if st.Kind == SettleDone {
+			payloads[i] = compressPayload([]byte(c.Event.Payload))
+		}
 		if st.Kind == SettleFailed {
 			var status Status
 			status, waits[i] = s.afterFailure(c.Event.Attempts)
@@ -209,7 +217,7 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 			tally.add(st.Attempt, st.Kind == SettleDone)
 		}
 	}
-	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs}, a.args()...)
+	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads}, a.args()...)
 	type result struct {
 		ID       string
 		Status   string
@@ -245,23 +253,24 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
 // owners $3) and writes each released one's outcome by its kind $4: for a
 // failure, its new status $5, the seconds to its next attempt $6 (NULL for
-// none) and its error $7. The attempts to record follow from $8 on. It
-// returns each released row with a failure's new status and whether a
-// person hastened it.
+// none) and its error $7; for a success, its marker with the event log's
+// columns from the queue row, how it was processed $8 (retry or manual),
+// and its payload $9 (compressPayload). The attempts to record follow from
+// $10 on. It returns each released row with
+// a failure's new status and whether a person hastened it.
 var settleAttemptsSQL = `
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
 	), released AS (
 		SELECT o.* FROM freed f
-		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[])
-		     AS o(id, event_id, owner, kind, new_status, wait, error)
+		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::text[], $9::bytea[])
+		     AS o(id, event_id, owner, kind, new_status, wait, error, how, payload)
 		  ON o.event_id = f.event_id AND o.owner = f.owner
 	), resolved AS (
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
-		RETURNING e.event_id
-	), marked AS (
-		INSERT INTO processed_webhook_events (event_id) SELECT event_id FROM resolved
-		ON CONFLICT DO NOTHING
+		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.object_id, e.object_type, e.customer,
+		          e.stripe_created, e.created_at, e.attempts, r.payload, r.how, e.payload_erased_at, e.payload_erased_by
+	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e
 		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
@@ -277,7 +286,7 @@ var settleAttemptsSQL = `
 		SET attempts = greatest(e.attempts - 1, 0), claims = greatest(e.claims - 1, 0), next_retry_at = now()
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
-	), recorded AS (` + insertAttemptsSQL(8, "released") + `
+	), recorded AS (` + insertAttemptsSQL(10, "released") + `
 	)
 	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
 	FROM released r LEFT JOIN failed f ON f.id = r.id`

@@ -24,6 +24,9 @@ type Whereabouts struct {
 	// id, at most maxRefusedShown; RefusedTotal counts them all.
 	Refused      []rejections.Rejection
 	RefusedTotal int64
+	// Log is its event log row; nil when it has none (never accepted, or
+	// pruned with its marker).
+	Log *LogEntry
 }
 
 // maxRefusedShown bounds the refusals FindEvent returns: the rejection log
@@ -76,5 +79,11 @@ func (s *Store) FindEvent(ctx context.Context, eventID string) (Whereabouts, err
 		return Whereabouts{}, err
 	}
 	w.Refused, w.RefusedTotal = refused.Rejections, refused.Total
+	switch e, err := s.LogEntry(ctx, eventID); {
+	case err == nil:
+		w.Log = &e
+	case !errors.Is(err, ErrNotFound):
+		return Whereabouts{}, err
+	}
 	return w, nil
 }

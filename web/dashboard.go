@@ -409,6 +409,9 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	case !errors.Is(err, queue.ErrNotFound):
 		return views.EventDetail{}, err
 	}
+	if detail.Replays, err = d.reads.ReplaysOfEvent(ctx, e.EventID); err != nil {
+		return views.EventDetail{}, err
+	}
 	return detail, nil
 }
 

@@ -17,12 +17,13 @@ import (
 
 // handleSearch answers "where is this event?" for a Stripe event id: on the
 // queue, processed, or never seen. A queue row's uuid, as shown on its
-// detail page, finds it too.
+// detail page, finds it too. An object or customer id (isObjectID) shows
+// its history from the event log instead.
 func (d *dashboard) handleSearch() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
 		s := views.SearchPage{Query: strings.TrimSpace(c.QueryParam("q")), RetentionDays: max(1, int(d.opts.MarkerRetention/(24*time.Hour))),
-			CanPull: d.opts.Reconciler != nil}
+			PayloadRetentionDays: max(1, int(d.opts.PayloadRetention/(24*time.Hour))), CanPull: d.opts.Reconciler != nil}
 		status := http.StatusOK
 		switch {
 		case s.Query == "":
@@ -32,6 +33,12 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 			s.Problem = fmt.Sprintf("An event id has at most %d characters, all printable; Stripe's look like evt_1Q2w3E4r5T6y7U8i.",
 				eventjson.MaxIDLen)
 			status = http.StatusBadRequest
+		case isObjectID(s.Query):
+			history, err := d.reads.History(ctx, s.Query)
+			if err != nil {
+				return err
+			}
+			s.HistoryOf, s.History = s.Query, history
 		default:
 			eventID := s.Query
 			if id, err := uuid.Parse(s.Query); err == nil {
@@ -49,6 +56,9 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 				return err
 			}
 			s.Found = &found
+			if s.Replays, err = d.reads.ReplaysOfEvent(ctx, eventID); err != nil {
+				return err
+			}
 			switch pair, err := d.reads.PairOf(ctx, eventID); {
 			case err == nil:
 				s.Pair = &pair

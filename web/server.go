@@ -88,6 +88,9 @@ type Options struct {
 	// MarkerRetention is the pruner's retention; the manual prune offers
 	// it, in days, as its default. Zero means maintenance.DefaultMarkerRetention.
 	MarkerRetention time.Duration
+	// PayloadRetention is how long the event log keeps payloads, which the
+	// history says. Zero means maintenance.DefaultPayloadRetention.
+	PayloadRetention time.Duration
 	// RetryInterval is the retry loop's idle interval; the overview calls
 	// the loop stalled when it has not ticked for several of them (and at
 	// least 30 seconds). Zero means worker.DefaultRetryInterval.
@@ -118,6 +121,9 @@ type Options struct {
 	// Pace is HOOKD_FORWARD_RATE, which the overview's backlog estimate
 	// divides by; nil for no bound.
 	Pace *worker.Pace
+	// Replayer is this replica's runner of replays, which a start wakes and
+	// a cancel stops at once; nil leaves them to the runners' polls.
+	Replayer *worker.Replayer
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a
@@ -176,6 +182,7 @@ func withDefaults(opts Options) Options {
 	opts.MaxBody = cmp.Or(opts.MaxBody, DefaultMaxBody)
 	opts.MaxBodyMemory = cmp.Or(opts.MaxBodyMemory, DefaultMaxBodyMemory)
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, maintenance.DefaultMarkerRetention)
+	opts.PayloadRetention = cmp.Or(opts.PayloadRetention, maintenance.DefaultPayloadRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
 	if opts.Stores.Ungenerated == nil && opts.Stores.Queue != nil {
 		opts.Stores.Ungenerated = ungenerated.New(opts.Stores.Queue.DB())

@@ -92,6 +92,10 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	if d.Account != "" {
 		req.Header.Set("Hookd-Stripe-Account", d.Account)
 	}
+	if d.Replay != "" {
+		// The app may tell a replay from Stripe's delivery, and which one.
+		req.Header.Set("Hookd-Replay", d.Replay)
+	}
 	if f.key != nil {
 		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
 	}

@@ -37,6 +37,9 @@ type Delivery struct {
 	Livemode *bool
 	// Account is a Connect event's connected account; "" for none.
 	Account string
+	// Replay is the name of the replay delivering the event again; "" for
+	// every other delivery.
+	Replay string
 }
 
 // Result is what a Processor made of a Delivery.

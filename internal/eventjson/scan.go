@@ -14,6 +14,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
+	"time"
 )
 
 // maxJSONDepth is how deeply arrays and objects may nest, encoding/json's
@@ -383,4 +385,31 @@ func (s *jsonScanner) space() {
 			return
 		}
 	}
+}
+
+// CreatedTime is Stripe's created of the scanned event: seconds in a
+// snapshot event, an RFC 3339 time in a thin one; nil when absent or
+// neither.
+func (f *Fields) CreatedTime() *time.Time {
+	raw := f.Created
+	if len(raw) == 0 {
+		return nil
+	}
+	if raw[0] == '"' {
+		s, ok := String(raw)
+		if !ok {
+			return nil
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil
+		}
+		return &t
+	}
+	secs, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return nil
+	}
+	t := time.Unix(secs, 0).UTC()
+	return &t
 }

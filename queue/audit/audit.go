@@ -37,6 +37,11 @@ const (
 
 	DeliveryPause  Action = "delivery_pause"  // an operator paused delivery to the app, with a reason
 	DeliveryResume Action = "delivery_resume" // an operator resumed it, or closed the circuit breaker
+
+	Erase Action = "erase" // an admin, or `hookd erase`, erased the payloads of every event about a customer
+
+	ReplayStart  Action = "replay_start"  // an operator started a named replay of the events a filter matched
+	ReplayCancel Action = "replay_cancel" // an operator cancelled a running replay
 )
 
 // Entry is one line of the audit log.

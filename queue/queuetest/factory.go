@@ -106,3 +106,79 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// LoggedOpts describes an event for InsertLogged; zero fields get defaults.
+type LoggedOpts struct {
+	EventID   string // default: a fresh evt_... id
+	EventType string // default: "invoice.paid"
+	Payload   string // default: a minimal Stripe event with EventID and EventType
+	// Queued puts it on the retry queue (status failed, due in an hour)
+	// instead of processing it.
+	Queued   bool
+	ObjectID string
+	Customer string
+}
+
+// InsertLogged writes events as the receiver does on their first delivery,
+// through its own calls: each one's lease, then its outcome with its event
+// log row (and payload), in batches.
+func InsertLogged(t testing.TB, pool *pgxpool.Pool, events []LoggedOpts) {
+	t.Helper()
+	ctx := context.Background()
+	s := queue.New(pool)
+	const batch = 500
+	for start := 0; start < len(events); start += batch {
+		part := events[start:min(start+batch, len(events))]
+		take := make([]queue.Delivery, len(part))
+		for i := range part {
+			e := &part[i]
+			if e.EventID == "" {
+				e.EventID = "evt_test_" + randomHex(8)
+			}
+			if e.EventType == "" {
+				e.EventType = "invoice.paid"
+			}
+			if e.Payload == "" {
+				e.Payload = `{"id":"` + e.EventID + `","object":"event","type":"` + e.EventType + `"}`
+			}
+			take[i] = queue.Delivery{EventID: e.EventID, Path: queue.PathInline}
+		}
+		_, d, err := s.SettleAndTake(ctx, queue.SourceStripe, nil, take, time.Minute)
+		if err != nil {
+			t.Fatalf("queuetest: lease events: %v", err)
+		}
+		settle := make([]queue.Received, len(part))
+		for i, e := range part {
+			if d.States[i] != queue.DeliveryNew {
+				t.Fatalf("queuetest: %s is not new: state %d", e.EventID, d.States[i])
+			}
+			meta := queue.EventMeta{Endpoint: queue.DefaultEndpoint}
+			if e.ObjectID != "" {
+				meta.ObjectID = &e.ObjectID
+			}
+			if e.Customer != "" {
+				meta.Customer = &e.Customer
+			}
+			r := queue.Received{EventID: e.EventID, Owner: d.Owner,
+				Log: &queue.LoggedEvent{EventType: e.EventType, Payload: []byte(e.Payload), Meta: meta, How: queue.LogInline}}
+			if e.Queued {
+				r.Log = nil // its queue row is its entry
+				r.Wait = time.Hour
+				r.Queue = &queue.FailedEvent{Source: queue.SourceStripe, EventID: e.EventID, EventType: e.EventType,
+					Payload: []byte(e.Payload), Error: "downstream answered 500", Meta: meta}
+				r.Attempt = &queue.NewAttempt{Source: queue.SourceStripe, EventID: e.EventID, Path: queue.PathInline,
+					Error: "downstream answered 500", HTTPStatus: 500}
+			}
+			settle[i] = r
+		}
+		written, err := s.SettleDeliveries(ctx, settle)
+		if err != nil {
+			t.Fatalf("queuetest: settle events: %v", err)
+		}
+		for i, w := range written {
+			if !w {
+				t.Fatalf("queuetest: %s not written", part[i].EventID)
+			}
+		}
+	}
+}

@@ -24,6 +24,12 @@ const MinMarkerRetention = stripeevent.RedeliveryWindow
 // first delivery still finds its marker.
 const DefaultMarkerRetention = 30 * 24 * time.Hour
 
+// DefaultPayloadRetention is HOOKD_PAYLOAD_RETENTION's default: how long
+// the event log keeps each event's exact payload, long enough to replay
+// the events of a bug found a few days late, short enough that the log
+// does not hold customers' data for the markers' whole month.
+const DefaultPayloadRetention = 7 * 24 * time.Hour
+
 // PrunerConfig configures a Pruner. Zero fields get the defaults below.
 type PrunerConfig struct {
 	// Interval is how often the pruner runs; it also runs once at start.
@@ -32,8 +38,11 @@ type PrunerConfig struct {
 	// Retention is the age after which dedup markers, and the attempt
 	// history of events no longer queued, are deleted. Stripe redelivers
 	// for up to three days, so it should not be below MinMarkerRetention.
-	// Default: DefaultMarkerRetention.
+	// Default: DefaultMarkerRetention. The event log's rows go with it.
 	Retention time.Duration
+	// PayloadRetention is the age after which the event log's payloads
+	// are cleared. Default: DefaultPayloadRetention.
+	PayloadRetention time.Duration
 	// Timeout bounds one run. Default: 1 minute.
 	Timeout time.Duration
 	// CountPruned, when set, hears how many markers each run deleted (the
@@ -66,6 +75,7 @@ func NewPruner(store *queue.Store, accts *accounts.Store, act *activity.Store, r
 	logger *slog.Logger, cfg PrunerConfig) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Hour)
 	cfg.Retention = cmp.Or(cfg.Retention, DefaultMarkerRetention)
+	cfg.PayloadRetention = cmp.Or(cfg.PayloadRetention, DefaultPayloadRetention)
 	cfg.Timeout = cmp.Or(cfg.Timeout, time.Minute)
 	p := &Pruner{
 		store:      store,
@@ -134,10 +144,22 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
-	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 || pairs > 0 {
+	payloads, err := p.store.PrunePayloads(ctx, p.cfg.PayloadRetention)
+	if err != nil {
+		return markers, err
+	}
+	// A replay that ended is kept as long as the events it replayed.
+	replays, err := p.store.PruneReplays(ctx, p.cfg.Retention)
+	if err != nil {
+		return markers, err
+	}
+	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 || pairs > 0 ||
+		payloads > 0 || replays > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", counts,
-			"refused_deliveries", refused, "abandoned_leases", leases, "event_pairs", pairs, "older_than", p.cfg.Retention)
+			"refused_deliveries", refused, "abandoned_leases", leases, "event_pairs", pairs,
+			"event_log_payloads", payloads, "replays", replays, "older_than", p.cfg.Retention,
+			"payloads_older_than", p.cfg.PayloadRetention)
 	}
 	return markers, nil
 }

@@ -49,6 +49,33 @@ func TestPruner(t *testing.T) {
 		}
 	})
 
+	t.Run("ClearsEventLogPayloadsThenRows", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		if _, err := bundle.pool.Exec(t.Context(), `
+			INSERT INTO processed_webhook_events (event_id, event_type, endpoint, received_at, processed_at, processed_how, payload) VALUES
+			  ('evt_today', 'invoice.paid', 'default', now(), now(), 'inline', '{}'),
+			  ('evt_3d', 'invoice.paid', 'default', now() - interval '3 days', now() - interval '3 days', 'inline', '{}'),
+			  ('evt_5d', 'invoice.paid', 'default', now() - interval '5 days', now() - interval '5 days', 'inline', '{}'),
+			  ('evt_31d', 'invoice.paid', 'default', now() - interval '31 days', now() - interval '31 days', 'inline', '{}')`); err != nil {
+			t.Fatal(err)
+		}
+		p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger,
+			maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour, PayloadRetention: 4 * 24 * time.Hour})
+		if _, err := p.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM event_log WHERE payload IS NOT NULL AND event_id IN ('evt_today', 'evt_3d')`); got != 2 {
+			t.Errorf("%d young payloads kept, want 2", got)
+		}
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM event_log WHERE payload IS NULL AND event_id = 'evt_5d'`); got != 1 {
+			t.Errorf("evt_5d's payload kept past the payload retention")
+		}
+		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM event_log`); got != 3 {
+			t.Errorf("%d event log entries, want 3: evt_31d's goes with its marker", got)
+		}
+	})
+
 	t.Run("DeletesExpiredSessionsAndStaleLoginCounts", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)

@@ -374,15 +374,55 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 // past receiver.PaceWait for its turn.
 func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
 	t.Parallel()
+	paceHolds(t, false)
+}
+
+// TestPace_HoldsAcrossTheReceiverTheRetryLoopAndAReplay: the same with a
+// replay of processed events running too, whose deliveries take the same
+// tokens.
+func TestPace_HoldsAcrossTheReceiverTheRetryLoopAndAReplay(t *testing.T) {
+	t.Parallel()
+	paceHolds(t, true)
+}
+
+// paceHolds counts the app's requests per second window over 10 s while a
+// retry loop drains a backlog, deliveries arrive, and, with replay, a
+// replay runs, all under one Pace.
+func paceHolds(t *testing.T, replay bool) {
 	const rate, windows = 50, 10
 	_, b := setup(t)
 	app := newTestApp(t)
 	for i := range rate * (windows + 3) {
 		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_backlog_%04d", i)})
 	}
+	pace := worker.NewPace(rate)
 	r := newReplica(t, b.pool, app, replicaConfig{breakerFailures: worker.DefaultBreakerFailures,
-		probe: worker.DefaultBreakerProbe, pace: worker.NewPace(rate)})
+		probe: worker.DefaultBreakerProbe, pace: pace})
 	r.run(t, true)
+	var replayID int64
+	if replay {
+		logged := make([]queuetest.LoggedOpts, rate*(windows+3))
+		for i := range logged {
+			logged[i] = queuetest.LoggedOpts{EventID: fmt.Sprintf("evt_replayed_%04d", i)}
+		}
+		queuetest.InsertLogged(t, b.pool, logged)
+		started, err := r.store.StartReplay(t.Context(), "pace", queue.ReplayFilter{From: time.Now().Add(-time.Hour),
+			To: time.Now().Add(time.Hour), Processed: true}, "ops@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayID = started.ID
+		fwd, err := worker.NewForwarder(app.srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		replayer := worker.NewReplayer(r.store, discardLogger, worker.ReplayerConfig{Interval: 50 * time.Millisecond,
+			ProcessTimeout: 2 * time.Second, Processor: fwd, Control: r.control, Pace: pace})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = replayer.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -439,5 +479,15 @@ func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
 	}
 	if deferred.Load() == 0 {
 		t.Error("no delivery was deferred: the receiver did not share the rate with the retry loop")
+	}
+	if replay {
+		got, err := r.store.Replay(context.Background(), replayID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the replay delivered %d of its %d events meanwhile", got.Delivered, got.Total)
+		if got.Delivered == 0 {
+			t.Error("the replay delivered nothing: it did not share the rate")
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hookd/hookd/internal/eventjson"
@@ -143,6 +144,9 @@ func (ev *event) meta(label string) queue.EventMeta {
 	}
 	return m
 }
+
+// created is Stripe's created; nil when the event did not say.
+func (ev *event) created() *time.Time { return ev.f.CreatedTime() }
 
 var live, test = true, false
 

@@ -368,6 +368,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	if d.ev.mode == modeTest {
 		switch d.ep.TestEvents {
 		case endpoint.DiscardTestEvents:
+			o.Log = logged(d, queue.LogTestDiscarded)
 			d.outcome = o
 			return TestDiscarded, worker.Result{}
 		case endpoint.QueueTestEvents:
@@ -409,11 +410,13 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	outcome := Processed
 	switch {
 	case attempt.Succeeded && d.path == queue.PathInline:
-		// Processed on its first delivery: the marker is its whole record.
+		// Processed on its first delivery: the marker, with the event
+		// log's columns, is its whole record.
+		o.Log = logged(d, queue.LogInline)
 	case attempt.Succeeded:
 		// Recovered by reconciliation: its attempt is what says so, since
 		// a marker alone means a first delivery.
-		o.Attempt = &attempt
+		o.Attempt, o.Log = &attempt, logged(d, queue.LogReconcile)
 	default:
 		// Failed: from here on the event keeps its history, starting with
 		// this attempt.
@@ -531,11 +534,18 @@ func retryUntil(until time.Time, try func(context.Context) error) error {
 	}
 }
 
+// logged is d as its marker's event log columns keep it, processed how.
+// A queued event needs none: its queue row is its entry.
+func logged(d *delivery, how queue.LogHow) *queue.LoggedEvent {
+	return &queue.LoggedEvent{EventType: d.ev.Type, Payload: d.payload, Meta: d.ev.meta(d.ep.Label),
+		Created: d.ev.created(), How: how}
+}
+
 // failedEvent is d as the retry queue keeps it, with why it is there.
 func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
 		Source: queue.SourceStripe, EventID: d.key, EventType: d.ev.Type,
-		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason,
+		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason, Created: d.ev.created(),
 		Meta: d.ev.meta(d.ep.Label),
 	}
 }

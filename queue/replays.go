@@ -1,0 +1,669 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Replays: events of the event log, chosen by a filter, delivered to the
+// app again as a named background job (worker.Replayer), each delivery
+// with the header Hookd-Replay. A replay's members are fixed when it
+// starts, each with its state in replay_events; a member is delivered
+// under the event's lease like any other run of the processor, and its
+// state changes in the statement that gives the lease back, so a restart
+// or a second replica never delivers a member the replay has finished.
+//
+// A replay's delivery that fails is recorded as failed in the replay and
+// in the attempt history (path replay), and nothing else: a processed
+// event stays processed, and a queued one keeps its attempts and schedule.
+// A replay's success of a queued event resolves it, as a retry's would:
+// the app has it now.
+
+// ReplayState is where a replay stands.
+type ReplayState string
+
+const (
+	ReplayRunning   ReplayState = "running"
+	ReplayDone      ReplayState = "done"
+	ReplayCancelled ReplayState = "cancelled"
+)
+
+// MemberState is where one event of a replay stands.
+type MemberState string
+
+const (
+	MemberPending   MemberState = "pending"
+	MemberDelivered MemberState = "delivered"
+	MemberFailed    MemberState = "failed"
+	// MemberSkipped: its payload was pruned or erased after the replay
+	// started, or it became dead and the replay does not take dead events.
+	MemberSkipped MemberState = "skipped"
+)
+
+// ReplayFilter chooses the events of a replay from the event log.
+type ReplayFilter struct {
+	// From and To bound when the events were received: From <= received
+	// < To.
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// Types are the event types to take; none takes every type. A type
+	// ending in ".*" takes every type with that prefix.
+	Types []string `json:"types,omitempty"`
+	// Endpoint is the label of the endpoint they came through; "" for any.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Processed takes processed events (while their payload is kept),
+	// Pending those waiting on the retry queue, Dead dead ones: a replay
+	// takes a dead event only when asked.
+	Processed bool `json:"processed,omitempty"`
+	Pending   bool `json:"pending,omitempty"`
+	Dead      bool `json:"dead,omitempty"`
+	// Object is an object or customer id the events are about; "" for any.
+	Object string `json:"object,omitempty"`
+}
+
+// MaxReplayName bounds a replay's name, which goes to the app in a header.
+const MaxReplayName = 100
+
+// CheckReplayName says why name cannot name a replay, or nil: it goes to
+// the app in the Hookd-Replay header, so it is one line of printable
+// characters.
+func CheckReplayName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errors.New("name the replay: the app sees the name in the Hookd-Replay header")
+	case utf8.RuneCountInString(name) > MaxReplayName:
+		return fmt.Errorf("the name is longer than %d characters; shorten it", MaxReplayName)
+	case !utf8.ValidString(name) || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return errors.New("the name must be printable characters on one line")
+	}
+	return nil
+}
+
+// Check says what makes the filter unusable, or nil.
+func (f ReplayFilter) Check() error {
+	switch {
+	case f.From.IsZero() || f.To.IsZero():
+		return errors.New("give the time range the events were received in")
+	case !f.From.Before(f.To):
+		return errors.New("the time range ends before it starts")
+	case !f.Processed && !f.Pending && !f.Dead:
+		return errors.New("choose at least one status: processed, pending or dead")
+	case len(f.Types) > 50:
+		return errors.New("at most 50 event types")
+	}
+	return nil
+}
+
+// Summary is the filter in one line, for the audit log and the pages.
+func (f ReplayFilter) Summary() string {
+	var statuses []string
+	for _, s := range []struct {
+		on   bool
+		name string
+	}{{f.Processed, "processed"}, {f.Pending, "pending"}, {f.Dead, "dead"}} {
+		if s.on {
+			statuses = append(statuses, s.name)
+		}
+	}
+	parts := []string{strings.Join(statuses, "+") + " events received " + f.From.UTC().Format("2006-01-02 15:04") +
+		" to " + f.To.UTC().Format("2006-01-02 15:04 UTC")}
+	if len(f.Types) > 0 {
+		parts = append(parts, "types "+strings.Join(f.Types, ", "))
+	}
+	if f.Endpoint != "" {
+		parts = append(parts, "endpoint "+f.Endpoint)
+	}
+	if f.Object != "" {
+		parts = append(parts, "about "+f.Object)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// matchSQL is the FROM and WHERE of the event log rows the filter in the
+// parameters $1 to $8 chooses (ReplayFilter.args orders them), each with
+// its queue row q when it has one and replayable: whether a payload is
+// still there to send, in the event log or on the queue.
+const matchSQL = `
+	FROM event_log l
+	LEFT JOIN webhook_events q ON q.source = '` + SourceStripe + `' AND q.event_id = l.event_id
+	WHERE l.received_at >= $1 AND l.received_at < $2
+	  AND (cardinality($3::text[]) = 0 OR l.event_type = ANY ($3::text[])
+	       OR EXISTS (SELECT 1 FROM unnest($3::text[]) t
+	                  WHERE t LIKE '%.*' AND starts_with(l.event_type, left(t, -1))))
+	  AND ($4 = '' OR l.endpoint = $4)
+	  AND (($5 AND q.status IS NULL AND l.processed_at IS NOT NULL)
+	       OR ($6 AND q.status IN ('failed', 'retrying'))
+	       OR ($7 AND q.status = 'dead'))
+	  AND ($8 = '' OR l.object_id = $8 OR l.customer = $8)`
+
+// replayableSQL is whether a row of matchSQL has a payload to send.
+const replayableSQL = `(l.payload IS NOT NULL OR q.payload IS NOT NULL)`
+
+func (f ReplayFilter) args() []any {
+	return []any{f.From, f.To, nonNil(f.Types), f.Endpoint, f.Processed, f.Pending, f.Dead, f.Object}
+}
+
+// ReplaySample is one event a filter matches, for the preview.
+type ReplaySample struct {
+	EventID    string    `db:"event_id"`
+	EventType  string    `db:"event_type"`
+	ReceivedAt time.Time `db:"received_at"`
+	// Status is processed, pending or dead.
+	Status     string `db:"status"`
+	Replayable bool   `db:"replayable"`
+}
+
+// ReplayPreview is what a replay of a filter would deliver.
+type ReplayPreview struct {
+	// Matching is how many events the filter matches; Unreplayable how
+	// many of them have no payload left (pruned or erased), which the
+	// replay skips.
+	Matching, Unreplayable int64
+	// Sample is a few of the matching events, newest first.
+	Sample []ReplaySample
+}
+
+// Replayable is how many events a replay of the filter would deliver.
+func (p ReplayPreview) Replayable() int64 { return p.Matching - p.Unreplayable }
+
+// ReplaySampleSize is how many matching events the preview shows.
+const ReplaySampleSize = 5
+
+// PreviewReplay counts the events f matches, and those of them with no
+// payload left, and returns a few of them.
+func (s *Store) PreviewReplay(ctx context.Context, f ReplayFilter) (ReplayPreview, error) {
+	var p ReplayPreview
+	if err := s.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE NOT `+replayableSQL+`)`+matchSQL,
+		f.args()...).Scan(&p.Matching, &p.Unreplayable); err != nil {
+		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
+	}
+	rows, err := s.db.Query(ctx, `
+		SELECT l.event_id, l.event_type, l.received_at,
+		       CASE WHEN q.status IS NULL THEN 'processed' WHEN q.status = 'dead' THEN 'dead' ELSE 'pending' END AS status,
+		       `+replayableSQL+` AS replayable`+matchSQL+`
+		ORDER BY l.received_at DESC, l.event_id LIMIT `+strconv.Itoa(ReplaySampleSize), f.args()...)
+	if err != nil {
+		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
+	}
+	if p.Sample, err = pgx.CollectRows(rows, pgx.RowToStructByName[ReplaySample]); err != nil {
+		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
+	}
+	return p, nil
+}
+
+// ErrNothingToReplay is StartReplay's answer for a filter that matches no
+// event with a payload left.
+var ErrNothingToReplay = errors.New("no event with a payload left matches the filter")
+
+// ErrReplayNotRunning is CancelReplay's answer for a replay that is done
+// or cancelled already.
+var ErrReplayNotRunning = errors.New("the replay is not running")
+
+// Replay is a replay and its progress.
+type Replay struct {
+	ID          int64        `db:"id"`
+	Name        string       `db:"name"`
+	Filter      ReplayFilter `db:"filter"`
+	Summary     string       `db:"summary"`
+	CreatedBy   string       `db:"created_by"`
+	CreatedAt   time.Time    `db:"created_at"`
+	State       ReplayState  `db:"state"`
+	FinishedAt  *time.Time   `db:"finished_at"`
+	CancelledBy *string      `db:"cancelled_by"`
+	Total       int64        `db:"total"`
+	Delivered   int64        `db:"delivered"`
+	Failed      int64        `db:"failed"`
+	Skipped     int64        `db:"skipped"`
+	// Unreplayable is how many matching events were left out at the start,
+	// their payloads already gone.
+	Unreplayable int64 `db:"unreplayable"`
+	// Now is the database's clock when the row was read, for the rate.
+	Now time.Time `db:"now"`
+}
+
+// Remaining is how many members are still to deliver.
+func (r Replay) Remaining() int64 { return r.Total - r.Delivered - r.Failed - r.Skipped }
+
+// Rate is the replay's deliveries a second since it started (until it
+// ended); 0 before the first.
+func (r Replay) Rate() float64 {
+	end := r.Now
+	if r.FinishedAt != nil {
+		end = *r.FinishedAt
+	}
+	secs := end.Sub(r.CreatedAt).Seconds()
+	if secs <= 0 {
+		return 0
+	}
+	return float64(r.Total-r.Remaining()) / secs
+}
+
+// ETA is how long the rest will take at Rate; 0 when it is done or has
+// no rate yet.
+func (r Replay) ETA() time.Duration {
+	rate := r.Rate()
+	if r.State != ReplayRunning || rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(r.Remaining()) / rate * float64(time.Second))
+}
+
+const replayColumns = `id, name, filter, summary, created_by, created_at, state, finished_at, cancelled_by,
+	total, delivered, failed, skipped, unreplayable, now() AS now`
+
+// StartReplay starts a replay named name of the events f matches that
+// still have a payload, on behalf of by, and returns it; ErrNothingToReplay
+// when there are none. Run it in the transaction that audits it.
+func (s *Store) StartReplay(ctx context.Context, name string, f ReplayFilter, by string) (Replay, error) {
+	if err := CheckReplayName(name); err != nil {
+		return Replay{}, err
+	}
+	if err := f.Check(); err != nil {
+		return Replay{}, err
+	}
+	args := append(f.args(), strings.TrimSpace(name), f, f.Summary(), by)
+	rows, err := s.db.Query(ctx, `
+		WITH m AS (
+			SELECT l.event_id, l.received_at, `+replayableSQL+` AS replayable`+matchSQL+`
+		), r AS (
+			INSERT INTO replays (name, filter, summary, created_by, total, unreplayable)
+			SELECT $9::text, $10::jsonb, $11::text, $12::text, count(*) FILTER (WHERE replayable), count(*) FILTER (WHERE NOT replayable)
+			FROM m
+			HAVING count(*) FILTER (WHERE replayable) > 0
+			RETURNING `+replayColumns+`
+		), members AS (
+			INSERT INTO replay_events (replay_id, event_id, received_at)
+			SELECT r.id, m.event_id, m.received_at FROM m, r WHERE m.replayable
+		)
+		SELECT * FROM r`, args...)
+	if err != nil {
+		return Replay{}, fmt.Errorf("start replay: %w", err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Replay])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Replay{}, ErrNothingToReplay
+	}
+	if err != nil {
+		return Replay{}, fmt.Errorf("start replay: %w", err)
+	}
+	return r, nil
+}
+
+// CancelReplay stops a running replay on behalf of by: its members not
+// delivered yet stay so. ErrReplayNotRunning when it is not running,
+// ErrNotFound when there is none. Run it in the transaction that audits it.
+func (s *Store) CancelReplay(ctx context.Context, id int64, by string) (Replay, error) {
+	rows, err := s.db.Query(ctx, `
+		UPDATE replays SET state = 'cancelled', finished_at = now(), cancelled_by = $2
+		WHERE id = $1 AND state = 'running'
+		RETURNING `+replayColumns, id, by)
+	if err != nil {
+		return Replay{}, fmt.Errorf("cancel replay %d: %w", id, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Replay])
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err := s.Replay(ctx, id); err != nil {
+			return Replay{}, err
+		}
+		return Replay{}, ErrReplayNotRunning
+	}
+	if err != nil {
+		return Replay{}, fmt.Errorf("cancel replay %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// Replay returns replay id, or ErrNotFound.
+func (s *Store) Replay(ctx context.Context, id int64) (Replay, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
+	if err != nil {
+		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Replay])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Replay{}, ErrNotFound
+	}
+	if err != nil {
+		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// MaxReplaysListed bounds the list of replays.
+const MaxReplaysListed = 100
+
+// Replays returns the latest replays, newest first.
+func (s *Store) Replays(ctx context.Context) ([]Replay, error) {
+	rows, err := s.db.Query(ctx, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, MaxReplaysListed)
+	if err != nil {
+		return nil, fmt.Errorf("read replays: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Replay])
+	if err != nil {
+		return nil, fmt.Errorf("read replays: %w", err)
+	}
+	return out, nil
+}
+
+// RunningReplay is what the runner needs of a running replay.
+type RunningReplay struct {
+	ID   int64  `db:"id"`
+	Name string `db:"name"`
+	// Dead: the replay takes dead events, which it was asked to.
+	Dead bool `db:"dead"`
+}
+
+// RunningReplays returns the running replays, oldest first.
+func (s *Store) RunningReplays(ctx context.Context) ([]RunningReplay, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT id, name, coalesce((filter->>'dead')::boolean, false) AS dead
+		FROM replays WHERE state = 'running' ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read running replays: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunningReplay])
+	if err != nil {
+		return nil, fmt.Errorf("read running replays: %w", err)
+	}
+	return out, nil
+}
+
+// ReplayRunning reports whether replay id is still running.
+func (s *Store) ReplayRunning(ctx context.Context, id int64) (bool, error) {
+	var running bool
+	err := s.db.QueryRow(ctx, `SELECT state = 'running' FROM replays WHERE id = $1`, id).Scan(&running)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read replay %d: %w", id, err)
+	}
+	return running, nil
+}
+
+// ReplayMember is a member of a replay the runner leased, with what its
+// delivery needs, read after its lease was taken.
+type ReplayMember struct {
+	EventID   string
+	EventType string
+	Endpoint  string
+	Livemode  *bool
+	Account   *string
+	// Payload is the exact payload to send: the event log's, or the queue
+	// row's; nil when neither is left.
+	Payload []byte
+	// Attempts is the event's attempts so far (its queue row's, or the
+	// retry that processed it); the delivery's Hookd-Attempt.
+	Attempts int
+	// Dead: the event is dead on the queue.
+	Dead bool
+}
+
+// ReplayClaim is a batch of a replay's members, each with its lease, all
+// with one owner token.
+type ReplayClaim struct {
+	Owner uuid.UUID
+	// Deadline is when every processor run under these leases must have
+	// ended, on this machine's clock.
+	Deadline time.Time
+	Members  []ReplayMember
+}
+
+// ClaimReplayed takes up to n pending members of replay id, oldest first,
+// each with its event's lease for a processor run of processFor, and reads
+// what their deliveries need. A member another claim is taking at this
+// moment is skipped (FOR UPDATE SKIP LOCKED), and so is one whose event
+// someone else holds the lease of (a delivery, the retry loop, another
+// replay): it stays pending, for a later claim. As ClaimAttempts does, it
+// never waits on a lease being given back with its outcome.
+func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor time.Duration) (ReplayClaim, error) {
+	c := ReplayClaim{Owner: uuid.New(), Deadline: time.Now().Add(processFor)}
+	rows, err := s.db.Query(ctx, `
+		WITH next AS (
+			SELECT m.event_id FROM replay_events m
+			WHERE m.replay_id = $1 AND m.state = 'pending'
+			ORDER BY m.received_at, m.event_id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), held AS (
+			SELECT l.event_id, l.expires_at FROM webhook_leases l
+			WHERE l.event_id IN (SELECT event_id FROM next)
+			FOR UPDATE SKIP LOCKED
+		)
+		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
+		SELECT n.event_id, $3, '`+string(PathReplay)+`', now() + make_interval(secs => $4)
+		FROM next n
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
+		   OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND h.expires_at <= now())
+		ORDER BY n.event_id
+		ON CONFLICT (event_id) DO UPDATE
+		SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
+		WHERE l.expires_at <= now()
+		RETURNING l.event_id`, id, n, [16]byte(c.Owner), leaseSeconds(processFor))
+	if err != nil {
+		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
+	}
+	if len(ids) == 0 {
+		return c, nil
+	}
+	// Read once the leases are held, so what the other holders committed
+	// with their release is seen: a queued event resolved meanwhile, or
+	// made dead.
+	byID := make(map[string]ReplayMember, len(ids))
+	rows, err = s.db.Query(ctx, `
+		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload, q.payload,
+		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false)
+		FROM event_log l
+		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id
+		WHERE l.event_id = ANY ($1::text[])`, ids)
+	if err != nil {
+		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+	}
+	for rows.Next() {
+		var m ReplayMember
+		var logPayload, queuePayload []byte
+		if err := rows.Scan(&m.EventID, &m.EventType, &m.Endpoint, &m.Livemode, &m.Account, &logPayload, &queuePayload,
+			&m.Attempts, &m.Dead); err != nil {
+			rows.Close()
+			return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+		}
+		m.Payload = queuePayload
+		if logPayload != nil {
+			if m.Payload, err = DecodeLoggedPayload(m.EventID, logPayload); err != nil {
+				rows.Close()
+				return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+			}
+		}
+		byID[m.EventID] = m
+	}
+	if err := rows.Err(); err != nil {
+		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+	}
+	for _, eid := range ids {
+		m, ok := byID[eid]
+		if !ok {
+			// Its event log row was pruned: nothing is left to send.
+			m = ReplayMember{EventID: eid}
+		}
+		c.Members = append(c.Members, m)
+	}
+	return c, nil
+}
+
+// ReplaySettleKind is what became of a leased member.
+type ReplaySettleKind string
+
+const (
+	ReplaySettleDelivered ReplaySettleKind = ReplaySettleKind(MemberDelivered)
+	ReplaySettleFailed    ReplaySettleKind = ReplaySettleKind(MemberFailed)
+	ReplaySettleSkipped   ReplaySettleKind = ReplaySettleKind(MemberSkipped)
+	// ReplaySettleReleased: it was not delivered (the replay was
+	// cancelled, hookd is stopping, delivery is held): its lease is given
+	// back and it stays pending.
+	ReplaySettleReleased ReplaySettleKind = "released"
+)
+
+// ReplaySettled is a leased member after its delivery, as SettleReplayed
+// takes it.
+type ReplaySettled struct {
+	EventID string
+	Kind    ReplaySettleKind
+	// Payload is the member's payload: a delivered member of a queued
+	// event resolves it, and its marker keeps the payload.
+	Payload []byte
+	// Attempt is the delivery, for the attempt history; nil for none.
+	Attempt *NewAttempt
+}
+
+// SettleReplayed writes the outcomes of members of replay id leased with
+// owner and gives their leases back, in one short transaction, and returns
+// for each whether it was written: false when its lease was no longer its
+// owner's, and then nothing of it was. A delivered member of a queued
+// event resolves the event (its row goes, its marker is written, its event
+// log row says a replay processed it); a failed one changes nothing but
+// the replay. The replay's counts change in the same statement, and it is
+// done when its last member is.
+func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, settled []ReplaySettled) ([]bool, error) {
+	n := len(settled)
+	ids, kinds, errs := make([]string, n), make([]string, n), make([]string, n)
+	owners, statuses := make([]uuid.UUID, n), make([]int, n)
+	payloads := make([][]byte, n)
+	var a attemptColumns
+	var tally breakerTally
+	for i, st := range settled {
+		ids[i], owners[i], kinds[i] = st.EventID, owner, string(st.Kind)
+		if st.Kind == ReplaySettleDelivered {
+			payloads[i] = compressPayload(st.Payload)
+		}
+		if st.Attempt != nil {
+			statuses[i], errs[i] = st.Attempt.HTTPStatus, st.Attempt.Error
+			a.add(*st.Attempt, owner)
+			tally.add(st.Attempt, st.Kind == ReplaySettleDelivered)
+		}
+	}
+	args := append([]any{ids, uuidArray(owners), kinds, statuses, errs, id, payloads}, a.args()...)
+	var released []string
+	var counted bool
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(settleReplayedSQL, args...)
+		counted = tally.queue(b, s.breaker)
+	}, func(br pgx.BatchResults) (err error) {
+		if released, err = collect(br, pgx.RowTo[string]); err != nil || !counted {
+			return err
+		}
+		return tally.read(br, s.breaker)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("settle replay %d: %w", id, err)
+	}
+	done := make(map[string]bool, len(released))
+	for _, e := range released {
+		done[e] = true
+	}
+	out := make([]bool, n)
+	for i := range settled {
+		out[i] = done[ids[i]]
+	}
+	return out, nil
+}
+
+// settleReplayedSQL releases the leases of events $1 held by owners $2 and
+// writes each released one's outcome $3 (a member state, or released),
+// with its HTTP status $4 and error $5, for replay $6. A delivered member
+// of a queued event resolves it: its marker takes the event log's columns
+// from the queue row, and its payload $7 (compressPayload). The attempts to
+// record follow from $8 on. It returns
+// the released events.
+var settleReplayedSQL = `
+	WITH freed AS (` + releaseLeasesSQL("$1", "$2") + `
+	), released AS (
+		SELECT o.* FROM freed f
+		JOIN unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::text[], $7::bytea[])
+		     AS o(event_id, owner, kind, http_status, error, payload)
+		  ON o.event_id = f.event_id AND o.owner = f.owner
+	), members AS (
+		UPDATE replay_events m
+		SET state = r.kind, finished_at = now(), http_status = NULLIF(r.http_status, 0), error = NULLIF(r.error, '')
+		FROM released r
+		WHERE m.replay_id = $6 AND m.event_id = r.event_id AND m.state = 'pending' AND r.kind <> 'released'
+		RETURNING m.event_id, m.state
+	), resolved AS (
+		DELETE FROM webhook_events e USING members m, released r
+		WHERE m.state = 'delivered' AND r.event_id = m.event_id
+		  AND e.source = '` + SourceStripe + `' AND e.event_id = m.event_id
+		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.object_id, e.object_type, e.customer,
+		          e.stripe_created, e.created_at, e.attempts, r.payload, '` + string(LogReplay) + `' AS how,
+		          e.payload_erased_at, e.payload_erased_by
+	), marked AS (` + insertResolvedMarkersSQL + `
+	), counted AS (
+		UPDATE replays p
+		SET delivered = p.delivered + c.delivered, failed = p.failed + c.failed, skipped = p.skipped + c.skipped,
+		    state = CASE WHEN p.state = 'running' AND p.delivered + p.failed + p.skipped
+		                      + c.delivered + c.failed + c.skipped >= p.total THEN 'done' ELSE p.state END,
+		    finished_at = CASE WHEN p.state = 'running' AND p.delivered + p.failed + p.skipped
+		                      + c.delivered + c.failed + c.skipped >= p.total THEN now() ELSE p.finished_at END
+		FROM (SELECT count(*) FILTER (WHERE state = 'delivered') AS delivered,
+		             count(*) FILTER (WHERE state = 'failed') AS failed,
+		             count(*) FILTER (WHERE state = 'skipped') AS skipped
+		      FROM members) c
+		WHERE p.id = $6 AND c.delivered + c.failed + c.skipped > 0
+	), recorded AS (` + insertAttemptsSQL(8, "released") + `
+	)
+	SELECT event_id FROM released`
+
+// ReplayOfEvent is a replay an event was part of, and what became of it
+// there.
+type ReplayOfEvent struct {
+	ID         int64       `db:"id"`
+	Name       string      `db:"name"`
+	CreatedAt  time.Time   `db:"created_at"`
+	State      MemberState `db:"state"`
+	FinishedAt *time.Time  `db:"finished_at"`
+	HTTPStatus *int        `db:"http_status"`
+	Error      *string     `db:"error"`
+	// ReplayState is where the replay stands: a pending member of a
+	// cancelled replay will not be delivered.
+	ReplayState ReplayState `db:"replay_state"`
+}
+
+// ReplaysOfEvent returns every replay eventID was part of, newest first.
+func (s *Store) ReplaysOfEvent(ctx context.Context, eventID string) ([]ReplayOfEvent, error) {
+	rows, err := s.db.Query(ctx, `
+		SELECT p.id, p.name, p.created_at, m.state, m.finished_at, m.http_status, m.error, p.state AS replay_state
+		FROM replay_events m JOIN replays p ON p.id = m.replay_id
+		WHERE m.event_id = $1
+		ORDER BY p.id DESC`, eventID)
+	if err != nil {
+		return nil, fmt.Errorf("read replays of %s: %w", eventID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ReplayOfEvent])
+	if err != nil {
+		return nil, fmt.Errorf("read replays of %s: %w", eventID, err)
+	}
+	return out, nil
+}
+
+// PruneReplays deletes the replays that ended more than olderThan ago
+// (HOOKD_MARKER_RETENTION, the event log's), with their members, and
+// returns how many it deleted.
+func (s *Store) PruneReplays(ctx context.Context, olderThan time.Duration) (int64, error) {
+	tag, err := s.db.Exec(ctx, `DELETE FROM replays WHERE state <> 'running' AND finished_at < now() - make_interval(secs => $1)`,
+		olderThan.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("prune replays: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,116 @@
+package web_test
+
+import (
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/views"
+)
+
+// TestReplays_PreviewStartCancelAndTheEventsPage: an operator previews a
+// filter (the count, the events it must skip, a sample), names and starts
+// the replay, and cancels it, each audited; a viewer sees the replays but
+// may do none of it; the event's page lists the replay.
+func TestReplays_PreviewStartCancelAndTheEventsPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertLogged(t, b.pool, []queuetest.LoggedOpts{
+		{EventID: "evt_paid_1", ObjectID: "in_1", Customer: "cus_1"},
+		{EventID: "evt_paid_2", ObjectID: "in_2", Customer: "cus_1"},
+		{EventID: "evt_paid_gone", ObjectID: "in_3", Customer: "cus_1"},
+		{EventID: "evt_other_type", EventType: "customer.created", Customer: "cus_1"},
+		{EventID: "evt_pending", Queued: true, Customer: "cus_1"},
+	})
+	if _, err := b.pool.Exec(t.Context(), `UPDATE processed_webhook_events SET payload = NULL WHERE event_id = 'evt_paid_gone'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	filter := url.Values{
+		"from": {now.Add(-time.Hour).Format(views.ReplayFormTime)}, "to": {now.Add(time.Hour).Format(views.ReplayFormTime)},
+		"types": {"invoice.*"}, "object": {"cus_1"}, "status": {"processed"},
+	}
+	start := url.Values{"name": {"app bug #123 fix"}}
+	for k, v := range filter {
+		start[k] = v
+	}
+
+	viewer := b.client(t)
+	viewer.signIn(accounts.RoleViewer)
+	wantStatus(t, viewer.get("/replays"), http.StatusOK)
+	if viewer.get("/replays").doc.Find(`form[action="/replays/preview"]`).Length() != 0 {
+		t.Error("a viewer is offered a new replay")
+	}
+	wantStatus(t, viewer.post("/replays/preview", maps.Clone(filter)), http.StatusForbidden)
+	wantStatus(t, viewer.post("/replays", maps.Clone(start)), http.StatusForbidden)
+
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	r := op.post("/replays/preview", url.Values{"from": filter["from"], "to": filter["to"]})
+	wantStatus(t, r, http.StatusBadRequest)
+	if got := testid(r.doc, "replay-problem"); !strings.Contains(got, "choose at least one status") {
+		t.Errorf("a preview without a status says %q", got)
+	}
+	r = op.post("/replays/preview", maps.Clone(filter))
+	wantStatus(t, r, http.StatusOK)
+	if got := testid(r.doc, "replay-count"); got != "Replay 2 events matching" {
+		t.Errorf("preview heading %q", got)
+	}
+	if got := testid(r.doc, "replay-unreplayable"); !strings.Contains(got, "1 more matches") || !strings.Contains(got, "skips it") {
+		t.Errorf("preview of the skipped %q", got)
+	}
+	if got := r.doc.Find(`[data-testid="replay-sample"]`).Length(); got != 3 {
+		t.Errorf("%d sampled events, want 3", got)
+	}
+
+	wantStatus(t, op.post("/replays", maps.Clone(filter)), http.StatusBadRequest) // no name
+	page := op.follow(op.post("/replays", maps.Clone(start)))
+	wantStatus(t, page, http.StatusOK)
+	if got := testid(page.doc, "replay-remaining"); got != "2" {
+		t.Errorf("a new replay has %q remaining, want 2", got)
+	}
+	entry := lastAudit(t, b, audit.ReplayStart)
+	if entry.Email != "operator@example.com" || entry.Count != 2 || !strings.Contains(entry.Target, "app bug #123 fix") {
+		t.Errorf("start audited as %+v", entry)
+	}
+	rs, err := b.store.Replays(t.Context())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("replays: %v, %v", rs, err)
+	}
+	id := rs[0].ID
+	path := "/replays/" + strconv.FormatInt(id, 10)
+	wantStatus(t, viewer.post(path+"/cancel", url.Values{}), http.StatusForbidden)
+	if viewer.get(path).doc.Find(`form[action="`+path+`/cancel"]`).Length() != 0 {
+		t.Error("a viewer is offered Cancel")
+	}
+
+	search := viewer.get("/search?q=evt_paid_1")
+	if got := testid(search.doc, "event-replay"); !strings.Contains(got, "app bug #123 fix") || !strings.Contains(got, "waiting") {
+		t.Errorf("the event's page lists its replay as %q", got)
+	}
+
+	page = op.follow(op.post(path+"/cancel", url.Values{}))
+	if got := testid(page.doc, "replay-state"); got != "cancelled by operator@example.com" {
+		t.Errorf("after cancel the replay is %q", got)
+	}
+	if got := testid(viewer.get("/search?q=evt_paid_1").doc, "event-replay"); !strings.Contains(got, "cancelled") {
+		t.Errorf("the event's page lists its cancelled replay as %q", got)
+	}
+	entry = lastAudit(t, b, audit.ReplayCancel)
+	if entry.Email != "operator@example.com" || entry.Count != 2 {
+		t.Errorf("cancel audited as %+v", entry)
+	}
+	wantStatus(t, op.get("/replays/999"), http.StatusNotFound)
+	r2, err := b.store.Replay(t.Context(), id)
+	if err != nil || r2.State != queue.ReplayCancelled {
+		t.Fatalf("replay after cancel: %+v, %v", r2, err)
+	}
+}

@@ -1,0 +1,380 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/groupcommit"
+	"github.com/hookd/hookd/worker/telemetry"
+)
+
+// ReplayerConfig configures a Replayer. Zero fields get the defaults below.
+type ReplayerConfig struct {
+	// Interval is how often an idle Replayer looks for a running replay;
+	// a replay started on this replica wakes it at once (Replayer.Wake).
+	// Default: DefaultReplayInterval.
+	Interval time.Duration
+	// BatchSize is how many members of a replay one claim leases.
+	// Default: DefaultReplayBatch.
+	BatchSize int
+	// Concurrency is how many deliveries of a batch run at once. Default:
+	// DefaultReplayConcurrency.
+	Concurrency int
+	// ProcessTimeout bounds one delivery. Default: DefaultProcessTimeout.
+	ProcessTimeout time.Duration
+	// StopTimeout is how long, once Run's context is cancelled, the
+	// deliveries in flight may finish before they are cut short; the
+	// members cut short, and those not started, stay pending. Default:
+	// 10 s.
+	StopTimeout time.Duration
+	Processor   Processor
+	Metrics     *telemetry.Metrics
+	// Control, when set, holds replays while delivery is paused or the
+	// circuit breaker is open: a replay delivers to the same app.
+	Control *Control
+	// Pace is HOOKD_FORWARD_RATE, shared with the receiver and the retry
+	// loop: a replay's delivery takes its token like any other.
+	Pace *Pace
+}
+
+const (
+	// DefaultReplayInterval is how often an idle replica looks for a
+	// replay another one started, and how often a running one rereads
+	// whether its replay was cancelled: well within a second.
+	DefaultReplayInterval = time.Second
+	// DefaultReplayBatch keeps a batch's leases short: a replica that dies
+	// mid-batch leaves its members to the others when they expire.
+	DefaultReplayBatch = 32
+	// DefaultReplayConcurrency is a replay's deliveries at once: enough for
+	// a slow app, few enough that a replay never crowds out Stripe's live
+	// deliveries, and the delivery rate bounds it anyway.
+	DefaultReplayConcurrency = 8
+)
+
+// cancelCheck is how often a batch rereads whether its replay is still
+// running, so that a cancel on any replica stops it within a second.
+const cancelCheck = 250 * time.Millisecond
+
+// Replayer runs the replays (queue.StartReplay) in the background of
+// hookd serve: it leases a batch of a running replay's members at a time,
+// delivers each through the processor under its lease at the delivery
+// rate, with the replay's name in Delivery.Replay, and writes each one's
+// outcome with its lease's release. Replicas share a replay: the claim
+// skips the members another holds.
+type Replayer struct {
+	store  *queue.Store
+	logger *slog.Logger
+	cfg    ReplayerConfig
+	proc   Processor
+	wake   chan struct{}
+	// running is the batch running now: its replay and whether that was
+	// cancelled, which Cancelled sets at once.
+	running atomic.Pointer[runningBatch]
+	settles *groupcommit.Batcher[*replaying]
+}
+
+// NewReplayer returns a Replayer over store.
+func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ReplayerConfig) *Replayer {
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultReplayInterval)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultReplayBatch)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultReplayConcurrency)
+	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
+	r := &Replayer{
+		store:  store,
+		logger: logger.With("component", "replayer"),
+		cfg:    cfg,
+		proc:   cmp.Or[Processor](cfg.Processor, Discard),
+		wake:   make(chan struct{}, 1),
+	}
+	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
+	return r
+}
+
+// runningBatch is a batch of a replay's members being delivered.
+type runningBatch struct {
+	replay    int64
+	cancelled atomic.Bool
+}
+
+// Wake makes Run look for running replays now: after a start on this
+// replica.
+func (r *Replayer) Wake() {
+	if r == nil {
+		return
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cancelled tells this replica's runner that replay id was cancelled: a
+// batch of it running here starts no delivery from now on. The other
+// replicas' runners find out within cancelCheck.
+func (r *Replayer) Cancelled(id int64) {
+	if r == nil {
+		return
+	}
+	if b := r.running.Load(); b != nil && b.replay == id {
+		b.cancelled.Store(true)
+	}
+}
+
+// Run runs the running replays, oldest first, until ctx is cancelled; then
+// it lets the deliveries in flight finish for up to StopTimeout, gives the
+// rest back, and returns nil. A database error is logged and retried after
+// Interval.
+func (r *Replayer) Run(ctx context.Context) error {
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(r.cfg.StopTimeout, cancelWork)
+		context.AfterFunc(workCtx, func() { t.Stop() })
+	})
+	defer stop()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-timer.C:
+		}
+		wait := r.cfg.Interval
+		switch worked, err := r.runOnce(ctx, workCtx); {
+		case err != nil && ctx.Err() == nil:
+			r.logger.ErrorContext(ctx, "replay batch failed", "err", err)
+		case worked:
+			wait = 0
+		}
+		if r.cfg.Control.Held() {
+			wait = ControlRefresh
+		}
+		timer.Reset(wait)
+	}
+}
+
+// runOnce runs one batch of the oldest running replay that has members
+// this replica can lease now, and reports whether it ran any.
+func (r *Replayer) runOnce(ctx, workCtx context.Context) (bool, error) {
+	if r.cfg.Control.Held() {
+		return false, nil
+	}
+	runs, err := r.store.RunningReplays(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, run := range runs {
+		n, err := r.runBatch(ctx, workCtx, run)
+		if err != nil || n > 0 {
+			return n > 0, err
+		}
+	}
+	return false, nil
+}
+
+// batchSize is BatchSize, or under a Pace only as many as the rate lets
+// start within one processor run, as the retry loop's.
+func (r *Replayer) batchSize() int {
+	if rate := r.cfg.Pace.PerSecond(); rate > 0 {
+		return min(r.cfg.BatchSize, max(1, int(rate*r.cfg.ProcessTimeout.Seconds())))
+	}
+	return r.cfg.BatchSize
+}
+
+// leaseFor is how long a claim leases its members: Concurrency workers
+// take a batch's members in turn, each run bounded by ProcessTimeout, and
+// under a Pace their turns take up to one more run.
+func (r *Replayer) leaseFor() time.Duration {
+	rounds := (r.batchSize() + r.cfg.Concurrency - 1) / r.cfg.Concurrency
+	if r.cfg.Pace != nil {
+		rounds++
+	}
+	return time.Duration(rounds) * r.cfg.ProcessTimeout
+}
+
+// replaying is a leased member on its way to SettleReplayed.
+type replaying struct {
+	replay  int64
+	owner   uuid.UUID
+	s       queue.ReplaySettled
+	written bool
+	err     error
+}
+
+// runBatch claims a batch of run's members with claimCtx and does the rest
+// with workCtx, and returns how many it claimed.
+func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.RunningReplay) (int, error) {
+	claim, err := r.store.ClaimReplayed(claimCtx, run.ID, r.batchSize(), r.leaseFor())
+	if err != nil {
+		if claimCtx.Err() != nil {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if len(claim.Members) == 0 {
+		return 0, nil
+	}
+	// The replay's state is reread while the batch runs: a cancel on any
+	// replica stops it between deliveries.
+	batch := &runningBatch{replay: run.ID}
+	r.running.Store(batch)
+	defer r.running.Store(nil)
+	cancelled := &batch.cancelled
+	watchCtx, stopWatching := context.WithCancel(workCtx)
+	defer stopWatching()
+	go r.watchCancel(watchCtx, run.ID, cancelled)
+
+	var next atomic.Int64
+	var workers, settles sync.WaitGroup
+	var delivered, failed atomic.Int64
+	for range min(r.cfg.Concurrency, len(claim.Members)) {
+		workers.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(claim.Members)) {
+					return
+				}
+				m := claim.Members[i]
+				t := &replaying{replay: run.ID, owner: claim.Owner, s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload}}
+				switch {
+				case m.Payload == nil || (m.Dead && !run.Dead):
+					t.s.Kind = queue.ReplaySettleSkipped
+				case claimCtx.Err() != nil || cancelled.Load() || r.cfg.Control.Held() || !r.takeTurn(workCtx, claim.Deadline):
+					t.s.Kind = queue.ReplaySettleReleased
+				default:
+					r.deliver(workCtx, run, m, &t.s, claim.Deadline)
+				}
+				switch t.s.Kind {
+				case queue.ReplaySettleDelivered:
+					delivered.Add(1)
+				case queue.ReplaySettleFailed:
+					failed.Add(1)
+				}
+				settles.Go(func() { r.settles.Do(t) })
+			}
+		})
+	}
+	workers.Wait()
+	settles.Wait()
+	if cancelled.Load() {
+		r.logger.InfoContext(workCtx, "replay cancelled: stopped between deliveries", "replay", run.ID, "name", run.Name)
+	}
+	r.logger.DebugContext(workCtx, "replay batch", "replay", run.ID, "delivered", delivered.Load(), "failed", failed.Load())
+	return len(claim.Members), nil
+}
+
+// watchCancel sets cancelled once replay id is no longer running,
+// rereading it every cancelCheck, until ctx ends.
+func (r *Replayer) watchCancel(ctx context.Context, id int64, cancelled *atomic.Bool) {
+	t := time.NewTicker(cancelCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		running, err := r.store.ReplayRunning(ctx, id)
+		if err == nil && !running {
+			cancelled.Store(true)
+			return
+		}
+	}
+}
+
+// takeTurn waits for the delivery's turn under the Pace, as long as the
+// processor run still fits within the lease after it.
+func (r *Replayer) takeTurn(ctx context.Context, deadline time.Time) bool {
+	if r.cfg.Pace == nil {
+		return true
+	}
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-r.cfg.ProcessTimeout))
+	defer cancel()
+	return r.cfg.Pace.Wait(waitCtx) == nil
+}
+
+// deliver runs the processor on a leased member and sets what to settle
+// it as: delivered, failed with its attempt, or released when shutdown cut
+// it short or it failed because the app is down while delivery is held
+// (the member is tried again once delivery resumes).
+func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember, s *queue.ReplaySettled, deadline time.Time) {
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
+		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
+		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
+	})
+	if res.Err != nil && ctx.Err() != nil {
+		s.Kind = queue.ReplaySettleReleased
+		return
+	}
+	r.cfg.Metrics.ObserveProcess(queue.PathReplay, res.Err == nil, took)
+	a := &queue.NewAttempt{
+		Source: queue.SourceStripe, EventID: m.EventID, Duration: took, Succeeded: res.Err == nil,
+		HTTPStatus: res.HTTPStatus, Path: queue.PathReplay, Number: m.Attempts, AppDown: IsAppDown(res.Err),
+	}
+	s.Kind, s.Attempt = queue.ReplaySettleDelivered, a
+	if res.Err != nil {
+		a.Error = ErrorText(res.Err)
+		s.Kind = queue.ReplaySettleFailed
+		if a.AppDown && r.cfg.Control.Held() {
+			s.Kind, s.Attempt = queue.ReplaySettleReleased, nil
+		}
+	}
+}
+
+// settle writes the outcomes of leased members that reach it at one moment
+// in one statement per replay and lease owner, or each alone when that
+// fails. As the retry loop's, the writes outlive shutdown's cancellation
+// within queue.LeaseMargin, each statement on its own: a member whose
+// outcome is not written is delivered again once its lease expires, so a
+// slow first statement on a loaded machine must not leave the others
+// without time.
+func (r *Replayer) settle(batch []*replaying) {
+	type key struct {
+		replay int64
+		owner  uuid.UUID
+	}
+	groups := map[key][]*replaying{}
+	var order []key
+	for _, t := range batch {
+		k := key{t.replay, t.owner}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], t)
+	}
+	for _, k := range order {
+		groupcommit.EachAlone(groups[k], func(group []*replaying) error {
+			settled := make([]queue.ReplaySettled, len(group))
+			for i, t := range group {
+				settled[i] = t.s
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), queue.LeaseMargin)
+			defer cancel()
+			written, err := r.store.SettleReplayed(ctx, k.replay, k.owner, settled)
+			if err != nil {
+				return err
+			}
+			for i, t := range group {
+				t.written = written[i]
+			}
+			return nil
+		}, func(t *replaying, err error) {
+			t.err = err
+			r.logger.Error("cannot write a replay's outcome: the member is tried again when its lease expires",
+				"replay", t.replay, "event_id", t.s.EventID, "err", err)
+		})
+	}
+}
