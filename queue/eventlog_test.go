@@ -37,7 +37,7 @@ func TestEventLog_WrittenWithTheMarkerAndTheQueueRowNotWhenTheLeaseWasLost(t *te
 	if err != nil || !written[0] {
 		t.Fatalf("settle inline: %v, %v", written, err)
 	}
-	// Failed: the queue row, its attempt and the log row together.
+	// Failed: the queue row, which is its entry, and its attempt.
 	d = take(t, s, "evt_failed")
 	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_failed", EventType: "invoice.paid",
 		Payload: []byte(`{}`), Error: "downstream answered 500", Created: &created,
@@ -103,9 +103,9 @@ func TestEventLog_WrittenWithTheMarkerAndTheQueueRowNotWhenTheLeaseWasLost(t *te
 	}
 }
 
-// A retry that succeeds marks the event's log row processed by that
-// attempt; an event queued without a log row (before the log existed) gets
-// one from its queue row.
+// A retry that succeeds writes the event's marker with the log's columns
+// from its queue row, processed by that attempt, whether the receiver or
+// the seed's Enqueue queued it.
 func TestEventLog_RetrySuccessRecordsHowAndAttempt(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t)

@@ -495,7 +495,8 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	for _, eid := range ids {
 		m, ok := byID[eid]
 		if !ok {
-			// Its event log row was pruned: nothing is left to send.
+			// Its entry left the event log (its marker was pruned): nothing
+			// is left to send.
 			m = ReplayMember{EventID: eid}
 		}
 		c.Members = append(c.Members, m)
@@ -532,8 +533,8 @@ type ReplaySettled struct {
 // owner and gives their leases back, in one short transaction, and returns
 // for each whether it was written: false when its lease was no longer its
 // owner's, and then nothing of it was. A delivered member of a queued
-// event resolves the event (its row goes, its marker is written, its event
-// log row says a replay processed it); a failed one changes nothing but
+// event resolves the event (its queue row goes, and its marker is written
+// saying a replay processed it); a failed one changes nothing but
 // the replay. The replay's counts change in the same statement, and it is
 // done when its last member is.
 func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, settled []ReplaySettled) ([]bool, error) {
