@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Replays: events of the event log, chosen by a filter, delivered to the
@@ -557,16 +558,28 @@ func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, s
 	}
 	args := append([]any{ids, uuidArray(owners), kinds, statuses, errs, id, payloads}, a.args()...)
 	var released []string
-	var counted bool
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(settleReplayedSQL, args...)
-		counted = tally.queue(b, s.breaker)
-	}, func(br pgx.BatchResults) (err error) {
-		if released, err = collect(br, pgx.RowTo[string]); err != nil || !counted {
-			return err
-		}
-		return tally.read(br, s.breaker)
-	})
+	settle := func() error {
+		var counted bool
+		return s.shortTx(ctx, func(b *pgx.Batch) {
+			b.Queue(settleReplayedSQL, args...)
+			counted = tally.queue(b, s.breaker)
+		}, func(br pgx.BatchResults) (err error) {
+			if released, err = collect(br, pgx.RowTo[string]); err != nil || !counted {
+				return err
+			}
+			return tally.read(br, s.breaker)
+		})
+	}
+	err := settle()
+	if isDeadlock(err) {
+		// A retry loop's claim whose snapshot predates this replay's lease
+		// can hold a delivered member's queue row while it waits on the
+		// lease this statement gives back. PostgreSQL ends one of the two;
+		// the claim then finds the lease live and passes the event by, so
+		// the settle goes through the second time. Left failed, the member
+		// would be delivered again when its lease expired.
+		err = settle()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("settle replay %d: %w", id, err)
 	}
@@ -624,6 +637,12 @@ var settleReplayedSQL = `
 	), recorded AS (` + insertAttemptsSQL(8, "released") + `
 	)
 	SELECT event_id FROM released`
+
+// isDeadlock says whether err is PostgreSQL's deadlock_detected.
+func isDeadlock(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "40P01"
+}
 
 // ReplayOfEvent is a replay an event was part of, and what became of it
 // there.
