@@ -74,12 +74,12 @@ func (s *Store) LoggedPayload(ctx context.Context, eventID string) ([]byte, erro
 	case queued != nil:
 		return []byte(*queued), nil
 	}
-	return DecodeLoggedPayload(eventID, logged)
+	return decodeLoggedPayload(eventID, logged)
 }
 
-// DecodeLoggedPayload is the payload a marker stores as stored (the event
+// decodeLoggedPayload is the payload a marker stores as stored (the event
 // log view's payload column), or ErrPayloadGone for none.
-func DecodeLoggedPayload(eventID string, stored []byte) ([]byte, error) {
+func decodeLoggedPayload(eventID string, stored []byte) ([]byte, error) {
 	if stored == nil {
 		return nil, ErrPayloadGone
 	}

@@ -483,7 +483,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 		}
 		m.Payload = queuePayload
 		if logPayload != nil {
-			if m.Payload, err = DecodeLoggedPayload(m.EventID, logPayload); err != nil {
+			if m.Payload, err = decodeLoggedPayload(m.EventID, logPayload); err != nil {
 				rows.Close()
 				return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
 			}
