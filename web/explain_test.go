@@ -31,9 +31,7 @@ func TestExplain_DashboardUsesIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE webhook_events`); err != nil {
-		t.Fatal(err)
-	}
+	queuetest.VacuumAllVisible(t, pool, "webhook_events")
 
 	store := queue.New(pool)
 	stores := storesOn(store, pool)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -149,4 +150,26 @@ func ParsePlan(t testing.TB, raw []byte) PlanNode {
 		t.Fatalf("read EXPLAIN output %q: %v", raw, err)
 	}
 	return plans[0].Plan
+}
+
+// VacuumAllVisible vacuums and analyzes table until the visibility map marks
+// every page all-visible, as autovacuum keeps a settled production table.
+// One VACUUM is not always enough: while another transaction in the database
+// holds a snapshot older than the rows (an autovacuum ANALYZE of the fresh
+// database, say), VACUUM may not mark their pages, and the planner then
+// rightly prefers reading the heap over an index-only scan with heap fetches.
+func VacuumAllVisible(t testing.TB, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	ctx := context.Background()
+	WaitFor(t, time.Minute, table+" all-visible after VACUUM", func() bool {
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+pgx.Identifier{table}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		var pages, visible int64
+		if err := pool.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class WHERE oid = $1::regclass`, table).
+			Scan(&pages, &visible); err != nil {
+			t.Fatal(err)
+		}
+		return visible >= pages
+	})
 }
