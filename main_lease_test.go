@@ -185,6 +185,20 @@ func stopOnce(stop func() error) func() error {
 // at the churner's rate. 1000 sits between the two.
 const xminAgeBound = 1000
 
+// waitingInDatabase says whether a session that pg_stat_activity shows
+// waiting on wait (wait_event_type:wait_event) is held up inside the
+// database: on its own I/O (a commit's WAL flush, a page read), on one of its
+// internal locks, or on a lock another session holds. Such a session is not
+// in an app call, whatever its transaction's age: on a loaded machine a
+// commit's fsync can stall for over a second, while the churner, whose
+// commits flush nothing, runs on. A lock's holder is sampled on its own,
+// and caught there if it holds its transaction across an app call (it is
+// then idle in it, which the 100 ms bound catches).
+func waitingInDatabase(wait string) bool {
+	kind, _, _ := strings.Cut(wait, ":")
+	return kind == "IO" || kind == "LWLock" || kind == "Lock"
+}
+
 // txSampler samples pg_stat_activity for one database, from a connection to
 // another, every 50 ms, while a churner consumes transaction ids so that a
 // held snapshot ages visibly.
@@ -203,9 +217,12 @@ type txSampler struct {
 	// database's was as old, and the oldest such transaction.
 	excusedXmin  int
 	maxOthersAge int64
-	churned      int64 // transaction ids the churner consumed
-	sampleErr    error
-	churnErr     error
+	// Samples over the bound of sessions waiting inside the database,
+	// by what they waited on.
+	waitingInDB map[string]int
+	churned     int64 // transaction ids the churner consumed
+	sampleErr   error
+	churnErr    error
 }
 
 func startTxSampler(t testing.TB, dbName string) *txSampler {
@@ -217,7 +234,7 @@ func startTxSampler(t testing.TB, dbName string) *txSampler {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &txSampler{cancel: cancel}
+	s := &txSampler{cancel: cancel, waitingInDB: map[string]int{}}
 	s.done.Go(func() {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
@@ -262,7 +279,7 @@ func startTxSampler(t testing.TB, dbName string) *txSampler {
 
 func (s *txSampler) sample(ctx context.Context, conn *pgx.Conn, dbName string) error {
 	rows, err := conn.Query(ctx, `
-		SELECT a.pid, coalesce(a.state, ''), a.backend_type,
+		SELECT a.pid, coalesce(a.state, ''), a.backend_type, coalesce(a.wait_event_type || ':' || a.wait_event, ''),
 		       coalesce(extract(epoch FROM now() - a.state_change), 0)::float8,
 		       coalesce(age(a.backend_xmin), 0)::int8, coalesce(age(a.backend_xid), 0)::int8, left(a.query, 160),
 		       (SELECT coalesce(max(age(o.backend_xid)), 0)::int8
@@ -277,10 +294,10 @@ func (s *txSampler) sample(ctx context.Context, conn *pgx.Conn, dbName string) e
 	s.samples++
 	for rows.Next() {
 		var pid int32
-		var state, backendType, query string
+		var state, backendType, wait, query string
 		var idle float64
 		var xminAge, xidAge, othersAge int64
-		if err := rows.Scan(&pid, &state, &backendType, &idle, &xminAge, &xidAge, &query, &othersAge); err != nil {
+		if err := rows.Scan(&pid, &state, &backendType, &wait, &idle, &xminAge, &xidAge, &query, &othersAge); err != nil {
 			return err
 		}
 		if strings.HasPrefix(state, "idle in transaction") {
@@ -294,11 +311,15 @@ func (s *txSampler) sample(ctx context.Context, conn *pgx.Conn, dbName string) e
 			continue
 		}
 		s.maxXminAge, s.maxXidAge = max(s.maxXminAge, xminAge), max(s.maxXidAge, xidAge)
+		if (xidAge > xminAgeBound || xminAge > xminAgeBound) && waitingInDatabase(wait) {
+			s.waitingInDB[wait]++
+			continue
+		}
 		// A session holds vacuum back by its own transaction's id, which
 		// every later snapshot must treat as running, and by its snapshot.
 		if xidAge > xminAgeBound {
-			s.oldXmin = append(s.oldXmin, fmt.Sprintf("pid %d (%s) has held its transaction id for %d transactions, running %q",
-				pid, state, xidAge, query))
+			s.oldXmin = append(s.oldXmin, fmt.Sprintf("pid %d (%s, waiting on %q) has held its transaction id for %d transactions, running %q",
+				pid, state, wait, xidAge, query))
 		}
 		if xminAge > xminAgeBound {
 			// A snapshot's xmin is the oldest transaction id running
@@ -310,8 +331,8 @@ func (s *txSampler) sample(ctx context.Context, conn *pgx.Conn, dbName string) e
 				s.maxOthersAge = max(s.maxOthersAge, othersAge)
 				continue
 			}
-			s.oldXmin = append(s.oldXmin, fmt.Sprintf("pid %d (%s) has a snapshot %d transactions old, running %q",
-				pid, state, xminAge, query))
+			s.oldXmin = append(s.oldXmin, fmt.Sprintf("pid %d (%s, waiting on %q) has a snapshot %d transactions old, running %q",
+				pid, state, wait, xminAge, query))
 		}
 	}
 	return rows.Err()
@@ -398,6 +419,9 @@ func TestLeases_NoTransactionOpenDuringAppCalls(t *testing.T) {
 		"(%d samples over %d excused by another database's transaction, up to %d old); churner consumed %d ids",
 		bodies, sampler.samples, sampler.maxIdleInTx, sampler.maxXminAge, sampler.maxXidAge,
 		sampler.excusedXmin, xminAgeBound, sampler.maxOthersAge, sampler.churned)
+	if len(sampler.waitingInDB) > 0 {
+		t.Logf("samples over %d of sessions waiting inside the database, by wait: %v", xminAgeBound, sampler.waitingInDB)
+	}
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v\n%s", err, stderr)
 	}
