@@ -187,16 +187,21 @@ const xminAgeBound = 1000
 
 // waitingInDatabase says whether a session that pg_stat_activity shows
 // waiting on wait (wait_event_type:wait_event) is held up inside the
-// database: on its own I/O (a commit's WAL flush, a page read), on one of its
-// internal locks, or on a lock another session holds. Such a session is not
-// in an app call, whatever its transaction's age: on a loaded machine a
-// commit's fsync can stall for over a second, while the churner, whose
-// commits flush nothing, runs on. A lock's holder is sampled on its own,
-// and caught there if it holds its transaction across an app call (it is
-// then idle in it, which the 100 ms bound catches).
+// database: on its own I/O (a commit's WAL flush, a page read), on an
+// internal lock, on another backend's part of a group commit (IPC), or on a
+// lock another session holds. Such a session is not in an app call,
+// whatever its transaction's age: on a loaded machine a commit's fsync can
+// stall for over a second, while the churner, whose commits flush nothing,
+// runs on. A session in an app call is idle in its transaction, waiting on
+// its client (Client:ClientRead), which the 100 ms bound catches; so is a
+// lock's holder, which is sampled on its own.
 func waitingInDatabase(wait string) bool {
 	kind, _, _ := strings.Cut(wait, ":")
-	return kind == "IO" || kind == "LWLock" || kind == "Lock"
+	switch kind {
+	case "IO", "LWLock", "Lock", "IPC", "BufferPin":
+		return true
+	}
+	return false
 }
 
 // txSampler samples pg_stat_activity for one database, from a connection to
