@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hookd/hookd/worker/forwardsig"
@@ -68,10 +67,6 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 	return f, nil
 }
 
-// errorBodyLen is how much of a failed answer's body goes into last_error:
-// enough for a framework's error message, not a whole HTML page.
-const errorBodyLen = 200
-
 // Process forwards d.
 func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(d.Payload))
@@ -109,13 +104,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 		return Result{Err: err}
 	}
 	defer resp.Body.Close()
+	// Drain a little of what is left, so the connection can be reused.
+	defer func() { _, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) }()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		// Drain a little so the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return Result{HTTPStatus: resp.StatusCode}
 	}
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLen))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		loc := resp.Header.Get("Location")
@@ -128,9 +121,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 			"downstream answered %d redirecting to %s: hookd does not follow redirects, set HOOKD_FORWARD_URL to the final URL",
 			resp.StatusCode, errorLocation(loc))}
 	}
-	// Whitespace runs become one space, so an HTML error page still reads
-	// as one line in the dashboard and in logs.
-	if body := strings.Join(strings.Fields(string(head)), " "); body != "" {
+	if body := errorBody(resp.Header.Get("Content-Type"), resp.Body); body != "" {
 		msg += ": " + body
 	}
 	err = errors.New(msg)

@@ -82,7 +82,8 @@ func TestForwarder(t *testing.T) {
 		t.Cleanup(srv.Close)
 		f, _ := worker.NewForwarder(srv.URL, "")
 		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
-		want := "downstream answered 500: " + strings.Repeat("x", 200)
+		// Cut to 200 bytes, and says so.
+		want := "downstream answered 500: " + strings.Repeat("x", 200) + "…"
 		if res.Err == nil || res.Err.Error() != want || res.HTTPStatus != 500 {
 			t.Errorf("got %+v, want error %q and status 500", res, want)
 		}
@@ -124,15 +125,40 @@ func TestForwarder(t *testing.T) {
 
 	t.Run("ErrorBodyReadsAsOneLine", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(http.StatusBadGateway)
-			io.WriteString(w, "<html>\n  <h1>Bad gateway</h1>\n</html>\n")
-		}))
-		t.Cleanup(srv.Close)
-		f, _ := worker.NewForwarder(srv.URL, "")
-		res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
-		if want := "downstream answered 502: <html> <h1>Bad gateway</h1> </html>"; res.Err == nil || res.Err.Error() != want {
-			t.Errorf("got %v, want %q", res.Err, want)
+		for _, tc := range []struct {
+			name, contentType, body, want string
+		}{
+			{"plain text", "text/plain", "Internal error\n   at handler.go:12\n", "Internal error at handler.go:12"},
+			{"JSON", "application/json", "{\"error\":\n  \"no such invoice\"}", `{"error": "no such invoice"}`},
+			// An HTML page is kept as the text a browser shows: a proxy's
+			// page says what happened, not its markup.
+			{"a proxy's HTML page", "text/html",
+				"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n" +
+					"<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n",
+				"502 Bad Gateway nginx"},
+			{"HTML sniffed without a Content-Type", "", "<html>\n  <h1>Bad gateway</h1>\n</html>\n", "Bad gateway"},
+			// A framework's error page puts kilobytes of styles and scripts
+			// before its message.
+			{"a framework's HTML page", "text/html; charset=utf-8",
+				"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>TypeError at /stripe</title><style>" +
+					strings.Repeat("body { margin: 0; padding: 0 } ", 300) + "</style><script>" + strings.Repeat("var a = 1; ", 200) +
+					"</script></head><body><h1>TypeError at /stripe</h1><pre class=exception_value>&#39;NoneType&#39; object is not subscriptable</pre></body></html>",
+				"TypeError at /stripe 'NoneType' object is not subscriptable"},
+			{"a long HTML page", "text/html", "<p>" + strings.Repeat("é", 150) + "</p>", strings.Repeat("é", 100) + "…"},
+		} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.contentType != "" {
+					w.Header().Set("Content-Type", tc.contentType)
+				}
+				w.WriteHeader(http.StatusBadGateway)
+				io.WriteString(w, tc.body)
+			}))
+			f, _ := worker.NewForwarder(srv.URL, "")
+			res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+			srv.Close()
+			if want := "downstream answered 502: " + tc.want; res.Err == nil || res.Err.Error() != want {
+				t.Errorf("%s: got %v, want %q", tc.name, res.Err, want)
+			}
 		}
 	})
 
