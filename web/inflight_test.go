@@ -172,3 +172,41 @@ func TestRetryNow_OnAnEventInFlightWaitsForItsAttempt(t *testing.T) {
 		t.Errorf("Next retry says %q, want as soon as the attempt in flight ends", next)
 	}
 }
+
+// Find an event says when the event searched for is running now: on its
+// first run nothing of it is written yet, so without the lease the page
+// would say hookd never saw it.
+func TestSearch_SaysWhileAnEventIsInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+
+	if _, err := b.store.TryLockEvent(ctx, "evt_first_run"); err != nil {
+		t.Fatal(err)
+	}
+	answer, text := searchAnswer(t, c, "evt_first_run")
+	if want := "evt_first_run is being processed now (a delivery), started just now, and nothing of it is written"; answer != "inflight" || !strings.Contains(text, want) {
+		t.Errorf("on its first run: answer %q, %q; want inflight, saying %q", answer, text, want)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second' WHERE event_id = 'evt_first_run'`); err != nil {
+		t.Fatal(err)
+	}
+	if answer, _ := searchAnswer(t, c, "evt_first_run"); answer != "never" {
+		t.Errorf("once its lease expired unreported: answer %q, want never", answer)
+	}
+
+	// A queued event a retry is running for is still on the queue, with
+	// the attempt in flight beside it.
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_retrying", Status: queue.StatusRetrying, Attempts: 1})
+	claimOne(t, b)
+	page := c.get("/search?q=evt_retrying")
+	if answer, _ := page.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); answer != "queued" {
+		t.Errorf("a queued event in flight: answer %q, want queued", answer)
+	}
+	want := "In flight: an attempt is running now (the retry loop), started just now, lease expires in "
+	if got := strings.Join(strings.Fields(testid(page.doc, "inflight-note")), " "); !strings.HasPrefix(got, want) {
+		t.Errorf("a queued event in flight: the notice says %q, want %q…", got, want)
+	}
+}

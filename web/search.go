@@ -56,6 +56,9 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 				return err
 			}
 			s.Found = &found
+			if s.InFlight, err = d.reads.EventInFlight(ctx, eventID); err != nil {
+				return err
+			}
 			if s.Replays, err = d.reads.ReplaysOfEvent(ctx, eventID); err != nil {
 				return err
 			}
