@@ -109,15 +109,29 @@ const hastenSQL = `
 	    next_retry_at = CASE WHEN ` + leaseLiveSQL + ` THEN e.next_retry_at ELSE now() END
 	WHERE `
 
+// Hastened is what RetryNowMatching did: how many events it made due at
+// once, and how many it only marked, because an attempt of theirs was
+// running (each is due the moment that attempt ends, if it fails).
+type Hastened struct {
+	DueNow, DueAfterAttempt int64
+}
+
+// Total is how many events were hastened, either way.
+func (h Hastened) Total() int64 { return h.DueNow + h.DueAfterAttempt }
+
 // RetryNowMatching does what RetryNow does to every pending event matching
 // f (whose Status it ignores, as only pending events can be hastened), and
-// returns how many it made due.
-func (s *Store) RetryNowMatching(ctx context.Context, f EventFilter) (int64, error) {
+// says how many it made due now and how many after their running attempt.
+func (s *Store) RetryNowMatching(ctx context.Context, f EventFilter) (Hastened, error) {
 	f.Status = StatusPending
 	where, args := f.where()
-	tag, err := s.db.Exec(ctx, hastenSQL+where, args...)
+	var h Hastened
+	err := s.db.QueryRow(ctx, `
+		WITH hastened AS (`+hastenSQL+where+` RETURNING `+leaseLiveSQL+` AS in_flight)
+		SELECT count(*) FILTER (WHERE NOT in_flight), count(*) FILTER (WHERE in_flight) FROM hastened`, args...).
+		Scan(&h.DueNow, &h.DueAfterAttempt)
 	if err != nil {
-		return 0, fmt.Errorf("retry pending events now: %w", err)
+		return Hastened{}, fmt.Errorf("retry pending events now: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return h, nil
 }

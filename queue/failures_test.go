@@ -123,9 +123,20 @@ func TestRetryNowMatching_MakesOnlyMatchingPendingEventsDue(t *testing.T) {
 		DueIn: 3600e9, LastError: "downstream answered 500"})
 	dead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5,
 		DueIn: 3600e9, LastError: "timeout for evt_B"})
-	n, err := s.RetryNowMatching(ctx, queue.EventFilter{EventType: "invoice.paid", ErrorGroup: "timeout for <id>"})
-	if err != nil || n != 1 {
-		t.Fatalf("RetryNowMatching: %d, %v; want 1", n, err)
+	// A matching event whose attempt is running is only marked: it stays
+	// due when it was, and the count says so.
+	running := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
+		DueIn: 3600e9, LastError: "timeout for evt_C"})
+	if _, err := s.TryLockEvent(ctx, running.EventID); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.RetryNowMatching(ctx, queue.EventFilter{EventType: "invoice.paid", ErrorGroup: "timeout for <id>"})
+	if want := (queue.Hastened{DueNow: 1, DueAfterAttempt: 1}); err != nil || h != want {
+		t.Fatalf("RetryNowMatching: %+v, %v; want %+v", h, err, want)
+	}
+	if got, err := s.Event(ctx, running.ID); err != nil || !got.ManualRetry || !got.NextRetryAt.Equal(running.NextRetryAt) {
+		t.Errorf("the event in flight: manual %v, due %v (%v); want marked manual, due unchanged at %v",
+			got.ManualRetry, got.NextRetryAt, err, running.NextRetryAt)
 	}
 	for _, tc := range []struct {
 		e       queue.Event

@@ -77,7 +77,8 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var revived, hastened int64
+		var revived int64
+		var hastened queue.Hastened
 		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
 			// Pending first: the dead ones, once sent back, are pending too
 			// and would be counted twice.
@@ -89,19 +90,12 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 				return err
 			}
 			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryGroup,
-				views.DescribeFilter(g.Filter(queue.StatusDead)), revived+hastened)
+				views.DescribeFilter(g.Filter(queue.StatusDead)), revived+hastened.Total())
 		})
 		if err != nil {
 			return err
 		}
-		switch n := revived + hastened; n {
-		case 0:
-			flash(c, "No event of that group is on the queue any more; nothing was changed.")
-		case 1:
-			flash(c, "1 event queued for retry")
-		default:
-			flash(c, views.Count(n)+" events queued for retry")
-		}
+		flash(c, views.RetriedGroup(revived+hastened.DueNow, hastened.DueAfterAttempt))
 		return c.Redirect(http.StatusSeeOther, "/failures")
 	}
 }

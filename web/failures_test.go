@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -158,5 +159,38 @@ func TestRetryGroup_ViewersAreRefusedAndEmptyFormsAreBadRequests(t *testing.T) {
 	}
 	if got := eventNow(t, b, dead); got.Status != queue.StatusDead {
 		t.Errorf("a retry group without a group changed the event to %s", got.Status)
+	}
+}
+
+// A group's retry says how many of its events were in flight: those are
+// only marked, and run again when their attempt ends, if it fails.
+func TestRetryGroup_SaysWhichEventsWereInFlight(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	idle := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, DueIn: time.Hour,
+		LastError: "timeout after 11s for evt_A"})
+	running := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, DueIn: time.Hour,
+		LastError: "timeout after 12s for evt_B"})
+	if _, err := b.store.TryLockEvent(context.Background(), running.EventID); err != nil {
+		t.Fatal(err)
+	}
+
+	c := b.client(t)
+	c.signIn(accounts.RoleOperator)
+	form := c.get("/failures").doc.Find(`[data-testid="failure-group"]`).First().Find("form")
+	action, _ := form.Attr("action")
+	confirm := c.post(action, formValues(form))
+	form = confirm.doc.Find(`form:has(button:contains("Confirm retry group"))`)
+	action, _ = form.Attr("action")
+	page := c.follow(c.post(action, formValues(form)))
+	want := "2 events queued for retry; of them, 1 event was in flight: it will run again as soon as the attempt in flight ends, if it fails"
+	if got := testid(page.doc, "flash"); got != want {
+		t.Errorf("flash %q, want %q", got, want)
+	}
+	if got := eventNow(t, b, idle); !got.ManualRetry || got.NextRetryAt.After(time.Now()) {
+		t.Errorf("the idle event: manual %v, due %v; want due now", got.ManualRetry, got.NextRetryAt)
+	}
+	if got := eventNow(t, b, running); !got.ManualRetry || !got.NextRetryAt.Equal(running.NextRetryAt) {
+		t.Errorf("the event in flight: manual %v, due %v; want marked, due unchanged", got.ManualRetry, got.NextRetryAt)
 	}
 }
