@@ -273,7 +273,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 		counts:          activity.New(pool),
 		refused:         rejections.New(pool),
 		accounts:        accounts.New(pool),
-		audit:           audit.New(dashPool),
+		audit:           audit.New(pageReads),
 		ungenerated:     ungenerated.New(pool),
 		pageUngenerated: ungenerated.New(pageReads),
 		// The pruner deletes expired sessions; pgxstore's own cleanup

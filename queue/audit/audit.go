@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // Action names what a person did on the dashboard.
@@ -77,12 +78,13 @@ func Record(ctx context.Context, tx pgx.Tx, email string, action Action, target 
 
 // Log reads the audit log.
 type Log struct {
-	db *pgxpool.Pool
+	db dbtx.DBTX
 }
 
-// New returns a Log over pool.
-func New(pool *pgxpool.Pool) *Log {
-	return &Log{db: pool}
+// New returns a Log over db: the dashboard's reads (queue.TimedReads), so
+// that its page is bounded in time like every other page, or a pool.
+func New(db dbtx.DBTX) *Log {
+	return &Log{db: db}
 }
 
 // Read returns a page of the audit log, newest first.

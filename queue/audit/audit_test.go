@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -112,5 +113,27 @@ func TestAudit_CommitsWithTheAccountChange(t *testing.T) {
 	}
 	if role, n := roleAndEntries(); role != accounts.RoleViewer || n != 1 {
 		t.Errorf("after the commit: role %s, %d entries; want viewer and one", role, n)
+	}
+}
+
+// The dashboard reads the log under its time limit, like every other page:
+// a read that cannot finish (here, behind a lock on the table) is stopped.
+func TestAudit_ReadUnderTheDashboardsTimeLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 100 * time.Millisecond
+	_, err = audit.New(queue.TimedReads(b.pool, limit)).Read(ctx, 50, 0)
+	var timeout *queue.ReadTimeoutError
+	if !errors.As(err, &timeout) || timeout.Limit != limit {
+		t.Fatalf("reading a locked log: %v; want a read stopped after %s", err, limit)
 	}
 }
