@@ -20,6 +20,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/netblock"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
@@ -414,7 +415,7 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		email := strings.TrimSpace(c.FormValue("email"))
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
-		addr := throttleAddress(c.RealIP())
+		addr := netblock.Of(c.RealIP())
 
 		refuse := func(status int, msg string) error {
 			p := d.page(c, "Sign in", "")

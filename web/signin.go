@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,23 +16,6 @@ import (
 
 	"github.com/hookd/hookd/queue/accounts"
 )
-
-// throttleAddress is the address sign-in throttling counts a client by:
-// an IPv4 address as it is (an IPv4-mapped IPv6 one included), an IPv6
-// address as its /64, the block one home, office or server is given whole,
-// so that a guesser cannot turn one block into 2^64 fresh budgets. Anything
-// else (the connection's address is always an IP) is counted as given.
-func throttleAddress(ip string) string {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
-	}
-	a = a.WithZone("").Unmap()
-	if a.Is4() {
-		return a.String()
-	}
-	return netip.PrefixFrom(a, 64).Masked().String()
-}
 
 // checkSlots bounds the password checks running at once on this replica:
 // at most max in all, at most one per holder (an address, or a known

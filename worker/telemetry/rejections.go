@@ -12,6 +12,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/internal/netblock"
 	"github.com/hookd/hookd/queue/rejections"
 )
 
@@ -51,6 +52,14 @@ type RejectionLogConfig struct {
 	// garbage posts, which anyone can send, cannot add them up out of
 	// sight. Default: 10.
 	SignedPerFlush int
+	// PerAddress is how many refusals of each budget one client (an
+	// address, an IPv6 /64: netblock.Of) may have recorded one by one
+	// between two writes; its others are added up like those past the
+	// budget. A single sender cannot then spend a budget alone: sending
+	// well-formed, recent signatures with random hex, one address takes
+	// PerAddress of SignedPerFlush's rows, and the rest stay for other
+	// senders, Stripe among them. Default: 3.
+	PerAddress int
 	// FlushInterval is how often the recorded refusals are written, in one
 	// statement. Default: 1 s.
 	FlushInterval time.Duration
@@ -74,10 +83,18 @@ type RejectionLog struct {
 
 	mu sync.Mutex
 	// admitted counts the refusals of each budget recorded one by one since
-	// the last write: [false] unproven signatures, [true] signed ones.
-	admitted map[bool]int
-	pending  []rejections.Rejection
-	extra    map[summaryKey]*rejections.Rejection
+	// the last write: [false] unproven signatures, [true] signed ones;
+	// admittedFrom the same, by client.
+	admitted     map[bool]int
+	admittedFrom map[clientKey]int
+	pending      []rejections.Rejection
+	extra        map[summaryKey]*rejections.Rejection
+}
+
+// clientKey is one client's share of one budget.
+type clientKey struct {
+	signed bool
+	block  string
 }
 
 // summaryKey is the row that adds up the refusals beyond a budget: one per
@@ -92,14 +109,16 @@ type summaryKey struct {
 func NewRejectionLog(store *rejections.Store, logger *slog.Logger, cfg RejectionLogConfig) *RejectionLog {
 	cfg.PerFlush = cmp.Or(cfg.PerFlush, 10)
 	cfg.SignedPerFlush = cmp.Or(cfg.SignedPerFlush, 10)
+	cfg.PerAddress = cmp.Or(cfg.PerAddress, 3)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, DefaultStopTimeout)
 	return &RejectionLog{
-		store:    store,
-		logger:   logger.With("component", "rejections"),
-		cfg:      cfg,
-		admitted: map[bool]int{},
-		extra:    map[summaryKey]*rejections.Rejection{},
+		store:        store,
+		logger:       logger.With("component", "rejections"),
+		cfg:          cfg,
+		admitted:     map[bool]int{},
+		admittedFrom: map[clientKey]int{},
+		extra:        map[summaryKey]*rejections.Rejection{},
 	}
 }
 
@@ -116,10 +135,12 @@ func (l *RejectionLog) Record(r Refusal) {
 		budget = l.cfg.SignedPerFlush
 	}
 	key := summaryKey{signed: signed, reason: reason}
+	client := clientKey{signed: signed, block: netblock.Of(r.RemoteAddr)}
 	l.mu.Lock()
-	one := l.admitted[signed] < budget
+	one := l.admitted[signed] < budget && l.admittedFrom[client] < l.cfg.PerAddress
 	if one {
 		l.admitted[signed]++
+		l.admittedFrom[client]++
 	} else if sum, ok := l.extra[key]; ok {
 		sum.Count++
 	} else {
@@ -166,6 +187,7 @@ func (l *RejectionLog) Flush(ctx context.Context) error {
 	rows := l.pending
 	l.pending = nil
 	clear(l.admitted)
+	clear(l.admittedFrom)
 	for key, sum := range l.extra {
 		rows = append(rows, *sum)
 		delete(l.extra, key)

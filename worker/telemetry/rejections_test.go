@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -18,16 +19,18 @@ func TestRejectionLog_AFloodBecomesAFewRowsWithExactCounts(t *testing.T) {
 	b := setup(t)
 	log := telemetry.NewRejectionLog(b.rejections, discardLogger, telemetry.RejectionLogConfig{PerFlush: 5, SignedPerFlush: 4})
 
+	// From many addresses, so that each budget, not one sender's share of
+	// it (PerAddress), is what runs out.
 	const perReason = 400
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, reason := range []rejections.Reason{rejections.WrongSignature, rejections.TooLarge, rejections.BadJSON} {
-		for range 8 {
+		for sender := range 8 {
 			wg.Go(func() {
 				<-start
 				for range perReason / 8 {
-					log.Record(telemetry.Refusal{Reason: reason, Detail: string(reason), HTTPStatus: 400, RemoteAddr: "192.0.2.7",
-						Payload: []byte(`{"id":"evt_flood","type":"invoice.paid"}`)})
+					log.Record(telemetry.Refusal{Reason: reason, Detail: string(reason), HTTPStatus: 400,
+						RemoteAddr: fmt.Sprintf("192.0.2.%d", sender), Payload: []byte(`{"id":"evt_flood","type":"invoice.paid"}`)})
 				}
 			})
 		}
@@ -74,19 +77,22 @@ func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 	const garbage, signed = 1000, 10
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	for _, reason := range []rejections.Reason{rejections.NoSignature, rejections.MalformedSignature, rejections.StaleSignature,
+	for i, reason := range []rejections.Reason{rejections.NoSignature, rejections.MalformedSignature, rejections.StaleSignature,
 		rejections.TooLarge} {
 		wg.Go(func() {
 			<-start
 			for range garbage / 4 {
-				log.Record(telemetry.Refusal{Reason: reason, HTTPStatus: 400, Payload: []byte(`{"id":"evt_real"}`)})
+				log.Record(telemetry.Refusal{Reason: reason, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("198.51.100.%d", i),
+					Payload: []byte(`{"id":"evt_real"}`)})
 			}
 		})
 	}
+	// Stripe delivers from a dozen addresses.
 	wg.Go(func() {
 		<-start
-		for range signed {
-			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, Payload: []byte(`{"id":"evt_stripe"}`)})
+		for i := range signed {
+			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("3.18.12.%d", i),
+				Payload: []byte(`{"id":"evt_stripe"}`)})
 		}
 	})
 	close(start)
@@ -111,6 +117,54 @@ func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 	if garbageRows != 10 || garbageSums != 4 || garbageTotal != garbage {
 		t.Errorf("garbage: %d rows of its own, %d adding up, counting %d; want 10, 4 and %d",
 			garbageRows, garbageSums, garbageTotal, garbage)
+	}
+}
+
+// One sender cannot spend a budget alone: a flood of well-formed, recent
+// signatures with random hex from one IPv6 /64, which anyone can make, takes
+// PerAddress of the signed rows, and Stripe's refusals beside it each keep
+// a row of their own; the flood is added up, every refusal counted.
+func TestRejectionLog_OneSenderCannotSpendABudgetAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	log := telemetry.NewRejectionLog(b.rejections, discardLogger, telemetry.RejectionLogConfig{})
+
+	const flood, stripe = 1000, 5
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			<-start
+			for i := range flood / 4 {
+				log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400,
+					RemoteAddr: fmt.Sprintf("2001:db8:7:7:%x::%x", g, i), Payload: []byte(`{"id":"evt_forged"}`)})
+			}
+		})
+	}
+	wg.Go(func() {
+		<-start
+		for i := range stripe {
+			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("3.18.12.%d", i),
+				Payload: []byte(`{"id":"evt_stripe"}`)})
+		}
+	})
+	close(start)
+	wg.Wait()
+	if err := log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var stripeRows, floodRows, sums, total int64
+	err := b.pool.QueryRow(context.Background(), `
+		SELECT count(*) FILTER (WHERE count = 1 AND claimed_event_id = 'evt_stripe'),
+		       count(*) FILTER (WHERE count = 1 AND claimed_event_id = 'evt_forged'),
+		       count(*) FILTER (WHERE count > 1), sum(count)
+		FROM webhook_rejections`).Scan(&stripeRows, &floodRows, &sums, &total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stripeRows != stripe || floodRows != 3 || sums != 1 || total != flood+stripe {
+		t.Errorf("got %d rows of Stripe's, %d of the flood's, %d adding up, counting %d; want %d, 3, 1 and %d",
+			stripeRows, floodRows, sums, total, stripe, flood+stripe)
 	}
 }
 
