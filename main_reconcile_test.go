@@ -146,6 +146,42 @@ func TestReconcileCommand_PullsOneEvent(t *testing.T) {
 	}
 }
 
+// -account pulls an event of a connected account through the Connect
+// endpoint; it needs -event and an acct_ id.
+func TestReconcileCommand_PullsAConnectedAccountsEvent(t *testing.T) {
+	t.Parallel()
+	e := newReconcileEnv(t)
+	connect := e.api.AddEndpoint(stripetest.Endpoint{EnabledEvents: []string{"invoice.paid"}})
+	delete(e.env, "STRIPE_WEBHOOK_SECRET")
+	e.env["STRIPE_WEBHOOK_SECRETS"] = "default=whsec_reconcile_command;connect=whsec_reconcile_connect"
+	e.env["HOOKD_ENDPOINTS"] = "default:stripe_id=" + e.env["STRIPE_WEBHOOK_ENDPOINT_ID"] + ";connect:connect=true,stripe_id=" + connect.ID
+	delete(e.env, "STRIPE_WEBHOOK_ENDPOINT_ID")
+	id, _ := e.api.AddEvent(stripetest.Event{Type: "invoice.paid", Account: "acct_1Cli"})
+
+	if _, _, err := e.reconcile(t, "-event", id); err == nil || !strings.Contains(err.Error(), "30 days") {
+		t.Errorf("pulled as the platform's own: got %v, want Stripe's 404", err)
+	}
+	out, _, err := e.reconcile(t, "-event", id, "-account", "acct_1Cli")
+	if want := id + " (invoice.paid): recovered: processed now\n"; err != nil || out != want {
+		t.Errorf("pulled under its account: printed %q, %v; want %q", out, err, want)
+	}
+	if e.forwarded() != 1 {
+		t.Errorf("forwarded: got %d, want 1", e.forwarded())
+	}
+	for args, want := range map[[2]string]string{
+		{"-account", "acct_1Cli"}: "it needs -event",
+		{"-account", "cus_1"}:     "not a Stripe account id",
+	} {
+		argv := []string{args[0], args[1]}
+		if want != "it needs -event" {
+			argv = append(argv, "-event", id)
+		}
+		if _, _, err := e.reconcile(t, argv...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: got %v, want an error saying %q", argv, err, want)
+		}
+	}
+}
+
 func TestReconcileCommand_APIErrorIsOneLineAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -20,20 +20,22 @@ import (
 )
 
 // reconcileCommand runs `hookd reconcile [-since 72h] [-dry-run] [-event
-// evt_...]`: one reconciliation with Stripe's Events API, through the same
+// evt_... [-account acct_...]]`: one reconciliation with Stripe's Events API, through the same
 // pipeline and processor as hookd serve. It prints one summary line; an
 // error from Stripe's API is one line on stderr and a non-zero exit, with
 // nothing changed.
 func reconcileCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var since time.Duration
 	var dryRun bool
-	var eventID string
+	var eventID, account string
 	cfg, err := parseConfig("reconcile", args, getenv, stderr, func(fs *flag.FlagSet) {
 		fs.Func("since", "how far back to look, like 72h (default: $HOOKD_RECONCILE_WINDOW; at most 720h)", func(v string) error {
 			return parseReconcileWindow(&since, v)
 		})
 		fs.BoolVar(&dryRun, "dry-run", false, "list and count the events, but process nothing and record nothing")
 		fs.StringVar(&eventID, "event", "", "pull this one event (evt_...) from Stripe instead of a window")
+		fs.StringVar(&account, "account", "", "with -event: the event is of this connected account (acct_...), "+
+			"and came through a Connect endpoint")
 	})
 	if err != nil {
 		return err
@@ -47,6 +49,12 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	}
 	if eventID != "" && !strings.HasPrefix(eventID, "evt_") {
 		return fmt.Errorf("-event: %q is not a Stripe event id (evt_...)", eventID)
+	}
+	if account != "" && eventID == "" {
+		return errors.New("-account names the connected account of the one event -event pulls: it needs -event")
+	}
+	if account != "" && !strings.HasPrefix(account, "acct_") {
+		return fmt.Errorf("-account: %q is not a Stripe account id (acct_...)", account)
 	}
 	if err := reconcile.CheckWindow("-since", since, cfg.MarkerRetention); err != nil {
 		return err
@@ -68,15 +76,15 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	r := newReconciler(cfg, newStripeClient(cfg, logger), store, receiver, logger)
 
 	if eventID != "" {
-		return pullCommand(ctx, r, eventID, stdout)
+		return pullCommand(ctx, r, eventID, account, stdout)
 	}
 	return reconcileWindow(ctx, r, since, dryRun, stdout, stderr)
 }
 
-// pullCommand is `hookd reconcile -event`: it pulls one event and says
-// what became of it.
-func pullCommand(ctx context.Context, r *reconcile.Reconciler, eventID string, stdout io.Writer) error {
-	p, err := r.Pull(ctx, eventID)
+// pullCommand is `hookd reconcile -event [-account]`: it pulls one event
+// and says what became of it.
+func pullCommand(ctx context.Context, r *reconcile.Reconciler, eventID, account string, stdout io.Writer) error {
+	p, err := r.Pull(ctx, eventID, account)
 	if errors.Is(err, queue.ErrEventLocked) {
 		return fmt.Errorf("%s is being handled by a delivery right now; it needs no pull", eventID)
 	}

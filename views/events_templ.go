@@ -461,7 +461,7 @@ func Events(p Page, l EventList) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					if l.CanPull && p.Can(accounts.RoleOperator) && strings.HasPrefix(l.Search.EventID, "evt_") {
-						templ_7745c5c3_Err = pullButton(p, l.Search.EventID, l.Self).Render(ctx, templ_7745c5c3_Buffer)
+						templ_7745c5c3_Err = pullButton(p, l.Search.EventID, l.Self, false).Render(ctx, templ_7745c5c3_Buffer)
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

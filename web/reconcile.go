@@ -144,10 +144,14 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		if !strings.HasPrefix(eventID, "evt_") || eventjson.CheckID(eventID) != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
 		}
+		account := strings.TrimSpace(c.FormValue("account"))
+		if account != "" && (!strings.HasPrefix(account, "acct_") || eventjson.CheckID(account) != nil) {
+			return echo.NewHTTPError(http.StatusBadRequest, "account must be empty or a Stripe connected account id, acct_...")
+		}
 		back := localPath(c.FormValue("back"), "/search?"+url.Values{"q": {eventID}}.Encode())
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
 		defer cancel()
-		p, err := r.Pull(ctx, eventID)
+		p, err := r.Pull(ctx, eventID, account)
 		switch {
 		case errors.Is(err, queue.ErrEventLocked):
 			flash(c, eventID+" is being handled by a delivery right now; nothing was pulled.")

@@ -62,17 +62,30 @@ func (rb *reconcileBundle) forwarded() int {
 // whose endpoint receives invoice.paid; key is the API key hookd uses.
 func setupReconcile(t *testing.T, key string) *reconcileBundle {
 	t.Helper()
+	return setupReconcileOf(t, key, false)
+}
+
+// setupReconcileOf is setupReconcile, with a Connect endpoint receiving
+// invoice.paid too when connect is set.
+func setupReconcileOf(t *testing.T, key string, connect bool) *reconcileBundle {
+	t.Helper()
 	rb := &reconcileBundle{api: stripetest.NewServer(t), got: map[string]int{}}
 	ep := rb.api.AddEndpoint(stripetest.Endpoint{EnabledEvents: []string{"invoice.paid"}})
+	eps := []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: ep.ID, Secrets: []string{"whsec_web"}}}
+	if connect {
+		cep := rb.api.AddEndpoint(stripetest.Endpoint{EnabledEvents: []string{"invoice.paid"}})
+		eps = append(eps, endpoint.Endpoint{Label: "connect", Kind: endpoint.Snapshot, Connect: true, StripeID: cep.ID,
+			Secrets: []string{"whsec_web_connect"}})
+	}
 	if key == "" {
 		key = rb.api.Key()
 	}
 	bundle := setup(t, withoutServer())
 	logger := slog.New(slog.DiscardHandler)
-	receiver := receiver.New(bundle.store, logger, receiver.Config{Secrets: []string{"whsec_web"}, Processor: rb})
+	receiver := receiver.New(bundle.store, logger, receiver.Config{Endpoints: eps, Processor: rb})
 	r := reconcile.New(bundle.store, receiver, logger, reconcile.Config{
 		Client:    stripeapi.New(stripeapi.Config{Key: key, URL: rb.api.URL, PagePause: -1, RateLimitWait: time.Millisecond}),
-		Endpoints: []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: ep.ID}},
+		Endpoints: eps,
 	})
 	stores := storesOn(bundle.store, bundle.pool)
 	srv := httptest.NewServer(web.NewServer(web.Options{
@@ -242,6 +255,51 @@ func TestPull_FromTheSearchOfAnUnknownEvent(t *testing.T) {
 	missing := op.follow(op.post("/events/pull", url.Values{"event_id": {"evt_gone"}}))
 	if flash := testid(missing.doc, "flash"); !strings.Contains(flash, "Nothing was pulled") || !strings.Contains(flash, "30 days") {
 		t.Errorf("flash for an unknown event: got %q", flash)
+	}
+}
+
+// With a Connect endpoint, the pull asks for the connected account an
+// event may be of, and reads the event under it.
+func TestPull_AConnectedAccountsEventFromTheSearch(t *testing.T) {
+	t.Parallel()
+	rb := setupReconcileOf(t, "", true)
+	id, _ := rb.api.AddEvent(stripetest.Event{Type: "invoice.paid", Account: "acct_1Web"})
+	op := rb.client(t)
+	op.signIn(accounts.RoleOperator)
+
+	searchURL := "/search?" + url.Values{"q": {id}}.Encode()
+	form := op.get(searchURL).doc.Find(`form[action="/events/pull"]`)
+	if form.Find(`input[name="account"]`).Length() != 1 {
+		t.Fatalf("the pull form has no connected account field with a Connect endpoint")
+	}
+	// Pulled as the platform's own, Stripe has no such event.
+	missing := op.follow(op.post("/events/pull", formValues(form)))
+	if flash := testid(missing.doc, "flash"); !strings.Contains(flash, "Nothing was pulled") {
+		t.Errorf("flash for the event pulled as the platform's own: got %q", flash)
+	}
+	values := formValues(form)
+	values.Set("account", "acct_1Web")
+	done := op.follow(op.post("/events/pull", values))
+	if flash := testid(done.doc, "flash"); flash != id+" pulled from Stripe and processed" {
+		t.Errorf("flash: got %q", flash)
+	}
+	if rb.forwarded() != 1 {
+		t.Errorf("forwarded %d, want 1", rb.forwarded())
+	}
+	values.Set("account", "cus_123")
+	r := op.post("/events/pull", values)
+	wantStatus(t, r, http.StatusBadRequest)
+	if !strings.Contains(r.body, "acct_") {
+		t.Errorf("400 does not say why: %s", r.body)
+	}
+
+	// Without a Connect endpoint the form does not ask.
+	plain := setupReconcile(t, "")
+	other, _ := plain.api.AddEvent(stripetest.Event{Type: "invoice.paid"})
+	c := plain.client(t)
+	c.signIn(accounts.RoleOperator)
+	if n := c.get("/search?q=" + other).doc.Find(`form[action="/events/pull"] input[name="account"]`).Length(); n != 0 {
+		t.Errorf("the pull form asks for a connected account without a Connect endpoint")
 	}
 }
 

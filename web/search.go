@@ -23,7 +23,8 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
 		s := views.SearchPage{Query: strings.TrimSpace(c.QueryParam("q")), RetentionDays: max(1, int(d.opts.MarkerRetention/(24*time.Hour))),
-			PayloadRetentionDays: max(1, int(d.opts.PayloadRetention/(24*time.Hour))), CanPull: d.opts.Reconciler != nil}
+			PayloadRetentionDays: max(1, int(d.opts.PayloadRetention/(24*time.Hour))), CanPull: d.opts.Reconciler != nil,
+			PullAccount: d.opts.Reconciler != nil && d.opts.Reconciler.PullsConnect()}
 		status := http.StatusOK
 		switch {
 		case s.Query == "":

@@ -2,7 +2,9 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +229,46 @@ func TestRunOnce_StaysWithinTheBudget(t *testing.T) {
 	}
 	if allowed := 1 + int(perSecond*elapsed.Seconds()); n > allowed {
 		t.Errorf("%d requests in %s: more than the budget's %d", n, elapsed, allowed)
+	}
+}
+
+// A person pulls one event of a connected account: it is read under the
+// account's Stripe-Account and recorded as having come through the Connect
+// endpoint; the same id is not the platform's own.
+func TestPull_AConnectedAccountsEvent(t *testing.T) {
+	t.Parallel()
+	k := setupKinds(t)
+	id, _ := k.api.AddEvent(stripetest.Event{Account: "acct_1Pulled", Created: time.Now().Add(-time.Hour)})
+	r := k.reconciler(reconcile.Config{})
+
+	if _, err := r.Pull(t.Context(), id, ""); !errors.Is(err, stripeapi.ErrNotFound) {
+		t.Errorf("pulled as the platform's own: got %v, want ErrNotFound", err)
+	}
+	p, err := r.Pull(t.Context(), id, "acct_1Pulled")
+	if err != nil || p.Outcome != receiver.Processed || p.Event.Account != "acct_1Pulled" {
+		t.Fatalf("pulled under its account: %+v, %v; want processed", p, err)
+	}
+	if k.app.times(id) != 1 {
+		t.Errorf("%s reached the app %d times, want once", id, k.app.times(id))
+	}
+	var label, account string
+	if err := k.pool.QueryRow(t.Context(), `SELECT endpoint, account FROM event_log WHERE event_id = $1`, id).
+		Scan(&label, &account); err != nil || label != "connect" || account != "acct_1Pulled" {
+		t.Errorf("its event log row: endpoint %q, account %q, %v; want the Connect endpoint's, acct_1Pulled", label, account, err)
+	}
+}
+
+// Without a Connect endpoint that hookd reconciles, an account's event is
+// refused before Stripe is asked for it.
+func TestPull_AnAccountsEventWithoutAConnectEndpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil, reconcile.Config{})
+	id, _ := b.api.AddEvent(stripetest.Event{Account: "acct_1Pulled"})
+	_, err := b.r.Pull(t.Context(), id, "acct_1Pulled")
+	if !errors.Is(err, reconcile.ErrNotReceived) || !strings.Contains(err.Error(), "connect=true") {
+		t.Errorf("got %v, want ErrNotReceived saying how to configure a Connect endpoint", err)
+	}
+	if b.app.total() != 0 {
+		t.Errorf("app calls: got %d, want 0", b.app.total())
 	}
 }

@@ -524,15 +524,18 @@ type Pulled struct {
 	Outcome receiver.Outcome
 }
 
-// Pull reads one snapshot event of the account's own from Stripe's
-// /v1/events and runs it through the pipeline, as a run would, whatever its
-// age: a person asked for it. An event of a type no snapshot endpoint of
-// the account receives is refused with ErrNotReceived; one a delivery is
-// handling right now with queue.ErrEventLocked.
-func (r *Reconciler) Pull(ctx context.Context, eventID string) (Pulled, error) {
+// Pull reads one snapshot event from Stripe's /v1/events and runs it
+// through the pipeline, as a run would, whatever its age: a person asked
+// for it. With an account (acct_...) it is an event of that connected
+// account, read under its Stripe-Account and run as having come through a
+// Connect endpoint; without, one of the account's own. An event of a type
+// no such snapshot endpoint receives is refused with ErrNotReceived (and
+// so is any with an account when no Connect endpoint is reconciled); one a
+// delivery is handling right now with queue.ErrEventLocked.
+func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled, error) {
 	var eps []Surveyed
 	for _, e := range r.cfg.Endpoints {
-		if e.StripeID == "" || e.Kind != endpoint.Snapshot || e.Connect {
+		if e.StripeID == "" || e.Kind != endpoint.Snapshot || e.Connect != (account != "") {
 			continue
 		}
 		s, err := r.describe(ctx, e)
@@ -541,22 +544,35 @@ func (r *Reconciler) Pull(ctx context.Context, eventID string) (Pulled, error) {
 		}
 		eps = append(eps, s)
 	}
-	ev, err := r.cfg.Client.Event(ctx, eventID)
+	if len(eps) == 0 && account != "" {
+		return Pulled{}, fmt.Errorf("%s of %s: %w: no Connect endpoint with its Stripe id (connect=true, stripe_id=we_...) "+
+			"is configured to receive connected accounts' events", eventID, account, ErrNotReceived)
+	}
+	ev, err := r.cfg.Client.AccountEvent(ctx, account, eventID)
 	if err != nil {
 		return Pulled{}, err
 	}
-	if !slices.ContainsFunc(eps, func(s Surveyed) bool { return s.receives(ev.Type) }) {
+	i := slices.IndexFunc(eps, func(s Surveyed) bool { return s.receives(ev.Type) })
+	if i < 0 {
 		ids := make([]string, len(eps))
 		for i, s := range eps {
 			ids[i] = s.StripeID
 		}
 		return Pulled{Event: ev}, fmt.Errorf("%s is a %s event: %w (%s)", ev.ID, ev.Type, ErrNotReceived, strings.Join(ids, ", "))
 	}
-	outcome, err := r.receiver.Recover(context.WithoutCancel(ctx), ev.Payload)
+	outcome, err := r.receiver.RecoverThrough(context.WithoutCancel(ctx), eps[i].Label, ev.Payload)
 	if err != nil {
 		return Pulled{Event: ev}, err
 	}
 	return Pulled{Event: ev, Outcome: outcome}, nil
+}
+
+// PullsConnect says whether Pull takes events of connected accounts: a
+// Connect endpoint is reconciled.
+func (r *Reconciler) PullsConnect() bool {
+	return slices.ContainsFunc(r.cfg.Endpoints, func(e endpoint.Endpoint) bool {
+		return e.StripeID != "" && e.Kind == endpoint.Snapshot && e.Connect
+	})
 }
 
 // pollEvery bounds how long the schedule sleeps between looks at whether a

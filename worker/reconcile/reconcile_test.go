@@ -416,7 +416,7 @@ func TestRaceWithLiveDelivery(t *testing.T) {
 		}
 		wg.Go(func() {
 			<-start
-			if _, err := b.r.Pull(context.Background(), id); err != nil && !errors.Is(err, queue.ErrEventLocked) {
+			if _, err := b.r.Pull(context.Background(), id, ""); err != nil && !errors.Is(err, queue.ErrEventLocked) {
 				t.Errorf("pull of %s: %v", id, err)
 			}
 		})
@@ -551,11 +551,11 @@ func TestPull(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, reconcile.Config{})
 		id, _ := b.api.AddEvent(stripetest.Event{Created: time.Now().Add(-time.Minute)}) // a pull ignores age
-		p, err := b.r.Pull(t.Context(), id)
+		p, err := b.r.Pull(t.Context(), id, "")
 		if err != nil || p.Outcome != receiver.Processed {
 			t.Fatalf("got %v, %v; want processed", p.Outcome, err)
 		}
-		if p, err = b.r.Pull(t.Context(), id); err != nil || p.Outcome != receiver.Duplicate {
+		if p, err = b.r.Pull(t.Context(), id, ""); err != nil || p.Outcome != receiver.Duplicate {
 			t.Fatalf("second pull: got %v, %v; want duplicate", p.Outcome, err)
 		}
 		if b.app.times(id) != 1 {
@@ -569,7 +569,7 @@ func TestPull(t *testing.T) {
 	t.Run("UnknownEventSaysSo", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil, reconcile.Config{})
-		_, err := b.r.Pull(t.Context(), "evt_nothere")
+		_, err := b.r.Pull(t.Context(), "evt_nothere", "")
 		if !errors.Is(err, stripeapi.ErrNotFound) || !strings.Contains(err.Error(), "30 days") {
 			t.Errorf("got %v, want ErrNotFound mentioning the 30 days", err)
 		}
@@ -579,7 +579,7 @@ func TestPull(t *testing.T) {
 		t.Parallel()
 		b := setup(t, []string{"invoice.paid"}, reconcile.Config{})
 		id, _ := b.api.AddEvent(stripetest.Event{Type: "charge.succeeded"})
-		if _, err := b.r.Pull(t.Context(), id); !errors.Is(err, reconcile.ErrNotReceived) {
+		if _, err := b.r.Pull(t.Context(), id, ""); !errors.Is(err, reconcile.ErrNotReceived) {
 			t.Errorf("got %v, want ErrNotReceived", err)
 		}
 		if b.app.total() != 0 {

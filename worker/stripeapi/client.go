@@ -165,13 +165,27 @@ type Event struct {
 
 // Event reads one event by id (evt_...).
 func (c *Client) Event(ctx context.Context, id string) (Event, error) {
+	return c.AccountEvent(ctx, "", id)
+}
+
+// AccountEvent is Event for an event of the connected account (acct_...),
+// read with the Stripe-Account header, as a Connect endpoint receives it.
+// An empty account reads the account's own.
+func (c *Client) AccountEvent(ctx context.Context, account, id string) (Event, error) {
+	params := &stripe.EventRetrieveParams{}
+	what, fix := "event "+id, "Stripe keeps events for 30 days"
+	if account != "" {
+		params.SetStripeAccount(account)
+		what += " of connected account " + account
+		fix += ", under the connected account they happened in"
+	}
 	var ev *stripe.Event
 	err := c.call(ctx, func() (err error) {
-		ev, err = c.sc.V1Events.Retrieve(ctx, id, nil)
+		ev, err = c.sc.V1Events.Retrieve(ctx, id, params)
 		return err
 	})
 	if err != nil {
-		return Event{}, describe(err, "event "+id, "Stripe keeps events for 30 days", "Events")
+		return Event{}, describe(err, what, fix, "Events")
 	}
 	if ev.LastResponse == nil {
 		return Event{}, &APIError{Message: fmt.Sprintf("read event %s: no response body", id)}

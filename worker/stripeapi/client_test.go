@@ -127,6 +127,28 @@ func TestEventReadsOneEvent(t *testing.T) {
 	}
 }
 
+// A connected account's event is read under its Stripe-Account, and only
+// there: Stripe answers 404 for it on the platform's own account.
+func TestAccountEventReadsAConnectedAccountsEvent(t *testing.T) {
+	t.Parallel()
+	api := stripetest.NewServer(t)
+	id, raw := api.AddEvent(stripetest.Event{Type: "account.updated", Account: "acct_1Connected"})
+	c := newClient(api, api.Key())
+	e, err := c.AccountEvent(t.Context(), "acct_1Connected", id)
+	if err != nil || e.ID != id || e.Account != "acct_1Connected" || string(e.Payload) != string(raw) {
+		t.Errorf("under its account: got %+v, %v", e, err)
+	}
+	_, err = c.Event(t.Context(), id)
+	if !errors.Is(err, stripeapi.ErrNotFound) {
+		t.Errorf("on the platform's own account: got %v, want ErrNotFound", err)
+	}
+	_, err = c.AccountEvent(t.Context(), "acct_1Other", id)
+	if !errors.Is(err, stripeapi.ErrNotFound) || !strings.Contains(err.Error(), "acct_1Other") ||
+		!strings.Contains(err.Error(), "under the connected account they happened in") {
+		t.Errorf("under another account: got %v, want ErrNotFound naming the account", err)
+	}
+}
+
 func TestRateLimitIsWaitedOut(t *testing.T) {
 	t.Parallel()
 	api := stripetest.NewServer(t)

@@ -83,8 +83,10 @@ func TestV1CallsPassStripeMock(t *testing.T) {
 	if _, err := c.Endpoint(ctx, "we_123"); err != nil {
 		t.Errorf("GET /v1/webhook_endpoints/{id}: %v", err)
 	}
-	if _, err := c.Event(ctx, "evt_123"); err != nil {
-		t.Errorf("GET /v1/events/{id}: %v", err)
+	for _, account := range []string{"", "acct_123"} {
+		if _, err := c.AccountEvent(ctx, account, "evt_123"); err != nil {
+			t.Errorf("GET /v1/events/{id} with Stripe-Account %q: %v", account, err)
+		}
 	}
 	for _, account := range []string{"", "acct_123"} {
 		n := 0
