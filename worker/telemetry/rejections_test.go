@@ -87,13 +87,9 @@ func TestRejectionLog_GarbageCannotSpendTheSignedBudget(t *testing.T) {
 			}
 		})
 	}
-	// Stripe delivers from a dozen addresses.
 	wg.Go(func() {
 		<-start
-		for i := range signed {
-			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("3.18.12.%d", i),
-				Payload: []byte(`{"id":"evt_stripe"}`)})
-		}
+		fromStripe(log, signed)
 	})
 	close(start)
 	wg.Wait()
@@ -143,10 +139,7 @@ func TestRejectionLog_OneSenderCannotSpendABudgetAlone(t *testing.T) {
 	}
 	wg.Go(func() {
 		<-start
-		for i := range stripe {
-			log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("3.18.12.%d", i),
-				Payload: []byte(`{"id":"evt_stripe"}`)})
-		}
+		fromStripe(log, stripe)
 	})
 	close(start)
 	wg.Wait()
@@ -165,6 +158,16 @@ func TestRejectionLog_OneSenderCannotSpendABudgetAlone(t *testing.T) {
 	if stripeRows != stripe || floodRows != 3 || sums != 1 || total != flood+stripe {
 		t.Errorf("got %d rows of Stripe's, %d of the flood's, %d adding up, counting %d; want %d, 3, 1 and %d",
 			stripeRows, floodRows, sums, total, stripe, flood+stripe)
+	}
+}
+
+// fromStripe records n refusals of deliveries Stripe signed with a secret
+// hookd lacks, claiming evt_stripe, each from another of Stripe's
+// addresses (it delivers from a dozen).
+func fromStripe(log *telemetry.RejectionLog, n int) {
+	for i := range n {
+		log.Record(telemetry.Refusal{Reason: rejections.WrongSignature, HTTPStatus: 400, RemoteAddr: fmt.Sprintf("3.18.12.%d", i),
+			Payload: []byte(`{"id":"evt_stripe"}`)})
 	}
 }
 
