@@ -272,3 +272,32 @@ func TestPull_AnAccountsEventWithoutAConnectEndpoint(t *testing.T) {
 		t.Errorf("app calls: got %d, want 0", b.app.total())
 	}
 }
+
+// A person pulls one thin event: /v1/events has no such event, so it is
+// read from /v2/core/events and recorded as having come through the thin
+// destination, with the API's exact bytes.
+func TestPull_AThinEvent(t *testing.T) {
+	t.Parallel()
+	k := setupKinds(t)
+	id, raw := k.api.AddThinEvent(stripetest.ThinEvent{Type: "v1.invoice.paid", Created: time.Now().Add(-time.Hour)})
+	other, _ := k.api.AddThinEvent(stripetest.ThinEvent{Type: "v1.charge.refunded"})
+	r := k.reconciler(reconcile.Config{})
+
+	p, err := r.Pull(t.Context(), id, "")
+	if err != nil || p.Outcome != receiver.Processed {
+		t.Fatalf("pulled: %+v, %v; want processed", p, err)
+	}
+	if k.app.times(id) != 1 || k.app.payload[id] != string(raw) {
+		t.Errorf("the app got %s %d times, as\n%s\nwant once, as the API's bytes\n%s", id, k.app.times(id), k.app.payload[id], raw)
+	}
+	var label string
+	if err := k.pool.QueryRow(t.Context(), `SELECT endpoint FROM event_log WHERE event_id = $1`, id).Scan(&label); err != nil || label != "thin" {
+		t.Errorf("its event log row's endpoint: %q, %v; want thin", label, err)
+	}
+	if _, err := r.Pull(t.Context(), other, ""); !errors.Is(err, reconcile.ErrNotReceived) {
+		t.Errorf("a thin event of a type the destination does not receive: got %v, want ErrNotReceived", err)
+	}
+	if _, err := r.Pull(t.Context(), "evt_nowhere", ""); !errors.Is(err, stripeapi.ErrNotFound) {
+		t.Errorf("an id neither API has: got %v, want ErrNotFound", err)
+	}
+}

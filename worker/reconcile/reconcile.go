@@ -524,31 +524,46 @@ type Pulled struct {
 	Outcome receiver.Outcome
 }
 
-// Pull reads one snapshot event from Stripe's /v1/events and runs it
-// through the pipeline, as a run would, whatever its age: a person asked
-// for it. With an account (acct_...) it is an event of that connected
-// account, read under its Stripe-Account and run as having come through a
+// Pull reads one event from Stripe and runs it through the pipeline, as a
+// run would, whatever its age: a person asked for it. It is read from
+// /v1/events when a snapshot endpoint is reconciled, and from
+// /v2/core/events when a thin one is and /v1/events has no such event (or
+// no snapshot endpoint is). With an account (acct_...) it is an event of
+// that connected account, read under it and run as having come through a
 // Connect endpoint; without, one of the account's own. An event of a type
-// no such snapshot endpoint receives is refused with ErrNotReceived (and
-// so is any with an account when no Connect endpoint is reconciled); one a
-// delivery is handling right now with queue.ErrEventLocked.
+// no such endpoint receives is refused with ErrNotReceived (and so is any
+// with an account when no Connect endpoint is reconciled); one a delivery
+// is handling right now with queue.ErrEventLocked.
 func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled, error) {
-	var eps []Surveyed
+	var snapshot, thin []Surveyed
 	for _, e := range r.cfg.Endpoints {
-		if e.StripeID == "" || e.Kind != endpoint.Snapshot || e.Connect != (account != "") {
+		if e.StripeID == "" || e.Connect != (account != "") {
 			continue
 		}
 		s, err := r.describe(ctx, e)
 		if err != nil {
 			return Pulled{}, err
 		}
-		eps = append(eps, s)
+		if e.Kind == endpoint.Thin {
+			thin = append(thin, s)
+		} else {
+			snapshot = append(snapshot, s)
+		}
 	}
-	if len(eps) == 0 && account != "" {
-		return Pulled{}, fmt.Errorf("%s of %s: %w: no Connect endpoint with its Stripe id (connect=true, stripe_id=we_...) "+
+	if len(snapshot)+len(thin) == 0 && account != "" {
+		return Pulled{}, fmt.Errorf("%s of %s: %w: no Connect endpoint with its Stripe id (connect=true, stripe_id=we_... or ed_...) "+
 			"is configured to receive connected accounts' events", eventID, account, ErrNotReceived)
 	}
-	ev, err := r.cfg.Client.AccountEvent(ctx, account, eventID)
+	eps := snapshot
+	var ev stripeapi.Event
+	var err error
+	if len(snapshot) > 0 || len(thin) == 0 {
+		ev, err = r.cfg.Client.AccountEvent(ctx, account, eventID)
+	}
+	if len(thin) > 0 && (len(snapshot) == 0 || errors.Is(err, stripeapi.ErrNotFound)) {
+		eps = thin
+		ev, err = r.cfg.Client.ThinEvent(ctx, account, eventID)
+	}
 	if err != nil {
 		return Pulled{}, err
 	}
@@ -570,9 +585,7 @@ func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled,
 // PullsConnect says whether Pull takes events of connected accounts: a
 // Connect endpoint is reconciled.
 func (r *Reconciler) PullsConnect() bool {
-	return slices.ContainsFunc(r.cfg.Endpoints, func(e endpoint.Endpoint) bool {
-		return e.StripeID != "" && e.Kind == endpoint.Snapshot && e.Connect
-	})
+	return slices.ContainsFunc(r.cfg.Endpoints, func(e endpoint.Endpoint) bool { return e.StripeID != "" && e.Connect })
 }
 
 // pollEvery bounds how long the schedule sleeps between looks at whether a

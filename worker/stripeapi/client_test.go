@@ -149,6 +149,21 @@ func TestAccountEventReadsAConnectedAccountsEvent(t *testing.T) {
 	}
 }
 
+func TestThinEventReadsOneThinEvent(t *testing.T) {
+	t.Parallel()
+	api := stripetest.NewServer(t)
+	id, raw := api.AddThinEvent(stripetest.ThinEvent{Type: "v1.invoice.paid"})
+	c := newClient(api, api.Key())
+	e, err := c.ThinEvent(t.Context(), "", id)
+	if err != nil || e.ID != id || e.Type != "v1.invoice.paid" || string(e.Payload) != string(raw) {
+		t.Errorf("got %+v, %v", e, err)
+	}
+	if _, err := c.ThinEvent(t.Context(), "", "evt_gone"); !errors.Is(err, stripeapi.ErrNotFound) ||
+		!strings.Contains(err.Error(), "30 days") {
+		t.Errorf("unknown thin event: got %v, want ErrNotFound and the 30 days", err)
+	}
+}
+
 func TestRateLimitIsWaitedOut(t *testing.T) {
 	t.Parallel()
 	api := stripetest.NewServer(t)

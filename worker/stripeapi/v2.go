@@ -83,6 +83,29 @@ func (c *Client) ThinEvents(ctx context.Context, q ThinQuery, page func([]Event)
 	return nil
 }
 
+// ThinEvent reads one thin event by id from /v2/core/events; with an
+// account (acct_...), one of that connected account, sent as
+// Stripe-Context.
+func (c *Client) ThinEvent(ctx context.Context, account, id string) (Event, error) {
+	what := "thin event " + id
+	if account != "" {
+		what += " of connected account " + account
+	}
+	var raw json.RawMessage
+	err := c.call(ctx, func() error {
+		raw = nil
+		return c.getV2(ctx, "/v2/core/events/"+url.PathEscape(id), account, &raw)
+	})
+	if err != nil {
+		return Event{}, describe(err, what, "Stripe keeps events for 30 days", "Events")
+	}
+	e, err := parseThinEvent(raw)
+	if err != nil {
+		return Event{}, &APIError{Message: fmt.Sprintf("read %s: %v", what, err), err: err}
+	}
+	return e, nil
+}
+
 // parseThinEvent decodes a thin event with stripe-go's own type.
 func parseThinEvent(raw []byte) (Event, error) {
 	var e stripe.V2RawEvent
