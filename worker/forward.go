@@ -133,10 +133,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 
 // errorLocation bounds a Location header for last_error.
 func errorLocation(loc string) string {
-	if len(loc) > errorBodyLen {
-		return loc[:errorBodyLen] + "…"
-	}
-	return loc
+	return cutText(loc, errorBodyLen)
 }
 
 // WithoutURL is err without the *url.Error net/http wraps a request's

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Delivery is one event handed to a Processor.
@@ -106,13 +105,7 @@ const maxErrorText = 2000
 func ErrorText(err error) string {
 	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
 	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	if len(s) > maxErrorText {
-		cut := maxErrorText
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
+	s = cutText(s, maxErrorText)
 	if s == "" {
 		s = "processing failed"
 	}
