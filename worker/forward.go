@@ -111,15 +111,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	}
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		loc := resp.Header.Get("Location")
-		if loc == "" {
-			loc = "(no Location header)"
-		}
 		// The body of a redirect is boilerplate; where it points is what
 		// the operator needs to correct HOOKD_FORWARD_URL.
 		return Result{HTTPStatus: resp.StatusCode, Err: fmt.Errorf(
 			"downstream answered %d redirecting to %s: hookd does not follow redirects, set HOOKD_FORWARD_URL to the final URL",
-			resp.StatusCode, errorLocation(loc))}
+			resp.StatusCode, errorLocation(req.URL, resp.Header.Get("Location")))}
 	}
 	if body := errorBody(resp.Header.Get("Content-Type"), resp.Body); body != "" {
 		msg += ": " + body
@@ -131,9 +127,19 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	return Result{HTTPStatus: resp.StatusCode, Err: err}
 }
 
-// errorLocation bounds a Location header for last_error.
-func errorLocation(loc string) string {
-	return cutText(loc, errorBodyLen)
+// errorLocation is a redirect's Location header, relative to the request's
+// URL base, as last_error keeps it: the URL as DisplayURL shows it, since
+// an app that redirects to a sign-in page or a signed URL puts tokens in
+// its query, and bounded like every error text.
+func errorLocation(base *url.URL, loc string) string {
+	if loc == "" {
+		return "(no Location header)"
+	}
+	u, err := base.Parse(loc)
+	if err != nil {
+		return "(an unparseable URL)"
+	}
+	return cutText(DisplayURL(u.String()), errorBodyLen)
 }
 
 // WithoutURL is err without the *url.Error net/http wraps a request's

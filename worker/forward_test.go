@@ -123,6 +123,33 @@ func TestForwarder(t *testing.T) {
 		}
 	})
 
+	t.Run("RedirectErrorKeepsNoSecretOfTheLocation", func(t *testing.T) {
+		t.Parallel()
+		// A sign-in redirect or a signed URL carries a token in its query,
+		// and last_error reaches pages, logs and alerts.
+		for _, tc := range []struct{ location, want string }{
+			{"https://user:pw@app.example.com/hooks?token=s3cr3t#frag", "redirecting to https://app.example.com/hooks:"},
+			{"/login?next=%2Fstripe&sig=s3cr3t", "/login:"},
+		} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Location", tc.location)
+				w.WriteHeader(http.StatusFound)
+			}))
+			t.Cleanup(srv.Close)
+			f, _ := worker.NewForwarder(srv.URL+"/stripe", "")
+			res := f.Process(t.Context(), worker.Delivery{EventID: "evt_1", Payload: []byte("{}")})
+			if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
+				t.Errorf("Location %q: got %v, want an error containing %q", tc.location, res.Err, tc.want)
+				continue
+			}
+			for _, secret := range []string{"s3cr3t", "pw@", "next=", "frag"} {
+				if strings.Contains(res.Err.Error(), secret) {
+					t.Errorf("Location %q: error %q keeps %q", tc.location, res.Err, secret)
+				}
+			}
+		}
+	})
+
 	t.Run("ErrorBodyReadsAsOneLine", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
