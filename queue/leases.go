@@ -175,6 +175,19 @@ const plansSQL = `
 	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	       set_config('enable_seqscan', 'off', true)`
 
+// leasePlansSQL is plansSQL for a transaction that takes leases and writes
+// nothing else, which commits without waiting for its WAL to reach disk
+// (synchronous_commit off, for it alone): a lease lives seconds, a database
+// crash can lose at most the last moment of them (about three
+// wal_writer_delay, 600 ms by default), as it would an advisory lock, while
+// the leases taken before that moment are kept, on the primary after a
+// crash and on a standby after a failover. What the lease guards, the
+// outcome, is written by a transaction that waits for its flush.
+const leasePlansSQL = `
+	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	       set_config('enable_seqscan', 'off', true),
+	       set_config('synchronous_commit', 'off', true)`
+
 // shortTx runs the statements queue adds in one transaction sent as one
 // pipeline, so it costs one round trip and is never open while hookd waits
 // on anything but the database; read reads their results in order.
@@ -185,11 +198,22 @@ const plansSQL = `
 // skips the ones after. That is two statements fewer per transaction, and
 // the connection is never left inside one.
 func (s *Store) shortTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
+	return s.pipelineTx(ctx, plansSQL, queue, read)
+}
+
+// leaseTx is shortTx for a transaction that only takes leases (and gives
+// back those it finds nothing to run for): it commits without waiting for
+// a flush (leasePlansSQL).
+func (s *Store) leaseTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
+	return s.pipelineTx(ctx, leasePlansSQL, queue, read)
+}
+
+func (s *Store) pipelineTx(ctx context.Context, plans string, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	if s.pool == nil {
 		return errors.New("queue: a short transaction needs a Store over a pool, not a transaction")
 	}
 	b := &pgx.Batch{}
-	b.Queue(plansSQL)
+	b.Queue(plans)
 	queue(b)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()

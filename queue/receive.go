@@ -83,7 +83,11 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 		return st.written(), tk.result(), nil
 	}
 	var counted bool
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
+	tx := s.shortTx
+	if len(st.eventID) == 0 {
+		tx = s.leaseTx
+	}
+	err := tx(ctx, func(b *pgx.Batch) {
 		st.queue(b)
 		tk.queue(b, source)
 		counted = st.tally.queue(b, s.breaker)

@@ -76,7 +76,7 @@ type Lease struct {
 func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error) {
 	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
 	var taken []string
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
+	err := s.leaseTx(ctx, func(b *pgx.Batch) {
 		queueTakeLeases(b, []string{eventID}, []AttemptPath{PathInline}, owner, DefaultLeaseFor)
 	}, func(br pgx.BatchResults) (err error) {
 		taken, err = collect(br, pgx.RowTo[string])

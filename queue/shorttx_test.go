@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/uuid"
@@ -44,6 +45,40 @@ func TestShortTx_IsOneTransaction(t *testing.T) {
 	for range 4 {
 		if err := bundle.pool.QueryRow(t.Context(), `SELECT current_setting('plan_cache_mode')`).Scan(&mode); err != nil || mode != "auto" {
 			t.Fatalf("plan_cache_mode after: %q, %v; want auto", mode, err)
+		}
+	}
+}
+
+// Leases outlive a crash of the database and a failover: the table is
+// logged. Only a transaction that takes leases and writes nothing else
+// commits without waiting for its flush; one that writes outcomes waits.
+func TestLeaseTx_OnlyLeasesCommitWithoutWaitingForTheFlush(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	if p := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM pg_class
+		WHERE relname = 'webhook_leases' AND relpersistence = 'p'`); p != 1 {
+		t.Fatal("webhook_leases is not a logged table: a crash or a failover would empty it")
+	}
+	commitMode := func(tx func(*queue.Store, context.Context, func(*pgx.Batch), func(pgx.BatchResults) error) error) string {
+		var mode string
+		err := tx(s, t.Context(), func(b *pgx.Batch) {
+			b.Queue(`SELECT current_setting('synchronous_commit')`)
+		}, func(br pgx.BatchResults) error { return br.QueryRow().Scan(&mode) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mode
+	}
+	if mode := commitMode(queue.LeaseTx); mode != "off" {
+		t.Errorf("synchronous_commit in a lease transaction: %q, want off", mode)
+	}
+	if mode := commitMode(queue.ShortTx); mode != "on" {
+		t.Errorf("synchronous_commit in a short transaction that writes outcomes: %q, want on", mode)
+	}
+	for range 4 {
+		var mode string
+		if err := bundle.pool.QueryRow(t.Context(), `SELECT current_setting('synchronous_commit')`).Scan(&mode); err != nil || mode != "on" {
+			t.Fatalf("synchronous_commit after: %q, %v; want on", mode, err)
 		}
 	}
 }

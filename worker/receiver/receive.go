@@ -144,10 +144,9 @@ type Receiver struct {
 	// one moment into one short transaction each: the leases and states of
 	// those that just arrived, and the outcomes of those whose processors
 	// ended, with their leases' release. The two run side by side: a
-	// transaction that only takes leases writes no WAL (the table is
-	// unlogged), so it commits without waiting for a flush, and the
-	// deliveries that just arrived never wait behind the flush of the
-	// outcomes before them.
+	// transaction that only takes leases commits without waiting for its
+	// flush to disk, and the deliveries that just arrived never wait
+	// behind the flush of the outcomes before them.
 	leases   *groupcommit.Batcher[*delivery]
 	outcomes *groupcommit.Batcher[*delivery]
 }
