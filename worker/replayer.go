@@ -356,13 +356,11 @@ func (r *Replayer) settle(batch []*replaying) {
 		groups[k] = append(groups[k], t)
 	}
 	for _, k := range order {
-		groupcommit.EachAlone(groups[k], func(group []*replaying) error {
+		groupcommit.EachAlone(groups[k], queue.LeaseMargin, func(ctx context.Context, group []*replaying) error {
 			settled := make([]queue.ReplaySettled, len(group))
 			for i, t := range group {
 				settled[i] = t.s
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), queue.LeaseMargin)
-			defer cancel()
 			written, err := r.store.SettleReplayed(ctx, k.replay, k.owner, settled)
 			if err != nil {
 				return err

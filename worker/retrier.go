@@ -393,9 +393,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 // outcome is written while its lease still holds: the processors' side
 // effects happened.
 func (r *Retrier) settle(batch []*settling) {
-	ctx, cancel := context.WithTimeout(context.Background(), queue.LeaseMargin)
-	defer cancel()
-	groupcommit.EachAlone(batch, func(group []*settling) error {
+	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*settling) error {
 		settled := make([]queue.Settled, len(group))
 		for i, t := range group {
 			settled[i] = t.s

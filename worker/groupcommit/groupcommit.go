@@ -8,7 +8,11 @@
 // time, and no goroutine outlives the items it serves.
 package groupcommit
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // Batcher runs items in batches. Its zero value is not usable: use New.
 type Batcher[T any] struct {
@@ -112,12 +116,27 @@ func (b *Batcher[T]) addWaiting(n int) {
 	}
 }
 
+// aloneAtOnce bounds how many members of a failed group are written alone
+// at the same time: each takes a connection of the pool.
+const aloneAtOnce = 8
+
 // EachAlone runs do for the whole group, and when that fails, for each of
 // its members alone, so that one member's failing write never changes
 // another's outcome: each member gets the error of its own write, fail. It is
 // how a batch whose transaction failed is written again, one by one.
-func EachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
-	err := do(group)
+//
+// Every call of do gets a context of its own that ends after timeout: a
+// member whose write hangs (waiting on a lock, say) until the group's
+// context ends leaves the others their own time to be written alone. The
+// members are written up to aloneAtOnce at a time, so one that hangs holds
+// up none of the others either.
+func EachAlone[T any](group []T, timeout time.Duration, do func(context.Context, []T) error, fail func(T, error)) {
+	try := func(members []T) error {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		return do(ctx, members)
+	}
+	err := try(group)
 	if err == nil {
 		return
 	}
@@ -125,9 +144,16 @@ func EachAlone[T any](group []T, do func([]T) error, fail func(T, error)) {
 		fail(group[0], err)
 		return
 	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, aloneAtOnce)
 	for _, m := range group {
-		if err := do([]T{m}); err != nil {
-			fail(m, err)
-		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := try([]T{m}); err != nil {
+				fail(m, err)
+			}
+		})
 	}
+	wg.Wait()
 }

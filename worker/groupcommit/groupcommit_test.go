@@ -1,10 +1,14 @@
 package groupcommit_test
 
 import (
+	"context"
+	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -114,4 +118,42 @@ func TestDoReturnsAfterItsBatchRan(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A member whose write hangs until its context ends fails alone: the
+// group's failure leaves every other member its own try, with time of its
+// own, and each gets the outcome of its own write.
+func TestEachAloneGivesEveryMemberItsOwnTime(t *testing.T) {
+	const stuck = 3
+	group := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	var mu sync.Mutex
+	written := map[int]int{}
+	failed := map[int]error{}
+	groupcommit.EachAlone(group, 200*time.Millisecond, func(ctx context.Context, members []int) error {
+		if slices.Contains(members, stuck) {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range members {
+			written[m]++
+		}
+		return nil
+	}, func(m int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		failed[m] = err
+	})
+	if len(failed) != 1 || !errors.Is(failed[stuck], context.DeadlineExceeded) {
+		t.Errorf("failed: %v; want only member %d, with its own deadline", failed, stuck)
+	}
+	for _, m := range group {
+		if want := 1; m != stuck && written[m] != want {
+			t.Errorf("member %d written %d times, want %d", m, written[m], want)
+		}
+	}
+	if written[stuck] != 0 {
+		t.Errorf("the stuck member was written %d times", written[stuck])
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
@@ -80,25 +81,55 @@ func deliver(r *receiver.Receiver, id string, answers chan<- received) {
 // transaction of outcomes: the 15 get their normal answer and reach the app
 // exactly once, and only the poisoned one is answered 503. Its outcome is
 // written once the database takes it, so its redelivery runs nothing.
+func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
+	t.Parallel()
+	groupWithOneBadWrite(t, `RAISE EXCEPTION 'poisoned write'`, nil, func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "poisoned write")
+	}, true)
+}
+
+// One delivery whose write hangs (its marker's insert waits on a lock that
+// something else holds) is grouped with 15 good ones: the group's
+// transaction runs out of time, and each delivery is written alone with
+// time of its own, so the 15 are still answered processed, reaching the
+// app once, and only the stuck one is answered 503. Its write outlasted its
+// lease, as it would have alone, so its redelivery runs it again.
+func TestReceive_StuckWriteInAGroupChangesNoOtherOutcome(t *testing.T) {
+	t.Parallel()
+	groupWithOneBadWrite(t, `PERFORM pg_advisory_lock(4343); PERFORM pg_advisory_unlock(4343)`, func(lock *pgxpool.Conn) {
+		if _, err := lock.Exec(t.Context(), `SELECT pg_advisory_lock(4343)`); err != nil {
+			t.Fatal(err)
+		}
+	}, func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, false)
+}
+
+// groupWithOneBadWrite delivers 16 events whose outcomes are written in one
+// group, where the marker insert of the first runs badAction (PL/pgSQL),
+// and checks that only that one's answer is an error, which isBadErr
+// accepts: the other 15 are processed, each reaching the app once. Then the
+// bad action is gone: when landsLater, the bad delivery's outcome lands by
+// itself and its redelivery finds it; otherwise its lease ran out before
+// its write could, and its redelivery runs it again. hold, when set, runs
+// on the test's connection before the group meets the bad write, for
+// badAction to wait on.
 //
 // The group is made, not hoped for: the 16 outcomes wait for the database
 // while a 17th delivery's outcome is held there (its marker's insert waits
 // for an advisory lock the test holds), and are let go together.
-func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
-	t.Parallel()
+func groupWithOneBadWrite(t *testing.T, badAction string, hold func(*pgxpool.Conn), isBadErr func(error) bool, landsLater bool) {
 	store, bundle := setup(t)
 	ctx := t.Context()
 	const good = 15
-	poison, holder := stripeevent.NewID("evt"), stripeevent.NewID("evt")
+	bad, holder := stripeevent.NewID("evt"), stripeevent.NewID("evt")
 	if _, err := bundle.pool.Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		CREATE FUNCTION test_bad_write() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
-			IF NEW.event_id = '%s' THEN RAISE EXCEPTION 'poisoned write'; END IF;
+			IF NEW.event_id = '%s' THEN %s; END IF;
 			IF NEW.event_id = '%s' THEN PERFORM pg_advisory_lock(4242); PERFORM pg_advisory_unlock(4242); END IF;
 			RETURN NEW;
 		END $$;
-		CREATE TRIGGER test_poison BEFORE INSERT ON processed_webhook_events
-			FOR EACH ROW EXECUTE FUNCTION test_poison()`, poison, holder)); err != nil {
+		CREATE TRIGGER test_bad_write BEFORE INSERT ON processed_webhook_events
+			FOR EACH ROW EXECUTE FUNCTION test_bad_write()`, bad, badAction, holder)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -109,7 +140,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	})
 	waiting := func() int { return int(gaugeOf(t, reg, "hookd_receiver_waiting_deliveries")) }
 
-	ids := []string{poison}
+	ids := []string{bad}
 	for range good {
 		ids = append(ids, stripeevent.NewID("evt"))
 	}
@@ -123,7 +154,7 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	}
 	queuetest.WaitFor(t, 10*time.Second, "all 16 in the app", func() bool { return p.started.Load() == int64(len(ids)) })
 
-	// Advisory locks belong to a database: the lock is taken in the test's.
+	// Advisory locks belong to a database: the locks are taken in the test's.
 	lock, err := bundle.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +162,9 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	defer lock.Release()
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
 		t.Fatal(err)
+	}
+	if hold != nil {
+		hold(lock)
 	}
 	go deliver(r, holder, answers)
 	queuetest.WaitFor(t, 10*time.Second, "the holder's outcome to wait at the database", func() bool {
@@ -149,9 +183,9 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 	for range len(ids) + 1 {
 		a := <-answers
 		switch {
-		case a.id == poison:
-			if a.err == nil || !strings.Contains(a.err.Error(), "poisoned write") {
-				t.Errorf("poisoned delivery: %v, %v; want its own write's error", a.outcome, a.err)
+		case a.id == bad:
+			if !isBadErr(a.err) {
+				t.Errorf("the delivery with the bad write: %v, %v; want its own write's error", a.outcome, a.err)
 			}
 		case a.err != nil || a.outcome != receiver.Processed:
 			t.Errorf("%s: %v, %v; want processed", a.id, a.outcome, a.err)
@@ -166,18 +200,24 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 		t.Errorf("markers %d, want the %d good ones and the holder's", n, good+1)
 	}
 
-	// Once its write can succeed, the poisoned delivery's outcome lands
-	// by itself, and its redelivery finds it.
-	if _, err := bundle.pool.Exec(ctx, `DROP TRIGGER test_poison ON processed_webhook_events`); err != nil {
+	if _, err := bundle.pool.Exec(ctx, `DROP TRIGGER test_bad_write ON processed_webhook_events`); err != nil {
 		t.Fatal(err)
 	}
-	queuetest.WaitFor(t, 20*time.Second, "the poisoned delivery's outcome", func() bool { return queuetest.Markers(t, bundle.pool) == good+2 })
-	go deliver(r, poison, answers)
-	if a := <-answers; a.err != nil || a.outcome != receiver.Duplicate {
-		t.Errorf("redelivery of the poisoned event: %v, %v; want duplicate", a.outcome, a.err)
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
 	}
-	if n := p.runsOf(poison); n != 1 {
-		t.Errorf("the poisoned event reached the app %d times, want 1", n)
+	want, runs := receiver.Duplicate, 1
+	if landsLater {
+		queuetest.WaitFor(t, 20*time.Second, "the bad delivery's outcome", func() bool { return queuetest.Markers(t, bundle.pool) == good+2 })
+	} else {
+		want, runs = receiver.Processed, 2
+	}
+	go deliver(r, bad, answers)
+	if a := <-answers; a.err != nil || a.outcome != want {
+		t.Errorf("redelivery of the event with the bad write: %v, %v; want %v", a.outcome, a.err, want)
+	}
+	if n := p.runsOf(bad); n != runs {
+		t.Errorf("the event with the bad write reached the app %d times, want %d", n, runs)
 	}
 }
 

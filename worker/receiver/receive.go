@@ -431,50 +431,47 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 // exchange writes the outcomes of the settling deliveries of a batch and
 // takes the leases and reads the states of the others, in one short
 // transaction (a batch of r.leases holds only the latter, one of
-// r.outcomes only the former). A delivery whose sender hung up before its lease was taken
-// is answered without one: Stripe delivers again. When the transaction
-// fails, each delivery is tried alone, so that one event's bad write never
-// changes another's outcome: each gets the error of its own.
+// r.outcomes only the former). A delivery whose sender hung up before its
+// lease was taken is answered without one: Stripe delivers again. When the
+// transaction fails, each delivery is tried alone, so that one event's bad
+// or stuck write never changes another's outcome: each gets the error of
+// its own.
 func (r *Receiver) exchange(batch []*delivery) {
-	var settle, take []*delivery
+	live := batch[:0:0]
+	takes := 0
 	for _, d := range batch {
 		switch {
 		case d.settling:
-			settle = append(settle, d)
+			live = append(live, d)
 		case d.ctx.Err() != nil:
 			d.err = d.ctx.Err()
 		default:
-			take = append(take, d)
+			live = append(live, d)
+			takes++
 		}
 	}
-	if len(take) > 0 {
-		r.metrics.ObserveBatch(len(take))
+	if takes > 0 {
+		r.metrics.ObserveBatch(takes)
+	}
+	if len(live) == 0 {
+		return
 	}
 	// No one delivery's cancellation ends the transaction of all, and
 	// outcomes are written even when their request is gone: the
 	// processor's side effects happened, and recording them spares a
 	// second run on redelivery.
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	defer cancel()
-	err := r.exchangeGroup(ctx, settle, take)
-	if err == nil {
-		return
-	}
-	if len(settle)+len(take) == 1 {
-		for _, d := range append(settle, take...) {
-			d.err = err
-		}
-		return
-	}
-	for _, d := range settle {
-		d.err = r.exchangeGroup(ctx, []*delivery{d}, nil)
-	}
-	for _, d := range take {
-		d.err = r.exchangeGroup(ctx, nil, []*delivery{d})
-	}
+	groupcommit.EachAlone(live, writeTimeout, r.exchangeGroup, func(d *delivery, err error) { d.err = err })
 }
 
-func (r *Receiver) exchangeGroup(ctx context.Context, settle, take []*delivery) error {
+func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
+	var settle, take []*delivery
+	for _, d := range group {
+		if d.settling {
+			settle = append(settle, d)
+		} else {
+			take = append(take, d)
+		}
+	}
 	outcomes := make([]queue.Received, len(settle))
 	for i, d := range settle {
 		outcomes[i] = d.outcome
