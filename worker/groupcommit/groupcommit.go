@@ -4,8 +4,11 @@
 //
 // A lone item waits for nobody: it starts a batch of one at once. Under
 // load, one goroutine runs batch after batch, each holding what arrived
-// while the one before it ran. At most one batch of a Batcher runs at a
-// time, and no goroutine outlives the items it serves.
+// while the one before it ran. One batch of a Batcher runs at a time,
+// unless it stalls: a batch still running after the Batcher's stall time
+// (waiting on a lock, say) no longer holds up the items that arrive
+// behind it, which go on in a batch beside it, up to MaxStalled stalled
+// batches. No goroutine outlives the items it serves.
 package groupcommit
 
 import (
@@ -14,17 +17,31 @@ import (
 	"time"
 )
 
+const (
+	// DefaultStallAfter is how long a batch may hold up the next before
+	// the next goes beside it: far longer than a batch takes on a loaded
+	// machine (milliseconds), far shorter than a client waits.
+	DefaultStallAfter = 100 * time.Millisecond
+	// MaxStalled bounds the stalled batches of a Batcher, each of which
+	// holds a connection of the pool: past it, items wait for one of them
+	// to end, as they would for a database that is stuck as a whole.
+	MaxStalled = 4
+)
+
 // Batcher runs items in batches. Its zero value is not usable: use New.
 type Batcher[T any] struct {
-	run  func([]T)
-	size int
+	run        func([]T)
+	size       int
+	stallAfter time.Duration
 	// waiting, when set, is told how many items wait for a batch, as a
 	// change of that number.
 	waiting func(delta int)
 
 	mu      sync.Mutex
 	pending []*entry[T]
-	running bool
+	// running is how many batches run, and stalled how many of them have
+	// run longer than stallAfter.
+	running, stalled int
 }
 
 type entry[T any] struct {
@@ -33,10 +50,15 @@ type entry[T any] struct {
 }
 
 // New returns a Batcher whose batches hold at most size items and are run
-// by run, which must have finished with every item when it returns.
+// by run, which must have finished with every item when it returns, and
+// stall after DefaultStallAfter.
 func New[T any](size int, run func(batch []T)) *Batcher[T] {
-	return &Batcher[T]{run: run, size: max(size, 1)}
+	return &Batcher[T]{run: run, size: max(size, 1), stallAfter: DefaultStallAfter}
 }
+
+// StallAfter sets how long a batch may hold up the next one before the
+// next one runs beside it.
+func (b *Batcher[T]) StallAfter(d time.Duration) { b.stallAfter = d }
 
 // OnWaiting sets a function told each change of the number of items
 // waiting for a batch, e.g. to export it as a metric.
@@ -48,14 +70,12 @@ func (b *Batcher[T]) Do(item T) {
 	b.mu.Lock()
 	b.pending = append(b.pending, e)
 	b.addWaiting(1)
-	if b.running {
-		b.mu.Unlock()
+	batch := b.startLocked()
+	b.mu.Unlock()
+	if batch == nil {
 		<-e.done
 		return
 	}
-	b.running = true
-	batch := b.takeLocked()
-	b.mu.Unlock()
 	// This goroutine answers its own item next, so the batches after this
 	// one, if any arrived meanwhile, go on in a goroutine of their own.
 	b.runBatch(batch)
@@ -63,6 +83,16 @@ func (b *Batcher[T]) Do(item T) {
 		go b.loop(next)
 	}
 	<-e.done
+}
+
+// startLocked takes the waiting items as a new batch when no batch runs
+// that has not stalled, and a stalled one may be added.
+func (b *Batcher[T]) startLocked() []*entry[T] {
+	if len(b.pending) == 0 || b.running > b.stalled || b.stalled >= MaxStalled {
+		return nil
+	}
+	b.running++
+	return b.takeLocked()
 }
 
 // loop runs batch, then every batch that arrives while it runs, until none
@@ -74,16 +104,14 @@ func (b *Batcher[T]) loop(batch []*entry[T]) {
 	}
 }
 
-// next takes the waiting items as the next batch, or gives up the running
-// place when none is waiting.
+// next takes the waiting items as the next batch of a goroutine whose batch
+// just ended, or gives up its running place when none is waiting or
+// another batch, which has not stalled, will take them.
 func (b *Batcher[T]) next() []*entry[T] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.pending) == 0 {
-		b.running = false
-		return nil
-	}
-	return b.takeLocked()
+	b.running--
+	return b.startLocked()
 }
 
 func (b *Batcher[T]) runBatch(batch []*entry[T]) {
@@ -96,7 +124,29 @@ func (b *Batcher[T]) runBatch(batch []*entry[T]) {
 			close(e.done)
 		}
 	}()
+	var stalled, ended bool
+	timer := time.AfterFunc(b.stallAfter, func() {
+		b.mu.Lock()
+		if ended {
+			b.mu.Unlock()
+			return
+		}
+		stalled = true
+		b.stalled++
+		next := b.startLocked()
+		b.mu.Unlock()
+		if next != nil {
+			go b.loop(next)
+		}
+	})
 	b.run(items)
+	timer.Stop()
+	b.mu.Lock()
+	ended = true
+	if stalled {
+		b.stalled--
+	}
+	b.mu.Unlock()
 }
 
 func (b *Batcher[T]) takeLocked() []*entry[T] {

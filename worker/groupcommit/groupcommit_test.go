@@ -157,3 +157,82 @@ func TestEachAloneGivesEveryMemberItsOwnTime(t *testing.T) {
 		t.Errorf("the stuck member was written %d times", written[stuck])
 	}
 }
+
+// A batch stuck at the database holds up the items behind it only until it
+// stalls: they go on in a batch beside it and are done while it still runs.
+func TestStalledBatchHoldsUpNoOne(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	b := groupcommit.New(8, func(batch []int) {
+		if slices.Contains(batch, 0) {
+			close(started)
+			<-release
+		}
+	})
+	b.StallAfter(10 * time.Millisecond)
+	stuck := make(chan struct{})
+	go func() {
+		defer close(stuck)
+		b.Do(0)
+	}()
+	<-started
+	b.Do(1) // returns only if its batch ran beside the stuck one
+	select {
+	case <-stuck:
+		t.Fatal("the stuck batch ended before it was released")
+	default:
+	}
+	close(release)
+	<-stuck
+}
+
+// Stalled batches are bounded: however many items arrive while batches are
+// stuck, at most MaxStalled run at once, and every item is done once, in
+// one batch, when they end.
+func TestStalledBatchesAreBounded(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var running, most int
+	done := map[int]int{}
+	b := groupcommit.New(1, func(batch []int) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running--
+		for _, i := range batch {
+			done[i]++
+		}
+		mu.Unlock()
+	})
+	b.StallAfter(time.Millisecond)
+	const items = 3 * groupcommit.MaxStalled
+	var wg sync.WaitGroup
+	for i := range items {
+		wg.Go(func() { b.Do(i) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := running
+		mu.Unlock()
+		if n == groupcommit.MaxStalled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d batches running, want %d stalled ones beside each other", n, groupcommit.MaxStalled)
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	if most != groupcommit.MaxStalled {
+		t.Errorf("at most %d batches ran at once, want %d", most, groupcommit.MaxStalled)
+	}
+	for i := range items {
+		if done[i] != 1 {
+			t.Errorf("item %d done %d times, want 1", i, done[i])
+		}
+	}
+}

@@ -137,6 +137,8 @@ func groupWithOneBadWrite(t *testing.T, badAction string, hold func(*pgxpool.Con
 	r := receiver.New(store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: p, ProcessTimeout: time.Second,
 		Metrics: telemetry.NewMetrics(reg, nil),
+		// The held group must hold up the 16 until they are let go.
+		StallAfter: time.Hour,
 	})
 	waiting := func() int { return int(gaugeOf(t, reg, "hookd_receiver_waiting_deliveries")) }
 
@@ -273,6 +275,69 @@ func TestReceive_NoHeadOfLineBlocking(t *testing.T) {
 		if a := <-answers; a.err != nil || a.outcome != receiver.Processed {
 			t.Errorf("slow %s: %v, %v; want processed", a.id, a.outcome, a.err)
 		}
+	}
+}
+
+// A delivery whose outcome's write is stuck at the database (its marker's
+// insert waits on a lock something else holds) holds up no other
+// delivery: those that reach the database behind it go on beside it once
+// it stalls, are processed and answered while it still waits, and it is
+// answered in turn once the lock is let go.
+func TestReceive_StuckWriteHoldsUpNoOtherDelivery(t *testing.T) {
+	t.Parallel()
+	store, bundle := setup(t)
+	ctx := t.Context()
+	stuck := stripeevent.NewID("evt")
+	if _, err := bundle.pool.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION test_stuck_write() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.event_id = '%s' THEN PERFORM pg_advisory_lock(4444); PERFORM pg_advisory_unlock(4444); END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER test_stuck_write BEFORE INSERT ON processed_webhook_events
+			FOR EACH ROW EXECUTE FUNCTION test_stuck_write()`, stuck)); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := bundle.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock(4444)`); err != nil {
+		t.Fatal(err)
+	}
+	p := newGatedProcessor()
+	r := newReceiver(store, p)
+	answers := make(chan received, 1)
+	go deliver(r, stuck, answers)
+	queuetest.WaitFor(t, 10*time.Second, "the stuck outcome to wait at the database", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`) == 1
+	})
+	const others = 20
+	behind := make(chan received, others)
+	for range others {
+		go deliver(r, stripeevent.NewID("evt"), behind)
+	}
+	for range others {
+		if a := <-behind; a.err != nil || a.outcome != receiver.Processed {
+			t.Errorf("%s behind the stuck write: %v, %v; want processed", a.id, a.outcome, a.err)
+		}
+	}
+	select {
+	case a := <-answers:
+		t.Fatalf("the stuck delivery was answered before its write could go on: %v, %v", a.outcome, a.err)
+	default:
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock(4444)`); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-answers; a.err != nil || a.outcome != receiver.Processed {
+		t.Errorf("the stuck delivery, once let go: %v, %v; want processed", a.outcome, a.err)
+	}
+	if n := queuetest.Markers(t, bundle.pool); n != others+1 {
+		t.Errorf("markers %d, want %d", n, others+1)
 	}
 }
 

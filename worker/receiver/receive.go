@@ -125,6 +125,11 @@ type Config struct {
 	// with every other path that delivers. An inline delivery that would
 	// wait longer than PaceWait for its turn is deferred.
 	Pace *worker.Pace
+	// StallAfter is how long a group of deliveries at the database (one
+	// waiting on a lock, say) holds up the deliveries that reach the
+	// database behind it before they go on beside it. Default:
+	// groupcommit.DefaultStallAfter.
+	StallAfter time.Duration
 }
 
 // Receiver runs the pipeline for one delivery from Stripe.
@@ -183,9 +188,11 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		pace:      cfg.Pace,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
-	r.leases.OnWaiting(cfg.Metrics.AddWaiting)
 	r.outcomes = groupcommit.New(maxBatch, r.exchange)
-	r.outcomes.OnWaiting(cfg.Metrics.AddWaiting)
+	for _, b := range []*groupcommit.Batcher[*delivery]{r.leases, r.outcomes} {
+		b.OnWaiting(cfg.Metrics.AddWaiting)
+		b.StallAfter(cmp.Or(cfg.StallAfter, groupcommit.DefaultStallAfter))
+	}
 	return r
 }
 
