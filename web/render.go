@@ -139,8 +139,12 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	noStore(c)
 	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
 	if p.User != nil {
-		// The layout's sign-out form needs the token.
+		// The layout's sign-out form needs the token, and its banner says
+		// whether delivery is held, as on every page. Delivery control is
+		// this replica's copy in memory: reading it cannot fail, so the
+		// banner never costs the error page.
 		p.CSRF = sessionCSRF(c)
+		p.Delivery = d.opts.Control.State()
 	}
 	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
 		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
