@@ -136,8 +136,11 @@ type EventFilter struct {
 	// Account, when set, keeps only events of this connected account.
 	Account string
 	// StuckAfter, when set, keeps only stuck events (see Event.Stuck), with
-	// it as the time after which a due event no loop claimed is overdue.
+	// it as the time after which a due event no loop claimed is overdue,
+	// and Wait as what explains that due events wait: while anything does,
+	// only the reclaimed ones.
 	StuckAfter time.Duration
+	Wait       DueWait
 	Limit      int
 	Offset     int
 }
@@ -184,7 +187,10 @@ func (f EventFilter) where() (string, []any) {
 		args = append(args, f.Account)
 		conds = append(conds, fmt.Sprintf("account = $%d", len(args)))
 	}
-	if f.StuckAfter > 0 {
+	switch {
+	case f.StuckAfter > 0 && f.Wait != WaitUnexplained:
+		conds = append(conds, pending+" AND "+reclaimedSQL)
+	case f.StuckAfter > 0:
 		args = append(args, f.StuckAfter.Seconds())
 		conds = append(conds, fmt.Sprintf(
 			pending+" AND ("+reclaimedSQL+" OR next_retry_at < now() - make_interval(secs => $%d))",

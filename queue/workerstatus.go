@@ -11,6 +11,10 @@ type WorkerStatus struct {
 	// RetrierTick is the last time any retry loop looked for due events;
 	// nil when none ever ran.
 	RetrierTick *time.Time
+	// RetrierHolds reports whether some retry loop holds live leases of
+	// events it claimed: it is taking events now, and the due ones behind
+	// them wait their turn (see DueWait).
+	RetrierHolds bool
 	// PrunerRun is the last time markers were pruned, by the pruner or by a
 	// person, and PrunerRemoved how many that removed.
 	PrunerRun     *time.Time
@@ -50,7 +54,8 @@ func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
 		SELECT (SELECT last_run_at FROM worker_status WHERE component = 'retrier'),
 		       (SELECT last_run_at FROM worker_status WHERE component = 'pruner'),
 		       (SELECT last_removed FROM worker_status WHERE component = 'pruner'),
-		       now()`).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.Now)
+		       EXISTS (SELECT 1 FROM webhook_leases WHERE path IN ($1, $2) AND expires_at > now()),
+		       now()`, string(PathRetry), string(PathManual)).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.RetrierHolds, &ws.Now)
 	if err != nil {
 		return WorkerStatus{}, fmt.Errorf("read worker status: %w", err)
 	}

@@ -72,7 +72,10 @@ func newDashboard(opts Options) *dashboard {
 	}
 }
 
-func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, error) {
+// overviewStats reads the overview's stats block; delivery is delivery
+// control as the page shows it, which decides with the loops' status
+// whether due events are stuck or held.
+func (d *dashboard) overviewStats(ctx context.Context, delivery queue.DeliveryControl) (views.OverviewStats, error) {
 	st, err := d.reads.Stats(ctx)
 	if err != nil {
 		return views.OverviewStats{}, err
@@ -85,7 +88,8 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
-	stuck, err := d.reads.CountStuck(ctx, queue.OverdueAfter)
+	wait := queue.DueWaitOf(delivery, ws)
+	stuck, err := d.reads.CountStuck(ctx, queue.OverdueAfter, wait)
 	if err != nil {
 		return views.OverviewStats{}, err
 	}
@@ -94,7 +98,7 @@ func (d *dashboard) overviewStats(ctx context.Context) (views.OverviewStats, err
 		return views.OverviewStats{}, err
 	}
 	stats := views.OverviewStats{Stats: st, Worker: ws, AliveWithin: worker.RetrierStalledAfter(d.opts.RetryInterval),
-		Refused: refused, Stuck: stuck, ReconcileOn: d.opts.Reconciler != nil, Rate: d.opts.Pace.PerSecond(),
+		Refused: refused, Stuck: stuck, Wait: wait, Delivery: delivery, ReconcileOn: d.opts.Reconciler != nil, Rate: d.opts.Pace.PerSecond(),
 		Endpoints: endpoints}
 	switch run, err := reconcileruns.New(d.reads.DB()).Last(ctx); {
 	case err == nil:
@@ -116,7 +120,8 @@ const minPruneDays = int(maintenance.MinMarkerRetention / (24 * time.Hour))
 // renderOverview renders the overview; prune and rec carry the state of
 // its forms, zero for their defaults.
 func (d *dashboard) renderOverview(c echo.Context, status int, prune views.PruneForm, rec views.ReconcileForm) error {
-	st, err := d.overviewStats(c.Request().Context())
+	delivery := d.opts.Control.State()
+	st, err := d.overviewStats(c.Request().Context(), delivery)
 	if err != nil {
 		return err
 	}
@@ -133,7 +138,7 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 			rec.Hours = strconv.Itoa(int(d.opts.Reconciler.Window() / time.Hour))
 		}
 	}
-	return render(c, status, views.Overview(d.page(c, "Overview", "overview"), st, activity, prune, rec))
+	return render(c, status, views.Overview(d.pageWith(c, "Overview", "overview", delivery), st, activity, prune, rec))
 }
 
 // activity reads the counts behind the overview's charts, over the range
@@ -168,7 +173,7 @@ func (d *dashboard) handleOverview() echo.HandlerFunc {
 // handleOverviewStats renders the overview's stats block alone, for htmx.
 func (d *dashboard) handleOverviewStats() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		st, err := d.overviewStats(c.Request().Context())
+		st, err := d.overviewStats(c.Request().Context(), d.opts.Control.State())
 		if err != nil {
 			return err
 		}
@@ -299,12 +304,19 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		pageNum := pageParam(c)
 		f := listFilter(c, status)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
+		delivery := d.opts.Control.State()
+		var err error
+		if status != queue.StatusDead {
+			if f.Wait, err = d.dueWait(ctx, delivery); err != nil {
+				return err
+			}
+		}
 		page, err := d.reads.Events(ctx, f)
 		if err != nil {
 			return err
 		}
 		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter}
+			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter, Wait: f.Wait}
 		ids := make([]string, len(page.Events))
 		for i, e := range page.Events {
 			ids[i] = e.EventID
@@ -335,7 +347,7 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 				return err
 			}
 		}
-		return render(c, http.StatusOK, views.Events(d.page(c, title, nav), l))
+		return render(c, http.StatusOK, views.Events(d.pageWith(c, title, nav, delivery), l))
 	}
 }
 
@@ -420,7 +432,25 @@ func (d *dashboard) renderEvent(c echo.Context, status int, detail views.EventDe
 	if detail.Event.Status == queue.StatusDead {
 		nav = "dead"
 	}
-	return render(c, status, views.EventDetailPage(d.page(c, detail.Event.EventID, nav), detail))
+	delivery := d.opts.Control.State()
+	if detail.Event.Status != queue.StatusDead {
+		var err error
+		if detail.Wait, err = d.dueWait(c.Request().Context(), delivery); err != nil {
+			return err
+		}
+	}
+	return render(c, status, views.EventDetailPage(d.pageWith(c, detail.Event.EventID, nav, delivery), detail))
+}
+
+// dueWait says what explains that due events wait, for the stuck rule:
+// delivery, as the page's banner shows it, or a retry loop working through
+// the queue (queue.DueWaitOf).
+func (d *dashboard) dueWait(ctx context.Context, delivery queue.DeliveryControl) (queue.DueWait, error) {
+	ws, err := d.reads.WorkerStatus(ctx)
+	if err != nil {
+		return queue.WaitUnexplained, err
+	}
+	return queue.DueWaitOf(delivery, ws), nil
 }
 
 // retryOne sends one event back for a retry with act, in one transaction

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/queue"
@@ -144,5 +145,35 @@ func TestDelivery_BreakerBannerAndBacklog(t *testing.T) {
 	var open bool
 	if err := b.pool.QueryRow(context.Background(), `SELECT breaker_opened_at IS NOT NULL FROM delivery_control`).Scan(&open); err != nil || open {
 		t.Errorf("breaker open %v after resume (%v)", open, err)
+	}
+}
+
+// TestDelivery_BannerOnErrorPages: an error page shown to a signed-in
+// account carries the banner of a pause like every other page; one shown
+// without a session says nothing about delivery.
+func TestDelivery_BannerOnErrorPages(t *testing.T) {
+	t.Parallel()
+	b, _, _ := setupControlled(t)
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	op.follow(op.post("/delivery/pause", url.Values{"reason": {"app deploy #42"}}))
+
+	r := op.get("/events/" + uuid.NewString())
+	wantStatus(t, r, http.StatusNotFound)
+	if got := testid(r.doc, "paused-by"); got != "operator@example.com" {
+		t.Errorf("404 while paused: banner says paused by %q", got)
+	}
+	if got := testid(r.doc, "paused-reason"); got != "app deploy #42" {
+		t.Errorf("404 while paused: banner says why %q", got)
+	}
+	if r.doc.Find(`[data-testid="delivery-banner"] form[action="/delivery/resume"]`).Length() != 1 {
+		t.Error("404 while paused: the banner offers the operator no resume button")
+	}
+
+	anon := b.client(t)
+	r = anon.get("/no-such-page")
+	wantStatus(t, r, http.StatusNotFound)
+	if got := testid(r.doc, "delivery-banner"); got != "" {
+		t.Errorf("404 without a session shows the banner %q", got)
 	}
 }

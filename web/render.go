@@ -41,6 +41,12 @@ func signedIn(c echo.Context) *views.Account {
 // page returns what the layout needs for this request, taking the flash
 // message out of the session: it is shown once.
 func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
+	return d.pageWith(c, title, nav, d.opts.Control.State())
+}
+
+// pageWith is page with delivery control as the handler read it, for the
+// pages that also show what it holds: the banner and they then agree.
+func (d *dashboard) pageWith(c echo.Context, title, nav string, delivery queue.DeliveryControl) views.Page {
 	return views.Page{
 		Title: title,
 		Nav:   nav,
@@ -50,7 +56,7 @@ func (d *dashboard) page(c echo.Context, title, nav string) views.Page {
 		Now:   time.Now(),
 
 		DemoBackoff: d.store.DemoBackoff(),
-		Delivery:    d.opts.Control.State(),
+		Delivery:    delivery,
 		Stalled:     d.stalledBanner(c),
 	}
 }
@@ -133,8 +139,12 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	noStore(c)
 	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
 	if p.User != nil {
-		// The layout's sign-out form needs the token.
+		// The layout's sign-out form needs the token, and its banner says
+		// whether delivery is held, as on every page. Delivery control is
+		// this replica's copy in memory: reading it cannot fail, so the
+		// banner never costs the error page.
 		p.CSRF = sessionCSRF(c)
+		p.Delivery = d.opts.Control.State()
 	}
 	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
 		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
