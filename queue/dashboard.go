@@ -43,17 +43,31 @@ func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, erro
 	return e, nil
 }
 
+// RetriedDead is what RetryDeadMatching did: how many events it sent back
+// to the queue, and how many it left dead because their payloads were
+// erased (Event.PayloadErased).
+type RetriedDead struct {
+	Queued, Erased int64
+}
+
 // RetryDeadMatching does what RetryDead does to every dead event matching f
 // (whose Status it ignores, as only dead events can be sent back), and
-// returns how many it sent back.
-func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (int64, error) {
+// says how many it sent back and how many it skipped, erased.
+func (s *Store) RetryDeadMatching(ctx context.Context, f EventFilter) (RetriedDead, error) {
 	f.Status = StatusDead
 	where, args := f.where()
-	tag, err := s.db.Exec(ctx, sendBackSQL+where, args...)
+	var r RetriedDead
+	// The count of erased rows reads the statement's snapshot, as the
+	// update does: no row is counted both ways.
+	err := s.db.QueryRow(ctx, `
+		WITH sent AS (`+sendBackSQL+where+` AND NOT `+payloadErasedSQL+` RETURNING 1)
+		SELECT (SELECT count(*) FROM sent),
+		       (SELECT count(*) FROM webhook_events WHERE `+where+` AND `+payloadErasedSQL+`)`, args...).
+		Scan(&r.Queued, &r.Erased)
 	if err != nil {
-		return 0, fmt.Errorf("retry dead events: %w", err)
+		return RetriedDead{}, fmt.Errorf("retry dead events: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return r, nil
 }
 
 // Hastening is what RetryNow did to an event.

@@ -24,8 +24,8 @@ func TestRetryDeadMatching_SendsBackOnlyMatchingDeadEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("retried %d events, want 1", n)
+	if n != (queue.RetriedDead{Queued: 1}) {
+		t.Fatalf("retried %+v, want 1 queued", n)
 	}
 	for _, tc := range []struct {
 		e    queue.Event

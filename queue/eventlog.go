@@ -62,7 +62,7 @@ func (s *Store) LoggedPayload(ctx context.Context, eventID string) ([]byte, erro
 	var logged []byte
 	var queued *string
 	err := s.db.QueryRow(ctx, `
-		SELECT l.payload, q.payload
+		SELECT l.payload, CASE WHEN NOT `+queuedPayloadErasedSQL("q")+` THEN q.payload END
 		FROM event_log l
 		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id AND l.processed_at IS NULL
 		WHERE l.event_id = $1`, eventID).Scan(&logged, &queued)
@@ -75,6 +75,12 @@ func (s *Store) LoggedPayload(ctx context.Context, eventID string) ([]byte, erro
 		return []byte(*queued), nil
 	}
 	return decodeLoggedPayload(eventID, logged)
+}
+
+// queuedPayloadErasedSQL is payloadErasedSQL of the row q of
+// webhook_events, false when there is none (a LEFT JOIN's nulls).
+func queuedPayloadErasedSQL(q string) string {
+	return `coalesce(` + q + `.status = 'dead' AND ` + q + `.payload_erased_at IS NOT NULL, false)`
 }
 
 // decodeLoggedPayload is the payload a marker stores as stored (the event
@@ -251,20 +257,28 @@ func (s *Store) PrunePayloads(ctx context.Context, olderThan time.Duration) (int
 
 // Erased is what EraseCustomer did.
 type Erased struct {
-	// Payloads is how many payloads of processed events it erased.
+	// Payloads is how many payloads it erased: of processed events, and
+	// of dead events on the queue.
 	Payloads int64
-	// Queued is how many events about the customer are still on the queue,
-	// which keeps their payloads until they are delivered, since hookd
-	// still has to deliver them; their markers are written without.
-	Queued int64
+	// Dead is how many of Payloads were dead events'. Their queue rows stay,
+	// with their metadata and history, and can no longer be retried.
+	Dead int64
+	// Pending is how many events about the customer are still pending on
+	// the queue, which keeps their payloads since hookd still has to
+	// deliver them: their markers are written without, and one that dies
+	// loses its payload then.
+	Pending int64
 }
 
 // Summary is one line saying what the erasure of customer's payloads did.
 func (e Erased) Summary(customer string) string {
 	s := fmt.Sprintf("erased the payloads of %d events about %s", e.Payloads, customer)
-	if e.Queued > 0 {
+	if e.Dead > 0 {
+		s += fmt.Sprintf(" (%d of them dead on the retry queue, which can no longer be retried)", e.Dead)
+	}
+	if e.Pending > 0 {
 		s += fmt.Sprintf("; %d more about it are still on the retry queue, which keeps their payloads "+
-			"until they are delivered and erases them then", e.Queued)
+			"until they are delivered and erases them then (or at once, should they die)", e.Pending)
 	}
 	return s
 }
@@ -281,9 +295,10 @@ func CheckCustomerID(id string) error {
 // EraseCustomer erases the payloads of every event of the event log about
 // customer (its customer, or the customer object itself), in the name of
 // by, keeping their metadata with when and by whom. Run it in the
-// transaction that audits it. Events still on the queue keep their queue
-// row's payload, which their delivery needs, and are marked erased: their
-// markers are written without it. Erased.Queued counts them.
+// transaction that audits it. Dead events on the queue lose their queue
+// row's payload too, which only a person's retry would have sent. Pending
+// events keep theirs, which their delivery needs, and are marked erased:
+// their markers are written without it. Erased.Pending counts them.
 func (s *Store) EraseCustomer(ctx context.Context, customer, by string) (Erased, error) {
 	var e Erased
 	err := s.db.QueryRow(ctx, `
@@ -291,14 +306,20 @@ func (s *Store) EraseCustomer(ctx context.Context, customer, by string) (Erased,
 			UPDATE processed_webhook_events SET payload = NULL, payload_erased_at = now(), payload_erased_by = $2
 			WHERE (customer = $1 OR object_id = $1) AND processed_how IS NOT NULL AND payload_erased_at IS NULL
 			RETURNING 1
+		), dead AS (
+			UPDATE webhook_events SET payload = '', payload_erased_at = coalesce(payload_erased_at, now()),
+			       payload_erased_by = coalesce(payload_erased_by, $2)
+			WHERE source = '`+SourceStripe+`' AND (customer = $1 OR object_id = $1) AND status = 'dead' AND payload <> ''
+			RETURNING 1
 		), marked AS (
 			UPDATE webhook_events SET payload_erased_at = coalesce(payload_erased_at, now()),
 			       payload_erased_by = coalesce(payload_erased_by, $2)
-			WHERE source = '`+SourceStripe+`' AND (customer = $1 OR object_id = $1)
+			WHERE source = '`+SourceStripe+`' AND (customer = $1 OR object_id = $1) AND status <> 'dead'
 			RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM erased), (SELECT count(*) FROM marked)`,
-		customer, by).Scan(&e.Payloads, &e.Queued)
+		SELECT (SELECT count(*) FROM erased) + (SELECT count(*) FROM dead), (SELECT count(*) FROM dead),
+		       (SELECT count(*) FROM marked)`,
+		customer, by).Scan(&e.Payloads, &e.Dead, &e.Pending)
 	if err != nil {
 		return Erased{}, fmt.Errorf("erase payloads of %s: %w", customer, err)
 	}
@@ -335,7 +356,10 @@ type LogEntry struct {
 const logEntrySQL = `
 	SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.object_id, l.object_type, l.customer,
 	       l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
-	       l.payload IS NOT NULL OR l.processed_at IS NULL AS has_payload, l.payload_erased_at, l.payload_erased_by,
+	       l.payload IS NOT NULL OR (l.processed_at IS NULL AND NOT EXISTS (
+	           SELECT 1 FROM webhook_events e WHERE e.source = '` + SourceStripe + `' AND e.event_id = l.event_id
+	             AND ` + payloadErasedSQL + `)) AS has_payload,
+	       l.payload_erased_at, l.payload_erased_by,
 	       (SELECT e.status FROM webhook_events e WHERE e.source = '` + SourceStripe + `' AND e.event_id = l.event_id) AS queue_status,
 	       l.object_id IS NOT NULL AND l.stripe_created IS NOT NULL AND EXISTS (
 	           SELECT 1 FROM processed_webhook_events o

@@ -216,8 +216,8 @@ func TestEraseCustomer_RemovesThePayloadsAndNothingElse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// evt_0 is the customer itself; 3, 6, ..., 27 are about it.
-	if erased != (queue.Erased{Payloads: 10, Queued: 1}) {
-		t.Errorf("erased %+v, want 10 payloads and 1 queued", erased)
+	if erased != (queue.Erased{Payloads: 10, Pending: 1}) {
+		t.Errorf("erased %+v, want 10 payloads and 1 pending", erased)
 	}
 	after := [3]int64{count(`SELECT count(*) FROM event_log`), count(`SELECT count(*) FROM event_log WHERE payload IS NOT NULL`),
 		count(`SELECT count(*) FROM webhook_events WHERE payload IS NOT NULL`)}
@@ -372,5 +372,142 @@ func TestHistory_UsesItsIndexesAtAMillionEvents(t *testing.T) {
 			t.Fatalf("history of %s: %d, %v", id, len(h), err)
 		}
 		t.Logf("history of %s at 1M events: %d events in %v", id, len(h), took)
+	}
+}
+
+// Erasure empties the payloads of the customer's dead events on the queue,
+// which only a person's retry would send, keeping the rows with their
+// metadata and who erased them; a retry of one, alone or in bulk, is
+// refused, and no replay sends it. Pending events keep their payloads for
+// their delivery: the marker is written without, and one that dies loses
+// its payload then. Stripe's copy can take an erased payload's place.
+func TestEraseCustomer_EmptiesDeadQueueRowsAndFlagsPendingOnes(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	queuetest.InsertLogged(t, bundle.pool, []queuetest.LoggedOpts{
+		{EventID: "evt_processed", Customer: "cus_gone"},
+		{EventID: "evt_processed_other", Customer: "cus_other"},
+	})
+	dead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_dead", Status: queue.StatusDead, Attempts: 5})
+	pending := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_pending", Status: queue.StatusRetrying, Attempts: 2})
+	lastTry := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_last_try", Status: queue.StatusRetrying,
+		Attempts: queue.MaxAttempts - 1, DueIn: time.Hour})
+	otherDead := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_dead_other", Status: queue.StatusDead, Attempts: 5})
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events
+		SET customer = CASE WHEN event_id = 'evt_dead_other' THEN 'cus_other' ELSE 'cus_gone' END`); err != nil {
+		t.Fatal(err)
+	}
+	count := func(sql string) int64 { return queuetest.Count(t, bundle.pool, sql) }
+
+	erased, err := s.EraseCustomer(ctx, "cus_gone", "dpo@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (queue.Erased{Payloads: 2, Dead: 1, Pending: 2}); erased != want {
+		t.Errorf("erased %+v, want %+v", erased, want)
+	}
+	if got := erased.Summary("cus_gone"); !strings.Contains(got, "(1 of them dead on the retry queue, which can no longer be retried)") ||
+		!strings.Contains(got, "2 more about it are still on the retry queue") {
+		t.Errorf("summary %q", got)
+	}
+	d, err := s.Event(ctx, dead.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Payload != "" || !d.PayloadErased() || d.Status != queue.StatusDead || d.PayloadErasedBy == nil ||
+		*d.PayloadErasedBy != "dpo@example.com" || d.PayloadErasedAt == nil || d.EventType != "invoice.paid" || d.LastError == nil {
+		t.Errorf("the dead row after erasure: payload %q, erased %v, status %s, by %v, at %v, type %s, error %v",
+			d.Payload, d.PayloadErased(), d.Status, d.PayloadErasedBy, d.PayloadErasedAt, d.EventType, d.LastError)
+	}
+	if _, err := s.LoggedPayload(ctx, "evt_dead"); !errors.Is(err, queue.ErrPayloadGone) {
+		t.Errorf("the dead event's logged payload: %v, want ErrPayloadGone", err)
+	}
+	if p, err := s.Event(ctx, pending.ID); err != nil || p.Payload != pending.Payload || p.PayloadErasedAt == nil || p.PayloadErased() {
+		t.Errorf("the pending row: payload kept %v, flagged %v, erased %v (%v)", p.Payload == pending.Payload,
+			p.PayloadErasedAt != nil, p.PayloadErased(), err)
+	}
+	if n := count(`SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_processed'
+		AND payload IS NULL AND payload_erased_by = 'dpo@example.com'`); n != 1 {
+		t.Errorf("the processed event's marker: %d erased, want 1", n)
+	}
+	if n := count(`SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_processed_other' AND payload IS NOT NULL
+		AND payload_erased_at IS NULL`); n != 1 {
+		t.Errorf("the other customer's marker lost its payload")
+	}
+	if o, err := s.Event(ctx, otherDead.ID); err != nil || o.Payload != otherDead.Payload || o.PayloadErasedAt != nil {
+		t.Errorf("the other customer's dead row: payload kept %v, erased at %v (%v)", o.Payload == otherDead.Payload, o.PayloadErasedAt, err)
+	}
+	h, err := s.History(ctx, "cus_gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h {
+		if want := e.EventID == "evt_pending" || e.EventID == "evt_last_try"; e.HasPayload != want {
+			t.Errorf("%s in the history: has a payload %v, want %v", e.EventID, e.HasPayload, want)
+		}
+	}
+
+	// No retry sends the erased dead event, and no replay.
+	if ok, err := s.RetryDead(ctx, dead.ID); ok || !errors.Is(err, queue.ErrPayloadErased) {
+		t.Errorf("RetryDead(erased) = %v, %v; want false, ErrPayloadErased", ok, err)
+	}
+	if r, err := s.RetryDeadMatching(ctx, queue.EventFilter{}); err != nil || r != (queue.RetriedDead{Queued: 1, Erased: 1}) {
+		t.Errorf("RetryDeadMatching = %+v, %v; want the other customer's queued and 1 erased skipped", r, err)
+	}
+	if d, err := s.Event(ctx, dead.ID); err != nil || d.Status != queue.StatusDead || d.ManualRetry {
+		t.Errorf("the erased row after the retries: %s, manual %v (%v); want dead, untouched", d.Status, d.ManualRetry, err)
+	}
+	preview, err := s.PreviewReplay(ctx, queue.ReplayFilter{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour),
+		Dead: true, Object: "cus_gone"})
+	if err != nil || preview.Matching != 1 || preview.Unreplayable != 1 {
+		t.Errorf("a replay of the dead events: %+v, %v; want 1 matching, unreplayable", preview, err)
+	}
+
+	// The pending event is delivered: its marker has no payload. The one on
+	// its last attempt dies: its payload goes with it.
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events
+		SET next_retry_at = CASE WHEN customer = 'cus_gone' THEN now() ELSE now() + interval '1 hour' END`); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := s.ClaimAttempts(ctx, 10, time.Minute)
+	if err != nil || len(claim.Claimed) != 2 {
+		t.Fatalf("claim: %d, %v; want the 2 pending events", len(claim.Claimed), err)
+	}
+	var settled []queue.Settled
+	for _, c := range claim.Claimed {
+		st := queue.Settled{Claimed: c, Kind: queue.SettleDone, Attempt: &queue.NewAttempt{Source: queue.SourceStripe,
+			EventID: c.Event.EventID, Succeeded: true, Path: c.Path, Number: c.Event.Attempts}}
+		if c.Event.EventID == "evt_last_try" {
+			st.Kind = queue.SettleFailed
+			st.Attempt.Succeeded, st.Attempt.Error = false, "downstream answered 500"
+		}
+		settled = append(settled, st)
+	}
+	if _, err := s.SettleAttempts(ctx, settled); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_pending'
+		AND payload IS NULL AND payload_erased_by = 'dpo@example.com'`); n != 1 {
+		t.Errorf("the pending event's marker: %d written without its payload, want 1", n)
+	}
+	died, err := s.Event(ctx, lastTry.ID)
+	if err != nil || died.Status != queue.StatusDead || died.Payload != "" || !died.PayloadErased() {
+		t.Errorf("the event that died: %s, payload %q, erased %v (%v); want dead without its payload",
+			died.Status, died.Payload, died.PayloadErased(), err)
+	}
+
+	// Stripe's copy takes the erased payload's place, once; the row stays
+	// marked erased.
+	if ok, err := s.RetryErased(ctx, "evt_dead", []byte(`{"id":"evt_dead","from":"stripe"}`)); !ok || err != nil {
+		t.Fatalf("RetryErased = %v, %v", ok, err)
+	}
+	if ok, err := s.RetryErased(ctx, "evt_dead", []byte(`{}`)); ok || err != nil {
+		t.Errorf("RetryErased again = %v, %v; want false: it is pending, not erased", ok, err)
+	}
+	if d, err := s.Event(ctx, dead.ID); err != nil || d.Status != queue.StatusFailed || d.Payload != `{"id":"evt_dead","from":"stripe"}` ||
+		!d.ManualRetry || d.Attempts != 0 || d.PayloadErasedAt == nil {
+		t.Errorf("after RetryErased: %s, %q, manual %v, attempts %d, erased at %v (%v)",
+			d.Status, d.Payload, d.ManualRetry, d.Attempts, d.PayloadErasedAt, err)
 	}
 }

@@ -50,7 +50,20 @@ type Event struct {
 	// Claims is how many times the retry loop claimed the event since its
 	// last recorded attempt; 2 or more means it is stuck (see Stuck).
 	Claims int `db:"claims"`
+	// PayloadErasedAt and PayloadErasedBy say when and by whom the
+	// customer's payloads were erased (EraseCustomer); nil when they were
+	// not. A pending event keeps its payload until it is delivered, a dead
+	// one has none left (PayloadErased).
+	PayloadErasedAt *time.Time `db:"payload_erased_at"`
+	PayloadErasedBy *string    `db:"payload_erased_by"`
 	EventMeta
+}
+
+// PayloadErased says whether the event's payload is gone from its queue
+// row: it is dead, and its customer's payloads were erased. Nothing can
+// deliver it again; Stripe's copy can (RetryErased).
+func (e Event) PayloadErased() bool {
+	return e.Status == StatusDead && e.PayloadErasedAt != nil
 }
 
 // EventMeta is what the receiver reads from every event besides its id
@@ -74,7 +87,7 @@ type EventMeta struct {
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
 	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims,
-	` + metaColumns
+	payload_erased_at, payload_erased_by, ` + metaColumns
 
 // metaColumns are EventMeta's columns, in its order.
 const metaColumns = `endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event`
@@ -235,21 +248,69 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 
 // RetryDead sends a dead event back to the queue, due now and with its
 // attempts starting over (a row left at MaxAttempts would never be claimed).
-// It reports false, changing nothing, when the row is not dead.
+// It reports false, changing nothing, when the row is not dead, and
+// ErrPayloadErased when its payload was erased: there is nothing left to
+// deliver.
 func (s *Store) RetryDead(ctx context.Context, id uuid.UUID) (bool, error) {
-	tag, err := s.db.Exec(ctx, sendBackSQL+`id = $1 AND status = 'dead'`, id)
-	if err != nil {
+	var sent, erased bool
+	err := s.db.QueryRow(ctx, `
+		WITH sent AS (`+sendBackSQL+`id = $1 AND status = 'dead' AND NOT `+payloadErasedSQL+` RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM sent),
+		       EXISTS (SELECT 1 FROM webhook_events WHERE id = $1 AND `+payloadErasedSQL+`)`, id).Scan(&sent, &erased)
+	switch {
+	case err != nil:
 		return false, fmt.Errorf("retry dead event %s: %w", id, err)
+	case erased:
+		return false, ErrPayloadErased
 	}
-	return tag.RowsAffected() > 0, nil
+	return sent, nil
+}
+
+// ErrPayloadErased is the answer to a retry of a dead event whose payload
+// was erased (Event.PayloadErased).
+var ErrPayloadErased = errors.New("its payload was erased, so hookd has nothing left to deliver")
+
+// payloadErasedSQL is Event.PayloadErased of a row of webhook_events. The
+// statements that make a row dead keep it true of every dead row whose
+// customer's payloads were erased: EraseCustomer empties the payloads of
+// dead rows, and an erased pending row that dies loses its payload with
+// its last attempt (erasedPayloadSQL).
+const payloadErasedSQL = `(status = 'dead' AND payload_erased_at IS NOT NULL)`
+
+// erasedPayloadSQL is the payload of row e once its status is the
+// boolean expression dead: gone when it is dead and its customer's
+// payloads were erased, since only a person can send it on, and they
+// cannot with an erased event (RetryDead). The column is NOT NULL: an
+// erased payload is the empty string, and payloadErasedSQL, not the
+// payload, says that it is erased.
+func erasedPayloadSQL(e, dead string) string {
+	return `CASE WHEN (` + dead + `) AND ` + e + `.payload_erased_at IS NOT NULL THEN '' ELSE ` + e + `.payload END`
 }
 
 // sendBackSQL sends the rows its WHERE clause, appended, selects back to the
-// queue as RetryDead describes.
+// queue as RetryDead describes. The clause must leave out erased rows.
 const sendBackSQL = `
 	UPDATE webhook_events
 	SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
 	WHERE `
+
+// RetryErased puts payload, the event as Stripe's Events API holds it, on
+// the queue row of eventID, dead with its payload erased, and sends it
+// back to the queue as RetryDead does. The row stays marked erased: its
+// marker is written without the payload once it is delivered, and it
+// loses the payload again should it die. It reports false, changing
+// nothing, when eventID has no such row.
+func (s *Store) RetryErased(ctx context.Context, eventID string, payload []byte) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE webhook_events
+		SET payload = $3, status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
+		WHERE source = $1 AND event_id = $2 AND `+payloadErasedSQL,
+		SourceStripe, eventID, string(payload))
+	if err != nil {
+		return false, fmt.Errorf("retry erased event %s: %w", eventID, err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
 
 // Stats is the state of the queue at one moment.
 type Stats struct {

@@ -146,8 +146,9 @@ const matchSQL = `
 	       OR ($7 AND q.status = 'dead'))
 	  AND ($8 = '' OR l.object_id = $8 OR l.customer = $8)`
 
-// replayableSQL is whether a row of matchSQL has a payload to send.
-const replayableSQL = `(l.payload IS NOT NULL OR q.payload IS NOT NULL)`
+// replayableSQL is whether a row of matchSQL has a payload to send: a
+// dead event whose payload was erased has none.
+var replayableSQL = `(l.payload IS NOT NULL OR (q.payload IS NOT NULL AND NOT ` + queuedPayloadErasedSQL("q") + `))`
 
 func (f ReplayFilter) args() []any {
 	return []any{f.From, f.To, nonNil(f.Types), f.Endpoint, f.Processed, f.Pending, f.Dead, f.Object}
@@ -465,7 +466,8 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	// made dead.
 	byID := make(map[string]ReplayMember, len(ids))
 	rows, err = s.db.Query(ctx, `
-		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload, q.payload,
+		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload,
+		       CASE WHEN NOT `+queuedPayloadErasedSQL("q")+` THEN q.payload END,
 		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false)
 		FROM event_log l
 		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id

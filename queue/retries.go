@@ -129,6 +129,7 @@ var claimAttemptsSQL = `
 	UPDATE webhook_events e
 	SET attempts = CASE WHEN c.attempts < $4 THEN c.attempts + 1 ELSE c.attempts END,
 	    status = CASE WHEN c.attempts < $4 THEN e.status ELSE 'dead' END,
+	    payload = ` + erasedPayloadSQL("e", "c.attempts >= $4") + `,
 	    last_error = CASE WHEN c.claims > 0 THEN format($5, c.attempts) ELSE e.last_error END,
 	    claims = CASE WHEN c.attempts < $4 THEN c.claims + 1 ELSE 0 END,
 	    manual_retry = false,
@@ -181,7 +182,8 @@ type SettledState struct {
 // leases back, in one statement, and returns what became of each, in
 // order. A success deletes the row and writes the marker together; a
 // failure makes the event retrying with the backoff of its attempt, or dead
-// at MaxAttempts, unless a person asked for a retry while it ran (see
+// at MaxAttempts (without its payload, if its customer's payloads were
+// erased while it waited: see payloadErasedSQL), unless a person asked for a retry while it ran (see
 // RetryNow): then it is due at once, and a dead one starts its attempts
 // over as RetryDead would.
 //
@@ -275,6 +277,7 @@ var settleAttemptsSQL = `
 		UPDATE webhook_events e
 		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
 		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0 ELSE e.attempts END,
+		    payload = ` + erasedPayloadSQL("e", "r.new_status = 'dead' AND NOT e.manual_retry") + `,
 		    next_retry_at = CASE WHEN e.manual_retry THEN now()
 		                         ELSE coalesce(now() + make_interval(secs => r.wait), e.next_retry_at) END,
 		    last_error = r.error, last_attempt_at = now(), claims = 0

@@ -215,6 +215,7 @@ func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, l
 	tag, err := s.db.Exec(ctx, `
 		UPDATE webhook_events
 		SET status = $2, attempts = $3, last_error = $4, last_attempt_at = now(), manual_retry = false, claims = 0,
+		    payload = `+erasedPayloadSQL("webhook_events", "$2 = 'dead'")+`,
 		    next_retry_at = coalesce(now() + make_interval(secs => $5), next_retry_at)
 		WHERE id = $1`, id, status, attempts, lastError, wait)
 	if err != nil {

@@ -406,12 +406,14 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
 		payload = buf.String()
 	}
+	canPull := d.opts.Reconciler != nil
 	// After an action the person lands on Find an event, not back here:
 	// the retry loop may process the event, and delete this queue row,
 	// before the browser follows the redirect, and the search follows
 	// the event wherever it went.
 	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, OverdueAfter: queue.OverdueAfter,
-		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID)}
+		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID),
+		CanPull: canPull && (e.Account == nil || d.opts.Reconciler.PullsConnect())}
 	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
 		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}
 	}
@@ -477,6 +479,10 @@ func (d *dashboard) retryOne(c echo.Context, action audit.Action,
 		}
 		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, e.EventID, 1)
 	})
+	if errors.Is(err, queue.ErrPayloadErased) {
+		flash(c, views.ErasedRetryRefusal(e))
+		return c.Redirect(http.StatusSeeOther, "/events/"+id.String())
+	}
 	if err != nil {
 		return err
 	}
@@ -524,22 +530,18 @@ func (d *dashboard) handleRetryAll() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
 		f := listFilter(c, queue.StatusDead)
-		var n int64
+		var r queue.RetriedDead
 		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
 			var err error
-			if n, err = tx.RetryDeadMatching(ctx, f); err != nil {
+			if r, err = tx.RetryDeadMatching(ctx, f); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryAll, filterText(f), n)
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryAll, filterText(f), r.Queued)
 		})
 		if err != nil {
 			return err
 		}
-		if n == 1 {
-			flash(c, "1 event queued for retry")
-		} else {
-			flash(c, views.Count(n)+" events queued for retry")
-		}
+		flash(c, views.RetriedDeadText(r))
 		return c.Redirect(http.StatusSeeOther, listURL(f, 1))
 	}
 }

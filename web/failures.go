@@ -77,7 +77,7 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var revived int64
+		var revived queue.RetriedDead
 		var hastened queue.Hastened
 		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
 			// Pending first: the dead ones, once sent back, are pending too
@@ -90,12 +90,12 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 				return err
 			}
 			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryGroup,
-				views.DescribeFilter(g.Filter(queue.StatusDead)), revived+hastened.Total())
+				views.DescribeFilter(g.Filter(queue.StatusDead)), revived.Queued+hastened.Total())
 		})
 		if err != nil {
 			return err
 		}
-		flash(c, views.RetriedGroup(revived+hastened.DueNow, hastened.DueAfterAttempt))
+		flash(c, views.RetriedGroup(revived.Queued+hastened.DueNow, hastened.DueAfterAttempt, revived.Erased))
 		return c.Redirect(http.StatusSeeOther, "/failures")
 	}
 }

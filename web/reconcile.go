@@ -133,7 +133,8 @@ func (d *dashboard) reconcileFailed(c echo.Context, hours int, err error) error 
 }
 
 // handlePull reads one event from Stripe and runs it through the pipeline,
-// for an evt_ id the dashboard has no trace of (/search's "never seen").
+// for an evt_ id the dashboard has no trace of (/search's "never seen"), or
+// one dead on the queue whose payload was erased (its page).
 func (d *dashboard) handlePull() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r, err := d.reconciler()
@@ -166,20 +167,39 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		if p.Outcome == receiver.Processed || p.Outcome == receiver.Queued {
 			changed = 1
 		}
-		if err := d.recordAudit(ctx, c, audit.Pull, eventID, changed); err != nil {
+		// A dead event whose payload was erased is on the queue with
+		// nothing to deliver: Stripe's copy takes its payload's place, and
+		// it goes back to the queue, in the transaction of the audit entry.
+		var refilled bool
+		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+			if p.Outcome == receiver.AlreadyQueued {
+				var err error
+				if refilled, err = tx.RetryErased(ctx, eventID, p.Event.Payload); err != nil {
+					return err
+				}
+				if refilled {
+					changed = 1
+				}
+			}
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Pull, eventID, changed)
+		})
+		if err != nil {
 			return err
 		}
-		switch p.Outcome {
-		case receiver.Processed:
+		switch {
+		case refilled:
+			flash(c, eventID+" pulled from Stripe: Stripe's copy takes the place of its erased payload, and it is queued "+
+				"for retry. Its payload is erased again once it is delivered.")
+		case p.Outcome == receiver.Processed:
 			flash(c, eventID+" pulled from Stripe and processed")
-		case receiver.Queued:
+		case p.Outcome == receiver.Queued:
 			flash(c, eventID+" pulled from Stripe; processing failed, so it is on the retry queue")
 			if e, err := d.reads.EventByEventID(ctx, eventID); err == nil {
 				back = "/events/" + e.ID.String()
 			}
-		case receiver.Duplicate:
+		case p.Outcome == receiver.Duplicate:
 			flash(c, eventID+" was processed already; nothing was changed.")
-		case receiver.AlreadyQueued:
+		case p.Outcome == receiver.AlreadyQueued:
 			flash(c, eventID+" is on the retry queue already; nothing was changed.")
 		}
 		return c.Redirect(http.StatusSeeOther, back)
