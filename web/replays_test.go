@@ -195,3 +195,45 @@ func TestReplays_AReplayDoesNotRewriteHowAnEventWasProcessed(t *testing.T) {
 		t.Errorf("its attempts are labelled %q", got)
 	}
 }
+
+// TestReplays_ThePageListsItsFailedDeliveries: a replay's page lists each
+// event whose delivery failed, linked to its page, with its type and what
+// the app answered, and not the events it delivered.
+func TestReplays_ThePageListsItsFailedDeliveries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertLogged(t, b.pool, []queuetest.LoggedOpts{{EventID: "evt_taken"},
+		{EventID: "evt_refused", EventType: "customer.updated"}})
+	r := runReplayToEnd(t, b, "app bug #123 fix", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Hookd-Event-Id") == "evt_refused" {
+			http.Error(w, `{"error":"Unknown customer cus_9"}`, http.StatusUnprocessableEntity)
+		}
+	})
+	if r.Failed != 1 || r.Delivered != 1 {
+		t.Fatalf("the replay ended with %d delivered and %d failed, want 1 and 1", r.Delivered, r.Failed)
+	}
+
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	page := c.get("/replays/" + strconv.FormatInt(r.ID, 10))
+	wantStatus(t, page, http.StatusOK)
+	rows := page.doc.Find(`[data-testid="replay-failure"]`)
+	if rows.Length() != 1 {
+		t.Fatalf("%d failed deliveries listed, want 1", rows.Length())
+	}
+	if id, _ := rows.Attr("data-event-id"); id != "evt_refused" {
+		t.Errorf("the failed delivery listed is %q's", id)
+	}
+	if href, _ := rows.Find("a").Attr("href"); href != "/search?q=evt_refused" {
+		t.Errorf("the failed event links to %q, want its page", href)
+	}
+	text := strings.Join(strings.Fields(rows.Text()), " ")
+	for _, want := range []string{"customer.updated", "HTTP 422", "Unknown customer cus_9"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the failed delivery reads %q, without %q", text, want)
+		}
+	}
+	if got := page.doc.Find(`[data-testid="replay-failure-error"]`).Text(); !strings.Contains(got, "Unknown customer cus_9") {
+		t.Errorf("its error reads %q", got)
+	}
+}
