@@ -50,8 +50,13 @@ type Attempt struct {
 	HTTPStatus  *int           `db:"http_status"`
 	Error       *string        `db:"error"`
 	Path        AttemptPath    `db:"path"`
-	// Number is the attempt's number: 0 inline, then the retry number.
+	// Number is the attempt's number: 0 inline, then the retry number. A
+	// replay's attempt carries the event's attempts before it.
 	Number int `db:"attempt"`
+	// ReplayID and ReplayName are the replay that made an attempt of path
+	// replay; nil for other paths, and for a replay pruned since.
+	ReplayID   *int64  `db:"replay_id"`
+	ReplayName *string `db:"replay_name"`
 }
 
 // NewAttempt describes an attempt for the history, as SettleDeliveries and
@@ -71,13 +76,23 @@ type NewAttempt struct {
 	AppDown bool
 }
 
-// Attempts returns the event's attempts, oldest first.
+// Attempts returns the event's attempts, oldest first, each of path
+// replay with its replay. An attempt row does not name its replay, but
+// settleReplayedSQL writes the attempt and the member's state in one
+// statement, so the member whose finished_at is the attempt's attempted_at
+// (both that statement's now()) is the one the attempt delivered.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT source, event_id, attempted_at, duration_ms, outcome, http_status, error, path, attempt
-		FROM webhook_attempts
-		WHERE source = $1 AND event_id = $2
-		ORDER BY attempted_at, id`, source, eventID)
+		SELECT a.source, a.event_id, a.attempted_at, a.duration_ms, a.outcome, a.http_status, a.error, a.path, a.attempt,
+		       r.id AS replay_id, r.name AS replay_name
+		FROM webhook_attempts a
+		LEFT JOIN LATERAL (
+			SELECT p.id, p.name FROM replay_events m JOIN replays p ON p.id = m.replay_id
+			WHERE a.path = '`+string(PathReplay)+`' AND m.event_id = a.event_id AND m.finished_at = a.attempted_at
+			ORDER BY p.id DESC LIMIT 1
+		) r ON true
+		WHERE a.source = $1 AND a.event_id = $2
+		ORDER BY a.attempted_at, a.id`, source, eventID)
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of %s: %w", eventID, err)
 	}

@@ -45,6 +45,10 @@ func TestQueriesUseTheirIndexes(t *testing.T) {
 			_, err := store.IsProcessed(ctx, "evt_1")
 			return err
 		}},
+		{"FailedMembers", "replay_events", "replay_events_pkey", func(ctx context.Context) error {
+			_, err := store.FailedMembers(ctx, 1)
+			return err
+		}},
 	}
 	for _, tc := range cases {
 		rec.Take("")

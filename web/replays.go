@@ -165,12 +165,18 @@ func (d *dashboard) replayPage(c echo.Context) (views.ReplayPage, error) {
 	return views.ReplayPage{Replay: r, Rate: d.opts.Pace.PerSecond()}, nil
 }
 
-// handleReplay is a replay's page: its progress and Cancel.
+// handleReplay is a replay's page: its progress, Cancel, and its failed
+// deliveries.
 func (d *dashboard) handleReplay() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		s, err := d.replayPage(c)
 		if err != nil {
 			return err
+		}
+		if s.Replay.Failed > 0 {
+			if s.Failed, err = d.reads.FailedMembers(c.Request().Context(), s.Replay.ID); err != nil {
+				return err
+			}
 		}
 		return render(c, http.StatusOK, views.ReplayDetail(d.page(c, "Replay "+s.Replay.Name, "replays"), s))
 	}
