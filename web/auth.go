@@ -372,7 +372,7 @@ func redirectToLogin(c echo.Context) error {
 		// The stats block polls with htmx: make it load the sign-in page
 		// in place of the whole page, not inside the block.
 		c.Response().Header().Set("HX-Redirect", "/login?next=%2F")
-		return c.NoContent(http.StatusUnauthorized)
+		return c.String(http.StatusUnauthorized, "Your session has ended: sign in again.\n")
 	}
 	return c.Redirect(http.StatusSeeOther, target)
 }

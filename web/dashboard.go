@@ -299,7 +299,8 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 			status = queue.StatusDead
 		case queue.StatusDead, queue.StatusPending, queue.StatusFailed, queue.StatusRetrying:
 		default:
-			return echo.NewHTTPError(http.StatusNotFound)
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(
+				"There is no list of %q events: the lists are dead, pending, failed and retrying.", status))
 		}
 		pageNum := pageParam(c)
 		f := listFilter(c, status)

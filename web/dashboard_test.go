@@ -100,6 +100,35 @@ func TestOverview_StatsFragmentWithoutSessionRedirectsTheWholePage(t *testing.T)
 	if got := r.header.Get("HX-Redirect"); !strings.HasPrefix(got, "/login") {
 		t.Fatalf("HX-Redirect %q, want /login...", got)
 	}
+	if r.status != http.StatusUnauthorized || !strings.Contains(r.body, "session has ended") {
+		t.Errorf("%d %q: want 401 saying the session has ended", r.status, r.body)
+	}
+}
+
+// Every 4xx says why: a handler's own message about what is missing or
+// wrong reaches the page, and only an address no route knows gets the
+// general one.
+func TestErrors_SayWhy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(accounts.RoleOperator)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/events?status=bogus", http.StatusBadRequest, `no list of "bogus" events: the lists are dead, pending, failed and retrying`},
+		{"/replays/abc", http.StatusNotFound, "a replay's id is a number"},
+		{"/replays/999999", http.StatusNotFound, "No such replay: it may have been pruned"},
+		{"/no/such/page", http.StatusNotFound, "There is no page at this address."},
+	} {
+		r := c.get(tc.path)
+		wantStatus(t, r, tc.status)
+		if got := r.doc.Find(`[role="alert"]`).Text(); !strings.Contains(got, tc.want) {
+			t.Errorf("GET %s: the page says %q, want %q", tc.path, got, tc.want)
+		}
+	}
 }
 
 func TestRetry_SendsADeadEventBackAndAuditsIt(t *testing.T) {

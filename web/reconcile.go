@@ -32,7 +32,8 @@ const dashboardRunTimeout = 15 * time.Minute
 // reconciliation is off: the actions do not exist then.
 func (d *dashboard) reconciler() (*reconcile.Reconciler, error) {
 	if d.opts.Reconciler == nil {
-		return nil, echo.NewHTTPError(http.StatusNotFound)
+		return nil, echo.NewHTTPError(http.StatusNotFound, "Reconciliation with Stripe is off: it needs STRIPE_API_KEY "+
+			"and an endpoint with its Stripe id (STRIPE_WEBHOOK_ENDPOINT_ID, or stripe_id in HOOKD_ENDPOINTS).")
 	}
 	return d.opts.Reconciler, nil
 }

@@ -203,7 +203,11 @@ func TestReconcile_OnlyForOperatorsAndOnlyWhenConfigured(t *testing.T) {
 		t.Error("the reconcile form shows without a reconciler")
 	}
 	for _, path := range []string{"/reconcile/preview", "/reconcile", "/events/pull"} {
-		wantStatus(t, op.post(path, url.Values{"hours": {"24"}, "event_id": {"evt_1"}}), http.StatusNotFound)
+		r := op.post(path, url.Values{"hours": {"24"}, "event_id": {"evt_1"}})
+		wantStatus(t, r, http.StatusNotFound)
+		if !strings.Contains(r.body, "Reconciliation with Stripe is off: it needs STRIPE_API_KEY") {
+			t.Errorf("POST %s without a reconciler does not say why: %q", path, r.doc.Find(`[role="alert"]`).Text())
+		}
 	}
 }
 

@@ -119,7 +119,9 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 		default:
 			msg = http.StatusText(status) + "."
 		}
-		if status == http.StatusNotFound {
+		// The router's own 404 says only "Not Found"; a handler's says
+		// which thing is missing and why, and is kept.
+		if status == http.StatusNotFound && (msg == http.StatusText(status) || msg == http.StatusText(status)+".") {
 			msg = "There is no page at this address."
 		}
 	}
