@@ -178,6 +178,16 @@ func ActionLabel(a audit.Action) string {
 		return "pulled from Stripe"
 	case audit.KeyRotate:
 		return "sign-in form key rotated"
+	case audit.DeliveryPause:
+		return "delivery paused"
+	case audit.DeliveryResume:
+		return "delivery resumed"
+	case audit.Erase:
+		return "payloads erased"
+	case audit.ReplayStart:
+		return "replay started"
+	case audit.ReplayCancel:
+		return "replay cancelled"
 	}
 	return string(a)
 }

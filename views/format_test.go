@@ -63,13 +63,24 @@ func TestShorten(t *testing.T) {
 func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 	t.Parallel()
 	for a, want := range map[audit.Action]string{
-		audit.Login:         "login",
-		audit.Retry:         "retry",
-		audit.RetryAll:      "retry all",
-		audit.RetryNow:      "retry now",
-		audit.AccountAdd:    "account added",
-		audit.AccountRole:   "role changed",
-		audit.AccountRemove: "account removed",
+		audit.Login:          "login",
+		audit.Retry:          "retry",
+		audit.RetryAll:       "retry all",
+		audit.RetryNow:       "retry now",
+		audit.AccountAdd:     "account added",
+		audit.AccountRole:    "role changed",
+		audit.AccountRemove:  "account removed",
+		audit.Logout:         "logout",
+		audit.Prune:          "prune",
+		audit.RetryGroup:     "retry group",
+		audit.Reconcile:      "reconciled with Stripe",
+		audit.Pull:           "pulled from Stripe",
+		audit.KeyRotate:      "sign-in form key rotated",
+		audit.DeliveryPause:  "delivery paused",
+		audit.DeliveryResume: "delivery resumed",
+		audit.Erase:          "payloads erased",
+		audit.ReplayStart:    "replay started",
+		audit.ReplayCancel:   "replay cancelled",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)
