@@ -117,10 +117,10 @@ var ErrPayloadGone = errors.New("the event log no longer keeps this payload")
 // calls, an outcome that is not a marker) has empty columns: its marker,
 // if any, is no entry of the log.
 type logColumns struct {
-	eventType, endpoint, account, objectID, objectType, customer, how []string
-	livemode                                                          []*bool
-	created                                                           []*time.Time
-	payload                                                           [][]byte
+	eventType, endpoint, account, apiVersion, objectID, objectType, customer, how []string
+	livemode                                                                      []*bool
+	created                                                                       []*time.Time
+	payload                                                                       [][]byte
 	// buf holds the compressed payloads, from payloadBuffers.
 	buf *[]byte
 }
@@ -128,6 +128,7 @@ type logColumns struct {
 // grow makes room for n more entries.
 func (c *logColumns) grow(n int) {
 	c.eventType, c.endpoint, c.account = slices.Grow(c.eventType, n), slices.Grow(c.endpoint, n), slices.Grow(c.account, n)
+	c.apiVersion = slices.Grow(c.apiVersion, n)
 	c.objectID, c.objectType, c.customer = slices.Grow(c.objectID, n), slices.Grow(c.objectType, n), slices.Grow(c.customer, n)
 	c.how, c.livemode, c.created = slices.Grow(c.how, n), slices.Grow(c.livemode, n), slices.Grow(c.created, n)
 	c.payload = slices.Grow(c.payload, n)
@@ -139,6 +140,7 @@ func (c *logColumns) add(l *LoggedEvent) {
 		c.endpoint = append(c.endpoint, "")
 		c.livemode = append(c.livemode, nil)
 		c.account = append(c.account, "")
+		c.apiVersion = append(c.apiVersion, "")
 		c.objectID = append(c.objectID, "")
 		c.objectType = append(c.objectType, "")
 		c.customer = append(c.customer, "")
@@ -155,6 +157,7 @@ func (c *logColumns) add(l *LoggedEvent) {
 	c.endpoint = append(c.endpoint, endpoint)
 	c.livemode = append(c.livemode, l.Meta.Livemode)
 	c.account = append(c.account, deref(l.Meta.Account))
+	c.apiVersion = append(c.apiVersion, deref(l.Meta.APIVersion))
 	c.objectID = append(c.objectID, deref(l.Meta.ObjectID))
 	c.objectType = append(c.objectType, deref(l.Meta.ObjectType))
 	c.customer = append(c.customer, deref(l.Meta.Customer))
@@ -190,15 +193,15 @@ func (c *logColumns) release() {
 }
 
 func (c *logColumns) args() []any {
-	return []any{nonNil(c.eventType), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.objectID),
-		nonNil(c.objectType), nonNil(c.customer), nonNil(c.created), nonNil(c.how), nonNil(c.payload)}
+	return []any{nonNil(c.eventType), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
+		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.created), nonNil(c.how), nonNil(c.payload)}
 }
 
-// logUnnestSQL is the unnest arguments of logColumns' ten arrays, the
+// logUnnestSQL is the unnest arguments of logColumns' eleven arrays, the
 // parameters from $first on, and logNamesSQL their names in the unnest's
 // alias.
 func logUnnestSQL(first int) string {
-	types := []string{"text", "text", "bool", "text", "text", "text", "text", "timestamptz", "text", "bytea"}
+	types := []string{"text", "text", "bool", "text", "text", "text", "text", "text", "timestamptz", "text", "bytea"}
 	p := make([]string, len(types))
 	for i, t := range types {
 		p[i] = "$" + strconv.Itoa(first+i) + "::" + t + "[]"
@@ -206,7 +209,7 @@ func logUnnestSQL(first int) string {
 	return strings.Join(p, ", ")
 }
 
-const logNamesSQL = `event_type, endpoint, livemode, account, object_id, object_type, customer, created, how, payload`
+const logNamesSQL = `event_type, endpoint, livemode, account, api_version, object_id, object_type, customer, created, how, payload`
 
 // insertMarkersSQL writes the markers, with their event log columns, of the
 // rows l (an unnest with logNamesSQL's columns and event_id) that the rest
@@ -214,10 +217,10 @@ const logNamesSQL = `event_type, endpoint, livemode, account, object_id, object_
 // (an event processed again by a path that does not look first) is kept.
 func insertMarkersSQL(from string) string {
 	return `
-		INSERT INTO processed_webhook_events (event_id, event_type, endpoint, livemode, account, object_id, object_type,
-		                                      customer, stripe_created, received_at, processed_how, payload)
+		INSERT INTO processed_webhook_events (event_id, event_type, endpoint, livemode, account, api_version, object_id,
+		                                      object_type, customer, stripe_created, received_at, processed_how, payload)
 		SELECT l.event_id, NULLIF(l.event_type, ''), NULLIF(l.endpoint, ''), l.livemode, NULLIF(l.account, ''),
-		       NULLIF(l.object_id, ''), NULLIF(l.object_type, ''), NULLIF(l.customer, ''), l.created,
+		       NULLIF(l.api_version, ''), NULLIF(l.object_id, ''), NULLIF(l.object_type, ''), NULLIF(l.customer, ''), l.created,
 		       CASE WHEN l.how <> '' THEN now() END, NULLIF(l.how, ''), l.payload
 		` + from + `
 		ON CONFLICT DO NOTHING`
@@ -225,17 +228,17 @@ func insertMarkersSQL(from string) string {
 
 // insertResolvedMarkersSQL writes the markers, with their event log
 // columns, of the queue rows a statement's CTE resolved deleted and
-// returned (event_id, event_type, endpoint, livemode, account, object_id,
-// object_type, customer, stripe_created, created_at, attempts, payload,
-// how, payload_erased_at, payload_erased_by):
+// returned (event_id, event_type, endpoint, livemode, account, api_version,
+// object_id, object_type, customer, stripe_created, created_at, attempts,
+// payload, how, payload_erased_at, payload_erased_by):
 // received when the queue row was written, processed by attempt number
 // attempts, without the payload when it was erased while queued.
 const insertResolvedMarkersSQL = `
-		INSERT INTO processed_webhook_events (event_id, event_type, endpoint, livemode, account, object_id, object_type,
-		                                      customer, stripe_created, received_at, processed_how, processed_attempt, payload,
-		                                      payload_erased_at, payload_erased_by)
-		SELECT event_id, event_type, endpoint, livemode, account, object_id, object_type, customer, stripe_created,
-		       created_at, how, attempts, CASE WHEN payload_erased_at IS NULL THEN payload END,
+		INSERT INTO processed_webhook_events (event_id, event_type, endpoint, livemode, account, api_version, object_id,
+		                                      object_type, customer, stripe_created, received_at, processed_how,
+		                                      processed_attempt, payload, payload_erased_at, payload_erased_by)
+		SELECT event_id, event_type, endpoint, livemode, account, api_version, object_id, object_type, customer,
+		       stripe_created, created_at, how, attempts, CASE WHEN payload_erased_at IS NULL THEN payload END,
 		       payload_erased_at, payload_erased_by
 		FROM resolved
 		ON CONFLICT DO NOTHING`
@@ -333,6 +336,7 @@ type LogEntry struct {
 	Endpoint        string     `db:"endpoint"`
 	Livemode        *bool      `db:"livemode"`
 	Account         *string    `db:"account"`
+	APIVersion      *string    `db:"api_version"`
 	ObjectID        *string    `db:"object_id"`
 	ObjectType      *string    `db:"object_type"`
 	Customer        *string    `db:"customer"`
@@ -352,10 +356,17 @@ type LogEntry struct {
 	OutOfOrder bool `db:"out_of_order"`
 }
 
+// Meta is what the receiver read of the event, as a queue row's EventMeta
+// holds it; the event log keeps no SnapshotEvent (PairOf finds the pair).
+func (e LogEntry) Meta() EventMeta {
+	return EventMeta{Endpoint: e.Endpoint, Livemode: e.Livemode, Account: e.Account, APIVersion: e.APIVersion,
+		ObjectID: e.ObjectID, ObjectType: e.ObjectType, Customer: e.Customer}
+}
+
 // logEntrySQL selects LogEntry's columns of the event log rows l.
 const logEntrySQL = `
-	SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.object_id, l.object_type, l.customer,
-	       l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
+	SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.api_version, l.object_id, l.object_type,
+	       l.customer, l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
 	       l.payload IS NOT NULL OR (l.processed_at IS NULL AND NOT EXISTS (
 	           SELECT 1 FROM webhook_events e WHERE e.source = '` + SourceStripe + `' AND e.event_id = l.event_id
 	             AND ` + payloadErasedSQL + `)) AS has_payload,

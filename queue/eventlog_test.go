@@ -511,3 +511,96 @@ func TestEraseCustomer_EmptiesDeadQueueRowsAndFlagsPendingOnes(t *testing.T) {
 			d.Status, d.Payload, d.ManualRetry, d.Attempts, d.PayloadErasedAt, err)
 	}
 }
+
+// A processed event's entry keeps the api_version the receiver read, from
+// every writer of its marker: the receiver's settle of an event processed
+// on its first delivery, and of one reconciliation recovered (the settle
+// statement that can also queue), and the retry loop and a replay, which
+// copy it from the queue row, where the queued event's entry showed it.
+func TestEventLog_ProcessedEventsKeepTheirAPIVersion(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	const version = "2025-03-31.basil"
+	withVersion := func(how queue.LogHow) *queue.LoggedEvent {
+		l := logged(how, "in_v", "cus_v", time.Now())
+		l.Meta.APIVersion = ptr(version)
+		return l
+	}
+	queued := func(id string) *queue.FailedEvent {
+		return &queue.FailedEvent{Source: queue.SourceStripe, EventID: id, EventType: "invoice.paid", Payload: []byte(`{}`),
+			Error: "downstream answered 500", Meta: queue.EventMeta{Endpoint: "default", APIVersion: ptr(version), ObjectID: ptr("in_v")}}
+	}
+
+	d := take(t, s, "evt_inline")
+	if w, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: "evt_inline", Owner: d.Owner,
+		Log: withVersion(queue.LogInline)}}); err != nil || !w[0] {
+		t.Fatalf("settle evt_inline: %v, %v", w, err)
+	}
+	d = take(t, s, "evt_reconciled", "evt_retried", "evt_replayed")
+	w, err := s.SettleDeliveries(ctx, []queue.Received{
+		{EventID: "evt_reconciled", Owner: d.Owner, Log: withVersion(queue.LogReconcile),
+			Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_reconciled", Succeeded: true, Path: queue.PathReconcile}},
+		{EventID: "evt_retried", Owner: d.Owner, Queue: queued("evt_retried"), Log: withVersion(queue.LogQueued),
+			Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_retried", Path: queue.PathInline, Error: "downstream answered 500"}},
+		{EventID: "evt_replayed", Owner: d.Owner, Queue: queued("evt_replayed"), Wait: time.Hour, Log: withVersion(queue.LogDeferred)},
+	})
+	if err != nil || !w[0] || !w[1] || !w[2] {
+		t.Fatalf("settle the others: %v, %v", w, err)
+	}
+	if e, err := s.LogEntry(ctx, "evt_replayed"); err != nil || e.APIVersion == nil || *e.APIVersion != version {
+		t.Errorf("the queued evt_replayed's entry: %+v, %v; want api_version %s", e, err, version)
+	}
+
+	claim, err := s.ClaimAttempts(ctx, 10, time.Minute)
+	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.EventID != "evt_retried" {
+		t.Fatalf("claim: %+v, %v; want evt_retried", claim.Claimed, err)
+	}
+	c := claim.Claimed[0]
+	if _, err := s.SettleAttempts(ctx, []queue.Settled{{Claimed: c, Kind: queue.SettleDone,
+		Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: c.Event.EventID, Succeeded: true, Path: c.Path, Number: c.Event.Attempts}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := s.StartReplay(ctx, "api version", queue.ReplayFilter{From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Hour),
+		Pending: true}, "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := settleMembers(t, s, r.ID, 10, func(string) (queue.ReplaySettleKind, int, string) {
+		return queue.ReplaySettleDelivered, 200, ""
+	}); len(ids) != 1 || ids[0] != "evt_replayed" {
+		t.Fatalf("the replay delivered %v, want evt_replayed", ids)
+	}
+
+	got := map[string]string{}
+	rows, err := bundle.pool.Query(ctx, `SELECT event_id, processed_how || ' ' || coalesce(api_version, 'none')
+		FROM event_log WHERE processed_at IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, v string
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = v
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"evt_inline": "inline " + version, "evt_reconciled": "reconcile " + version,
+		"evt_retried": "retry " + version, "evt_replayed": "replay " + version}
+	if len(got) != len(want) {
+		t.Errorf("processed entries %v, want %v", got, want)
+	}
+	for id, v := range want {
+		if got[id] != v {
+			t.Errorf("%s's entry: %q, want %q", id, got[id], v)
+		}
+	}
+	if e, err := s.LogEntry(ctx, "evt_retried"); err != nil || e.APIVersion == nil || *e.APIVersion != version ||
+		e.Meta().APIVersion == nil || *e.Meta().APIVersion != version {
+		t.Errorf("evt_retried's LogEntry: %+v, %v; want api_version %s", e, err, version)
+	}
+}

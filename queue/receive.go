@@ -370,7 +370,7 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 
 // settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
 // whether each event goes on the queue) and writes the outcome of each one
-// it released: the marker with its event log columns ($32-$41, as
+// it released: the marker with its event log columns ($32-$42, as
 // logColumns orders them, beside $1-$3), or the queue row ($4-$22, as
 // queuedColumns orders them); and the attempts ($23-$31, as
 // attemptColumns orders them). It returns the leases it released.
@@ -402,7 +402,7 @@ var settleDeliveriesSQL = `
 
 // settleProcessedSQL is settleDeliveriesSQL for outcomes that are all
 // markers without attempts: it releases the leases ($1 event ids, $2
-// owners) and writes the marker, with its event log columns ($3-$12), of
+// owners) and writes the marker, with its event log columns ($3-$13), of
 // each one it released.
 var settleProcessedSQL = `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `

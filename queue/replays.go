@@ -620,8 +620,8 @@ var settleReplayedSQL = `
 		DELETE FROM webhook_events e USING members m, released r
 		WHERE m.state = 'delivered' AND r.event_id = m.event_id
 		  AND e.source = '` + SourceStripe + `' AND e.event_id = m.event_id
-		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.object_id, e.object_type, e.customer,
-		          e.stripe_created, e.created_at, e.attempts, r.payload, '` + string(LogReplay) + `' AS how,
+		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
+		          e.customer, e.stripe_created, e.created_at, e.attempts, r.payload, '` + string(LogReplay) + `' AS how,
 		          e.payload_erased_at, e.payload_erased_by
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), counted AS (

@@ -270,8 +270,9 @@ var settleAttemptsSQL = `
 	), resolved AS (
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
-		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.object_id, e.object_type, e.customer,
-		          e.stripe_created, e.created_at, e.attempts, r.payload, r.how, e.payload_erased_at, e.payload_erased_by
+		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
+		          e.customer, e.stripe_created, e.created_at, e.attempts, r.payload, r.how, e.payload_erased_at,
+		          e.payload_erased_by
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e
