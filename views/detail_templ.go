@@ -640,7 +640,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = eventFacts(d.Event, d.Event.Payload, d.Pair).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = eventFacts(d.Event.EventID, d.Event.EventMeta, d.Event.Payload, d.Pair).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -172,3 +172,40 @@ func TestHistory_ReceivedEventsBySearchOutOfOrderAndErase(t *testing.T) {
 		t.Errorf("a viewer erased: %d", r.status)
 	}
 }
+
+// A processed event's answer on Find an event, which is its page, shows
+// what the receiver read of it as a queued event's page does: its mode,
+// connected account, API version, endpoint, object and customer.
+func TestHistory_ProcessedEventShowsWhatTheReceiverRead(t *testing.T) {
+	t.Parallel()
+	b := setupHistory(t)
+	body := stripeevent.Event{ID: "evt_Web2", Type: "invoice.paid", Created: time.Now(), APIVersion: "2024-06-20",
+		Account: "acct_1Web2", Livemode: false,
+		Object: []byte(`{"id":"in_Web2","object":"invoice","customer":"cus_Web2"}`)}.JSON()
+	if a := post(t, b.srv, body, stripeevent.Sign(body, testSecret, time.Now())); a.status != http.StatusOK {
+		t.Fatalf("evt_Web2: %d %s", a.status, a.body)
+	}
+
+	viewer := b.client(t)
+	viewer.signIn(accounts.RoleViewer)
+	r := viewer.get("/search?q=evt_Web2")
+	wantStatus(t, r, http.StatusOK)
+	if answer, _ := r.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); answer != "processed" {
+		t.Fatalf("evt_Web2's answer: %q, want processed", answer)
+	}
+	facts := r.doc.Find(`[data-testid="event-facts"]`)
+	for _, want := range []struct{ testid, text string }{
+		{"mode-badge", "test"},
+		{"account-badge", "acct_1Web2"},
+		{"api-version", "2024-06-20"},
+		{"endpoint-badge", "default"},
+		{"object", "in_Web2 (invoice)"},
+		{"customer", "cus_Web2"},
+	} {
+		got := strings.Join(strings.Fields(facts.Find(`[data-testid="`+want.testid+`"]`).Text()), " ")
+		if got != want.text {
+			t.Errorf("the processed event's %s: %q, want %q", want.testid, got, want.text)
+		}
+	}
+}
+
