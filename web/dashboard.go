@@ -427,6 +427,15 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	if detail.Replays, err = d.reads.ReplaysOfEvent(ctx, e.EventID); err != nil {
 		return views.EventDetail{}, err
 	}
+	if e.Source == queue.SourceStripe {
+		// The event log's flag, as Find an event shows it.
+		switch entry, err := d.reads.LogEntry(ctx, e.EventID); {
+		case err == nil:
+			detail.OutOfOrder = entry.OutOfOrder
+		case !errors.Is(err, queue.ErrNotFound):
+			return views.EventDetail{}, err
+		}
+	}
 	return detail, nil
 }
 

@@ -209,3 +209,46 @@ func TestHistory_ProcessedEventShowsWhatTheReceiverRead(t *testing.T) {
 	}
 }
 
+// A queued event's own page flags it out of order as its search answer
+// does: it arrived after an event about the same object that Stripe
+// created later had been delivered.
+func TestHistory_QueuedEventPageSaysOutOfOrder(t *testing.T) {
+	t.Parallel()
+	b := setupHistory(t)
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for _, e := range []struct {
+		id      string
+		created time.Duration
+	}{
+		{"evt_Web3c", 300 * time.Second},
+		// Created before evt_Web3c, delivered after it: out of order.
+		{"evt_Web3b" + failSuffix, 200 * time.Second},
+		{"evt_Web3d" + failSuffix, 400 * time.Second},
+	} {
+		body := invoiceEvent(e.id, "invoice.updated", t0.Add(e.created))
+		if a := post(t, b.srv, body, stripeevent.Sign(body, testSecret, time.Now())); a.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", e.id, a.status, a.body)
+		}
+	}
+
+	viewer := b.client(t)
+	viewer.signIn(accounts.RoleViewer)
+	for id, want := range map[string]int{"evt_Web3b" + failSuffix: 1, "evt_Web3d" + failSuffix: 0} {
+		e, err := b.store.EventByEventID(t.Context(), id)
+		if err != nil {
+			t.Fatalf("%s's queue row: %v", id, err)
+		}
+		r := viewer.get("/events/" + e.ID.String())
+		wantStatus(t, r, http.StatusOK)
+		note := r.doc.Find(`[data-testid="out-of-order"]`)
+		if note.Length() != want {
+			t.Errorf("%s's page has %d out-of-order notes, want %d", id, note.Length(), want)
+		}
+		if want == 1 && !strings.HasPrefix(strings.TrimSpace(note.Text()), "Out of order:") {
+			t.Errorf("%s's out-of-order note says %q", id, note.Text())
+		}
+		if got := viewer.get("/search?q=" + id).doc.Find(`[data-testid="out-of-order"]`).Length(); got != want {
+			t.Errorf("%s's search answer has %d out-of-order notes, want %d", id, got, want)
+		}
+	}
+}
