@@ -1225,7 +1225,7 @@ func outOfOrderNote() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<p class=\"error\" data-testid=\"out-of-order\">Out of order: it arrived after an event about the same object that Stripe created later had been delivered. Stripe does not promise order; the app saw these two the wrong way round.</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 93, "<p class=\"error\" data-testid=\"out-of-order\">Out of order: it arrived after an event about the same object that Stripe created later had been delivered. Stripe does not promise order; the app gets these two the wrong way round.</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
