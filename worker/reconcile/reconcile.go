@@ -237,11 +237,13 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	res.Since = now.Add(-res.Window)
 
 	todo, err := r.survey(ctx, now, &res)
-	if err == nil && !opts.DryRun {
-		err = r.recover(ctx, todo, &res)
-	}
 	if opts.DryRun {
+		// What a run would recover: the events the survey found to do.
+		res.Recovered = int64(len(todo))
 		return res, err
+	}
+	if err == nil {
+		err = r.recover(ctx, todo, &res)
 	}
 	// A run that stopped at Stripe's API before touching anything is not
 	// recorded, so it changes nothing, unless nobody would see it fail
@@ -360,7 +362,6 @@ func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]
 					res.AlreadyQueued++
 				default:
 					mine = append(mine, pending{ev: ev, label: s.Label})
-					res.Recovered++ // what a dry run reports; recover recounts
 					if s.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != s.APIVersion {
 						res.OtherVersion++
 					}
@@ -461,7 +462,6 @@ func typeFilter(enabled []string) []string {
 // first error that is not the event's own (a database error) or when ctx
 // is done, and returns that error.
 func (r *Reconciler) recover(ctx context.Context, todo []pending, res *Result) error {
-	res.Recovered = 0
 	work := context.WithoutCancel(ctx)
 	var (
 		mu       sync.Mutex

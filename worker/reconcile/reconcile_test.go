@@ -328,6 +328,13 @@ func TestRunOnce(t *testing.T) {
 		{"UnauthorizedChangesNothing", "Stripe rejected STRIPE_API_KEY", 401, func(b *bundle) { b.key = "rk_test_another_key_entirely" }},
 		{"MissingPermissionChangesNothing", "Read access to Events", 403, func(b *bundle) { b.api.Deny("/v1/events") }},
 		{"WrongEndpointChangesNothing", "check STRIPE_WEBHOOK_ENDPOINT_ID", 404, func(b *bundle) { b.endpoint.ID = "we_notthere" }},
+		// The list fails on its second page, after it found events to
+		// recover on the first: the run still recovers, records and
+		// says nothing.
+		{"ErrorPartWayChangesNothing", "Read access to Events", 403, func(b *bundle) {
+			b.addEvents(147, "invoice.paid", time.Hour)
+			b.api.DenyAfter("/v1/events", 1)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

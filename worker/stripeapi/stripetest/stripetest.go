@@ -76,6 +76,7 @@ type Server struct {
 	mu        sync.Mutex
 	key       string
 	denied    map[string]bool // path prefixes the key may not read (403)
+	denyAfter map[string]int  // path prefixes denied once this many more are answered
 	endpoints map[string]Endpoint
 	events    []storedEvent // newest first once sorted
 	sorted    bool
@@ -111,6 +112,7 @@ func NewServer(t testing.TB) *Server {
 	s := &Server{
 		key:       DefaultKey,
 		denied:    map[string]bool{},
+		denyAfter: map[string]int{},
 		endpoints: map[string]Endpoint{},
 		requests:  map[string]int{},
 
@@ -144,6 +146,15 @@ func (s *Server) Deny(prefix string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.denied[prefix] = true
+}
+
+// DenyAfter makes the requests whose path starts with prefix answer 403,
+// as Deny does, once n of them have been answered: a key whose permission
+// is taken away during a run, seen by a list that was paging.
+func (s *Server) DenyAfter(prefix string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.denyAfter[prefix] = n
 }
 
 // AddEndpoint adds a webhook endpoint and returns it with its defaults.
@@ -292,6 +303,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || key != s.key {
 		writeError(w, http.StatusUnauthorized, "", "Invalid API Key provided: "+maskKey(key), "")
 		return
+	}
+	for prefix, left := range s.denyAfter {
+		if strings.HasPrefix(r.URL.Path, prefix) {
+			if left == 0 {
+				s.denied[prefix] = true
+			}
+			s.denyAfter[prefix] = left - 1
+		}
 	}
 	for prefix := range s.denied {
 		if strings.HasPrefix(r.URL.Path, prefix) {
