@@ -533,6 +533,12 @@ func buildEndpoints(cfg *Config) error {
 		return errors.New("STRIPE_WEBHOOK_SECRET and STRIPE_WEBHOOK_SECRETS are both set: set one, STRIPE_WEBHOOK_SECRETS " +
 			"to label several endpoints (write the one-endpoint secret as " + endpoint.DefaultLabel + "=whsec_...)")
 	}
+	if cfg.Endpoints != nil && cfg.StripeEndpointID != "" {
+		// It names the one endpoint of STRIPE_WEBHOOK_SECRET; taken for
+		// one of several labelled ones it would be a guess.
+		return errors.New("STRIPE_WEBHOOK_ENDPOINT_ID goes with STRIPE_WEBHOOK_SECRET: with STRIPE_WEBHOOK_SECRETS, give each " +
+			"endpoint its id in HOOKD_ENDPOINTS instead, e.g. HOOKD_ENDPOINTS='label:stripe_id=we_...'")
+	}
 	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
 		e := endpoint.New(endpoint.DefaultLabel)
 		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID

@@ -91,6 +91,10 @@ func TestParseConfig_Endpoints(t *testing.T) {
 		{"BothForms", map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_a", "STRIPE_WEBHOOK_SECRETS": "x=whsec_b"},
 			"STRIPE_WEBHOOK_SECRET and STRIPE_WEBHOOK_SECRETS are both set"},
 		{"SettingsWithoutEndpoints", map[string]string{"HOOKD_ENDPOINTS": "x:kind=thin"}, "HOOKD_ENDPOINTS: no endpoint"},
+		// It would otherwise be ignored: reconciliation reads the
+		// labelled endpoints' stripe_id.
+		{"EndpointIDWithLabels", map[string]string{"STRIPE_WEBHOOK_SECRETS": "x=whsec_b", "STRIPE_WEBHOOK_ENDPOINT_ID": "we_1",
+			"STRIPE_API_KEY": "rk_test_abc"}, "STRIPE_WEBHOOK_ENDPOINT_ID goes with STRIPE_WEBHOOK_SECRET: with STRIPE_WEBHOOK_SECRETS"},
 		{"UnknownLabel", map[string]string{"STRIPE_WEBHOOK_SECRETS": "x=whsec_b", "HOOKD_ENDPOINTS": "y:kind=thin"},
 			`HOOKD_ENDPOINTS: endpoint "y" has no secret`},
 		{"BadSecret", map[string]string{"STRIPE_WEBHOOK_SECRETS": "x=whsec_b;y=sk_live_secretvalue"}, "STRIPE_WEBHOOK_SECRETS"},

@@ -41,8 +41,8 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	if cfg.StripeAPIKey == "" || !slices.ContainsFunc(reconcileEndpoints(cfg), func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
-		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID: both are needed to reconcile " +
-			"(a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
+		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID (or a stripe_id in HOOKD_ENDPOINTS): both are needed " +
+			"to reconcile (a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
 	}
 	if eventID != "" && (dryRun || since != 0) {
 		return errors.New("-event pulls one event: it takes neither -since nor -dry-run")
