@@ -267,6 +267,8 @@ var (
 		fmt.Sprintf("This form is larger than the dashboard accepts (%d KiB), so nothing was changed.", maxFormBody>>10))
 	errFormEncoding = echo.NewHTTPError(http.StatusUnsupportedMediaType,
 		"Dashboard forms are sent URL-encoded (application/x-www-form-urlencoded); this one was not, so nothing was changed.")
+	errBodyOnRead = echo.NewHTTPError(http.StatusBadRequest,
+		"A GET request carries no body: the dashboard's pages read their filters from the address.")
 )
 
 // checkCSRF refuses any request that could change something unless its
@@ -274,10 +276,16 @@ var (
 // the session or the sign-in cookie, before it reads the body, and reads
 // only a URL-encoded body of at most maxFormBody: a request without a
 // token to match costs no parsing at all, and none costs a multipart parse.
+// A request that changes nothing is refused when it has a body, which no
+// page sends: echo's FormValue would parse it, of any type, up to 32 MiB
+// in memory and more on disk.
 func (d *dashboard) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		switch c.Request().Method {
+		switch r := c.Request(); r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			if r.ContentLength != 0 {
+				return errBodyOnRead
+			}
 			return next(c)
 		}
 		// Which token to match is known, from the session or the

@@ -115,6 +115,51 @@ func TestForms_MultipartIsAnsweredWithoutReadingTheBody(t *testing.T) {
 	}
 }
 
+// A page read with a body is refused at once, before anything parses the
+// body: echo's FormValue would read a multipart one of any type up to 32
+// MiB in memory, and spill the rest to disk, for a request whose filters
+// are in its address.
+func TestForms_AReadWithABodyIsRefusedUnread(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	signedIn := b.client(t)
+	signedIn.signIn(accounts.RoleViewer)
+	srvURL, err := url.Parse(b.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookies []string
+	for _, ck := range signedIn.http.Jar.Cookies(srvURL) {
+		cookies = append(cookies, ck.Name+"="+ck.Value)
+	}
+	conn, err := net.Dial("tcp", srvURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := fmt.Sprintf("GET /events?status=dead HTTP/1.1\r\nHost: %s\r\nCookie: %s\r\n"+
+		"Content-Type: multipart/form-data; boundary=xyz\r\nContent-Length: %d\r\n\r\n"+
+		"--xyz\r\nContent-Disposition: form-data; name=\"type\"\r\n\r\n", srvURL.Host, strings.Join(cookies, "; "), 90<<20)
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	// The rest of the body never comes: the answer must not wait for it.
+	if err := conn.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body is still being sent: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "A GET request carries no body") {
+		t.Errorf("%d %q: want 400 saying a GET carries no body", resp.StatusCode, body)
+	}
+	// The same page without a body reads as ever.
+	wantStatus(t, signedIn.get("/events?status=dead"), http.StatusOK)
+}
+
 // Visiting the sign-in page stores nothing: its form's token lives in a
 // signed cookie. Only a sign-in stores a session, and signing out deletes it.
 func TestLogin_PageStoresNoSession(t *testing.T) {
