@@ -396,11 +396,20 @@ func (s *server) stop(waitWorking, stopFlushing func()) error {
 	return err
 }
 
+// maxHeaderBytes bounds a request's header. net/http's default, 1 MiB,
+// is held per connection for as long as the header takes to arrive, outside
+// HOOKD_MAX_BODY_MEMORY: 2,000 connections sending a header each and then
+// nothing held 2 GiB. Stripe's headers are under 2 KB and a browser's,
+// cookies included, well under this; a longer one is answered 431.
+const maxHeaderBytes = 32 << 10
+
 // newHTTPServer returns a server for handler whose timeouts keep a slow or
-// silent client from holding a connection and its goroutine for long.
+// silent client from holding a connection and its goroutine for long, and
+// whose header bound keeps it from holding much memory meanwhile.
 func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		// The whole request, body included: a webhook body or a dashboard
 		// form trickled in byte by byte is cut off after this, and gives
