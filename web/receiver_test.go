@@ -194,7 +194,13 @@ func TestStripeWebhook(t *testing.T) {
 		}{
 			{name: "NoHeader", body: good, sig: "", wantStatus: 400, wantBody: "no Stripe-Signature header"},
 			{name: "MalformedHeader", body: good, sig: "t=1,v1", wantStatus: 400, wantBody: "malformed Stripe-Signature header"},
-			{name: "NoV1Signature", body: good, sig: fmt.Sprintf("t=%d,v0=abc", time.Now().Unix()), wantStatus: 400, wantBody: "no v1 signature matches"},
+			// A header with no v1 signature to compare is malformed, not a
+			// signature made with another secret: the signature alert
+			// counts only the latter.
+			{name: "NoV1Signature", body: good, sig: fmt.Sprintf("t=%d,v0=abc", time.Now().Unix()), wantStatus: 400, wantBody: "malformed Stripe-Signature header: it holds no v1 signature"},
+			{name: "OldAndNoV1Signature", body: good, sig: "t=1", wantStatus: 400, wantBody: "malformed Stripe-Signature header: it holds no v1 signature"},
+			{name: "V1NotHex", body: good, sig: "t=1,v1=zz", wantStatus: 400, wantBody: "malformed Stripe-Signature header: it holds no v1 signature"},
+			{name: "NoKnownPair", body: good, sig: "x=y", wantStatus: 400, wantBody: "malformed Stripe-Signature header: it holds no v1 signature"},
 			{name: "WrongSecret", body: good, sig: stripeevent.Sign(good, "whsec_other", time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},
 			{name: "StaleTimestamp", body: good, sig: stripeevent.Sign(good, testSecret, time.Now().Add(-301*time.Second)), wantStatus: 400, wantBody: "older than the 300 s tolerance"},
 			{name: "BodyNotMatchingSignature", body: append([]byte(" "), good...), sig: stripeevent.Sign(good, testSecret, time.Now()), wantStatus: 400, wantBody: "no v1 signature matches"},

@@ -1,8 +1,10 @@
 package receiver
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
@@ -114,6 +116,12 @@ func (r *Receiver) verify(payload []byte, sigHeader string) (*endpoint.Endpoint,
 				return nil, fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
 			case errors.Is(err, webhook.ErrTooOld):
 				return nil, fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", ErrStaleSignature, toleranceText)
+			case errors.Is(err, webhook.ErrNoValidSignature) && !hasV1Signature(sigHeader):
+				// stripe-go says this too of a header that holds no v1
+				// signature at all, before it looks at the timestamp:
+				// that is a malformed header, not a signature made with
+				// a secret hookd lacks, which the signature alert counts.
+				return nil, fmt.Errorf("%w: malformed Stripe-Signature header: it holds no v1 signature", ErrMalformedSignature)
 			case errors.Is(err, webhook.ErrNoValidSignature):
 				continue
 			default:
@@ -122,6 +130,20 @@ func (r *Receiver) verify(payload []byte, sigHeader string) (*endpoint.Endpoint,
 		}
 	}
 	return nil, fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
+}
+
+// hasV1Signature reports whether sigHeader holds a v1 signature stripe-go
+// can compare: a v1= pair whose value is hex. Other schemes (v0, test
+// mode's) are not Stripe's signatures to verify.
+func hasV1Signature(sigHeader string) bool {
+	for pair := range strings.SplitSeq(sigHeader, ",") {
+		if v, ok := strings.CutPrefix(pair, "v1="); ok && v != "" {
+			if _, err := hex.DecodeString(v); err == nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkEndpoint refuses an event whose shape contradicts the endpoint its
