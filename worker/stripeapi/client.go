@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -334,7 +335,15 @@ func describe(err error, what, hint, perm string) error {
 	}
 	var se *stripe.Error
 	if !errors.As(err, &se) {
-		return &APIError{Message: fmt.Sprintf("read %s from Stripe: %v", what, err), err: err}
+		// No answer from Stripe. net/http's error repeats the request's
+		// URL, whose query and user (an egress proxy's, in
+		// HOOKD_STRIPE_API_URL) the dashboard must not show; what went
+		// wrong is in the error it wraps, which names the host.
+		cause := err
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			cause = uerr.Err
+		}
+		return &APIError{Message: fmt.Sprintf("read %s from Stripe: %v", what, cause), err: err}
 	}
 	msg := se.Msg
 	var out string

@@ -2,6 +2,7 @@ package stripeapi_test
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -72,6 +73,33 @@ func TestErrorsSayWhatToFix(t *testing.T) {
 				t.Errorf("a 404 is not ErrNotFound: %v", err)
 			}
 		})
+	}
+}
+
+// With no answer from Stripe, the error says what failed without the
+// request's URL: its query, and the user of an egress proxy in
+// HOOKD_STRIPE_API_URL, would reach the dashboard's pages.
+func TestNoAnswerErrorShowsNoURL(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing answers there now
+	c := stripeapi.New(stripeapi.Config{Key: "rk_test_abc", URL: "http://egress-user:egress-pass@" + addr,
+		PagePause: -1, RateLimitWait: time.Millisecond})
+	err = c.Events(t.Context(), time.Now().Add(-time.Hour), func([]stripeapi.Event) error { return nil })
+	if err == nil {
+		t.Fatal("no error from an address nothing answers")
+	}
+	if !strings.Contains(err.Error(), "read events from Stripe") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("the error %q does not say what failed", err)
+	}
+	for _, leak := range []string{"egress-user", "egress-pass", "limit=", "created"} {
+		if strings.Contains(err.Error(), leak) {
+			t.Errorf("the error %q shows %q", err, leak)
+		}
 	}
 }
 
