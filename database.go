@@ -120,6 +120,28 @@ func openMigrated(ctx context.Context, cfg Config) (*pgxpool.Pool, []string, err
 	return pool, applied, nil
 }
 
+// openCurrent opens the pool on a database whose schema is this binary's,
+// and changes nothing: for a command that promises to change nothing (a
+// dry run), it is an error to find migrations pending, since applying
+// them is a change, and one the upgrade steps order with the replicas.
+func openCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := migrations.Check(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if len(st.Pending) > 0 {
+		pool.Close()
+		return nil, fmt.Errorf("the database's schema is %d migrations behind this hookd (%s): run hookd migrate first, "+
+			"as this command changes nothing", len(st.Pending), strings.Join(st.Pending, ", "))
+	}
+	return pool, nil
+}
+
 func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
 	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {

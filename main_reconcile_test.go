@@ -319,3 +319,19 @@ func TestParseConfig_StripeAPIRateAndReconcileAccounts(t *testing.T) {
 		}
 	}
 }
+
+// A dry run changes nothing, its database's schema included: on a database
+// that migrations have not reached, it says to run hookd migrate and
+// applies none.
+func TestReconcileCommand_DryRunMigratesNothing(t *testing.T) {
+	t.Parallel()
+	e := newReconcileEnv(t)
+	e.env["DATABASE_URL"] = unmigratedDatabaseURL(t)
+	_, _, err := e.reconcile(t, "-dry-run", "-since", "24h")
+	if err == nil || !strings.Contains(err.Error(), "run hookd migrate first") {
+		t.Fatalf("dry run on an unmigrated database: err = %v, want one saying to run hookd migrate", err)
+	}
+	if tables := countIn(t, e.env["DATABASE_URL"], `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`); tables != 0 {
+		t.Errorf("the dry run left %d tables in the database, want none", tables)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/worker/endpoint"
@@ -61,7 +63,14 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	pool, _, err := openMigrated(ctx, cfg)
+	open := func() (*pgxpool.Pool, error) {
+		pool, _, err := openMigrated(ctx, cfg)
+		return pool, err
+	}
+	if dryRun {
+		open = func() (*pgxpool.Pool, error) { return openCurrent(ctx, cfg) }
+	}
+	pool, err := open()
 	if err != nil {
 		return err
 	}
