@@ -90,6 +90,11 @@ run: db build $(DEV_ENV)
 	echo "       ./bin/hookd send-test-event -thin$$to;  ./bin/hookd send-test-event -account acct_1Demo$$to"; \
 	echo "       ./bin/hookd send-test-event -ping$$to;  ./bin/hookd send-test-event -generation-failure$$to"; \
 	echo "     (each with STRIPE_WEBHOOK_SECRET as above)"; \
+	echo "  6. Take the demo app down for a minute and send 50 more: the circuit breaker opens,"; \
+	echo "     the banner says so, and a probe closes it once the app is back:"; \
+	echo "       HOOKD_FORWARD_URL=$$HOOKD_FORWARD_URL HOOKD_FORWARD_SECRET=$$HOOKD_FORWARD_SECRET \\"; \
+	echo "       STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -outage 60s -n 50$$to"; \
+	echo "     (or start with make run DEMO_DOWN=60s: down for a minute from its first delivery)"; \
 	echo; \
 	echo "  add people: DATABASE_URL=$$DATABASE_URL ./bin/hookd user add EMAIL -role operator"; \
 	echo "  health:     $$base/healthz   metrics: $$metrics"; \
