@@ -372,8 +372,12 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 // time reach the app at the rate, counted per second window over 10 s:
 // the receiver shares the bucket, deferring to the queue what would wait
 // past receiver.PaceWait for its turn.
+//
+// Not parallel, like its neighbour below: it counts requests per second of
+// real time, and a commit's flush held up by the package's parallel tests
+// creating their databases starves the retry loop for a moment that then
+// reads as a window short of the rate (once, in a CI run: 31 of 50).
 func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
-	t.Parallel()
 	paceHolds(t, false)
 }
 
@@ -381,7 +385,6 @@ func TestPace_HoldsAcrossTheReceiverAndTheRetryLoop(t *testing.T) {
 // replay of processed events running too, whose deliveries take the same
 // tokens.
 func TestPace_HoldsAcrossTheReceiverTheRetryLoopAndAReplay(t *testing.T) {
-	t.Parallel()
 	paceHolds(t, true)
 }
 
