@@ -291,8 +291,11 @@ func erasedPayloadSQL(e, dead string) string {
 // queue as RetryDead describes. The clause must leave out erased rows.
 const sendBackSQL = `
 	UPDATE webhook_events
-	SET status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
+	SET ` + sendBackSet + `
 	WHERE `
+
+// sendBackSet is what sending a dead row back to the queue sets.
+const sendBackSet = `status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true`
 
 // RetryErased puts payload, the event as Stripe's Events API holds it, on
 // the queue row of eventID, dead with its payload erased, and sends it
@@ -303,7 +306,7 @@ const sendBackSQL = `
 func (s *Store) RetryErased(ctx context.Context, eventID string, payload []byte) (bool, error) {
 	tag, err := s.db.Exec(ctx, `
 		UPDATE webhook_events
-		SET payload = $3, status = 'failed', attempts = 0, next_retry_at = now(), manual_retry = true
+		SET payload = $3, `+sendBackSet+`
 		WHERE source = $1 AND event_id = $2 AND `+payloadErasedSQL,
 		SourceStripe, eventID, string(payload))
 	if err != nil {
