@@ -32,9 +32,9 @@ import (
 // and the command line; the packages get what they need as parameters.
 type Config struct {
 	DatabaseURL string
-	// MigrateDatabaseURL is HOOKD_MIGRATE_DATABASE_URL, a direct connection
-	// for migrations when DATABASE_URL goes through a pooler; empty when
-	// unset. migrateURL says which URL migrations use.
+	// MigrateDatabaseURL is HOOKD_MIGRATE_DATABASE_URL, a connection of
+	// its own for migrations (a role that may change the schema, say);
+	// empty when unset. migrateURL says which URL migrations use.
 	MigrateDatabaseURL string
 
 	Addr string
@@ -142,7 +142,7 @@ type setting struct {
 var settings = []setting{
 	{flag: "database-url", env: "DATABASE_URL", usage: "PostgreSQL connection string (default: libpq's PG* variables)", secret: true,
 		set: func(c *Config, v string) error { c.DatabaseURL = v; return nil }},
-	{flag: "migrate-database-url", env: "HOOKD_MIGRATE_DATABASE_URL", usage: "direct PostgreSQL connection string for migrations, not through PgBouncer: they hold a session lock (default: DATABASE_URL)", secret: true,
+	{flag: "migrate-database-url", env: "HOOKD_MIGRATE_DATABASE_URL", usage: "PostgreSQL connection string for migrations, e.g. with a role that may change the schema (default: DATABASE_URL)", secret: true,
 		set: func(c *Config, v string) error { c.MigrateDatabaseURL = v; return nil }},
 	{flag: "addr", env: "HOOKD_ADDR", def: ":8080", usage: "listen address",
 		set: func(c *Config, v string) error { c.Addr = v; return nil }},

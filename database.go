@@ -28,9 +28,8 @@ func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 // max_connections of 100.
 const defaultMaxConns = 30
 
-// migrateConns is the size of the migrations' own pool: goose runs the SQL
-// migrations on the one connection that holds its session lock, and would
-// run a Go migration on another.
+// migrateConns is the size of the migrations' own pool: one for the
+// migrations, one for the heartbeat of goose's lock row.
 const migrateConns = 2
 
 // defaultDashboardConns is HOOKD_DASHBOARD_CONNS's default: enough for a
@@ -91,10 +90,8 @@ func (c Config) migrateURL() (setting, connString string) {
 
 // applyMigrations applies the pending migrations over the migrate URL, on a
 // pool of its own closed before it returns, and returns the files it
-// applied. goose holds a session advisory lock while it migrates, so
-// replicas starting together apply each migration once; through PgBouncer in
-// transaction pooling mode that lock would stay on whichever server
-// connection took it, so the migrate URL goes to PostgreSQL directly.
+// applied. goose's lock is a row of a table, not a session lock, so the
+// migrate URL may go through PgBouncer in transaction pooling mode too.
 func applyMigrations(ctx context.Context, cfg Config) ([]string, error) {
 	setting, connString := cfg.migrateURL()
 	pool, err := connect(ctx, setting, connString, migrateConns)

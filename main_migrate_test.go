@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -188,5 +190,43 @@ func TestRunServeBehindPgBouncerMigratesDirectly(t *testing.T) {
 	}
 	if logs := stderr.String(); strings.Contains(logs, "level=ERROR") {
 		t.Errorf("errors logged behind PgBouncer:\n%s", logs)
+	}
+}
+
+// Without HOOKD_MIGRATE_DATABASE_URL, migrations go through PgBouncer in
+// transaction pooling mode: two replicas migrating one new database at once
+// apply each migration once, and no lock is left on a server connection
+// for a later start to stall on.
+func TestRun_MigrateThroughPgBouncerHoldsNoSessionLock(t *testing.T) {
+	t.Parallel()
+	direct := unmigratedDatabaseURL(t)
+	pooled := queuetest.PgBouncerURL(t, direct)
+	env := envOf(map[string]string{"DATABASE_URL": pooled})
+
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- run(t.Context(), []string{"migrate"}, env, nil, io.Discard, io.Discard) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("migrate through PgBouncer: %v", err)
+		}
+	}
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countIn(t, direct, appliedSQL); n != int64(len(files)) {
+		t.Errorf("%d migrations applied, want each of the %d once", n, len(files))
+	}
+	if n := countIn(t, direct, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); n != 0 {
+		t.Errorf("%d advisory locks held after migrating, want none", n)
+	}
+	// A third start finds nothing to do and does not wait for a lock.
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"migrate"}, env, nil, &out, io.Discard); err != nil ||
+		!strings.Contains(out.String(), "schema is up to date") {
+		t.Fatalf("migrate again through PgBouncer: %v\n%s", err, out.String())
 	}
 }

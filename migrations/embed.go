@@ -13,11 +13,17 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
+)
+
+const (
+	lockRetry = 500 * time.Millisecond
+	lockWait  = 5 * time.Minute
 )
 
 //go:embed *.sql
@@ -28,10 +34,12 @@ var files embed.FS
 var FS fs.FS = files
 
 // Up applies every pending migration. It is safe to call from several
-// processes at once: goose holds a PostgreSQL session advisory lock while it
-// migrates, so replicas starting together apply each migration exactly once.
-// A session lock needs a session: pool must connect to PostgreSQL directly,
-// never through a pooler in transaction pooling mode.
+// processes at once, directly or through a pooler in transaction pooling
+// mode: goose holds a lock row in its goose_lock table while it migrates
+// (kept alive by its own heartbeat, taken over 30 s after a holder dies),
+// so replicas starting together apply each migration exactly once. A
+// session advisory lock would need a session, which a pooler hands to
+// whichever client comes next: the lock would leak with it.
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
@@ -39,12 +47,13 @@ func Up(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 }
 
 func up(ctx context.Context, db *sql.DB) ([]string, error) {
-	locker, err := lock.NewPostgresSessionLocker()
+	// A replica that finds another migrating asks again every half second
+	// (goose's default is 5 s) for up to five minutes.
+	locker, err := lock.NewPostgresTableLocker(lock.WithTableLockTimeout(lockRetry, uint64(lockWait/lockRetry)))
 	if err != nil {
 		return nil, fmt.Errorf("migration lock: %w", err)
 	}
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, files,
-		goose.WithSessionLocker(locker))
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithLocker(locker))
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
