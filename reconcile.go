@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
+	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -75,13 +77,30 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	defer pool.Close()
-	store := queue.New(pool)
 	proc, err := newProcessor(cfg, logger)
 	if err != nil {
 		return err
 	}
+	var store *queue.Store
+	var hb *worker.Heartbeat
+	if dryRun {
+		store = queue.New(pool)
+	} else {
+		// The command recovers events as hookd serve does: a replica of
+		// its own, whose heartbeat keeps its leases live while it runs.
+		store = queue.New(pool, queue.WithReplica(uuid.New()))
+		hb = worker.NewHeartbeat(store, logger)
+		if err := hb.Register(ctx); err != nil {
+			return err
+		}
+		beatCtx, stopBeating := context.WithCancel(ctx)
+		beating := make(chan struct{})
+		go func() { defer close(beating); _ = hb.Run(beatCtx) }()
+		defer func() { stopBeating(); <-beating }()
+	}
 	receiver := receiver.New(store, logger, receiver.Config{
-		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout})
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
+		Heartbeat: hb})
 	r := newReconciler(cfg, newStripeClient(cfg, logger), store, receiver, logger)
 
 	if eventID != "" {

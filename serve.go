@@ -16,6 +16,7 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/queue"
@@ -82,6 +83,9 @@ type server struct {
 	// stopped by stop. Flushes run until everything else has stopped.
 	loops   []func(context.Context) error
 	flushes []func(context.Context) error
+	// heartbeat keeps this replica's leases live; it beats until
+	// everything that holds a lease has stopped.
+	heartbeat *worker.Heartbeat
 }
 
 // listener is one HTTP server and the address it serves.
@@ -124,6 +128,11 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		telemetry.NewQueueCollector(logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
 	store, accts := st.queue, st.accounts
+	// The replica's heartbeat is registered before anything takes a lease.
+	s.heartbeat = worker.NewHeartbeat(store, logger)
+	if err := s.heartbeat.Register(ctx); err != nil {
+		return nil, err
+	}
 	activity := telemetry.NewActivity(st.counts, logger, telemetry.ActivityConfig{})
 	metrics := telemetry.NewMetrics(reg, activity)
 	// One Pace for every path that delivers to the app: the receiver (and
@@ -131,16 +140,17 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	pace := worker.NewPace(cfg.ForwardRate)
 	receiver := receiver.New(store, logger, receiver.Config{
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
-		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace})
+		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
+		Heartbeat: s.heartbeat})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace})
+		Control: st.control, Pace: pace, Heartbeat: s.heartbeat})
 	// Replays deliver through the same processor, under the same delivery
 	// control and rate.
 	replayer := worker.NewReplayer(store, logger, worker.ReplayerConfig{
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace})
+		Control: st.control, Pace: pace, Heartbeat: s.heartbeat})
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -266,7 +276,9 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	control := worker.NewControl(queue.New(pool), logger)
 	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control)
 	st := stores{
-		queue:           queue.New(pool, append(storeOpts, breaker)...),
+		// Each start of hookd serve is a replica of its own, whose
+		// heartbeat keeps its leases live.
+		queue:           queue.New(pool, append(storeOpts, breaker, queue.WithReplica(uuid.New()))...),
 		reads:           queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
 		pageCounts:      activity.New(pageReads),
 		pageRefusals:    rejections.New(pageReads),
@@ -367,6 +379,8 @@ func (s *server) run(ctx context.Context) error {
 		// counting of what is still running.
 		g.Go(func() error { _ = flush(flushCtx); return nil })
 	}
+	// The heartbeat, too, goes on until nothing holds a lease.
+	g.Go(func() error { return s.heartbeat.Run(flushCtx) })
 	g.Go(func() error {
 		<-gctx.Done()
 		return s.stop(working.Wait, stopFlushing)
@@ -379,7 +393,8 @@ func (s *server) run(ctx context.Context) error {
 // new requests and finish the ones in flight within
 // HOOKD_SHUTDOWN_TIMEOUT; and once everything that counts has stopped, the
 // counts and the rejection log are flushed a last time, so the last flush
-// holds the last deliveries and retries.
+// holds the last deliveries and retries, and the heartbeat ends, removing
+// this replica.
 func (s *server) stop(waitWorking, stopFlushing func()) error {
 	s.logger.Info("shutting down: no new requests, finishing the ones in flight")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)

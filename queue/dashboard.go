@@ -111,13 +111,13 @@ func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (Hastening, error) {
 
 // leaseLiveSQL is true for a row e of webhook_events whose event has a
 // live lease: an attempt of it is running now.
-const leaseLiveSQL = `EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = e.event_id AND l.expires_at > now())`
+var leaseLiveSQL = `EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = e.event_id AND ` + liveLeaseSQL("l") + `)`
 
 // hastenSQL makes the rows its WHERE clause, appended, selects due at once,
 // as RetryNow describes. RetryNow reads the lease again to return it; the
 // two reads are one statement's, on one snapshot, so they see the same
 // lease.
-const hastenSQL = `
+var hastenSQL = `
 	UPDATE webhook_events e
 	SET manual_retry = true,
 	    next_retry_at = CASE WHEN ` + leaseLiveSQL + ` THEN e.next_retry_at ELSE now() END

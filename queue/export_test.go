@@ -8,7 +8,6 @@ import (
 // Exported for the tests of package queue_test only.
 var (
 	ShortTx       = (*Store).shortTx
-	LeaseTx       = (*Store).leaseTx
 	TakeLeasesSQL = takeLeasesSQL
 	ReclaimedSQL  = reclaimedSQL
 	PendingSQL    = pending

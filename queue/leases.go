@@ -15,8 +15,10 @@ import (
 //
 // An event's lease is a row of webhook_leases keyed by its event id and
 // shared by every path that runs a processor: a delivery, the retry loop,
-// reconciliation. It is taken in a short transaction that also reads the
-// event's marker and queue state and commits before the processor runs; the
+// reconciliation. It is taken in a short transaction that first reads the
+// event's marker and queue state (an event processed or queued takes no
+// lease, and its redelivery writes nothing) and commits before the
+// processor runs; the
 // outcome (the marker, or the queue row and the attempt) and the lease's
 // release commit together in a second one, and only while the lease still
 // has the owner token it was taken with. So a lost session, a failover or a
@@ -26,8 +28,13 @@ import (
 // A lease lasts longer than its holder's processor may run: the holder
 // starts counting its deadline before it sends the statement that takes the
 // lease, and the lease expires LeaseMargin after that deadline at the
-// earliest. An expired lease is taken over; a holder whose lease was taken
-// over writes nothing (ErrLeaseLost), so the new holder's outcome stands.
+// earliest, and while the holder's replica beats (replicas.go): a replica
+// that stops beating lets its leases go ReplicaSilence later, and cancels
+// its own processors before that. A lease no longer live is taken over; a
+// holder whose lease was taken over writes nothing (ErrLeaseLost), so the
+// new holder's outcome stands. A takeover of a run that had started counts
+// that run as an interrupted attempt, so an event that kills hookd on every
+// attempt ends dead.
 
 // LeaseMargin is how long a lease outlasts its holder's processor
 // deadline: the time it has to write its outcome before another path may
@@ -72,31 +79,36 @@ func releaseLeasesSQL(ids, owners string) string {
 // run for d lasts once taken.
 func leaseSeconds(d time.Duration) float64 { return (d + LeaseMargin).Seconds() }
 
-// takeLeasesSQL takes the leases of the event ids $1, each for the path of
-// $2 at the same place, for owner $3 and $4 seconds, without waiting for a live one, and returns the ids
-// it took. It inserts in id order, so two statements taking overlapping
-// sets wait for each other in one order and never deadlock; a wait lasts
-// only as long as the other's short transaction. An id given twice would
-// be taken twice by one command, which PostgreSQL refuses: callers pass
-// each once.
-const takeLeasesSQL = `
-	INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
-	SELECT d.id, $3, d.path, now() + make_interval(secs => $4)
-	FROM unnest($1::text[], $2::text[]) AS d(id, path)
-	ORDER BY d.id
+// insertLeasesSQL is the one statement that takes leases: it inserts the
+// rows the SELECT rows gives (event_id, owner, path, expires_at, replica,
+// started_at, in that order, each event once, ordered by event_id so that
+// two statements taking overlapping sets wait for each other in one order
+// and never deadlock), takes over the lease of an event whose lease is no
+// longer live (liveLeaseSQL), recording in interrupted a run that started
+// under it and never reported, and returns the ids it took with what each
+// takeover recorded. It never waits for a live lease: a wait lasts only as
+// long as another short transaction. rows must filter on grantableSQL.
+func insertLeasesSQL(rows string) string {
+	return `
+	INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at, replica, started_at)
+	` + rows + `
 	ON CONFLICT (event_id) DO UPDATE
-	SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
-	WHERE l.expires_at <= now()
-	RETURNING l.event_id`
-
-// queueTakeLeases adds to b the statement that takes the leases of ids
-// for owner, each for the path at the same place of paths and a processor
-// run of at most processFor, whose rows are the ids it took: every lease
-// but the retry loop's, which its claim takes in the same statement as
-// the rows, is taken here.
-func queueTakeLeases(b *pgx.Batch, ids []string, paths []AttemptPath, owner uuid.UUID, processFor time.Duration) {
-	b.Queue(takeLeasesSQL, ids, paths, [16]byte(owner), leaseSeconds(processFor))
+	SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at,
+	    replica = excluded.replica, started_at = excluded.started_at, interrupted = ` + interruptedSQL("l") + `
+	WHERE NOT ` + liveLeaseSQL("l") + `
+	RETURNING l.event_id, l.interrupted`
 }
+
+// takeLeasesSQL takes the leases of the event ids $1, each for the path of
+// $2 at the same place, for owner $3 and $4 seconds, for replica $5 (NULL
+// for none), their runs starting now, and returns the ids it took (and
+// what each takeover recorded). An id given twice would be taken twice by
+// one command, which PostgreSQL refuses: callers pass each once.
+var takeLeasesSQL = insertLeasesSQL(`
+	SELECT d.id, $3, d.path, now() + make_interval(secs => $4), $5, now()
+	FROM unnest($1::text[], $2::text[]) AS d(id, path)
+	WHERE ` + grantableSQL("$5") + `
+	ORDER BY d.id`)
 
 // InFlight is a live lease on an event: a processor is running it now.
 type InFlight struct {
@@ -111,7 +123,7 @@ func (s *Store) EventInFlight(ctx context.Context, eventID string) (*InFlight, e
 	var f InFlight
 	err := s.db.QueryRow(ctx, `
 		SELECT path, taken_at, expires_at FROM webhook_leases
-		WHERE event_id = $1 AND expires_at > now()`, eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt)
+		WHERE event_id = $1 AND `+liveLeaseSQL("webhook_leases"), eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -132,7 +144,7 @@ func (s *Store) EventsInFlight(ctx context.Context, eventIDs []string) (map[stri
 	}
 	rows, err := s.db.Query(ctx, `
 		SELECT event_id, path, taken_at, expires_at FROM webhook_leases
-		WHERE event_id = ANY($1) AND expires_at > now()`, eventIDs)
+		WHERE event_id = ANY($1) AND `+liveLeaseSQL("webhook_leases"), eventIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
@@ -175,19 +187,6 @@ const plansSQL = `
 	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	       set_config('enable_seqscan', 'off', true)`
 
-// leasePlansSQL is plansSQL for a transaction that takes leases and writes
-// nothing else, which commits without waiting for its WAL to reach disk
-// (synchronous_commit off, for it alone): a lease lives seconds, a database
-// crash can lose at most the last moment of them (about three
-// wal_writer_delay, 600 ms by default), as it would an advisory lock, while
-// the leases taken before that moment are kept, on the primary after a
-// crash and on a standby after a failover. What the lease guards, the
-// outcome, is written by a transaction that waits for its flush.
-const leasePlansSQL = `
-	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-	       set_config('enable_seqscan', 'off', true),
-	       set_config('synchronous_commit', 'off', true)`
-
 // shortTx runs the statements queue adds in one transaction sent as one
 // pipeline, so it costs one round trip and is never open while hookd waits
 // on anything but the database; read reads their results in order.
@@ -197,23 +196,16 @@ const leasePlansSQL = `
 // the Sync, and a statement's error rolls back the ones before it and
 // skips the ones after. That is two statements fewer per transaction, and
 // the connection is never left inside one.
+//
+// A transaction that writes only leases, an unlogged table, commits without
+// waiting for a flush to disk: PostgreSQL flushes only commits that wrote
+// WAL, and one that only read writes no commit record at all.
 func (s *Store) shortTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
-	return s.pipelineTx(ctx, plansSQL, queue, read)
-}
-
-// leaseTx is shortTx for a transaction that only takes leases (and gives
-// back those it finds nothing to run for): it commits without waiting for
-// a flush (leasePlansSQL).
-func (s *Store) leaseTx(ctx context.Context, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
-	return s.pipelineTx(ctx, leasePlansSQL, queue, read)
-}
-
-func (s *Store) pipelineTx(ctx context.Context, plans string, queue func(*pgx.Batch), read func(pgx.BatchResults) error) error {
 	if s.pool == nil {
 		return errors.New("queue: a short transaction needs a Store over a pool, not a transaction")
 	}
 	b := &pgx.Batch{}
-	b.Queue(plans)
+	b.Queue(plansSQL)
 	queue(b)
 	br := s.pool.SendBatch(ctx, b)
 	_, err := br.Exec()

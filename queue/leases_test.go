@@ -151,9 +151,10 @@ func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 	}
 }
 
-// A claim counts its attempt as it starts; an attempt that never reports
-// stays counted and is recorded as interrupted by the next claim, and an
-// interrupted fifth attempt makes the event dead instead of running a sixth.
+// An attempt counts when its run starts; one that never reports stays
+// counted and is recorded as interrupted by the claim that takes its lease
+// over, and an interrupted fifth attempt makes the event dead instead of
+// running a sixth. A claim whose run never started counts nothing.
 func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t)
@@ -166,6 +167,21 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 		c := claim.Claimed[0]
 		if c.Dead || c.Event.Attempts != attempt {
 			t.Fatalf("claim %d: attempts %d, dead %v", attempt, c.Event.Attempts, c.Dead)
+		}
+		if attempt == 1 {
+			// A claimer that dies before the run starts counts nothing.
+			expireLeases(t, bundle.pool)
+			if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+				t.Fatal(err)
+			}
+			again, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+			if err != nil || len(again.Claimed) != 1 || again.Claimed[0].Event.Attempts != 1 {
+				t.Fatalf("the claim after an unstarted one: %+v, %v; want attempt 1 again", again.Claimed, err)
+			}
+			c = again.Claimed[0]
+		}
+		if ok, err := s.StartAttempts(t.Context(), []queue.Claimed{c}); err != nil || !ok[0] {
+			t.Fatalf("start attempt %d: %v, %v", attempt, ok, err)
 		}
 		// The claimer dies: no outcome, the lease runs out.
 		expireLeases(t, bundle.pool)

@@ -38,6 +38,11 @@ type Deliveries struct {
 	// the leases were asked for, so before they expire.
 	Deadline time.Time
 	States   []DeliveryState
+	// Interrupted, for a DeliveryNew event whose lease was taken over from
+	// a run that started and never reported (hookd killed while the app
+	// had the event), is that run's path; empty otherwise. That run is an
+	// attempt, and the event goes on the retry queue with it counted.
+	Interrupted []AttemptPath
 }
 
 // Delivery is one event of a batch to SettleAndTake: its id, and who
@@ -45,6 +50,9 @@ type Deliveries struct {
 type Delivery struct {
 	EventID string
 	Path    AttemptPath
+	// Runs: the processor runs as soon as the lease is taken, so the lease
+	// records its start (a deferred delivery's does not run).
+	Runs bool
 }
 
 // SettleDeliveries writes the outcomes of leased deliveries and gives their
@@ -57,19 +65,22 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 	return written, err
 }
 
-// SettleAndTake does what SettleDeliveries does for settle, then takes the
-// leases of the delivered events of source in take, each for a processor
-// run of at most processFor, and reads whether each has a marker or a
-// queue row, in one short transaction: under load the receiver writes the
-// outcomes of the deliveries whose processors just ended and takes the
-// leases of those that just arrived in one round trip and one commit. The
-// outcomes are written first, so a redelivery in take of an event settled
-// in settle finds its marker.
+// SettleAndTake does what SettleDeliveries does for settle, then reads
+// whether each delivered event of source in take has a marker or a queue
+// row and takes the lease of each that has neither, for a processor run of
+// at most processFor, in one short transaction: under load the receiver
+// writes the outcomes of the deliveries whose processors just ended and
+// takes the leases of those that just arrived in one round trip and one
+// commit. The outcomes are written first, so a redelivery in take of an
+// event settled in settle finds its marker.
 //
-// The states are read by a statement after the one that took the leases,
-// so they see whatever the previous holders committed with their release.
-// The lease of an event that turns out processed or queued is given back
-// in that same statement: only DeliveryNew events stay leased.
+// Read before write: a redelivery of an event processed or queued is
+// answered from its state, with no lease, no transaction id and no WAL,
+// even while another path holds the event's lease. The states of the
+// events it leased are read again by a statement after the one that took
+// them, so they see whatever the previous holders committed with their
+// release; the lease of one that turns out processed or queued is given
+// back in that same statement: only DeliveryNew events stay leased.
 //
 // One transaction means one statement's failure fails all of it; the
 // caller then does each delivery alone, so that one event's bad write never
@@ -83,13 +94,9 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 		return st.written(), tk.result(), nil
 	}
 	var counted bool
-	tx := s.shortTx
-	if len(st.eventID) == 0 {
-		tx = s.leaseTx
-	}
-	err := tx(ctx, func(b *pgx.Batch) {
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
 		st.queue(b)
-		tk.queue(b, source)
+		tk.queue(b, source, s.replica)
 		counted = st.tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) error {
 		if err := st.read(br); err != nil {
@@ -113,8 +120,15 @@ type takeOp struct {
 	d          Deliveries
 	ids        []string
 	paths      []AttemptPath
-	taken      []string
-	found      [][2]bool
+	runs       []bool
+	first      []takenState
+	again      map[string][2]bool
+}
+
+// takenState is what the statement that takes leases found of one event.
+type takenState struct {
+	Processed, Queued, Taken bool
+	Interrupted              *string
 }
 
 func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
@@ -122,9 +136,11 @@ func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
 	if len(batch) == 0 {
 		return op
 	}
-	op.d = Deliveries{Owner: uuid.New(), Deadline: time.Now().Add(processFor), States: make([]DeliveryState, len(batch))}
+	op.d = Deliveries{Owner: uuid.New(), Deadline: time.Now().Add(processFor), States: make([]DeliveryState, len(batch)),
+		Interrupted: make([]AttemptPath, len(batch))}
 	op.ids = make([]string, 0, len(batch))
 	op.paths = make([]AttemptPath, 0, len(batch))
+	op.runs = make([]bool, 0, len(batch))
 	var first map[string]bool
 	if len(batch) > 1 {
 		first = make(map[string]bool, len(batch))
@@ -140,29 +156,40 @@ func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
 		}
 		op.ids = append(op.ids, e.EventID)
 		op.paths = append(op.paths, e.Path)
+		op.runs = append(op.runs, e.Runs)
 	}
 	return op
 }
 
-func (op *takeOp) queue(b *pgx.Batch, source string) {
+func (op *takeOp) queue(b *pgx.Batch, source string, replica *[16]byte) {
 	if len(op.ids) == 0 {
 		return
 	}
-	queueTakeLeases(b, op.ids, op.paths, op.d.Owner, op.processFor)
-	b.Queue(deliveryStatesSQL, source, op.ids, [16]byte(op.d.Owner))
+	b.Queue(takeDeliveriesSQL, op.ids, op.paths, op.runs, source, [16]byte(op.d.Owner), leaseSeconds(op.processFor), replica)
+	b.Queue(recheckTakenSQL, source, op.ids, [16]byte(op.d.Owner))
 }
 
 func (op *takeOp) read(br pgx.BatchResults) (err error) {
 	if len(op.ids) == 0 {
 		return nil
 	}
-	if op.taken, err = collect(br, pgx.RowTo[string]); err != nil {
+	if op.first, err = collect(br, pgx.RowToStructByPos[takenState]); err != nil {
 		return err
 	}
-	op.found, err = collect(br, func(row pgx.CollectableRow) ([2]bool, error) {
-		var f [2]bool
-		return f, row.Scan(&f[0], &f[1])
+	again, err := collect(br, func(row pgx.CollectableRow) (struct {
+		id     string
+		states [2]bool
+	}, error) {
+		var r struct {
+			id     string
+			states [2]bool
+		}
+		return r, row.Scan(&r.id, &r.states[0], &r.states[1])
 	})
+	op.again = make(map[string][2]bool, len(again))
+	for _, r := range again {
+		op.again[r.id] = r.states
+	}
 	return err
 }
 
@@ -170,26 +197,34 @@ func (op *takeOp) result() Deliveries {
 	if len(op.ids) == 0 {
 		return op.d
 	}
-	held := make(map[string]bool, len(op.taken))
-	for _, id := range op.taken {
-		held[id] = true
-	}
 	stateOf := make(map[string]DeliveryState, len(op.ids))
+	interrupted := make(map[string]AttemptPath)
 	for i, id := range op.ids {
-		switch processed, queued := op.found[i][0], op.found[i][1]; {
-		case !held[id]:
-			stateOf[id] = DeliveryBusy
-		case processed:
+		f := op.first[i]
+		if again, ok := op.again[id]; ok && f.Taken {
+			// Taken: what counts is the state read after the take.
+			f.Processed, f.Queued = again[0], again[1]
+		}
+		switch {
+		case f.Processed:
 			stateOf[id] = DeliveryProcessed
-		case queued:
+		case f.Queued:
 			stateOf[id] = DeliveryQueued
+		case !f.Taken:
+			stateOf[id] = DeliveryBusy
 		default:
 			stateOf[id] = DeliveryNew
+			if f.Interrupted != nil {
+				interrupted[id] = AttemptPath(*f.Interrupted)
+			}
 		}
 	}
 	for i, e := range op.batch {
 		if op.d.States[i] == 0 {
 			op.d.States[i] = stateOf[e.EventID]
+			if op.d.States[i] == DeliveryNew {
+				op.d.Interrupted[i] = interrupted[e.EventID]
+			}
 		}
 	}
 	return op.d
@@ -217,16 +252,42 @@ var eventStatesSQL = `
 		SELECT d.id, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$1", "d.id") + ` AS queued
 		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)`
 
-// deliveryStatesSQL reads the states of the event ids $2 of source $1, in
-// order, as eventStatesSQL does, and gives back owner $3's lease of each
-// event that has a marker or a queue row.
-var deliveryStatesSQL = `
-	WITH d AS MATERIALIZED (` + eventStatesSQL + `
+// takeDeliveriesSQL reads, for each event id $1 of source $4, whether it
+// has a dedup marker or a queue row, and takes the lease of each that has
+// neither, for the path $2 and, where $3 says it runs at once, with its run
+// started: owner $5, $6 seconds, replica $7. It returns, in the order of
+// $1, what it read and whether it took the lease (and what a takeover
+// recorded). An event processed or queued is never written to, so its
+// redelivery costs a read.
+var takeDeliveriesSQL = `
+	WITH d AS MATERIALIZED (
+		SELECT d.id, d.path, d.runs, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$4", "d.id") + ` AS queued
+		FROM unnest($1::text[], $2::text[], $3::bool[]) WITH ORDINALITY AS d(id, path, runs, ord)
+	), taken AS (` + insertLeasesSQL(`
+		SELECT d.id, $5::uuid, d.path, now() + make_interval(secs => $6), $7::uuid, CASE WHEN d.runs THEN now() END
+		FROM d
+		WHERE NOT d.processed AND NOT d.queued AND `+grantableSQL("$7")+`
+		ORDER BY d.id`) + `
+	)
+	SELECT d.processed, d.queued, t.event_id IS NOT NULL, t.interrupted
+	FROM d LEFT JOIN taken t ON t.event_id = d.id
+	ORDER BY d.ord`
+
+// recheckTakenSQL reads again, in a statement of its own and so after
+// whatever the previous holders committed with their release, whether each
+// event of source $1 among $2 that owner $3 just leased has a marker or a
+// queue row, and gives back the lease of each that has: only new events
+// stay leased. It returns each leased event's id and what it read.
+var recheckTakenSQL = `
+	WITH h AS MATERIALIZED (
+		SELECT l.event_id, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued
+		FROM webhook_leases l
+		WHERE l.event_id = ANY ($2::text[]) AND l.owner = $3
 	), handled AS (
 		DELETE FROM webhook_leases l
-		WHERE l.event_id = ANY (ARRAY(SELECT id FROM d WHERE processed OR queued)) AND l.owner = $3
+		WHERE l.event_id = ANY (ARRAY(SELECT event_id FROM h WHERE processed OR queued)) AND l.owner = $3
 	)
-	SELECT processed, queued FROM d ORDER BY ord`
+	SELECT event_id, processed, queued FROM h`
 
 // Received is the outcome of one leased delivery, as SettleDeliveries
 // writes it.

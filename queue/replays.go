@@ -437,24 +437,23 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
 		), held AS (
-			SELECT l.event_id, l.expires_at FROM webhook_leases l
+			SELECT l.event_id, `+liveLeaseSQL("l")+` AS live FROM webhook_leases l
 			WHERE l.event_id IN (SELECT event_id FROM next)
 			FOR UPDATE SKIP LOCKED
-		)
-		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
-		SELECT n.event_id, $3, '`+string(PathReplay)+`', now() + make_interval(secs => $4)
+		)`+insertLeasesSQL(`
+		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, now()
 		FROM next n
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
-		   OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND h.expires_at <= now())
-		ORDER BY n.event_id
-		ON CONFLICT (event_id) DO UPDATE
-		SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
-		WHERE l.expires_at <= now()
-		RETURNING l.event_id`, id, n, [16]byte(c.Owner), leaseSeconds(processFor))
+		WHERE (NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
+		       OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND NOT h.live))
+		  AND `+grantableSQL("$5")+`
+		ORDER BY n.event_id`), id, n, [16]byte(c.Owner), leaseSeconds(processFor), s.replica)
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var id string
+		return id, row.Scan(&id, nil)
+	})
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
 	}

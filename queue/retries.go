@@ -44,12 +44,14 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 
 // ClaimAttempts claims up to n due events for an attempt each, in one
 // statement: it selects them FOR UPDATE SKIP LOCKED, so other claims skip
-// them, takes each one's lease for a processor run of processFor, counts
-// the attempt and pushes the event's next_retry_at to when the lease
-// expires. An attempt counts when it starts: one whose process dies before
-// its outcome stays counted, and the claim that finds it so records it in
-// the history as interrupted. Where that was the fifth attempt, the claim
-// makes the event dead instead of running it a sixth time (Claimed.Dead).
+// them, takes each one's lease for a processor run of processFor (not yet
+// started) and pushes the event's next_retry_at to when the lease expires.
+// Each attempt counts when its own run starts (StartAttempts), not at the
+// claim: a crash counts the attempts that had started, and none of the
+// batch's others. The claim that takes over a lease whose run started and
+// never reported records that attempt in the history as interrupted and
+// counts it; where that was the fifth, the claim makes the event dead
+// instead of running it a sixth time (Claimed.Dead).
 //
 // An event whose lease another holder has (a delivery or recovery of the
 // same event at this moment) is left as it is, due, for a later claim.
@@ -57,7 +59,8 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat)
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat,
+		s.replica)
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
@@ -74,6 +77,10 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 			c.Path = PathManual
 		}
 		c.Dead = e.Status == StatusDead
+		if !c.Dead {
+			// The attempt about to start: counted when it does.
+			c.Event.Attempts++
+		}
 		return c, err
 	})
 	if err != nil {
@@ -82,13 +89,16 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 	return a, nil
 }
 
-// claimAttemptsSQL claims up to $1 due events for owner $2 with leases of
-// $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
+// claimAttemptsSQL claims up to $1 due events for owner $2 of replica $6
+// with leases of $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
 //
-// A pending row with claims > 0 had an attempt that never reported (every
-// outcome sets claims back to 0). A pending row at MaxAttempts is one whose
-// last attempt was interrupted: claimed, it is made dead, its lease taken
-// only to check that no one has it and left expired at once.
+// An interrupted attempt is one whose run started under a lease that is no
+// longer live and never reported: it is counted and recorded here. An
+// event whose interrupted attempt was its last is made dead, its lease
+// taken only to check that no one has it and left expired at once. claims
+// counts the claims since the last outcome, for the stuck check (stuck.go);
+// a row at MaxAttempts with claims > 0 was claimed by a release that
+// counted attempts at the claim and never settled: it is made dead.
 var claimAttemptsSQL = `
 	WITH due AS (
 		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
@@ -103,44 +113,73 @@ var claimAttemptsSQL = `
 		-- moment: a lease being given back with its outcome is skipped,
 		-- not waited for, so a claim never waits on a settle (which may be
 		-- waiting on a row this claim holds).
-		SELECT l.event_id, l.expires_at FROM webhook_leases l
+		SELECT l.event_id, l.started_at IS NOT NULL AS started, ` + liveLeaseSQL("l") + ` AS live
+		FROM webhook_leases l
 		WHERE l.event_id IN (SELECT event_id FROM due)
 		FOR UPDATE SKIP LOCKED
-	), leased AS (
-		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
-		SELECT d.event_id, $2, CASE WHEN d.manual_retry THEN 'manual' ELSE 'retry' END,
-		       CASE WHEN d.attempts < $4 THEN now() + make_interval(secs => $3) ELSE now() END
-		FROM due d
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id)
-		   OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = d.event_id AND h.expires_at <= now())
-		ORDER BY d.event_id
-		ON CONFLICT (event_id) DO UPDATE
-		SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at
-		WHERE l.expires_at <= now()
-		RETURNING l.event_id
+	), free AS (
+		SELECT d.*, d.attempts + CASE WHEN h.started THEN 1 ELSE 0 END AS counted,
+		       coalesce(h.started, false) AS interrupted
+		FROM due d LEFT JOIN held h USING (event_id)
+		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
+		   OR NOT h.live
+	), leased AS (` + insertLeasesSQL(`
+		SELECT f.event_id, $2::uuid, CASE WHEN f.manual_retry THEN 'manual' ELSE 'retry' END,
+		       CASE WHEN f.counted < $4 THEN now() + make_interval(secs => $3) ELSE now() END, $6::uuid, NULL::timestamptz
+		FROM free f
+		WHERE `+grantableSQL("$6")+`
+		ORDER BY f.event_id`) + `
 	), claimed AS (
-		SELECT d.* FROM due d JOIN leased USING (event_id)
+		SELECT f.* FROM free f JOIN leased USING (event_id)
 	), interrupted AS (
 		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, error, path, attempt)
-		SELECT e.source, e.event_id, 0, 'failed', format($5, c.attempts), 'retry', c.attempts
+		SELECT e.source, e.event_id, 0, 'failed', format($5, c.counted), 'retry', c.counted
 		FROM claimed c JOIN webhook_events e ON e.id = c.id
-		WHERE c.claims > 0
+		WHERE c.interrupted
 	)
 	UPDATE webhook_events e
-	SET attempts = CASE WHEN c.attempts < $4 THEN c.attempts + 1 ELSE c.attempts END,
-	    status = CASE WHEN c.attempts < $4 THEN e.status ELSE 'dead' END,
-	    payload = ` + erasedPayloadSQL("e", "c.attempts >= $4") + `,
-	    last_error = CASE WHEN c.claims > 0 THEN format($5, c.attempts) ELSE e.last_error END,
-	    claims = CASE WHEN c.attempts < $4 THEN c.claims + 1 ELSE 0 END,
+	SET attempts = c.counted,
+	    status = CASE WHEN c.counted < $4 THEN e.status ELSE 'dead' END,
+	    payload = ` + erasedPayloadSQL("e", "c.counted >= $4") + `,
+	    last_error = CASE WHEN c.interrupted THEN format($5, c.counted) ELSE e.last_error END,
+	    last_attempt_at = CASE WHEN c.interrupted THEN now() ELSE e.last_attempt_at END,
+	    claims = CASE WHEN c.counted < $4 THEN c.claims + 1 ELSE 0 END,
 	    manual_retry = false,
-	    next_retry_at = CASE WHEN c.attempts < $4 THEN now() + make_interval(secs => $3) ELSE e.next_retry_at END
+	    next_retry_at = CASE WHEN c.counted < $4 THEN now() + make_interval(secs => $3) ELSE e.next_retry_at END
 	FROM claimed c
 	WHERE e.id = c.id
 	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 	          c.manual_retry,
-	          ` + markedSQL("e.event_id")
+	          ` + markedSQL("e.event_id") 
+
+// StartAttempts records that the runs of claimed events start now, each
+// under its lease, and returns for each whether it may run: false when its
+// lease is no longer its owner's. From here the attempt counts, whatever
+// becomes of the process: a claim that takes its lease over later records
+// it as interrupted. It writes only leases, so it commits without a flush.
+func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
+	ids, owners := make([]string, len(claimed)), make([]uuid.UUID, len(claimed))
+	for i, c := range claimed {
+		ids[i], owners[i] = c.Event.EventID, c.Owner
+	}
+	var started []leaseKey
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(`
+			UPDATE webhook_leases l SET started_at = now()
+			WHERE l.event_id = ANY ($1::text[])
+			  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+			RETURNING l.event_id, l.owner`, ids, uuidArray(owners))
+	}, func(br pgx.BatchResults) (err error) {
+		started, err = collect(br, pgx.RowToStructByPos[leaseKey])
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start attempts: %w", err)
+	}
+	return written(started, ids, owners), nil
+}
 
 // SettleKind is what became of a claimed event's attempt.
 type SettleKind string
@@ -207,6 +246,8 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 			payloads[i] = compressPayload([]byte(c.Event.Payload))
 		}
 		if st.Kind == SettleFailed {
+			// c.Event.Attempts is the attempt that failed, counted with
+			// its failure (queue rows count attempts made).
 			var status Status
 			status, waits[i] = s.afterFailure(c.Event.Attempts)
 			statuses[i] = string(status)
@@ -271,13 +312,13 @@ var settleAttemptsSQL = `
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
-		          e.customer, e.stripe_created, e.created_at, e.attempts, r.payload, r.how, e.payload_erased_at,
+		          e.customer, e.stripe_created, e.created_at, e.attempts + 1 AS attempts, r.payload, r.how, e.payload_erased_at,
 		          e.payload_erased_by
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e
 		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
-		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0 ELSE e.attempts END,
+		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0 ELSE e.attempts + 1 END,
 		    payload = ` + erasedPayloadSQL("e", "r.new_status = 'dead' AND NOT e.manual_retry") + `,
 		    next_retry_at = CASE WHEN e.manual_retry THEN now()
 		                         ELSE coalesce(now() + make_interval(secs => r.wait), e.next_retry_at) END,
@@ -287,7 +328,7 @@ var settleAttemptsSQL = `
 		RETURNING e.id, e.status, e.manual_retry
 	), given_back AS (
 		UPDATE webhook_events e
-		SET attempts = greatest(e.attempts - 1, 0), claims = greatest(e.claims - 1, 0), next_retry_at = now()
+		SET claims = greatest(e.claims - 1, 0), next_retry_at = now()
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
 	), recorded AS (` + insertAttemptsSQL(10, "released") + `

@@ -76,10 +76,13 @@ type Lease struct {
 func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error) {
 	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
 	var taken []string
-	err := s.leaseTx(ctx, func(b *pgx.Batch) {
-		queueTakeLeases(b, []string{eventID}, []AttemptPath{PathInline}, owner, DefaultLeaseFor)
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor), s.replica)
 	}, func(br pgx.BatchResults) (err error) {
-		taken, err = collect(br, pgx.RowTo[string])
+		taken, err = collect(br, func(row pgx.CollectableRow) (string, error) {
+			var id string
+			return id, row.Scan(&id, nil)
+		})
 		return err
 	})
 	if err != nil {

@@ -31,6 +31,9 @@ type Store struct {
 	demoBackoff bool
 	// breaker counts app-down failures with the outcomes; see WithBreaker.
 	breaker breakerConfig
+	// replica is the replica whose beats keep this Store's leases live;
+	// nil for leases judged by their expiry alone. See WithReplica.
+	replica *[16]byte
 }
 
 // Option changes how a Store behaves.
@@ -47,7 +50,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 
 // on returns a Store like s that runs its queries on db, a transaction.
 func (s *Store) on(db dbtx.DBTX) Store {
-	return Store{db: db, demoBackoff: s.demoBackoff}
+	return Store{db: db, demoBackoff: s.demoBackoff, replica: s.replica}
 }
 
 // Tx is a Store bound to one open transaction, as InTx gives it. Its

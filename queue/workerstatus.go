@@ -54,7 +54,7 @@ func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
 		SELECT (SELECT last_run_at FROM worker_status WHERE component = 'retrier'),
 		       (SELECT last_run_at FROM worker_status WHERE component = 'pruner'),
 		       (SELECT last_removed FROM worker_status WHERE component = 'pruner'),
-		       EXISTS (SELECT 1 FROM webhook_leases WHERE path IN ($1, $2) AND expires_at > now()),
+		       EXISTS (SELECT 1 FROM webhook_leases l WHERE path IN ($1, $2) AND `+liveLeaseSQL("l")+`),
 		       now()`, string(PathRetry), string(PathManual)).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.RetrierHolds, &ws.Now)
 	if err != nil {
 		return WorkerStatus{}, fmt.Errorf("read worker status: %w", err)

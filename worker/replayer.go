@@ -42,6 +42,9 @@ type ReplayerConfig struct {
 	// Pace is HOOKD_FORWARD_RATE, shared with the receiver and the retry
 	// loop: a replay's delivery takes its token like any other.
 	Pace *Pace
+	// Heartbeat, when set, keeps the leases live while the replica beats,
+	// and cancels every processor run when it cannot (worker.Heartbeat).
+	Heartbeat *Heartbeat
 }
 
 const (
@@ -309,7 +312,9 @@ func (r *Replayer) takeTurn(ctx context.Context, deadline time.Time) bool {
 // it short or it failed because the app is down while delivery is held
 // (the member is tried again once delivery resumes).
 func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember, s *queue.ReplaySettled, deadline time.Time) {
-	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	runCtx, unbind := r.cfg.Heartbeat.Bind(ctx)
+	defer unbind()
+	runCtx, cancel := context.WithDeadline(runCtx, deadline)
 	defer cancel()
 	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,

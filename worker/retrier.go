@@ -47,6 +47,9 @@ type RetrierConfig struct {
 	// with the receiver; a batch claims no more than the rate lets start
 	// within one processor run.
 	Pace *Pace
+	// Heartbeat, when set, keeps the leases live while the replica beats,
+	// and cancels every processor run when it cannot (worker.Heartbeat).
+	Heartbeat *Heartbeat
 }
 
 // MaxProbeWait is how long the circuit breaker's probes come apart at most:
@@ -85,8 +88,9 @@ type Retrier struct {
 	cfg     RetrierConfig
 	proc    Processor
 	metrics *telemetry.Metrics
-	// settles gathers the outcomes that the workers reach at one moment
-	// into one statement.
+	// starts and settles gather the starts and the outcomes that the
+	// workers reach at one moment into one statement each.
+	starts  *groupcommit.Batcher[*settling]
 	settles *groupcommit.Batcher[*settling]
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
@@ -106,6 +110,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Ret
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		metrics: cfg.Metrics,
 	}
+	r.starts = groupcommit.New(cfg.BatchSize, r.start)
 	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
 	return r
 }
@@ -286,9 +291,35 @@ func (r *Retrier) recordTick(ctx context.Context) {
 // settling is a claimed event on its way to SettleAttempts, and what that
 // made of it.
 type settling struct {
-	s     queue.Settled
-	state queue.SettledState
-	err   error
+	s queue.Settled
+	// started: the attempt's start is recorded under its lease
+	// (queue.Store.StartAttempts), so it counts from here.
+	started bool
+	state   queue.SettledState
+	err     error
+}
+
+// start records the start of a batch of claimed events' attempts, in one
+// statement, or each alone when that fails.
+func (r *Retrier) start(batch []*settling) {
+	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*settling) error {
+		claimed := make([]queue.Claimed, len(group))
+		for i, t := range group {
+			claimed[i] = t.s.Claimed
+		}
+		started, err := r.store.StartAttempts(ctx, claimed)
+		if err != nil {
+			return err
+		}
+		for i, t := range group {
+			t.started = started[i]
+		}
+		return nil
+	}, func(t *settling, err error) {
+		t.err = err
+		r.logger.Error("cannot record the start of a retry: it is given back, not run", "event_id",
+			t.s.Claimed.Event.EventID, "err", err)
+	})
 }
 
 // processAll runs the processor on every event of todo, Concurrency at a
@@ -310,7 +341,7 @@ type settling struct {
 func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline time.Time, probe bool) bool {
 	var next atomic.Int64
 	var hastened atomic.Bool
-	var workers, settles sync.WaitGroup
+	var workers sync.WaitGroup
 	for range min(r.cfg.Concurrency, len(todo)) {
 		workers.Go(func() {
 			for {
@@ -321,29 +352,31 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 				t := todo[i]
 				if ctx.Err() != nil || (!probe && r.cfg.Control.Held()) || !r.takeTurn(ctx, deadline) {
 					t.s.Kind = queue.SettleReleased
+				} else if r.starts.Do(t); t.err != nil || !t.started {
+					// Not started: the lease is gone, or the start could
+					// not be written, and no attempt is made without it.
+					t.s.Kind, t.err = queue.SettleReleased, nil
 				} else {
 					r.attempt(ctx, &t.s, deadline)
 					if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
 						t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 					}
 				}
-				// The worker goes on to its next event while this one's
-				// outcome waits for its turn at the database, so the
-				// outcomes of many events share one statement.
-				settles.Go(func() {
-					r.settles.Do(t)
-					if t.err == nil && t.state.Written {
-						r.report(ctx, t)
-						if t.state.Hastened {
-							hastened.Store(true)
-						}
+				// The worker waits for this event's outcome to be
+				// written before it starts its next event, so that a crash
+				// interrupts no attempt but the ones running; the outcomes
+				// of the workers that end at one moment share a statement.
+				r.settles.Do(t)
+				if t.err == nil && t.state.Written {
+					r.report(ctx, t)
+					if t.state.Hastened {
+						hastened.Store(true)
 					}
-				})
+				}
 			}
 		})
 	}
 	workers.Wait()
-	settles.Wait()
 	return hastened.Load()
 }
 
@@ -364,7 +397,9 @@ func (r *Retrier) takeTurn(ctx context.Context, deadline time.Time) bool {
 // attempt.
 func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.Time) {
 	e := s.Claimed.Event
-	runCtx, cancel := context.WithDeadline(ctx, deadline)
+	runCtx, unbind := r.cfg.Heartbeat.Bind(ctx)
+	defer unbind()
+	runCtx, cancel := context.WithDeadline(runCtx, deadline)
 	defer cancel()
 	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,

@@ -16,6 +16,7 @@ package receiver
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -36,6 +37,12 @@ import (
 // recording them spares a second run on redelivery. It fits within
 // queue.LeaseMargin, so an outcome is written while its lease still holds.
 const writeTimeout = queue.LeaseMargin
+
+// InterruptedError is the error recorded for a delivery's run that started
+// and never reported (hookd killed, or cut off from its database, while the
+// app had the event), found when a redelivery takes its lease over.
+const InterruptedError = "the run of this event was interrupted: hookd stopped or lost its database before it " +
+	"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
 
 // Outcome is what Receive did with a valid delivery. Each is answered 200,
 // with its Label.
@@ -125,6 +132,9 @@ type Config struct {
 	// with every other path that delivers. An inline delivery that would
 	// wait longer than PaceWait for its turn is deferred.
 	Pace *worker.Pace
+	// Heartbeat, when set, keeps the leases live while the replica beats,
+	// and cancels every processor run when it cannot (worker.Heartbeat).
+	Heartbeat *worker.Heartbeat
 	// StallAfter is how long a group of deliveries at the database (one
 	// waiting on a lock, say) holds up the deliveries that reach the
 	// database behind it before they go on beside it. Default:
@@ -145,6 +155,7 @@ type Receiver struct {
 	inline    inlineSlots
 	control   *worker.Control
 	pace      *worker.Pace
+	heartbeat *worker.Heartbeat
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
 	// those that just arrived, and the outcomes of those whose processors
@@ -186,6 +197,7 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		inline:    newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
 		control:   cfg.Control,
 		pace:      cfg.Pace,
+		heartbeat: cfg.Heartbeat,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
 	r.outcomes = groupcommit.New(maxBatch, r.exchange)
@@ -300,6 +312,9 @@ type delivery struct {
 	state    queue.DeliveryState
 	owner    uuid.UUID
 	deadline time.Time
+	// interrupted is the path of a run of the event that started under
+	// the lease this delivery took over and never reported.
+	interrupted queue.AttemptPath
 	// Set by settle: the outcome to write, then whether it was written.
 	outcome queue.Received
 	written bool
@@ -386,6 +401,16 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 			return Held, worker.Result{}
 		}
 	}
+	if d.interrupted != "" {
+		// The run before this one started and hookd never heard back:
+		// most likely the event itself stopped the process. It is not run
+		// inline again; the retry queue takes it, with that run counted.
+		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: InterruptedError}
+		fe := failedEvent(d, InterruptedError)
+		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
+		d.outcome = o
+		return Queued, worker.Result{Err: errors.New(InterruptedError)}
+	}
 	if d.deferred == "" {
 		d.deferred = r.holdReason(d.ctx)
 	}
@@ -400,12 +425,14 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	if r.proc != worker.Discard {
 		// The lease outlasts this deadline, so no other run of the event
 		// can start before this one has ended.
-		ctx, cancel := context.WithDeadline(d.ctx, d.deadline)
+		ctx, unbind := r.heartbeat.Bind(d.ctx)
+		ctx, cancel := context.WithDeadline(ctx, d.deadline)
 		res, took = worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
 			EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
 			Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
 		})
 		cancel()
+		unbind()
 	}
 	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
@@ -485,7 +512,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	}
 	events := make([]queue.Delivery, len(take))
 	for i, d := range take {
-		events[i] = queue.Delivery{EventID: d.key, Path: d.path}
+		events[i] = queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""}
 	}
 	written, leased, err := r.store.SettleAndTake(ctx, queue.SourceStripe, outcomes, events, r.timeout)
 	if err != nil {
@@ -496,6 +523,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	}
 	for i, d := range take {
 		d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
+		d.interrupted = leased.Interrupted[i]
 	}
 	return nil
 }

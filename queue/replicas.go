@@ -1,0 +1,159 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Replicas: the beats that keep a replica's leases live
+// (migrations/00024_replica_heartbeats.sql).
+//
+// A replica that holds leases beats every BeatInterval; its leases are live
+// while it has beaten within ReplicaSilence, so a replica killed or cut
+// off from the database lets its events go within seconds, whatever its
+// leases' expiry. The holder's side of the bargain is worker.Heartbeat:
+// when its beats stop succeeding it cancels its processors FenceAfter the
+// last beat that did, on its own clock, before any lease of its could be
+// taken over.
+
+const (
+	// BeatInterval is how often a replica beats.
+	BeatInterval = time.Second
+	// ReplicaSilence is how long a replica may go without a beat before
+	// its leases may be taken over.
+	ReplicaSilence = 5 * time.Second
+	// FenceAfter is how long after sending the last beat that succeeded a
+	// replica cancels its processors: a second before ReplicaSilence, for
+	// the cancellation to reach them and the clocks' rates to differ.
+	FenceAfter = ReplicaSilence - time.Second
+	// LeaseGrace is how long no lease is granted after the database lost
+	// them (crash recovery empties the unlogged lease table, and a promoted
+	// standby has none): longer than any holder from before can run a
+	// processor, since each either beats and finds its replica gone, or
+	// fences itself FenceAfter its last beat.
+	LeaseGrace = ReplicaSilence + LeaseMargin
+)
+
+// WithReplica makes the Store's leases those of replica, which must beat
+// (Store.Beat) for them to stay live: production's stores all have one.
+// Without it, a lease is judged by its expiry alone.
+func WithReplica(replica uuid.UUID) Option {
+	return func(s *Store) {
+		id := [16]byte(replica)
+		s.replica = &id
+	}
+}
+
+// Replica returns the replica set by WithReplica, or uuid.Nil.
+func (s *Store) Replica() uuid.UUID {
+	if s.replica == nil {
+		return uuid.Nil
+	}
+	return uuid.UUID(*s.replica)
+}
+
+// intervalSQL is d as a PostgreSQL interval literal.
+func intervalSQL(d time.Duration) string {
+	return fmt.Sprintf("interval '%d milliseconds'", d.Milliseconds())
+}
+
+// liveLeaseSQL is true when the lease l (a webhook_leases row) keeps every
+// other path off its event: it has not expired, and its replica, if it has
+// one, has beaten within ReplicaSilence.
+func liveLeaseSQL(l string) string {
+	return `(` + l + `.expires_at > now() AND (` + l + `.replica IS NULL OR EXISTS (
+		SELECT 1 FROM hookd_replicas rep
+		WHERE rep.id = ` + l + `.replica AND rep.beat_at > now() - ` + intervalSQL(ReplicaSilence) + `)))`
+}
+
+// grantableSQL is true when a lease may be granted to the replica whose id
+// (or NULL) the SQL expression replica gives: the lease table has been
+// whole for LeaseGrace (lease_epoch's row is there and old enough), and the
+// replica has a beat recent enough that it fences itself before its new
+// lease could be taken over.
+func grantableSQL(replica string) string {
+	return `EXISTS (SELECT 1 FROM lease_epoch WHERE began_at <= now() - ` + intervalSQL(LeaseGrace) + `)
+		AND (` + replica + `::uuid IS NULL OR EXISTS (
+			SELECT 1 FROM hookd_replicas rep
+			WHERE rep.id = ` + replica + `::uuid AND rep.beat_at > now() - ` + intervalSQL(FenceAfter) + `))`
+}
+
+// interruptedSQL is what a takeover of the lease l records of its previous
+// holder: the path of a run that started under it and never reported, or
+// what l itself had recorded when its holder never started.
+func interruptedSQL(l string) string {
+	return `CASE WHEN ` + l + `.started_at IS NOT NULL THEN ` + l + `.path ELSE ` + l + `.interrupted END`
+}
+
+// Register adds the Store's replica to those that beat, or beats it again.
+func (s *Store) Register(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, `
+		INSERT INTO hookd_replicas (id) VALUES ($1)
+		ON CONFLICT (id) DO UPDATE SET beat_at = now()`, s.replica); err != nil {
+		return fmt.Errorf("register replica: %w", err)
+	}
+	return nil
+}
+
+// Beat moves the Store's replica's beat to now, and reports false when its
+// row was gone: the database lost it (crash recovery, a promoted standby)
+// or another replica found it silent, and either way its leases may be
+// another's now. In the same round trip it writes lease_epoch's row again
+// when the database lost it, and lets go of the leases of replicas silent
+// past ReplicaSilence: their claimed retries are due at once, and the
+// leases of runs they never started are deleted; a lease whose run started
+// stays for the path that takes it over to count that attempt.
+func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO lease_epoch (began_at) VALUES (now()) ON CONFLICT (one) DO NOTHING`)
+	b.Queue(`UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`, s.replica)
+	b.Queue(reapSilentSQL)
+	if s.pool == nil {
+		return false, errors.New("queue: a beat needs a Store over a pool, not a transaction")
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("beat: %w", err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return false, fmt.Errorf("beat: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return false, fmt.Errorf("let go of silent replicas: %w", err)
+	}
+	return tag.RowsAffected() == 1, br.Close()
+}
+
+// reapSilentSQL forgets the replicas silent past ReplicaSilence, deletes
+// their leases whose runs never started, and makes the queue rows of all
+// their leases due at once.
+var reapSilentSQL = `
+	WITH gone AS (
+		DELETE FROM hookd_replicas WHERE beat_at < now() - ` + intervalSQL(ReplicaSilence) + `
+		RETURNING id
+	), orphans AS (
+		SELECT l.event_id, l.started_at FROM webhook_leases l
+		WHERE l.replica IN (SELECT id FROM gone)
+	), unstarted AS (
+		DELETE FROM webhook_leases l
+		WHERE l.event_id IN (SELECT event_id FROM orphans WHERE started_at IS NULL) AND l.started_at IS NULL
+	)
+	UPDATE webhook_events e SET next_retry_at = now()
+	WHERE e.event_id IN (SELECT event_id FROM orphans) AND e.` + pending + ` AND e.next_retry_at > now()`
+
+// Deregister removes the Store's replica at a clean stop, once none of its
+// processors runs: a lease it still has (none, after a clean stop) is
+// free at once.
+func (s *Store) Deregister(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, `DELETE FROM hookd_replicas WHERE id = $1`, s.replica); err != nil {
+		return fmt.Errorf("deregister replica: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// ErrFenced is the cause of a processor's cancellation when its replica
+// could not beat in time: its leases may be taken over soon, so it stops
+// before another run of its events could start.
+var ErrFenced = errors.New("this replica could not reach the database to keep its leases, so it stopped its processors")
+
+// Heartbeat keeps a replica's leases live: it beats every
+// queue.BeatInterval (queue.Store.Beat), and fences the replica on its own
+// clock when it cannot. Every processor run under a lease of the replica's
+// is bound to it (Bind) and is cancelled queue.FenceAfter after the last
+// beat that succeeded was sent, unless a later one succeeds: before
+// queue.ReplicaSilence has passed since that beat on the database's clock,
+// when another replica may take the leases over. A beat that finds the
+// replica's row gone (the database lost it, or another replica found this
+// one silent) fences at once and registers again.
+type Heartbeat struct {
+	store  *queue.Store
+	logger *slog.Logger
+
+	mu sync.Mutex
+	// gen is cancelled when the replica fences itself; runs bound to it
+	// end. A new one starts with the next beat that succeeds.
+	gen    context.Context
+	cancel context.CancelCauseFunc
+	// fence fires FenceAfter after the last good beat was sent.
+	fence *time.Timer
+}
+
+// NewHeartbeat returns the Heartbeat of store's replica (queue.WithReplica).
+// Until Run registers it, it is fenced: nothing bound to it runs.
+func NewHeartbeat(store *queue.Store, logger *slog.Logger) *Heartbeat {
+	h := &Heartbeat{store: store, logger: logger.With("component", "heartbeat", "replica", store.Replica())}
+	h.gen, h.cancel = context.WithCancelCause(context.Background())
+	h.cancel(ErrFenced)
+	return h
+}
+
+// Register makes the replica known and its processors free to run. Run
+// does it; callers that take leases before Run starts call it first.
+func (h *Heartbeat) Register(ctx context.Context) error {
+	sent := time.Now()
+	if err := h.store.Register(ctx); err != nil {
+		return err
+	}
+	h.beaten(sent)
+	return nil
+}
+
+// Run beats until ctx is cancelled, then removes the replica, once every
+// run bound to it has ended (the caller stops them first).
+func (h *Heartbeat) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := h.Register(ctx); err == nil {
+			break
+		} else if ctx.Err() == nil {
+			h.logger.WarnContext(ctx, "cannot register this replica's heartbeat; trying again", "err", err)
+		}
+		sleep(ctx, queue.BeatInterval)
+	}
+	ticker := time.NewTicker(queue.BeatInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.stop()
+			return nil
+		case <-ticker.C:
+		}
+		h.beat(ctx)
+	}
+}
+
+func (h *Heartbeat) beat(ctx context.Context) {
+	sent := time.Now()
+	beatCtx, cancel := context.WithTimeout(ctx, queue.FenceAfter)
+	defer cancel()
+	registered, err := h.store.Beat(beatCtx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			h.logger.WarnContext(ctx, "heartbeat failed: the replica stops its processors if none succeeds within "+
+				queue.FenceAfter.String()+" of the last", "err", err)
+		}
+	case !registered:
+		h.logger.WarnContext(ctx, "this replica's heartbeat row was gone (the database restarted, or the replica "+
+			"was silent too long): its processors stop, and it registers again")
+		h.fenceNow()
+		if err := h.Register(ctx); err != nil && ctx.Err() == nil {
+			h.logger.WarnContext(ctx, "cannot register this replica's heartbeat again", "err", err)
+		}
+	default:
+		h.beaten(sent)
+	}
+}
+
+// beaten notes a beat sent at sent that succeeded.
+func (h *Heartbeat) beaten(sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen.Err() != nil {
+		h.gen, h.cancel = context.WithCancelCause(context.Background())
+	}
+	wait := time.Until(sent.Add(queue.FenceAfter))
+	if h.fence == nil {
+		h.fence = time.AfterFunc(wait, h.fenceNow)
+		return
+	}
+	h.fence.Reset(wait)
+}
+
+// fenceNow cancels every run bound to the replica.
+func (h *Heartbeat) fenceNow() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen.Err() == nil {
+		h.logger.Warn("fenced: no heartbeat reached the database in time, so this replica's processors stop " +
+			"before another replica may take their events over")
+	}
+	h.cancel(ErrFenced)
+}
+
+// stop ends the heartbeat at a clean stop and removes the replica.
+func (h *Heartbeat) stop() {
+	h.mu.Lock()
+	if h.fence != nil {
+		h.fence.Stop()
+	}
+	h.cancel(ErrFenced)
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), queue.BeatInterval)
+	defer cancel()
+	if err := h.store.Deregister(ctx); err != nil {
+		h.logger.Warn("cannot remove this replica's heartbeat row: its leases go when it is seen silent", "err", err)
+	}
+}
+
+// Bind returns ctx, also cancelled when the replica fences itself. A nil
+// Heartbeat binds nothing: the leases then have no replica and are judged
+// by their expiry alone.
+func (h *Heartbeat) Bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h == nil {
+		return context.WithCancel(ctx)
+	}
+	h.mu.Lock()
+	gen := h.gen
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(gen, func() { cancel(context.Cause(gen)) })
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
