@@ -182,10 +182,13 @@ func (s *Store) PruneLeases(ctx context.Context, olderThan time.Duration) (int64
 // With sequential scans off, the plan made once finds events by their
 // unique indexes, as it must however few rows the tables held when it was
 // made: a plan for an empty table would scan it, and stay until the table
-// is next analyzed.
+// is next analyzed. JIT is off: a sequential scan left in a plan (of a
+// one-row table, say) carries the disabled-scan cost, which passes JIT's
+// threshold and compiled a statement of microseconds for a second.
 const plansSQL = `
 	SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
-	       set_config('enable_seqscan', 'off', true)`
+	       set_config('enable_seqscan', 'off', true),
+	       set_config('jit', 'off', true)`
 
 // shortTx runs the statements queue adds in one transaction sent as one
 // pipeline, so it costs one round trip and is never open while hookd waits

@@ -77,7 +77,7 @@ func liveLeaseSQL(l string) string {
 // replica has a beat recent enough that it fences itself before its new
 // lease could be taken over.
 func grantableSQL(replica string) string {
-	return `EXISTS (SELECT 1 FROM lease_epoch WHERE began_at <= now() - ` + intervalSQL(LeaseGrace) + `)
+	return `EXISTS (SELECT 1 FROM lease_epoch WHERE one AND began_at <= now() - ` + intervalSQL(LeaseGrace) + `)
 		AND (` + replica + `::uuid IS NULL OR EXISTS (
 			SELECT 1 FROM hookd_replicas rep
 			WHERE rep.id = ` + replica + `::uuid AND rep.beat_at > now() - ` + intervalSQL(FenceAfter) + `))`

@@ -93,7 +93,9 @@ func TestReceive_PoisonInAGroupChangesNoOtherOutcome(t *testing.T) {
 // transaction runs out of time, and each delivery is written alone with
 // time of its own, so the 15 are still answered processed, reaching the
 // app once, and only the stuck one is answered 503. Its write outlasted its
-// lease, as it would have alone, so its redelivery runs it again.
+// lease, as it would have alone, so its run is an interrupted attempt: its
+// redelivery takes the lease over, records that attempt and queues the
+// event for the retry loop, which runs it again.
 func TestReceive_StuckWriteInAGroupChangesNoOtherOutcome(t *testing.T) {
 	t.Parallel()
 	groupWithOneBadWrite(t, `PERFORM pg_advisory_lock(4343); PERFORM pg_advisory_unlock(4343)`, func(lock *pgxpool.Conn) {
@@ -109,7 +111,8 @@ func TestReceive_StuckWriteInAGroupChangesNoOtherOutcome(t *testing.T) {
 // accepts: the other 15 are processed, each reaching the app once. Then the
 // bad action is gone: when landsLater, the bad delivery's outcome lands by
 // itself and its redelivery finds it; otherwise its lease ran out before
-// its write could, and its redelivery runs it again. hold, when set, runs
+// its write could, and its redelivery queues it with that run recorded as
+// an interrupted attempt, for the retry loop to run again. hold, when set, runs
 // on the test's connection before the group meets the bad write, for
 // badAction to wait on.
 //
@@ -208,18 +211,38 @@ func groupWithOneBadWrite(t *testing.T, badAction string, hold func(*pgxpool.Con
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
 		t.Fatal(err)
 	}
-	want, runs := receiver.Duplicate, 1
+	want := receiver.Duplicate
 	if landsLater {
 		queuetest.WaitFor(t, 20*time.Second, "the bad delivery's outcome", func() bool { return queuetest.Markers(t, bundle.pool) == good+2 })
 	} else {
-		want, runs = receiver.Processed, 2
+		want = receiver.Queued
 	}
 	go deliver(r, bad, answers)
 	if a := <-answers; a.err != nil || a.outcome != want {
 		t.Errorf("redelivery of the event with the bad write: %v, %v; want %v", a.outcome, a.err, want)
 	}
-	if n := p.runsOf(bad); n != runs {
-		t.Errorf("the event with the bad write reached the app %d times, want %d", n, runs)
+	if n := p.runsOf(bad); n != 1 {
+		t.Errorf("the event with the bad write reached the app %d times, want 1", n)
+	}
+	if landsLater {
+		return
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts
+		WHERE event_id = $1 AND path = 'inline' AND outcome = 'failed' AND error LIKE '%interrupted%'`, bad); n != 1 {
+		t.Errorf("%d interrupted inline attempts recorded for the event with the bad write, want 1", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events`); n != 1 {
+		t.Fatalf("%d queue rows; want the event waiting for its first retry", n)
+	}
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p}).RunBatch(ctx); err != nil || n != 1 {
+		t.Fatalf("retry: claimed %d, %v; want the event", n, err)
+	}
+	if n := p.runsOf(bad); n != 2 || queuetest.Markers(t, bundle.pool) != good+2 {
+		t.Errorf("after its retry the event reached the app %d times with %d markers; want 2 and %d", n,
+			queuetest.Markers(t, bundle.pool), good+2)
 	}
 }
 
