@@ -19,7 +19,7 @@ func take(t *testing.T, s *queue.Store, ids ...string) queue.Deliveries {
 	t.Helper()
 	batch := make([]queue.Delivery, len(ids))
 	for i, id := range ids {
-		batch[i] = queue.Delivery{EventID: id, Path: queue.PathInline}
+		batch[i] = queue.Delivery{EventID: id, Path: queue.PathInline, Runs: true}
 	}
 	d, err := s.TakeDeliveries(t.Context(), queue.SourceStripe, batch, time.Minute)
 	if err != nil {

@@ -96,7 +96,7 @@ func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Recei
 	var counted bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
 		st.queue(b)
-		tk.queue(b, source, s.replica)
+		tk.queue(b, source, s.replica.arg())
 		counted = st.tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) error {
 		if err := st.read(br); err != nil {

@@ -446,7 +446,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 		WHERE (NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
 		       OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND NOT h.live))
 		  AND `+grantableSQL("$5")+`
-		ORDER BY n.event_id`), id, n, [16]byte(c.Owner), leaseSeconds(processFor), s.replica)
+		ORDER BY n.event_id`), id, n, [16]byte(c.Owner), leaseSeconds(processFor), s.replica.arg())
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
 	}

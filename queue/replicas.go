@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,22 +40,45 @@ const (
 	LeaseGrace = ReplicaSilence + LeaseMargin
 )
 
+// replicaID is a Store's replica: its id, which Rejoin changes.
+type replicaID struct{ id atomic.Pointer[[16]byte] }
+
+// arg is the id as a statement's argument: NULL for no replica.
+func (r *replicaID) arg() *[16]byte {
+	if r == nil {
+		return nil
+	}
+	return r.id.Load()
+}
+
 // WithReplica makes the Store's leases those of replica, which must beat
 // (Store.Beat) for them to stay live: production's stores all have one.
 // Without it, a lease is judged by its expiry alone.
 func WithReplica(replica uuid.UUID) Option {
 	return func(s *Store) {
 		id := [16]byte(replica)
-		s.replica = &id
+		s.replica = &replicaID{}
+		s.replica.id.Store(&id)
 	}
 }
 
-// Replica returns the replica set by WithReplica, or uuid.Nil.
+// Replica returns the Store's replica's id now, or uuid.Nil.
 func (s *Store) Replica() uuid.UUID {
-	if s.replica == nil {
-		return uuid.Nil
+	if id := s.replica.arg(); id != nil {
+		return uuid.UUID(*id)
 	}
-	return uuid.UUID(*s.replica)
+	return uuid.Nil
+}
+
+// Rejoin gives the Store's replica a new id, which must be registered
+// before it takes a lease. A replica that fenced itself rejoins so: its
+// leases from before stay with the old id, silent, for others to take
+// over, instead of coming back to life with its next beat.
+func (s *Store) Rejoin() {
+	if s.replica != nil {
+		id := [16]byte(uuid.New())
+		s.replica.id.Store(&id)
+	}
 }
 
 // intervalSQL is d as a PostgreSQL interval literal.
@@ -94,7 +118,7 @@ func interruptedSQL(l string) string {
 func (s *Store) Register(ctx context.Context) error {
 	if _, err := s.db.Exec(ctx, `
 		INSERT INTO hookd_replicas (id) VALUES ($1)
-		ON CONFLICT (id) DO UPDATE SET beat_at = now()`, s.replica); err != nil {
+		ON CONFLICT (id) DO UPDATE SET beat_at = now()`, s.replica.arg()); err != nil {
 		return fmt.Errorf("register replica: %w", err)
 	}
 	return nil
@@ -111,7 +135,7 @@ func (s *Store) Register(ctx context.Context) error {
 func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO lease_epoch (began_at) VALUES (now()) ON CONFLICT (one) DO NOTHING`)
-	b.Queue(`UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`, s.replica)
+	b.Queue(`UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`, s.replica.arg())
 	b.Queue(reapSilentSQL)
 	if s.pool == nil {
 		return false, errors.New("queue: a beat needs a Store over a pool, not a transaction")
@@ -152,7 +176,7 @@ var reapSilentSQL = `
 // processors runs: a lease it still has (none, after a clean stop) is
 // free at once.
 func (s *Store) Deregister(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, `DELETE FROM hookd_replicas WHERE id = $1`, s.replica); err != nil {
+	if _, err := s.db.Exec(ctx, `DELETE FROM hookd_replicas WHERE id = $1`, s.replica.arg()); err != nil {
 		return fmt.Errorf("deregister replica: %w", err)
 	}
 	return nil

@@ -60,7 +60,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
 	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat,
-		s.replica)
+		s.replica.arg())
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}

@@ -77,7 +77,7 @@ func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error
 	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
 	var taken []string
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor), s.replica)
+		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor), s.replica.arg())
 	}, func(br pgx.BatchResults) (err error) {
 		taken, err = collect(br, func(row pgx.CollectableRow) (string, error) {
 			var id string

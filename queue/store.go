@@ -33,7 +33,7 @@ type Store struct {
 	breaker breakerConfig
 	// replica is the replica whose beats keep this Store's leases live;
 	// nil for leases judged by their expiry alone. See WithReplica.
-	replica *[16]byte
+	replica *replicaID
 }
 
 // Option changes how a Store behaves.

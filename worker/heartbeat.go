@@ -85,6 +85,22 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	sent := time.Now()
 	beatCtx, cancel := context.WithTimeout(ctx, queue.FenceAfter)
 	defer cancel()
+	h.mu.Lock()
+	fenced := h.gen.Err() != nil
+	h.mu.Unlock()
+	if fenced {
+		// Fenced: the replica comes back under a new id (fenceNow), which
+		// is registered, not beaten.
+		if err := h.store.Register(beatCtx); err != nil {
+			if ctx.Err() == nil {
+				h.logger.WarnContext(ctx, "cannot register this replica's heartbeat again; trying again", "err", err)
+			}
+			return
+		}
+		h.logger.InfoContext(ctx, "heartbeat back: this replica takes leases again", "replica", h.store.Replica())
+		h.beaten(sent)
+		return
+	}
 	registered, err := h.store.Beat(beatCtx)
 	switch {
 	case err != nil:
@@ -93,12 +109,9 @@ func (h *Heartbeat) beat(ctx context.Context) {
 				queue.FenceAfter.String()+" of the last", "err", err)
 		}
 	case !registered:
-		h.logger.WarnContext(ctx, "this replica's heartbeat row was gone (the database restarted, or the replica "+
+		h.logger.WarnContext(ctx, "this replica's heartbeat row was gone (the database lost it, or the replica "+
 			"was silent too long): its processors stop, and it registers again")
 		h.fenceNow()
-		if err := h.Register(ctx); err != nil && ctx.Err() == nil {
-			h.logger.WarnContext(ctx, "cannot register this replica's heartbeat again", "err", err)
-		}
 	default:
 		h.beaten(sent)
 	}
@@ -119,15 +132,18 @@ func (h *Heartbeat) beaten(sent time.Time) {
 	h.fence.Reset(wait)
 }
 
-// fenceNow cancels every run bound to the replica.
+// fenceNow cancels every run bound to the replica, and gives it a new id
+// for when it beats again: its leases from before are left with the old
+// one, silent, for other replicas to take over and count.
 func (h *Heartbeat) fenceNow() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.gen.Err() == nil {
-		h.logger.Warn("fenced: no heartbeat reached the database in time, so this replica's processors stop " +
-			"before another replica may take their events over")
+	if h.gen.Err() != nil {
+		return
 	}
+	h.logger.Warn("fenced: this replica's processors stop before another replica may take their events over")
 	h.cancel(ErrFenced)
+	h.store.Rejoin()
 }
 
 // stop ends the heartbeat at a clean stop and removes the replica.

@@ -1,0 +1,89 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker"
+)
+
+// runHeartbeat starts a Heartbeat of a new replica over pool and returns
+// its store; the heartbeat stops with the test.
+func runHeartbeat(t *testing.T, pool *pgxpool.Pool) (*queue.Store, *worker.Heartbeat) {
+	t.Helper()
+	store := queue.New(pool, queue.WithReplica(uuid.New()))
+	hb := worker.NewHeartbeat(store, discardLogger)
+	if err := hb.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hb.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return store, hb
+}
+
+// A replica whose beats stop reaching the database cancels its processors
+// on its own clock, FenceAfter its last good beat, before ReplicaSilence
+// lets another replica take their events over.
+func TestHeartbeat_FencesItselfWhenItCannotBeat(t *testing.T) {
+	t.Parallel()
+	_, pool := queuetest.NewStore(t)
+	own, err := pgxpool.New(t.Context(), pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hb := runHeartbeat(t, own)
+	run, unbind := hb.Bind(context.Background())
+	defer unbind()
+	if run.Err() != nil {
+		t.Fatalf("a run bound to a beating replica: %v", context.Cause(run))
+	}
+	// The database goes out of reach.
+	cut := time.Now()
+	own.Close()
+	queuetest.WaitFor(t, 2*queue.ReplicaSilence, "the run to be cancelled", func() bool { return run.Err() != nil })
+	if took := time.Since(cut); took >= queue.ReplicaSilence {
+		t.Errorf("cancelled %s after the last beat, want before ReplicaSilence (%s)", took, queue.ReplicaSilence)
+	}
+	if !errors.Is(context.Cause(run), worker.ErrFenced) {
+		t.Errorf("cause %v, want ErrFenced", context.Cause(run))
+	}
+	if after, unbind := hb.Bind(context.Background()); after.Err() == nil {
+		t.Errorf("a run bound while fenced is not cancelled")
+		unbind()
+	}
+}
+
+// A beat that finds its replica's row gone (the database lost it, or
+// another replica found this one silent) fences at once, and the replica
+// comes back under a new id: its leases from before stay silent, for
+// others to take over.
+func TestHeartbeat_RowGoneFencesAndRejoinsUnderANewID(t *testing.T) {
+	t.Parallel()
+	_, pool := queuetest.NewStore(t)
+	store, hb := runHeartbeat(t, pool)
+	first := store.Replica()
+	run, unbind := hb.Bind(context.Background())
+	defer unbind()
+	if _, err := pool.Exec(t.Context(), `DELETE FROM hookd_replicas WHERE id = $1`, first); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 5*queue.BeatInterval, "the run to be cancelled", func() bool { return run.Err() != nil })
+	queuetest.WaitFor(t, 5*queue.BeatInterval, "the replica back under a new id", func() bool {
+		return store.Replica() != first && queuetest.Count(t, pool,
+			`SELECT count(*) FROM hookd_replicas WHERE id = $1`, store.Replica()) == 1
+	})
+	again, unbindAgain := hb.Bind(context.Background())
+	defer unbindAgain()
+	if again.Err() != nil {
+		t.Errorf("a run bound once the replica is back: %v", context.Cause(again))
+	}
+}
