@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/queue"

@@ -152,7 +152,7 @@ var claimAttemptsSQL = `
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 	          c.manual_retry,
-	          ` + markedSQL("e.event_id") 
+	          ` + markedSQL("e.event_id")
 
 // StartAttempts records that the runs of claimed events start now, each
 // under its lease, and returns for each whether it may run: false when its
