@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/worker/stripeevent"
+)
+
+// These tests kill the real binary (SIGKILL: it records nothing) while its
+// processors run, and prove what leases promise across the crash: a crash
+// counts the attempts that had started and no other, an event that kills
+// hookd on every attempt ends dead, and a killed replica's events are free
+// within seconds.
+
+// crashRig runs hookd processes one after another over one database and
+// kills each on demand, logging them all when the test fails.
+type crashRig struct {
+	t     *testing.T
+	bin   string
+	env   []string
+	procs []*hookdProcess
+	// base is the running hookd's address: each listens on a port of its
+	// own.
+	base atomic.Pointer[string]
+}
+
+func newCrashRig(t *testing.T, env []string) *crashRig {
+	r := &crashRig{t: t, bin: buildHookdBinary(t), env: env}
+	t.Cleanup(func() {
+		for i, p := range r.procs {
+			select {
+			case <-p.done:
+			default:
+				p.kill()
+			}
+			if t.Failed() {
+				t.Logf("hookd run %d:\n%s", i+1, p.log)
+			}
+		}
+	})
+	return r
+}
+
+func (r *crashRig) start() *hookdProcess {
+	p := startHookdProcess(r.t, r.bin, r.env)
+	r.procs = append(r.procs, p)
+	r.base.Store(&p.base)
+	return p
+}
+
+// poisonApp is an app that answers every event at once but poison, which
+// it holds until hookd is killed, saying on arrived when it has it.
+func poisonApp(t *testing.T, poison string) (*leaseApp, chan struct{}) {
+	arrived := make(chan struct{}, 1)
+	app := newLeaseApp(t, func(r *http.Request) int {
+		if r.Header.Get("Hookd-Event-Id") != poison {
+			return http.StatusOK
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+		return http.StatusInternalServerError
+	})
+	return app, arrived
+}
+
+// statusOf reads an event's queue status ("" when it has no queue row) and
+// attempts.
+func statusOf(t *testing.T, bundle *testBundle, id string) (string, int) {
+	t.Helper()
+	var status string
+	var attempts int
+	err := bundle.pool.QueryRow(context.Background(),
+		`SELECT status, attempts FROM webhook_events WHERE event_id = $1`, id).Scan(&status, &attempts)
+	if err != nil && err.Error() != "no rows in result set" {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	return status, attempts
+}
+
+// killOnEachArrival kills the running hookd each time the poison reaches
+// the app and starts another, until done says so or the deadline passes,
+// and returns how many times it killed.
+func (r *crashRig) killOnEachArrival(p *hookdProcess, arrived chan struct{}, done func() bool, deadline time.Time) (*hookdProcess, int) {
+	kills := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !done() {
+		select {
+		case <-arrived:
+			p.kill()
+			kills++
+			p = r.start()
+		case <-tick.C:
+			if time.Now().After(deadline) {
+				r.t.Fatalf("not done after %d kills", kills)
+			}
+		}
+	}
+	return p, kills
+}
+
+// A crash takes no batch-mate with it: the retry loop claims a batch of
+// 100 whose first event kills hookd on every attempt. Each attempt counts
+// when its own run starts, so each kill costs the poison an attempt and no
+// other event one: the poison is dead after MaxAttempts, and the other 99
+// reach the app exactly once and are processed, none dead.
+func TestLeases_PoisonInARetryBatchTakesNoBatchMate(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	poison, others := stripeevent.NewID("evt"), newEventIDs(99)
+	app, arrived := poisonApp(t, poison)
+	insertDue(t, bundle.pool, others)
+	// The poison is the batch's first.
+	insertDue(t, bundle.pool, []string{poison})
+	if _, err := bundle.pool.Exec(context.Background(),
+		`UPDATE webhook_events SET next_retry_at = now() - interval '1 hour' WHERE event_id = $1`, poison); err != nil {
+		t.Fatal(err)
+	}
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + bundle.dbURL,
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_FORWARD_URL=" + app.srv.URL,
+		// hookd never gives up on the poison before it is killed.
+		"HOOKD_FORWARD_TIMEOUT=30s",
+		"HOOKD_RETRY_BATCH=100",
+		// One run at a time: a kill cuts short the poison's run alone.
+		"HOOKD_RETRY_CONCURRENCY=1",
+		"HOOKD_RETRY_INTERVAL=100ms",
+	})
+	p, kills := rig.killOnEachArrival(rig.start(), arrived, func() bool {
+		status, _ := statusOf(t, bundle, poison)
+		return status == string(queue.StatusDead)
+	}, time.Now().Add(3*time.Minute))
+	queuetest.WaitFor(t, time.Minute, "the other 99 processed", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`, others) == 99
+	})
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+
+	if status, attempts := statusOf(t, bundle, poison); status != string(queue.StatusDead) || attempts != queue.MaxAttempts {
+		t.Errorf("poison: %s after %d attempts, want dead after %d", status, attempts, queue.MaxAttempts)
+	}
+	calls := app.calls()
+	if kills != queue.MaxAttempts || calls[poison] != queue.MaxAttempts {
+		t.Errorf("the poison reached the app %d times in %d kills, want %d", calls[poison], kills, queue.MaxAttempts)
+	}
+	for _, id := range others {
+		if calls[id] != 1 {
+			t.Errorf("%s, in the poison's batch, reached the app %d times, want exactly 1", id, calls[id])
+		}
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id <> $1`, poison); n != 0 {
+		t.Errorf("%d of the other events still on the queue (dead or not), want none", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id <> $1 AND error LIKE '%interrupted%'`,
+		poison); n != 0 {
+		t.Errorf("%d interrupted attempts recorded for the other events, want none", n)
+	}
+}
+
+// An event that kills hookd whenever it reaches the app, delivered by
+// Stripe: its redelivery after the crash takes the dead replica's lease
+// over, counts that run as an interrupted attempt and queues the event
+// (answered 200) instead of running it inline again; the retry loop's
+// runs each count too, and after MaxAttempts retries it is dead instead of
+// crashing hookd forever.
+func TestLeases_InlineCrashLoopEndsDead(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	poison := stripeevent.NewID("evt")
+	app, arrived := poisonApp(t, poison)
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + bundle.dbURL,
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_FORWARD_URL=" + app.srv.URL,
+		"HOOKD_FORWARD_TIMEOUT=30s",
+		"HOOKD_DEMO_BACKOFF=true",
+		"HOOKD_RETRY_INTERVAL=100ms",
+	})
+	p := rig.start()
+
+	// Stripe delivers until it is answered 2xx, to whichever hookd runs.
+	sender := &stripeSender{id: poison, payload: stripeevent.Minimal(poison, "invoice.paid")}
+	client := &http.Client{Timeout: 40 * time.Second}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for sender.answered.IsZero() && time.Now().Before(deadline) {
+			sender.deliver(client, *rig.base.Load(), time.Now(), time.Millisecond)
+			if sender.answered.IsZero() {
+				time.Sleep(500 * time.Millisecond) // Stripe's pause between deliveries
+			}
+		}
+	})
+	p, kills := rig.killOnEachArrival(p, arrived, func() bool {
+		status, _ := statusOf(t, bundle, poison)
+		return status == string(queue.StatusDead)
+	}, time.Now().Add(3*time.Minute))
+	wg.Wait()
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+
+	if sender.answered.IsZero() || sender.body != receiver.Queued.String() {
+		t.Errorf("Stripe's deliveries: %d posts, answers %v, last %q (%v); want one answered %q", sender.posts,
+			sender.statuses, sender.body, sender.err, receiver.Queued)
+	}
+	if status, attempts := statusOf(t, bundle, poison); status != string(queue.StatusDead) || attempts != queue.MaxAttempts {
+		t.Errorf("poison: %s after %d retries, want dead after %d", status, attempts, queue.MaxAttempts)
+	}
+	if calls := app.calls()[poison]; kills != queue.MaxAttempts+1 || calls != kills {
+		t.Errorf("the poison reached the app %d times in %d kills, want the inline run and %d retries", calls, kills, queue.MaxAttempts)
+	}
+	paths := map[string]int{}
+	rows, err := bundle.pool.Query(context.Background(),
+		`SELECT path FROM webhook_attempts WHERE event_id = $1 AND error LIKE '%interrupted%'`, poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var path string
+		if err := rows.Scan(&path); err != nil {
+			t.Fatal(err)
+		}
+		paths[path]++
+	}
+	if paths["inline"] != 1 || paths["retry"] != queue.MaxAttempts {
+		t.Errorf("interrupted attempts by path: %v; want 1 inline and %d retry", paths, queue.MaxAttempts)
+	}
+}
+
+// A replica killed with deliveries and a drain in flight lets its events
+// go within seconds: after a restart, Stripe's redeliveries (every 500 ms)
+// are all answered 200, and every event the dead replica had claimed is
+// due again and processed, within 10 s.
+func TestLeases_KilledReplicaLetsGoWithinSeconds(t *testing.T) {
+	t.Parallel()
+	const delivered, drained = 20, 20
+	bundle := setup(t)
+	var mu sync.Mutex
+	down := true
+	app := newLeaseApp(t, func(r *http.Request) int {
+		mu.Lock()
+		holdIt := down
+		mu.Unlock()
+		if holdIt {
+			<-r.Context().Done()
+		}
+		return http.StatusOK
+	})
+	claimed := newEventIDs(drained)
+	insertDue(t, bundle.pool, claimed)
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + bundle.dbURL,
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_FORWARD_URL=" + app.srv.URL,
+		"HOOKD_FORWARD_TIMEOUT=60s",
+		"HOOKD_RETRY_INTERVAL=100ms",
+		"HOOKD_RETRY_BATCH=20",
+		"HOOKD_RETRY_CONCURRENCY=20",
+	})
+	p := rig.start()
+	client := &http.Client{Timeout: 70 * time.Second}
+	defer client.CloseIdleConnections()
+	ids := newEventIDs(delivered)
+	for _, id := range ids {
+		go func() {
+			s := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+			s.deliver(client, p.base, time.Now(), time.Second)
+		}()
+	}
+	queuetest.WaitFor(t, 30*time.Second, "every delivery and every claimed event in the app", func() bool {
+		calls := app.calls()
+		return len(calls) == delivered+drained
+	})
+	p.kill()
+	mu.Lock()
+	down = false
+	mu.Unlock()
+
+	p = rig.start()
+	restarted := time.Now()
+	senders := make([]*stripeSender, delivered)
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		senders[i] = &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		wg.Go(func() { senders[i].deliver(client, p.base, restarted.Add(10*time.Second), 500*time.Millisecond) })
+	}
+	wg.Wait()
+	var slowest time.Duration
+	for _, s := range senders {
+		if s.answered.IsZero() {
+			t.Errorf("%s: no 200 within 10 s of the restart (%d posts, answers %v, last %v)", s.id, s.posts, s.statuses, s.err)
+			continue
+		}
+		slowest = max(slowest, s.answered.Sub(restarted))
+	}
+	queuetest.WaitFor(t, 10*time.Second-time.Since(restarted), "the dead replica's claimed events processed", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`,
+			claimed) == drained
+	})
+	t.Logf("slowest redelivery answered 200 %s after the restart; claimed events processed %s after it",
+		slowest.Round(time.Millisecond), time.Since(restarted).Round(time.Millisecond))
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+}
