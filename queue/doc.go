@@ -15,6 +15,7 @@
 //	markers.go       processed_webhook_events: the dedup markers, their prune and count
 //	attempts.go      webhook_attempts: the attempt history and its prune
 //	leases.go        webhook_leases: leases, and shortTx, the transaction they are taken in
+//	replicas.go      hookd_replicas, lease_epoch: the beats that keep leases live, the grace after a loss
 //	workerstatus.go  worker_status: what the retry loops and pruners last reported
 //	activity.go      activity_minutes, activity_hours: the activity charts' counts
 //	alerts.go        alert_conditions: the alerter's state
@@ -27,7 +28,8 @@
 //
 //	receive.go    the receiver's short transaction (SettleAndTake), and the one
 //	              read of an event's marker and queue state (markedSQL, queuedSQL)
-//	retries.go    the retry loop's claim (ClaimAttempts) and settle (SettleAttempts)
+//	retries.go    the retry loop's claim (ClaimAttempts), start (StartAttempts) and
+//	              settle (SettleAttempts)
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
 //	search.go     where one event is, across the tables (FindEvent)
 //

@@ -79,6 +79,22 @@ func releaseLeasesSQL(ids, owners string) string {
 // run for d lasts once taken.
 func leaseSeconds(d time.Duration) float64 { return (d + LeaseMargin).Seconds() }
 
+// liveLeaseSQL is true when the lease l (a webhook_leases row) keeps every
+// other path off its event: it has not expired, and its replica, if it has
+// one, has beaten within ReplicaSilence.
+func liveLeaseSQL(l string) string {
+	return `(` + l + `.expires_at > now() AND (` + l + `.replica IS NULL OR EXISTS (
+		SELECT 1 FROM hookd_replicas rep
+		WHERE rep.id = ` + l + `.replica AND rep.beat_at > now() - ` + intervalSQL(ReplicaSilence) + `)))`
+}
+
+// interruptedSQL is what a takeover of the lease l records of its previous
+// holder: the path of a run that started under it and never reported, or
+// what l itself had recorded when its holder never started.
+func interruptedSQL(l string) string {
+	return `CASE WHEN ` + l + `.started_at IS NOT NULL THEN ` + l + `.path ELSE ` + l + `.interrupted END`
+}
+
 // insertLeasesSQL is the one statement that takes leases: it inserts the
 // rows the SELECT rows gives (event_id, owner, path, expires_at, replica,
 // started_at, in that order, each event once, ordered by event_id so that

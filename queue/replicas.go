@@ -86,15 +86,6 @@ func intervalSQL(d time.Duration) string {
 	return fmt.Sprintf("interval '%d milliseconds'", d.Milliseconds())
 }
 
-// liveLeaseSQL is true when the lease l (a webhook_leases row) keeps every
-// other path off its event: it has not expired, and its replica, if it has
-// one, has beaten within ReplicaSilence.
-func liveLeaseSQL(l string) string {
-	return `(` + l + `.expires_at > now() AND (` + l + `.replica IS NULL OR EXISTS (
-		SELECT 1 FROM hookd_replicas rep
-		WHERE rep.id = ` + l + `.replica AND rep.beat_at > now() - ` + intervalSQL(ReplicaSilence) + `)))`
-}
-
 // grantableSQL is true when a lease may be granted to the replica whose id
 // (or NULL) the SQL expression replica gives: the lease table has been
 // whole for LeaseGrace (lease_epoch's row is there and old enough), and the
@@ -105,13 +96,6 @@ func grantableSQL(replica string) string {
 		AND (` + replica + `::uuid IS NULL OR EXISTS (
 			SELECT 1 FROM hookd_replicas rep
 			WHERE rep.id = ` + replica + `::uuid AND rep.beat_at > now() - ` + intervalSQL(FenceAfter) + `))`
-}
-
-// interruptedSQL is what a takeover of the lease l records of its previous
-// holder: the path of a run that started under it and never reported, or
-// what l itself had recorded when its holder never started.
-func interruptedSQL(l string) string {
-	return `CASE WHEN ` + l + `.started_at IS NOT NULL THEN ` + l + `.path ELSE ` + l + `.interrupted END`
 }
 
 // Register adds the Store's replica to those that beat, or beats it again.
