@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,15 +39,15 @@ const (
 	LeaseGrace = ReplicaSilence + LeaseMargin
 )
 
-// replicaID is a Store's replica: its id, which Rejoin changes.
-type replicaID struct{ id atomic.Pointer[[16]byte] }
+// replicaID is a Store's replica.
+type replicaID struct{ id [16]byte }
 
 // arg is the id as a statement's argument: NULL for no replica.
 func (r *replicaID) arg() *[16]byte {
 	if r == nil {
 		return nil
 	}
-	return r.id.Load()
+	return &r.id
 }
 
 // WithReplica makes the Store's leases those of replica, which must beat
@@ -56,29 +55,16 @@ func (r *replicaID) arg() *[16]byte {
 // Without it, a lease is judged by its expiry alone.
 func WithReplica(replica uuid.UUID) Option {
 	return func(s *Store) {
-		id := [16]byte(replica)
-		s.replica = &replicaID{}
-		s.replica.id.Store(&id)
+		s.replica = &replicaID{id: replica}
 	}
 }
 
-// Replica returns the Store's replica's id now, or uuid.Nil.
+// Replica returns the Store's replica's id, or uuid.Nil.
 func (s *Store) Replica() uuid.UUID {
 	if id := s.replica.arg(); id != nil {
 		return uuid.UUID(*id)
 	}
 	return uuid.Nil
-}
-
-// Rejoin gives the Store's replica a new id, which must be registered
-// before it takes a lease. A replica that fenced itself rejoins so: its
-// leases from before stay with the old id, silent, for others to take
-// over, instead of coming back to life with its next beat.
-func (s *Store) Rejoin() {
-	if s.replica != nil {
-		id := [16]byte(uuid.New())
-		s.replica.id.Store(&id)
-	}
 }
 
 // intervalSQL is d as a PostgreSQL interval literal.

@@ -253,10 +253,7 @@ func TestStartAttempts_ACrashCountsOnlyTheStartedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		// a starts again, a replica of a new id.
-		a.Rejoin()
-		if err := a.Register(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		a = replica(t, bundle.pool)
 	}
 	if _, err := a.ClaimAttempts(context.Background(), 10, time.Hour); err != nil {
 		t.Fatal(err)

@@ -58,16 +58,9 @@ func (h *Heartbeat) Register(ctx context.Context) error {
 }
 
 // Run beats until ctx is cancelled, then removes the replica, once every
-// run bound to it has ended (the caller stops them first).
+// run bound to it has ended (the caller stops them first). A replica not
+// registered yet registers with its first beat.
 func (h *Heartbeat) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		if err := h.Register(ctx); err == nil {
-			break
-		} else if ctx.Err() == nil {
-			h.logger.WarnContext(ctx, "cannot register this replica's heartbeat; trying again", "err", err)
-		}
-		sleep(ctx, queue.BeatInterval)
-	}
 	ticker := time.NewTicker(queue.BeatInterval)
 	defer ticker.Stop()
 	for {
@@ -89,8 +82,8 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	fenced := h.gen.Err() != nil
 	h.mu.Unlock()
 	if fenced {
-		// Fenced: the replica comes back under a new id (fenceNow), which
-		// is registered, not beaten.
+		// Fenced: the replica registers again, its row being gone, or
+		// silent.
 		if err := h.store.Register(beatCtx); err != nil {
 			if ctx.Err() == nil {
 				h.logger.WarnContext(ctx, "cannot register this replica's heartbeat again; trying again", "err", err)
@@ -132,9 +125,9 @@ func (h *Heartbeat) beaten(sent time.Time) {
 	h.fence.Reset(wait)
 }
 
-// fenceNow cancels every run bound to the replica, and gives it a new id
-// for when it beats again: its leases from before are left with the old
-// one, silent, for other replicas to take over and count.
+// fenceNow cancels every run bound to the replica. The replica keeps its
+// id: each cancelled run still writes its outcome with its lease, as it
+// would have, and a lease another replica took over meanwhile refuses it.
 func (h *Heartbeat) fenceNow() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -143,7 +136,6 @@ func (h *Heartbeat) fenceNow() {
 	}
 	h.logger.Warn("fenced: this replica's processors stop before another replica may take their events over")
 	h.cancel(ErrFenced)
-	h.store.Rejoin()
 }
 
 // stop ends the heartbeat at a clean stop and removes the replica.
@@ -172,19 +164,13 @@ func (h *Heartbeat) Bind(ctx context.Context) (context.Context, context.CancelFu
 	gen := h.gen
 	h.mu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
+	if gen.Err() != nil {
+		// Fenced now: cancelled before the caller starts anything.
+		cancel(context.Cause(gen))
+	}
 	stop := context.AfterFunc(gen, func() { cancel(context.Cause(gen)) })
 	return ctx, func() {
 		stop()
 		cancel(context.Canceled)
-	}
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -64,9 +64,8 @@ func TestHeartbeat_FencesItselfWhenItCannotBeat(t *testing.T) {
 
 // A beat that finds its replica's row gone (the database lost it, or
 // another replica found this one silent) fences at once, and the replica
-// comes back under a new id: its leases from before stay silent, for
-// others to take over.
-func TestHeartbeat_RowGoneFencesAndRejoinsUnderANewID(t *testing.T) {
+// registers again.
+func TestHeartbeat_RowGoneFencesAndRegistersAgain(t *testing.T) {
 	t.Parallel()
 	_, pool := queuetest.NewStore(t)
 	store, hb := runHeartbeat(t, pool)
@@ -77,9 +76,8 @@ func TestHeartbeat_RowGoneFencesAndRejoinsUnderANewID(t *testing.T) {
 		t.Fatal(err)
 	}
 	queuetest.WaitFor(t, 5*queue.BeatInterval, "the run to be cancelled", func() bool { return run.Err() != nil })
-	queuetest.WaitFor(t, 5*queue.BeatInterval, "the replica back under a new id", func() bool {
-		return store.Replica() != first && queuetest.Count(t, pool,
-			`SELECT count(*) FROM hookd_replicas WHERE id = $1`, store.Replica()) == 1
+	queuetest.WaitFor(t, 5*queue.BeatInterval, "the replica registered again", func() bool {
+		return queuetest.Count(t, pool, `SELECT count(*) FROM hookd_replicas WHERE id = $1`, first) == 1
 	})
 	again, unbindAgain := hb.Bind(context.Background())
 	defer unbindAgain()
