@@ -160,26 +160,43 @@ var claimAttemptsSQL = `
 // becomes of the process: a claim that takes its lease over later records
 // it as interrupted. It writes only leases, so it commits without a flush.
 func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
-	ids, owners := make([]string, len(claimed)), make([]uuid.UUID, len(claimed))
+	_, started, err := s.SettleAndStart(ctx, nil, claimed)
+	return started, err
+}
+
+// startOp is the starting part of SettleAndStart's short transaction.
+type startOp struct {
+	ids    []string
+	owners []uuid.UUID
+	marked []leaseKey
+}
+
+func newStartOp(claimed []Claimed) *startOp {
+	op := &startOp{ids: make([]string, len(claimed)), owners: make([]uuid.UUID, len(claimed))}
 	for i, c := range claimed {
-		ids[i], owners[i] = c.Event.EventID, c.Owner
+		op.ids[i], op.owners[i] = c.Event.EventID, c.Owner
 	}
-	var started []leaseKey
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
+	return op
+}
+
+func (op *startOp) queue(b *pgx.Batch) {
+	if len(op.ids) > 0 {
 		b.Queue(`
 			UPDATE webhook_leases l SET started_at = now()
 			WHERE l.event_id = ANY ($1::text[])
 			  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-			RETURNING l.event_id, l.owner`, ids, uuidArray(owners))
-	}, func(br pgx.BatchResults) (err error) {
-		started, err = collect(br, pgx.RowToStructByPos[leaseKey])
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start attempts: %w", err)
+			RETURNING l.event_id, l.owner`, op.ids, uuidArray(op.owners))
 	}
-	return written(started, ids, owners), nil
 }
+
+func (op *startOp) read(br pgx.BatchResults) (err error) {
+	if len(op.ids) > 0 {
+		op.marked, err = collect(br, pgx.RowToStructByPos[leaseKey])
+	}
+	return err
+}
+
+func (op *startOp) started() []bool { return written(op.marked, op.ids, op.owners) }
 
 // SettleKind is what became of a claimed event's attempt.
 type SettleKind string
@@ -229,6 +246,15 @@ type SettledState struct {
 // One statement means one outcome's failure fails all of them; the caller
 // settles each alone when that happens.
 func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]SettledState, error) {
+	states, _, err := s.SettleAndStart(ctx, settled, nil)
+	return states, err
+}
+
+// SettleAndStart does what SettleAttempts does for settled, then what
+// StartAttempts does for start, in one short transaction: a retry worker
+// writes the outcome of its event and starts its next in one round trip,
+// with the other workers that reach the database at that moment.
+func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []Claimed) ([]SettledState, []bool, error) {
 	n := len(settled)
 	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	hows, payloads := make([]string, n), make([][]byte, n)
@@ -268,17 +294,28 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 	}
 	var results []result
 	var counted bool
+	starting := newStartOp(start)
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(settleAttemptsSQL, args...)
-		counted = tally.queue(b, s.breaker)
-	}, func(br pgx.BatchResults) (err error) {
-		if results, err = collect(br, pgx.RowToStructByPos[result]); err != nil || !counted {
-			return err
+		if n > 0 {
+			b.Queue(settleAttemptsSQL, args...)
+			counted = tally.queue(b, s.breaker)
 		}
-		return tally.read(br, s.breaker)
+		starting.queue(b)
+	}, func(br pgx.BatchResults) (err error) {
+		if n > 0 {
+			if results, err = collect(br, pgx.RowToStructByPos[result]); err != nil {
+				return err
+			}
+			if counted {
+				if err := tally.read(br, s.breaker); err != nil {
+					return err
+				}
+			}
+		}
+		return starting.read(br)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("settle attempts: %w", err)
+		return nil, nil, fmt.Errorf("settle attempts: %w", err)
 	}
 	byID := make(map[string]result, len(results))
 	for _, r := range results {
@@ -290,7 +327,7 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 			out[i] = SettledState{Written: true, Status: Status(r.Status), Hastened: r.Hastened}
 		}
 	}
-	return out, nil
+	return out, starting.started(), nil
 }
 
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,

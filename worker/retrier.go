@@ -88,10 +88,9 @@ type Retrier struct {
 	cfg     RetrierConfig
 	proc    Processor
 	metrics *telemetry.Metrics
-	// starts and settles gather the starts and the outcomes that the
-	// workers reach at one moment into one statement each.
-	starts  *groupcommit.Batcher[*settling]
-	settles *groupcommit.Batcher[*settling]
+	// steps gathers the outcomes and the starts that the workers reach at
+	// one moment into one short transaction.
+	steps *groupcommit.Batcher[*step]
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
 }
@@ -110,8 +109,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Ret
 		proc:    cmp.Or[Processor](cfg.Processor, Discard),
 		metrics: cfg.Metrics,
 	}
-	r.starts = groupcommit.New(cfg.BatchSize, r.start)
-	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
+	r.steps = groupcommit.New(cfg.BatchSize, r.step)
 	return r
 }
 
@@ -272,7 +270,11 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 		}
 	}
 	if len(done) > 0 {
-		r.settle(done)
+		steps := make([]*step, len(done))
+		for i, t := range done {
+			steps[i] = &step{settle: t}
+		}
+		r.step(steps)
 	}
 	hastened := r.processAll(workCtx, todo, claim.Deadline, probe)
 	return len(claim.Claimed), hastened, nil
@@ -293,39 +295,23 @@ func (r *Retrier) recordTick(ctx context.Context) {
 type settling struct {
 	s queue.Settled
 	// started: the attempt's start is recorded under its lease
-	// (queue.Store.StartAttempts), so it counts from here.
+	// (queue.Store.SettleAndStart), so it counts from here.
 	started bool
 	state   queue.SettledState
 	err     error
 }
 
-// start records the start of a batch of claimed events' attempts, in one
-// statement, or each alone when that fails.
-func (r *Retrier) start(batch []*settling) {
-	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*settling) error {
-		claimed := make([]queue.Claimed, len(group))
-		for i, t := range group {
-			claimed[i] = t.s.Claimed
-		}
-		started, err := r.store.StartAttempts(ctx, claimed)
-		if err != nil {
-			return err
-		}
-		for i, t := range group {
-			t.started = started[i]
-		}
-		return nil
-	}, func(t *settling, err error) {
-		t.err = err
-		r.logger.Error("cannot record the start of a retry: it is given back, not run", "event_id",
-			t.s.Claimed.Event.EventID, "err", err)
-	})
+// step is one worker's turn at the database: the outcome of its last
+// event, the start of its next, or both.
+type step struct {
+	settle, start *settling
+	err           error
 }
 
 // processAll runs the processor on every event of todo, Concurrency at a
 // time, and writes each one's outcome as soon as it has one, with the
 // outcomes of the other workers that reach the database at that moment
-// (r.settles): an event's outcome never waits for a slower event of its
+// (r.steps): an event's outcome never waits for a slower event of its
 // batch, and a crash loses only the outcomes of the runs in flight. Once
 // ctx is cancelled no processor starts: the events left, and those cut
 // short, are given back uncounted. It reports whether a person asked for
@@ -344,34 +330,49 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 	var workers sync.WaitGroup
 	for range min(r.cfg.Concurrency, len(todo)) {
 		workers.Go(func() {
+			// Each turn at the database writes the outcome of the
+			// worker's last event and starts its next, so a worker never
+			// starts an event while the outcome of its last is unwritten:
+			// a crash interrupts no attempt but the ones running.
+			var last *settling
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(todo)) {
-					return
+				var t *settling
+				if i := next.Add(1) - 1; i < int64(len(todo)) {
+					t = todo[i]
 				}
-				t := todo[i]
-				if ctx.Err() != nil || (!probe && r.cfg.Control.Held()) || !r.takeTurn(ctx, deadline) {
-					t.s.Kind = queue.SettleReleased
-				} else if r.starts.Do(t); t.err != nil || !t.started {
-					// Not started: the lease is gone, or the start could
-					// not be written, and no attempt is made without it.
-					t.s.Kind, t.err = queue.SettleReleased, nil
-				} else {
-					r.attempt(ctx, &t.s, deadline)
-					if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
-						t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
+				st := &step{settle: last}
+				if t != nil {
+					if ctx.Err() != nil || (!probe && r.cfg.Control.Held()) || !r.takeTurn(ctx, deadline) {
+						t.s.Kind = queue.SettleReleased
+					} else {
+						st.start = t
 					}
 				}
-				// The worker waits for this event's outcome to be
-				// written before it starts its next event, so that a crash
-				// interrupts no attempt but the ones running; the outcomes
-				// of the workers that end at one moment share a statement.
-				r.settles.Do(t)
-				if t.err == nil && t.state.Written {
-					r.report(ctx, t)
-					if t.state.Hastened {
+				if st.settle != nil || st.start != nil {
+					r.steps.Do(st)
+				}
+				if last != nil && last.err == nil && last.state.Written {
+					r.report(ctx, last)
+					if last.state.Hastened {
 						hastened.Store(true)
 					}
+				}
+				if t == nil {
+					return
+				}
+				last = t
+				if st.start == nil {
+					continue
+				}
+				if st.err != nil || !t.started {
+					// Not started: the lease is gone, or the start could
+					// not be written, and no attempt is made without it.
+					t.s.Kind = queue.SettleReleased
+					continue
+				}
+				r.attempt(ctx, &t.s, deadline)
+				if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
+					t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 				}
 			}
 		})
@@ -422,33 +423,51 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 	}
 }
 
-// settle writes the outcomes of a batch of claimed events with their
-// leases' release, in one statement, or each alone when that fails. The
-// writes outlive shutdown's cancellation, within queue.LeaseMargin, so an
-// outcome is written while its lease still holds: the processors' side
-// effects happened.
-func (r *Retrier) settle(batch []*settling) {
-	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*settling) error {
-		settled := make([]queue.Settled, len(group))
-		for i, t := range group {
-			settled[i] = t.s
+// step writes the outcomes and the starts of a batch of workers' steps with
+// their leases, in one short transaction, or each step alone when that
+// fails. The writes outlive shutdown's cancellation, within
+// queue.LeaseMargin, so an outcome is written while its lease still holds:
+// the processors' side effects happened.
+func (r *Retrier) step(batch []*step) {
+	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*step) error {
+		var settled []queue.Settled
+		var starting []queue.Claimed
+		for _, st := range group {
+			if st.settle != nil {
+				settled = append(settled, st.settle.s)
+			}
+			if st.start != nil {
+				starting = append(starting, st.start.s.Claimed)
+			}
 		}
-		states, err := r.store.SettleAttempts(ctx, settled)
+		states, started, err := r.store.SettleAndStart(ctx, settled, starting)
 		if err != nil {
 			return err
 		}
-		for i, t := range group {
-			t.state = states[i]
+		for _, st := range group {
+			if st.settle != nil {
+				st.settle.state, states = states[0], states[1:]
+			}
+			if st.start != nil {
+				st.start.started, started = started[0], started[1:]
+			}
 		}
 		return nil
-	}, func(t *settling, err error) {
-		t.err = err
-		r.logger.Error("cannot write a retry's outcome: the event is due again when its lease expires",
-			"event_id", t.s.Claimed.Event.EventID, "err", err)
+	}, func(st *step, err error) {
+		st.err = err
+		if st.settle != nil {
+			st.settle.err = err
+			r.logger.Error("cannot write a retry's outcome: the event is due again once its replica lets it go",
+				"event_id", st.settle.s.Claimed.Event.EventID, "err", err)
+		}
+		if st.start != nil {
+			r.logger.Error("cannot record the start of a retry: it is given back, not run", "event_id",
+				st.start.s.Claimed.Event.EventID, "err", err)
+		}
 	})
 	var released int
-	for _, t := range batch {
-		if t.s.Kind == queue.SettleReleased && t.state.Written {
+	for _, st := range batch {
+		if t := st.settle; t != nil && t.s.Kind == queue.SettleReleased && t.state.Written {
 			released++
 		}
 	}
