@@ -70,6 +70,7 @@ type options struct {
 	plain       string
 	river       string
 	riverWork   []int
+	riverFetch  time.Duration
 	rounds      int
 	roundTime   time.Duration
 	clients     int
@@ -87,6 +88,10 @@ func main() {
 		"PostgreSQL server URL; loadgen creates and drops its own databases there")
 	flag.StringVar(&o.plain, "plain", "bin/plainseed", "the plain handler (e2e/loadgen/plainseed) loaded beside hookd's receiver; empty: none")
 	flag.StringVar(&o.river, "river", "bin/riverbench", "the River burn-down (.ci/bench/river) run beside hookd's drain; empty: none")
+	// River fetches at most MaxWorkers jobs per FetchCooldown: at its
+	// default of 100ms, 100 workers could never pass 1,000 jobs/s, a cap of
+	// its configuration rather than of its design.
+	flag.DurationVar(&o.riverFetch, "river-fetch-cooldown", 10*time.Millisecond, "River's FetchCooldown (River's default is 100ms, which caps it at 10 × workers jobs/s)")
 	riverWorkers := flag.String("river-workers", "100,300", "River's worker counts, comma-separated, each a run of its own in every drain round")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved receiver rounds")
 	flag.DurationVar(&o.roundTime, "round-time", 10*time.Second, "how long the HTTP load runs on each server per round")
@@ -784,7 +789,7 @@ func drainRounds(ctx context.Context, o options) error {
 	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)", o.drainEvents)
 	if len(workers) > 0 {
 		fmt.Printf(";\n  beside it River v0.51.2 (%s) burning down as many jobs inserted at once, its worker POSTing each payload to the same sink,"+
-			" on a fresh database each run, at %s workers", o.river, strings.Trim(strings.ReplaceAll(fmt.Sprint(workers), " ", ", "), "[]"))
+			" on a fresh database each run, at %s workers, FetchCooldown %s", o.river, strings.Trim(strings.ReplaceAll(fmt.Sprint(workers), " ", ", "), "[]"), o.riverFetch)
 	}
 	fmt.Println()
 	rounds := make([][]drainRound, len(targets))
@@ -905,7 +910,7 @@ func riverOnce(ctx context.Context, o options, sink *sink, workers, round int) (
 	}
 
 	cmd := exec.CommandContext(ctx, o.river, "-database-url", dbURL, "-sink", sink.url,
-		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads.Name(), "-control")
+		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads.Name(), "-fetch-cooldown", o.riverFetch.String(), "-control")
 	stderr := &e2etest.SyncBuffer{}
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()

@@ -87,19 +87,20 @@ func main() {
 	workers := flag.Int("workers", 100, "River workers (MaxWorkers of the one queue)")
 	maxConns := flag.Int("max-conns", 30, "database pool size (hookd's default), unless the URL sets pool_max_conns")
 	payloads := flag.String("payloads", "", "file of payloads, one JSON string a line; cycled when fewer than -jobs")
+	cooldown := flag.Duration("fetch-cooldown", river.FetchCooldownDefault, "River's FetchCooldown: at most one fetch of jobs this often")
 	control := flag.Bool("control", false, `print "seeded" and wait for a line on stdin before draining; wait for stdin to close before exiting`)
 	flag.Parse()
 	if *dbURL == "" || *sink == "" || *jobs < 1 || *workers < 1 {
 		fmt.Fprintln(os.Stderr, "riverbench: -database-url, -sink, -jobs and -workers are required")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *dbURL, *sink, *jobs, *workers, *maxConns, *payloads, *control); err != nil {
+	if err := run(context.Background(), *dbURL, *sink, *jobs, *workers, *maxConns, *cooldown, *payloads, *control); err != nil {
 		fmt.Fprintln(os.Stderr, "riverbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, payloadFile string, control bool) error {
+func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, cooldown time.Duration, payloadFile string, control bool) error {
 	bodies, err := readPayloads(payloadFile)
 	if err != nil {
 		return err
@@ -138,9 +139,10 @@ func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, p
 	registry := river.NewWorkers()
 	river.AddWorker(registry, worker)
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-		Workers: registry,
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:       registry,
+		FetchCooldown: cooldown,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
