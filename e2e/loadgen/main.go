@@ -837,8 +837,11 @@ func drainRounds(ctx context.Context, o options) error {
 		}
 		if len(workers) > 0 {
 			best, bestW := bestRiver(riverRounds, workers, i)
+			rb := riverRounds[slices.Index(workers, bestW)][i]
 			for j, t := range targets {
-				fmt.Printf("  %s / River's better (%d workers, %.0f jobs/s): %.2f\n", t.bin, bestW, best, rounds[j][i].perSecond/best)
+				r := rounds[j][i]
+				fmt.Printf("  %s / River's better (%d workers, %.0f jobs/s): events/s %.2f, CPU per event of the process and its postgres backends %.2f\n",
+					t.bin, bestW, best, r.perSecond/best, float64(r.hookdCPU+r.postgresCPU)/float64(rb.hookdCPU+rb.postgresCPU))
 			}
 		}
 	}
