@@ -121,15 +121,14 @@ bench: db
 	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/ ./worker/receiver/
 
 # The built binary under load from outside (.ci/bench/README.md): the
-# receiver interleaved with pgbench running its bare SQL, then the retry
-# loop draining a backlog to an HTTP sink. LOADGEN_FLAGS passes options,
+# receiver taking turns with the seed's handler written plainly in Go, then
+# the retry loop draining a backlog to an HTTP sink, taking turns with a
+# River burn-down (.ci/bench/river, a module of its own: River is never a
+# dependency of hookd). LOADGEN_FLAGS passes options,
 # e.g. LOADGEN_FLAGS='-rounds 5 -drain=false'.
 LOADGEN_FLAGS ?=
 bench-load: db build
-	@command -v pgbench >/dev/null 2>&1 || { \
-	  echo "pgbench: not installed, installing postgresql-contrib with apt-get"; \
-	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	  $$sudo apt-get update -qq; \
-	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-contrib >/dev/null; }
 	go build -o bin/loadgen ./e2e/loadgen
-	./bin/loadgen -hookd bin/hookd -server '$(TEST_DATABASE_URL)' -sql .ci/bench $(LOADGEN_FLAGS)
+	go build -o bin/plainseed ./e2e/loadgen/plainseed
+	cd .ci/bench/river && go build -o ../../../bin/riverbench .
+	./bin/loadgen -hookd bin/hookd -plain bin/plainseed -river bin/riverbench -server '$(TEST_DATABASE_URL)' $(LOADGEN_FLAGS)

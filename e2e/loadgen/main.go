@@ -1,22 +1,27 @@
 // Command loadgen measures the built hookd binary from outside, as a user
-// would load it, against a real PostgreSQL on the same machine. `make
-// bench-load` runs it.
+// would load it, against a real PostgreSQL on the same machine, beside
+// peers loaded the same way in the same rounds. `make bench-load` runs it.
 //
-// Receiver: hookd runs with the discard processor on a database of its own.
-// Each round runs pgbench with the receiver's bare SQL in five round trips
-// (receiver_5rt.sql), then 16 clients posting real stripe-go-signed 1-2 KB
-// events over HTTP to hookd, then pgbench with the same work in two round
-// trips (receiver_2rt.sql), all for the same time, so the three share the
-// machine's load of that moment. The ratio of hookd's events/s to the
-// five-round-trip script's tx/s is the figure to watch.
+// Receiver: hookd runs with the discard processor on a database of its own,
+// and the seed's handler written plainly in Go (plainseed, -plain) on
+// another. Each round 16 clients post real stripe-go-signed 1-2 KB events
+// over HTTP to each in turn, for the same time, so both share the machine's
+// load of that moment. hookd's events/s over the plain handler's, and the
+// CPU per event of each and of its database's backends, are the figures to
+// watch.
 //
 // Drain: a second hookd, on a second database, forwards to a sink in this
 // process (another process than hookd: real HTTP, instant 200). Each round
 // seeds a backlog of due events and times the retry loop draining it, from
 // the sink's first request to the queue's last row gone, with the share of
-// the machine's CPU left idle meanwhile (from /proc/stat).
+// the machine's CPU left idle meanwhile (from /proc/stat). In the same
+// round a River burn-down (riverbench, -river) of as many jobs, on a fresh
+// database each run, posts to the same sink at each of -river-workers, timed
+// from the sink's first request to River's last completion written;
+// hookd's events/s over River's better configuration is the figure to
+// watch.
 //
-// Every round prints a line, then the medians; hookd's peak resident set is
+// Every round prints a line, then the medians; peak resident sets are
 // VmHWM from /proc/PID/status. Databases and processes it made are removed
 // at the end, also on Ctrl-C.
 package main
@@ -28,6 +33,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,7 +44,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -62,7 +67,10 @@ type options struct {
 	burstApp    time.Duration
 	hookd       string
 	server      string
-	sqlDir      string
+	plain       string
+	river       string
+	riverWork   []int
+	riverFetch  time.Duration
 	rounds      int
 	roundTime   time.Duration
 	clients     int
@@ -78,10 +86,16 @@ func main() {
 	flag.StringVar(&o.hookd, "hookd", "bin/hookd", "the hookd binary to measure; several, comma-separated, take turns in each round")
 	flag.StringVar(&o.server, "server", "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL server URL; loadgen creates and drops its own databases there")
-	flag.StringVar(&o.sqlDir, "sql", ".ci/bench", "folder holding receiver_5rt.sql and receiver_2rt.sql for pgbench")
+	flag.StringVar(&o.plain, "plain", "bin/plainseed", "the plain handler (e2e/loadgen/plainseed) loaded beside hookd's receiver; empty: none")
+	flag.StringVar(&o.river, "river", "bin/riverbench", "the River burn-down (.ci/bench/river) run beside hookd's drain; empty: none")
+	// River fetches at most MaxWorkers jobs per FetchCooldown: at its
+	// default of 100ms, 100 workers could never pass 1,000 jobs/s, a cap of
+	// its configuration rather than of its design.
+	flag.DurationVar(&o.riverFetch, "river-fetch-cooldown", 10*time.Millisecond, "River's FetchCooldown (River's default is 100ms, which caps it at 10 × workers jobs/s)")
+	riverWorkers := flag.String("river-workers", "100,300", "River's worker counts, comma-separated, each a run of its own in every drain round")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved receiver rounds")
-	flag.DurationVar(&o.roundTime, "round-time", 10*time.Second, "how long each of pgbench and the HTTP load runs per round")
-	flag.IntVar(&o.clients, "clients", 16, "concurrent HTTP clients, and pgbench clients")
+	flag.DurationVar(&o.roundTime, "round-time", 10*time.Second, "how long the HTTP load runs on each server per round")
+	flag.IntVar(&o.clients, "clients", 16, "concurrent HTTP clients, and the plain handler's database connections")
 	flag.IntVar(&o.drainEvents, "drain-events", 20_000, "due events per drain round")
 	flag.IntVar(&o.drainRounds, "drain-rounds", 3, "drain rounds")
 	flag.BoolVar(&o.receiver, "receiver", true, "run the receiver rounds")
@@ -91,6 +105,14 @@ func main() {
 	flag.DurationVar(&o.burstApp, "burst-app", 2*time.Second, "how long the app takes with each event in the burst")
 	flag.IntVar(&o.procs, "procs", 1, "GOMAXPROCS of the load generator while it posts to the receiver (hookd keeps its own)")
 	flag.Parse()
+	for _, w := range strings.Split(*riverWorkers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "loadgen: -river-workers: %q is not a worker count\n", w)
+			os.Exit(2)
+		}
+		o.riverWork = append(o.riverWork, n)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -101,9 +123,6 @@ func main() {
 }
 
 func run(ctx context.Context, o options) error {
-	if _, err := exec.LookPath("pgbench"); err != nil && o.receiver {
-		return errors.New("pgbench not found: install postgresql-contrib (make bench-load does)")
-	}
 	fmt.Println(describeMachine(ctx, o.server))
 	if o.receiver {
 		if err := receiverRounds(ctx, o); err != nil {
@@ -382,11 +401,13 @@ func startSlowSink(delay time.Duration) (*slowSink, error) {
 
 func (s *slowSink) close() { _ = s.srv.Close() }
 
-// receiverRound is one round's figures for one binary.
+// receiverRound is one round's figures for one server.
 type receiverRound struct {
-	events, pg5, pg2 float64 // per second
-	p50, p99         time.Duration
-	rssMiB           float64
+	events   float64 // per second
+	p50, p99 time.Duration
+	rssMiB   float64
+	// CPU per event, in µs, of the server and of its database's backends.
+	serverCPU, postgresCPU float64
 }
 
 // target is one hookd binary under measurement, on a database of its own.
@@ -431,6 +452,21 @@ func receiverRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+	var plain *target
+	if o.plain != "" {
+		dbURL, drop, err := createDatabase(ctx, o.server, "recvplain")
+		if err != nil {
+			return err
+		}
+		defer drop()
+		h, err := startPlain(ctx, o.plain, dbURL, o.clients)
+		if err != nil {
+			return err
+		}
+		defer h.stop()
+		plain = &target{bin: o.plain, h: h, dbURL: dbURL}
+		targets = append(targets, plain)
+	}
 
 	// The load generator shares the machine with what it measures. Its
 	// clients wait on the network almost all the time, and one P keeps
@@ -439,79 +475,94 @@ func receiverRounds(ctx context.Context, o options) error {
 	// drain's sink, which plays the user's app, keeps every P.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs))
 
-	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor), "+
-		"pgbench -M prepared -c %d -j 2, %s each per round\n", o.clients, o.clients, o.roundTime)
+	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor)", o.clients)
+	if plain != nil {
+		fmt.Printf(" and to the seed's handler written plainly in Go (%s: one transaction, lock, dedup read, marker insert; pool of %d)",
+			plain.bin, o.clients)
+	}
+	fmt.Printf(", %s each per round, taking turns\n", o.roundTime)
 	rounds := make([][]receiverRound, len(targets))
 	for i := range o.rounds {
-		pg5, err := pgbench(ctx, o, targets[0].dbURL, "receiver_5rt.sql")
-		if err != nil {
-			return err
-		}
 		results := make([]loadResult, len(targets))
-		for j, t := range targets {
-			hookdCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
+		// Every other round the other way round, so that no server always
+		// meets the load that arrives late in a round.
+		order := make([]int, len(targets))
+		for j := range order {
+			order[j] = j
+		}
+		if i%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, j := range order {
+			t := targets[j]
+			serverCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
 			pgCPU := backendsCPU(ctx, t.dbURL)
 			if results[j], err = postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, i); err != nil {
 				return fmt.Errorf("%s: %w", t.bin, err)
 			}
-			results[j].hookdCPU = processCPU(t.h.cmd.Process.Pid) - hookdCPU
+			results[j].hookdCPU = processCPU(t.h.cmd.Process.Pid) - serverCPU
 			results[j].loadgenCPU = processCPU(os.Getpid()) - selfCPU
 			results[j].postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
 		}
-		pg2, err := pgbench(ctx, o, targets[0].dbURL, "receiver_2rt.sql")
-		if err != nil {
-			return err
-		}
-		fmt.Printf("round %d: pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s | load %s\n", i+1, pg5, pg2, loadAverage())
+		fmt.Printf("round %d: load %s\n", i+1, loadAverage())
 		for j, t := range targets {
-			r := receiverRound{events: results[j].perSecond, p50: results[j].p50, p99: results[j].p99, pg5: pg5, pg2: pg2}
+			res := results[j]
+			r := receiverRound{events: res.perSecond, p50: res.p50, p99: res.p99,
+				serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count)}
 			if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
 				return err
 			}
 			rounds[j] = append(rounds[j], r)
-			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB"+
-				" | CPU per event: hookd %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
-				t.bin, r.events, ms(r.p50), ms(r.p99), r.events/r.pg5, r.events/r.pg2, r.rssMiB,
-				perEvent(results[j].hookdCPU, results[j].count), perEvent(results[j].postgresCPU, results[j].count),
-				perEvent(results[j].loadgenCPU, results[j].count))
-			if n := results[j].notProcessed; n > 0 {
+			who := "hookd"
+			if t == plain {
+				who = "handler"
+			}
+			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB"+
+				" | CPU per event: %s %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
+				t.bin, r.events, ms(r.p50), ms(r.p99), r.rssMiB, who, r.serverCPU, r.postgresCPU,
+				perEvent(res.loadgenCPU, res.count))
+			if n := res.notProcessed; n > 0 {
 				fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
 			}
 		}
+		if plain != nil {
+			p := rounds[len(targets)-1][i]
+			for j, t := range targets[:len(targets)-1] {
+				r := rounds[j][i]
+				fmt.Printf("  %s / plain handler: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
+					t.bin, r.events/p.events, r.postgresCPU/p.postgresCPU, r.serverCPU/p.serverCPU)
+			}
+		}
 	}
-	fmt.Printf("medians of %d rounds: pgbench 5rt %6.0f tx/s  2rt %6.0f tx/s\n", o.rounds,
-		median(rounds[0], func(r receiverRound) float64 { return r.pg5 }),
-		median(rounds[0], func(r receiverRound) float64 { return r.pg2 }))
+	fmt.Printf("medians of %d rounds:\n", o.rounds)
 	for j, t := range targets {
 		med := func(f func(r receiverRound) float64) float64 { return median(rounds[j], f) }
-		fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | ratio to 5rt %.2f, to 2rt %.2f | peak RSS %.1f MiB\n",
+		fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB | CPU per event: %.0f µs, its postgres backends %.0f µs\n",
 			t.bin,
 			med(func(r receiverRound) float64 { return r.events }),
 			med(func(r receiverRound) float64 { return ms(r.p50) }),
 			med(func(r receiverRound) float64 { return ms(r.p99) }),
-			med(func(r receiverRound) float64 { return r.events / r.pg5 }),
-			med(func(r receiverRound) float64 { return r.events / r.pg2 }),
-			rounds[j][len(rounds[j])-1].rssMiB)
+			rounds[j][len(rounds[j])-1].rssMiB,
+			med(func(r receiverRound) float64 { return r.serverCPU }),
+			med(func(r receiverRound) float64 { return r.postgresCPU }))
 	}
-	return nil
-}
-
-// pgbench runs one script of the receiver's bare SQL and returns its tx/s.
-func pgbench(ctx context.Context, o options, dbURL, script string) (float64, error) {
-	secs := strconv.Itoa(max(1, int(o.roundTime.Seconds())))
-	cmd := exec.CommandContext(ctx, "pgbench", "-n", "-M", "prepared", "-c", strconv.Itoa(o.clients), "-j", "2",
-		"-T", secs, "-f", filepath.Join(o.sqlDir, script), dbURL)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return 0, fmt.Errorf("pgbench %s: %v\n%s", script, err, out)
-	}
-	for line := range strings.Lines(string(out)) {
-		if rest, ok := strings.CutPrefix(line, "tps = "); ok {
-			f, _, _ := strings.Cut(rest, " ")
-			return strconv.ParseFloat(f, 64)
+	if plain != nil {
+		p := rounds[len(targets)-1]
+		for j, t := range targets[:len(targets)-1] {
+			ratio := func(f func(r receiverRound) float64) float64 {
+				v := make([]float64, len(p))
+				for i := range p {
+					v[i] = f(rounds[j][i]) / f(p[i])
+				}
+				return median(v, func(x float64) float64 { return x })
+			}
+			fmt.Printf("  %s / plain handler, median of the rounds' ratios: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
+				t.bin, ratio(func(r receiverRound) float64 { return r.events }),
+				ratio(func(r receiverRound) float64 { return r.postgresCPU }),
+				ratio(func(r receiverRound) float64 { return r.serverCPU }))
 		}
 	}
-	return 0, fmt.Errorf("pgbench %s: no tps line in\n%s", script, out)
+	return nil
 }
 
 type loadResult struct {
@@ -712,8 +763,8 @@ type drainRound struct {
 	took      time.Duration
 	idle      float64 // share of CPU time idle, 0..1
 	rssMiB    float64
-	// CPU time used by hookd and by this process (the sink, mostly) while
-	// the backlog was seeded and drained.
+	// CPU time used by hookd (or riverbench) and by this process (the
+	// sink, mostly) while the backlog was drained.
 	hookdCPU, sinkCPU time.Duration
 	postgresCPU       time.Duration // of the database's backends
 }
@@ -730,22 +781,68 @@ func drainRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+	var workers []int
+	if o.river != "" {
+		workers = o.riverWork
+	}
 
-	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)\n",
-		o.drainEvents)
+	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)", o.drainEvents)
+	if len(workers) > 0 {
+		fmt.Printf(";\n  beside it River v0.51.2 (%s) burning down as many jobs inserted at once, its worker POSTing each payload to the same sink,"+
+			" on a fresh database each run, at %s workers, FetchCooldown %s", o.river, strings.Trim(strings.ReplaceAll(fmt.Sprint(workers), " ", ", "), "[]"), o.riverFetch)
+	}
+	fmt.Println()
 	rounds := make([][]drainRound, len(targets))
+	riverRounds := make([][]drainRound, len(workers))
 	for i := range o.drainRounds {
 		fmt.Printf("round %d:\n", i+1)
+		// The runs of a round, hookd's first in odd rounds and River's
+		// first in even ones.
+		var runs []func() error
 		for j, t := range targets {
-			r, err := drainOnce(ctx, t, sink, o.drainEvents, i)
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.bin, err)
+			runs = append(runs, func() error {
+				r, err := drainOnce(ctx, t, sink, o.drainEvents, i)
+				if err != nil {
+					return fmt.Errorf("%s: %w", t.bin, err)
+				}
+				rounds[j] = append(rounds[j], r)
+				fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
+					" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
+					t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+					perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
+				return nil
+			})
+		}
+		for k, w := range workers {
+			runs = append(runs, func() error {
+				r, err := riverOnce(ctx, o, sink, w, i)
+				if err != nil {
+					return fmt.Errorf("%s: %w", o.river, err)
+				}
+				riverRounds[k] = append(riverRounds[k], r)
+				fmt.Printf("  River, %d workers: %d jobs in %.2f s = %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert) | load %s"+
+					" | CPU per job: riverbench %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
+					w, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+					perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
+				return nil
+			})
+		}
+		if i%2 == 1 {
+			slices.Reverse(runs)
+		}
+		for _, run := range runs {
+			if err := run(); err != nil {
+				return err
 			}
-			rounds[j] = append(rounds[j], r)
-			fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
-				" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
-				t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
-				perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
+		}
+		if len(workers) > 0 {
+			best, bestW := bestRiver(riverRounds, workers, i)
+			rb := riverRounds[slices.Index(workers, bestW)][i]
+			for j, t := range targets {
+				r := rounds[j][i]
+				fmt.Printf("  %s / River's better (%d workers, %.0f jobs/s): events/s %.2f, CPU per event of the process and its postgres backends %.2f\n",
+					t.bin, bestW, best, r.perSecond/best, float64(r.hookdCPU+r.postgresCPU)/float64(rb.hookdCPU+rb.postgresCPU))
+			}
 		}
 	}
 	fmt.Printf("medians of %d rounds:\n", o.drainRounds)
@@ -755,7 +852,141 @@ func drainRounds(ctx context.Context, o options) error {
 			100*median(rounds[j], func(r drainRound) float64 { return r.idle }),
 			rounds[j][len(rounds[j])-1].rssMiB)
 	}
+	for k, w := range workers {
+		fmt.Printf("  River, %d workers: %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert)\n", w,
+			median(riverRounds[k], func(r drainRound) float64 { return r.perSecond }),
+			100*median(riverRounds[k], func(r drainRound) float64 { return r.idle }),
+			median(riverRounds[k], func(r drainRound) float64 { return r.rssMiB }))
+	}
+	if len(workers) > 0 {
+		for j, t := range targets {
+			ratios := make([]float64, o.drainRounds)
+			for i := range ratios {
+				best, _ := bestRiver(riverRounds, workers, i)
+				ratios[i] = rounds[j][i].perSecond / best
+			}
+			fmt.Printf("  %s / River's better configuration, median of the rounds' ratios: %.2f\n", t.bin,
+				median(ratios, func(x float64) float64 { return x }))
+		}
+	}
 	return nil
+}
+
+// bestRiver returns River's highest rate of round i and its worker count.
+func bestRiver(rounds [][]drainRound, workers []int, i int) (float64, int) {
+	var best float64
+	var bestW int
+	for k, w := range workers {
+		if r := rounds[k][i].perSecond; r > best {
+			best, bestW = r, w
+		}
+	}
+	return best, bestW
+}
+
+// riverOnce runs one River burn-down of o.drainEvents jobs with workers
+// workers on a fresh database, posting to sink, and times it as drainOnce
+// times hookd: from the sink's first request until River has written the
+// last job completed. The CPU counts start once the jobs are inserted, just
+// before the client starts.
+func riverOnce(ctx context.Context, o options, sink *sink, workers, round int) (drainRound, error) {
+	dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("river%d", workers))
+	if err != nil {
+		return drainRound{}, err
+	}
+	defer drop()
+	// The same events as hookd's drain, one JSON string a line.
+	payloads, err := os.CreateTemp("", "loadgen-river-*.jsonl")
+	if err != nil {
+		return drainRound{}, err
+	}
+	defer os.Remove(payloads.Name())
+	w := bufio.NewWriter(payloads)
+	gen := newEventGen(fmt.Sprintf("evt_river_%s_r%d_", randomHex(4), round))
+	for range o.drainEvents {
+		line, _ := json.Marshal(string(gen.next()))
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	if err := errors.Join(w.Flush(), payloads.Close()); err != nil {
+		return drainRound{}, err
+	}
+
+	cmd := exec.CommandContext(ctx, o.river, "-database-url", dbURL, "-sink", sink.url,
+		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads.Name(), "-fetch-cooldown", o.riverFetch.String(), "-control")
+	stderr := &e2etest.SyncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return drainRound{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return drainRound{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return drainRound{}, err
+	}
+	exited := false
+	defer func() {
+		if !exited {
+			stdin.Close()
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	next := func(prefix string) (string, error) {
+		for lines.Scan() {
+			if rest, ok := strings.CutPrefix(lines.Text(), prefix); ok {
+				return rest, nil
+			}
+		}
+		return "", fmt.Errorf("no %q line: %v\n%s", prefix, lines.Err(), stderr)
+	}
+	if _, err := next("seeded "); err != nil {
+		return drainRound{}, err
+	}
+	sink.reset()
+	pid := cmd.Process.Pid
+	riverCPU, selfCPU := processCPU(pid), processCPU(os.Getpid())
+	pgCPU := backendsCPU(ctx, dbURL)
+	startStat := readCPUStat()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		return drainRound{}, err
+	}
+	line, err := next("riverbench ")
+	if err != nil {
+		return drainRound{}, err
+	}
+	var r drainRound
+	r.idle = readCPUStat().idleSince(startStat)
+	r.hookdCPU = processCPU(pid) - riverCPU
+	r.sinkCPU = processCPU(os.Getpid()) - selfCPU
+	r.postgresCPU = backendsCPU(ctx, dbURL).since(pgCPU)
+	if r.rssMiB, err = peakRSS(pid); err != nil {
+		return drainRound{}, err
+	}
+	fields := map[string]string{}
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		fields[k] = v
+	}
+	done, err := strconv.ParseInt(fields["done_unix_ns"], 10, 64)
+	if err != nil || fields["completed"] != strconv.Itoa(o.drainEvents) {
+		return drainRound{}, fmt.Errorf("unexpected result %q", line)
+	}
+	if got := sink.requests.Load(); got != int64(o.drainEvents) {
+		return drainRound{}, fmt.Errorf("the sink got %d requests for %d jobs", got, o.drainEvents)
+	}
+	r.took = time.Unix(0, done).Sub(time.Unix(0, sink.first.Load()))
+	r.perSecond = float64(o.drainEvents) / r.took.Seconds()
+	stdin.Close()
+	exited = true
+	if err := cmd.Wait(); err != nil {
+		return drainRound{}, fmt.Errorf("%v\n%s", err, stderr)
+	}
+	return r, nil
 }
 
 // drainOnce seeds n due events on t's database and times t's retry loop
@@ -899,7 +1130,7 @@ func (s *sink) reset() { s.requests.Store(0); s.first.Store(0) }
 
 func (s *sink) close() { _ = s.srv.Close() }
 
-// hookd is a running hookd serve process.
+// hookd is a running server process: hookd serve, or the plain handler.
 type hookd struct {
 	cmd  *exec.Cmd
 	url  string
@@ -910,14 +1141,38 @@ type hookd struct {
 }
 
 func startHookd(ctx context.Context, bin, dbURL string, env ...string) (*hookd, error) {
+	return startServer(ctx, func(addr string) *exec.Cmd {
+		cmd := exec.Command(bin, "serve")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HOOKD_ADDR="+addr,
+			"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn",
+			// The default metrics address is one port for every hookd it starts.
+			"HOOKD_METRICS_ADDR=127.0.0.1:0")
+		cmd.Env = append(cmd.Env, env...)
+		return cmd
+	})
+}
+
+// startPlain starts the plain handler (e2e/loadgen/plainseed) on dbURL's
+// database with a pool of maxConns connections.
+func startPlain(ctx context.Context, bin, dbURL string, maxConns int) (*hookd, error) {
+	return startServer(ctx, func(addr string) *exec.Cmd {
+		cmd := exec.Command(bin, "-addr", addr, "-max-conns", strconv.Itoa(maxConns))
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "STRIPE_WEBHOOK_SECRET="+webhookSecret)
+		return cmd
+	})
+}
+
+// startServer starts the command command makes for a free address and
+// waits until it answers /readyz there.
+func startServer(ctx context.Context, command func(addr string) *exec.Cmd) (*hookd, error) {
 	var lastErr error
-	// A port picked by listening on :0 may be taken before hookd binds it.
+	// A port picked by listening on :0 may be taken before the server binds it.
 	for range 3 {
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		h, err := tryStartHookd(ctx, bin, dbURL, port, env)
+		h, err := tryStartServer(ctx, command(fmt.Sprintf("127.0.0.1:%d", port)), port)
 		if err == nil {
 			return h, nil
 		}
@@ -926,15 +1181,9 @@ func startHookd(ctx context.Context, bin, dbURL string, env ...string) (*hookd, 
 	return nil, lastErr
 }
 
-func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []string) (*hookd, error) {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "HOOKD_ADDR="+addr,
-		"STRIPE_WEBHOOK_SECRET="+webhookSecret, "HOOKD_LOG_LEVEL=warn",
-		// The default metrics address is one port for every hookd it starts.
-		"HOOKD_METRICS_ADDR=127.0.0.1:0")
-	cmd.Env = append(cmd.Env, env...)
-	h := &hookd{cmd: cmd, url: "http://" + addr, logs: &e2etest.SyncBuffer{}, done: make(chan error, 1)}
+func tryStartServer(ctx context.Context, cmd *exec.Cmd, port int) (*hookd, error) {
+	bin := cmd.Path
+	h := &hookd{cmd: cmd, url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &e2etest.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = h.logs, h.logs
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
@@ -944,7 +1193,7 @@ func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []strin
 	for {
 		select {
 		case err := <-h.done:
-			return nil, fmt.Errorf("hookd exited at start: %v\n%s", err, h.logs)
+			return nil, fmt.Errorf("%s exited at start: %v\n%s", bin, err, h.logs)
 		case <-ctx.Done():
 			h.stop()
 			return nil, ctx.Err()
@@ -959,14 +1208,14 @@ func tryStartHookd(ctx context.Context, bin, dbURL string, port int, env []strin
 		}
 		if time.Now().After(deadline) {
 			h.stop()
-			return nil, fmt.Errorf("hookd not ready after 30 s\n%s", h.logs)
+			return nil, fmt.Errorf("%s not ready after 30 s\n%s", bin, h.logs)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// stop sends SIGTERM and waits for hookd to exit, killing it after 30 s.
-// Calls after the first return at once.
+// stop sends SIGTERM and waits for the process to exit, killing it after
+// 30 s. Calls after the first return at once.
 func (h *hookd) stop() {
 	h.stopOnce.Do(func() {
 		_ = h.cmd.Process.Signal(syscall.SIGTERM)
