@@ -63,7 +63,8 @@ func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []u
 
 // releaseLeasesSQL deletes the leases of the event ids in the text[]
 // parameter ids still held by the owners in the uuid[] parameter owners, at
-// the same places, and returns their event_id and owner. It finds them by
+// the same places, and returns their event_id, owner and whether their run
+// had started. It finds them by
 // the ids alone, through the primary key: a join with the parameters would
 // be planned, once for all executions, as a scan of the whole table, which
 // holds every lease deleted since the last vacuum.
@@ -72,7 +73,7 @@ func releaseLeasesSQL(ids, owners string) string {
 		DELETE FROM webhook_leases l
 		WHERE l.event_id = ANY (` + ids + `::text[])
 		  AND (l.event_id, l.owner) IN (SELECT * FROM unnest(` + ids + `::text[], ` + owners + `::uuid[]))
-		RETURNING l.event_id, l.owner`
+		RETURNING l.event_id, l.owner, l.started_at IS NOT NULL AS started`
 }
 
 // leaseSeconds is how long, in seconds, a lease for a processor that may

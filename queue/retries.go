@@ -93,12 +93,13 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 // with leases of $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
 //
 // An interrupted attempt is one whose run started under a lease that is no
-// longer live and never reported: it is counted and recorded here. An
-// event whose interrupted attempt was its last is made dead, its lease
+// longer live and never reported: counted when it started, it is recorded
+// here. An event whose interrupted attempt was its last is made dead, its lease
 // taken only to check that no one has it and left expired at once. claims
 // counts the claims since the last outcome, for the stuck check (stuck.go);
-// a row at MaxAttempts with claims > 0 was claimed by a release that
-// counted attempts at the claim and never settled: it is made dead.
+// a pending row at MaxAttempts with claims > 0 is one whose last attempt
+// was counted (at its start, or at the claim by a release before) and
+// never settled: it is made dead.
 var claimAttemptsSQL = `
 	WITH due AS (
 		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
@@ -118,8 +119,7 @@ var claimAttemptsSQL = `
 		WHERE l.event_id IN (SELECT event_id FROM due)
 		FOR UPDATE SKIP LOCKED
 	), free AS (
-		SELECT d.*, d.attempts + CASE WHEN h.started THEN 1 ELSE 0 END AS counted,
-		       coalesce(h.started, false) AS interrupted
+		SELECT d.*, d.attempts AS counted, coalesce(h.started, false) AS interrupted
 		FROM due d LEFT JOIN held h USING (event_id)
 		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
 		   OR NOT h.live
@@ -155,10 +155,10 @@ var claimAttemptsSQL = `
 	          ` + markedSQL("e.event_id")
 
 // StartAttempts records that the runs of claimed events start now, each
-// under its lease, and returns for each whether it may run: false when its
-// lease is no longer its owner's. From here the attempt counts, whatever
-// becomes of the process: a claim that takes its lease over later records
-// it as interrupted. It writes only leases, so it commits without a flush.
+// under its lease, counts each one's attempt on its queue row, and returns
+// for each whether it may run: false when its lease is no longer its
+// owner's. From here the attempt counts, whatever becomes of the process:
+// a claim that takes its lease over later records it as interrupted.
 func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
 	_, started, err := s.SettleAndStart(ctx, nil, claimed)
 	return started, err
@@ -166,28 +166,45 @@ func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, e
 
 // startOp is the starting part of SettleAndStart's short transaction.
 type startOp struct {
+	rows   []string
 	ids    []string
 	owners []uuid.UUID
 	marked []leaseKey
 }
 
 func newStartOp(claimed []Claimed) *startOp {
-	op := &startOp{ids: make([]string, len(claimed)), owners: make([]uuid.UUID, len(claimed))}
+	n := len(claimed)
+	op := &startOp{rows: make([]string, n), ids: make([]string, n), owners: make([]uuid.UUID, n)}
 	for i, c := range claimed {
-		op.ids[i], op.owners[i] = c.Event.EventID, c.Owner
+		op.rows[i], op.ids[i], op.owners[i] = c.Event.ID.String(), c.Event.EventID, c.Owner
 	}
 	return op
 }
 
 func (op *startOp) queue(b *pgx.Batch) {
 	if len(op.ids) > 0 {
-		b.Queue(`
-			UPDATE webhook_leases l SET started_at = now()
-			WHERE l.event_id = ANY ($1::text[])
-			  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
-			RETURNING l.event_id, l.owner`, op.ids, uuidArray(op.owners))
+		b.Queue(startAttemptsSQL, op.rows, op.ids, uuidArray(op.owners))
 	}
 }
+
+// startAttemptsSQL marks started the leases of events $2 still held by
+// owners $3 and counts the attempt on each one's queue row ($1, at the same
+// places), and returns the leases it marked. The count is a heap-only
+// update (no index reads attempts), in the transaction that writes the
+// worker's last outcome: durable with it, for the price of its WAL.
+const startAttemptsSQL = `
+	WITH started AS (
+		UPDATE webhook_leases l SET started_at = now()
+		WHERE l.event_id = ANY ($2::text[])
+		  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
+		RETURNING l.event_id, l.owner
+	), counted AS (
+		UPDATE webhook_events e SET attempts = e.attempts + 1
+		FROM unnest($1::uuid[], $2::text[], $3::uuid[]) AS c(id, event_id, owner)
+		JOIN started s ON s.event_id = c.event_id AND s.owner = c.owner
+		WHERE e.id = c.id
+	)
+	SELECT event_id, owner FROM started`
 
 func (op *startOp) read(br pgx.BatchResults) (err error) {
 	if len(op.ids) > 0 {
@@ -272,8 +289,6 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 			payloads[i] = compressPayload([]byte(c.Event.Payload))
 		}
 		if st.Kind == SettleFailed {
-			// c.Event.Attempts is the attempt that failed, counted with
-			// its failure (queue rows count attempts made).
 			var status Status
 			status, waits[i] = s.afterFailure(c.Event.Attempts)
 			statuses[i] = string(status)
@@ -337,11 +352,14 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 // columns from the queue row, how it was processed $8 (retry or manual),
 // and its payload $9 (compressPayload). The attempts to record follow from
 // $10 on. It returns each released row with
-// a failure's new status and whether a person hastened it.
+// a failure's new status and whether a person hastened it. An attempt is
+// counted when its run starts (StartAttempts); an outcome whose lease
+// never recorded a start is counted here, and a release gives back the
+// count of a run that started.
 var settleAttemptsSQL = `
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
 	), released AS (
-		SELECT o.* FROM freed f
+		SELECT o.*, f.started FROM freed f
 		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::text[], $9::bytea[])
 		     AS o(id, event_id, owner, kind, new_status, wait, error, how, payload)
 		  ON o.event_id = f.event_id AND o.owner = f.owner
@@ -349,13 +367,14 @@ var settleAttemptsSQL = `
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
-		          e.customer, e.stripe_created, e.created_at, e.attempts + 1 AS attempts, r.payload, r.how, e.payload_erased_at,
+		          e.customer, e.stripe_created, e.created_at, e.attempts + CASE WHEN r.started THEN 0 ELSE 1 END AS attempts, r.payload, r.how, e.payload_erased_at,
 		          e.payload_erased_by
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e
 		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
-		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0 ELSE e.attempts + 1 END,
+		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0
+		                    ELSE e.attempts + CASE WHEN r.started THEN 0 ELSE 1 END END,
 		    payload = ` + erasedPayloadSQL("e", "r.new_status = 'dead' AND NOT e.manual_retry") + `,
 		    next_retry_at = CASE WHEN e.manual_retry THEN now()
 		                         ELSE coalesce(now() + make_interval(secs => r.wait), e.next_retry_at) END,
@@ -365,7 +384,8 @@ var settleAttemptsSQL = `
 		RETURNING e.id, e.status, e.manual_retry
 	), given_back AS (
 		UPDATE webhook_events e
-		SET claims = greatest(e.claims - 1, 0), next_retry_at = now()
+		SET attempts = greatest(e.attempts - CASE WHEN r.started THEN 1 ELSE 0 END, 0),
+		    claims = greatest(e.claims - 1, 0), next_retry_at = now()
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
 	), recorded AS (` + insertAttemptsSQL(10, "released") + `

@@ -26,6 +26,10 @@ func claimOne(t *testing.T, b *testBundle) queue.Attempts {
 	if len(a.Claimed) != 1 {
 		t.Fatalf("claimed %d events, want 1", len(a.Claimed))
 	}
+	// Its run starts: the attempt is in flight, and counted.
+	if _, err := b.store.StartAttempts(context.Background(), a.Claimed); err != nil {
+		t.Fatal(err)
+	}
 	return a
 }
 

@@ -165,11 +165,15 @@ func TestThreeReplicasBehindPgBouncer(t *testing.T) {
 		down.Store(false)
 		b.makeDue(t)
 
-		// Replica 0 claims every event for its first retry and dies
-		// before it settles any: the claim is never given back.
+		// Replica 0 claims every event for its first retry, starts each
+		// run and dies before it settles any: the claim is never given
+		// back.
 		claim, err := b.replicas[0].store.ClaimAttempts(t.Context(), 100, time.Minute)
 		if err != nil || len(claim.Claimed) != events {
 			t.Fatalf("claim: got %d events, %v; want %d", len(claim.Claimed), err, events)
+		}
+		if _, err := b.replicas[0].store.StartAttempts(t.Context(), claim.Claimed); err != nil {
+			t.Fatal(err)
 		}
 		for _, c := range claim.Claimed {
 			if c.Event.Attempts != 1 {
