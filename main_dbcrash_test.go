@@ -74,7 +74,9 @@ func startPrivateCluster(t *testing.T) *privateCluster {
 	_, port, _ := splitAddr(freeAddr(t))
 	c.port = port
 	c.pgctl("start", "-w", "-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", c.port, dir))
-	t.Cleanup(func() { _, _ = c.asOwner(filepath.Join(c.bin, "pg_ctl"), "-D", c.data, "-m", "immediate", "stop").CombinedOutput() })
+	t.Cleanup(func() {
+		_, _ = c.asOwner(filepath.Join(c.bin, "pg_ctl"), "-D", c.data, "-m", "immediate", "stop").CombinedOutput()
+	})
 	return c
 }
 
