@@ -50,6 +50,18 @@ func openDashboardPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return open(ctx, "DATABASE_URL", pcfg)
 }
 
+// openBeatPool opens the heartbeat's own connection: a beat that waited for
+// one of the main pool's behind a burst of work would let this replica's
+// leases look silent, and fence its processors, for nothing.
+func openBeatPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %v", err)
+	}
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	return open(ctx, "DATABASE_URL", pcfg)
+}
+
 // connect opens a pool of maxConns connections (unless the connection
 // string sets pool_max_conns) on the database named by setting and checks it
 // answers.

@@ -128,8 +128,14 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		telemetry.NewQueueCollector(logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
 	store, accts := st.queue, st.accounts
-	// The replica's heartbeat is registered before anything takes a lease.
-	s.heartbeat = worker.NewHeartbeat(store, logger)
+	// The replica's heartbeat, on a connection of its own, is registered
+	// before anything takes a lease.
+	beatPool, err := openBeatPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, beatPool.Close)
+	s.heartbeat = worker.NewHeartbeat(queue.New(beatPool, queue.WithReplica(store.Replica())), logger)
 	if err := s.heartbeat.Register(ctx); err != nil {
 		return nil, err
 	}
