@@ -81,6 +81,11 @@ type Endpoint struct {
 	// Quiet, when not zero, raises an alert when no event has come through
 	// it for that long.
 	Quiet time.Duration
+	// Declared: HOOKD_ENDPOINTS names it, so its Kind and Connect are what
+	// HOOKD_ENDPOINTS says (the defaults, snapshot and not Connect, for the
+	// keys it leaves out). An endpoint HOOKD_ENDPOINTS does not name has
+	// them learned from what it receives (Learned).
+	Declared bool
 }
 
 // Destination reports whether the endpoint is an event destination (ed_),
@@ -174,6 +179,7 @@ func Configure(eps []Endpoint, v string) error {
 		if i < 0 {
 			return fmt.Errorf("endpoint %q has no secret in STRIPE_WEBHOOK_SECRETS", label)
 		}
+		eps[i].Declared = true
 		for kv := range items(c.rest, ",") {
 			key, value, _ := strings.Cut(kv, "=")
 			if err := eps[i].set(strings.TrimSpace(key), strings.TrimSpace(value)); err != nil {
