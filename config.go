@@ -542,6 +542,9 @@ func buildEndpoints(cfg *Config) error {
 	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
 		e := endpoint.New(endpoint.DefaultLabel)
 		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
+		// Its kind and connect are learned from what arrives, unless
+		// HOOKD_ENDPOINTS names it.
+		e.Undeclared = true
 		cfg.Endpoints = []endpoint.Endpoint{e}
 	}
 	for i := range cfg.Endpoints {

@@ -3,6 +3,8 @@ package endpoint
 import (
 	"fmt"
 	"time"
+
+	"github.com/hookd/hookd/queue"
 )
 
 // ArrivedWindow is how far back what an endpoint received counts when its
@@ -28,7 +30,7 @@ type Arrived struct {
 // returned as declared, whatever arrived: Contradictions says where the
 // two differ.
 func (e Endpoint) Learned(a Arrived) Endpoint {
-	if e.Declared {
+	if !e.Undeclared {
 		return e
 	}
 	if a.Thin && !a.Snapshot {
@@ -47,7 +49,7 @@ func (e Endpoint) Learned(a Arrived) Endpoint {
 // what the declaration denies. An endpoint that declares nothing learns
 // instead, and contradicts nothing.
 func (e Endpoint) Contradictions(a Arrived) []string {
-	if !e.Declared {
+	if e.Undeclared {
 		return nil
 	}
 	var says []string
@@ -62,6 +64,36 @@ func (e Endpoint) Contradictions(a Arrived) []string {
 	if a.Connect && !e.Connect {
 		says = append(says, fmt.Sprintf("endpoint `%s` receives Connect events but is not declared `connect=true`: "+
 			"reconciliation lists no connected account for it", e.Label))
+	}
+	return says
+}
+
+// ArrivedThrough is what rows (queue.Store.EndpointsArrived) say came
+// through the endpoint labelled label: nothing when no row names it.
+func ArrivedThrough(rows []queue.EndpointArrived, label string) Arrived {
+	for _, r := range rows {
+		if r.Endpoint == label {
+			return Arrived{Thin: r.Thin, Snapshot: r.Snapshot, Connect: r.Connect}
+		}
+	}
+	return Arrived{}
+}
+
+// LearnedAll is eps, each Learned from what rows say came through it.
+func LearnedAll(eps []Endpoint, rows []queue.EndpointArrived) []Endpoint {
+	out := make([]Endpoint, len(eps))
+	for i, e := range eps {
+		out[i] = e.Learned(ArrivedThrough(rows, e.Label))
+	}
+	return out
+}
+
+// AllContradictions is the Contradictions of every endpoint of eps, by
+// what rows say came through it, in eps' order.
+func AllContradictions(eps []Endpoint, rows []queue.EndpointArrived) []string {
+	var says []string
+	for _, e := range eps {
+		says = append(says, e.Contradictions(ArrivedThrough(rows, e.Label))...)
 	}
 	return says
 }

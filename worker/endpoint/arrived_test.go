@@ -24,8 +24,8 @@ func TestLearned(t *testing.T) {
 	t.Parallel()
 	eps := configured(t, "account:stripe_id=we_1")
 	account, learned := eps[0], eps[1]
-	if !account.Declared || learned.Declared {
-		t.Fatalf("Declared: account %v, learned %v; want true, false", account.Declared, learned.Declared)
+	if account.Undeclared || !learned.Undeclared {
+		t.Fatalf("Undeclared: account %v, learned %v; want false, true", account.Undeclared, learned.Undeclared)
 	}
 	cases := []struct {
 		name        string
@@ -56,6 +56,7 @@ func TestContradictions(t *testing.T) {
 	account := eps[0]
 	thin := eps[1]
 	undeclared := endpoint.New("other")
+	undeclared.Undeclared = true
 	cases := []struct {
 		name    string
 		ep      endpoint.Endpoint
