@@ -289,6 +289,9 @@ type settling struct {
 	s     queue.Settled
 	state queue.SettledState
 	err   error
+	// cut: released because shutdown cut it short, not because delivery
+	// is held or a probe found the app still down.
+	cut bool
 }
 
 // processAll runs the processor on every event of todo, Concurrency at a
@@ -320,9 +323,10 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 				}
 				t := todo[i]
 				if ctx.Err() != nil || (!probe && r.cfg.Control.Held()) || !r.takeTurn(ctx, deadline) {
-					t.s.Kind = queue.SettleReleased
+					t.s.Kind, t.cut = queue.SettleReleased, ctx.Err() != nil
 				} else {
 					r.attempt(ctx, &t.s, deadline)
+					t.cut = t.s.Kind == queue.SettleReleased
 					if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
 						t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 					}
@@ -411,14 +415,17 @@ func (r *Retrier) settle(batch []*settling) {
 		r.logger.Error("cannot write a retry's outcome: the event is due again when its lease expires",
 			"event_id", t.s.Claimed.Event.EventID, "err", err)
 	})
-	var released int
+	// Only shutdown is worth a line here: an event given back while
+	// delivery is held, or by a probe that found the app still down, is
+	// what the breaker's and the pause's own logs already say.
+	var cut int
 	for _, t := range batch {
-		if t.s.Kind == queue.SettleReleased && t.state.Written {
-			released++
+		if t.s.Kind == queue.SettleReleased && t.state.Written && t.cut {
+			cut++
 		}
 	}
-	if released > 0 {
-		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", released)
+	if cut > 0 {
+		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", cut)
 	}
 }
 
