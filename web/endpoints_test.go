@@ -191,3 +191,53 @@ func TestEndpoints_DeclarationContradictedIsABanner(t *testing.T) {
 		}
 	}
 }
+
+// A processed thin event's page (its search answer) shows its related
+// object, context and reason from the payload the event log keeps, and an
+// event's object and customer link to their history.
+func TestEndpoints_ProcessedThinEventShowsWhatItSays(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t, withoutServer())
+	eps, err := endpoint.ParseSecrets("thin=whsec_thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result { return worker.Result{} })
+	opts := web.Options{Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Gatherer: prometheus.NewRegistry(),
+		Receiver: receiver.New(bundle.store, discardLogger, receiver.Config{Endpoints: eps, Processor: ok}),
+		Stores:   storesOn(bundle.store, bundle.pool), Endpoints: eps}
+	srv := httptest.NewServer(web.NewServer(opts))
+	t.Cleanup(srv.Close)
+	bundle.srv = srv
+
+	thinID := stripeevent.NewID("evt")
+	snapshot, snapID, err := stripeevent.SampleIn("invoice.paid", "test", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, bundle, stripeevent.ThinEvent{ID: thinID, Type: "v1.invoice.paid", Created: time.Now(), Context: "acct_1Thin",
+		Related:   stripeevent.RelatedObject{ID: "in_77", Type: "invoice", URL: "/v1/invoices/in_77"},
+		RequestID: "req_v2xyz"}.JSON(), "whsec_thin")
+	deliver(t, bundle, snapshot, "whsec_thin")
+
+	c := bundle.client(t)
+	c.signIn(accounts.RoleViewer)
+	page := c.get("/search?q=" + thinID)
+	wantStatus(t, page, http.StatusOK)
+	if answer, _ := page.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); answer != "processed" {
+		t.Fatalf("the thin event is %q, want processed", answer)
+	}
+	for id, want := range map[string]string{"related-object": "in_77", "context": "acct_1Thin", "reason": "req_v2xyz"} {
+		if got := testid(page.doc, id); !strings.Contains(got, want) {
+			t.Errorf("the processed thin event's page: %s %q does not show %q", id, got, want)
+		}
+	}
+
+	snap := c.get("/search?q=" + snapID)
+	for id, want := range map[string]string{"object": "/search?q=in_", "customer": "/search?q=cus_"} {
+		href, _ := snap.doc.Find(`[data-testid="` + id + `"] a`).Attr("href")
+		if !strings.HasPrefix(href, want) {
+			t.Errorf("the event's %s links to %q, want its history (%s...)", id, href, want)
+		}
+	}
+}
