@@ -342,6 +342,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	// One subquery per number, each answered by a partial index (pending,
 	// dead, due, pending by age) rather than one pass over every row: with
 	// 110,000 rows of about 1 KB that pass took 70 ms, the subqueries 18 ms.
+	// The deferred have a partial index of their own
+	// (webhook_events_deferred_idx).
 	err := s.db.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM webhook_events WHERE status = 'failed'),
 		       (SELECT count(*) FROM webhook_events WHERE status = 'failed' AND last_attempt_at IS NULL),
