@@ -53,54 +53,21 @@ build:
 $(DEV_ENV):
 	@mkdir -p $(dir $@)
 	@umask 077; { \
+	  echo "# make run reads this file with the shell: quote a value that holds ; or spaces,"; \
+	  echo "# e.g. STRIPE_WEBHOOK_SECRETS='account=whsec_a;connect=whsec_b' (in place of STRIPE_WEBHOOK_SECRET)."; \
 	  echo "STRIPE_WEBHOOK_SECRET=whsec_$$(head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"; \
 	  echo "HOOKD_ADMIN_EMAIL=admin@localhost"; \
 	  echo "HOOKD_ADMIN_PASSWORD=$$(head -c 12 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"; \
 	} > $@
 
 # The demo app runs in the background for as long as hookd runs; Ctrl-C
-# stops both.
+# stops both. .ci/make-run.sh reads the settings, starts the demo app when
+# HOOKD_FORWARD_URL is still the demo's, and prints the steps.
 run: db build $(DEV_ENV)
 	@grep -q '^HOOKD_FORWARD_SECRET=' $(DEV_ENV) || \
 	  echo "HOOKD_FORWARD_SECRET=whsec_$$(head -c 24 /dev/urandom | base64)" >> $(DEV_ENV)
-	@set -a; DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}"; \
-	. ./$(DEMO_ENV); . ./$(DEV_ENV); set +a; \
-	port=$${HOOKD_ADDR:-:8080}; port=$${port##*:}; base="http://localhost:$$port"; \
-	to=""; [ "$$port" = 8080 ] || to=" -url $$base/webhooks/stripe"; \
-	metrics=$${HOOKD_METRICS_ADDR:-127.0.0.1:9090}; \
-	case $$metrics in off) metrics="off (HOOKD_METRICS_ADDR)";; :*) metrics="http://localhost$$metrics/metrics";; \
-	  *) metrics="http://$$metrics/metrics";; esac; \
-	./bin/hookd demo-app $(if $(DEMO_DOWN),-down $(DEMO_DOWN)) & demo=$$!; \
-	trap 'kill $$demo 2>/dev/null || true' EXIT; \
-	echo; \
-	echo "hookd is starting on $$base, forwarding every event to a demo app"; \
-	echo "($$HOOKD_FORWARD_URL) that takes most of them and fails some on purpose:"; \
-	echo "a 500 while its Redis is down, a timeout, and a 422 for every customer.subscription.updated."; \
-	echo "Demo backoff: retries wait seconds, not hours."; \
-	echo; \
-	echo "  1. Open $$base/ and sign in as $$HOOKD_ADMIN_EMAIL, password $$HOOKD_ADMIN_PASSWORD"; \
-	echo "  2. From another terminal in this folder, send 50 signed Stripe events:"; \
-	echo "       STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -n 50$$to"; \
-	echo "  3. Watch the overview: most events are processed at once; the failed ones wait on"; \
-	echo "     Pending with their errors and are retried within seconds."; \
-	echo "  4. About 30 seconds later the customer.subscription.updated events are Dead."; \
-	echo "     Open one and press Retry: the demo app takes it this time, and it is processed."; \
-	echo "  5. What Stripe sends besides: a thin event, a connected account's event, a destination's"; \
-	echo "     ping, and the notice of an event Stripe could not generate (listed on Failures):"; \
-	echo "       ./bin/hookd send-test-event -thin$$to;  ./bin/hookd send-test-event -account acct_1Demo$$to"; \
-	echo "       ./bin/hookd send-test-event -ping$$to;  ./bin/hookd send-test-event -generation-failure$$to"; \
-	echo "     (each with STRIPE_WEBHOOK_SECRET as above)"; \
-	echo "  6. Take the demo app down for a minute and send 50 more: the circuit breaker opens,"; \
-	echo "     the banner says so, and a probe closes it once the app is back:"; \
-	echo "       HOOKD_FORWARD_URL=$$HOOKD_FORWARD_URL HOOKD_FORWARD_SECRET=$$HOOKD_FORWARD_SECRET \\"; \
-	echo "       STRIPE_WEBHOOK_SECRET=$$STRIPE_WEBHOOK_SECRET ./bin/hookd send-test-event -outage 60s -n 50$$to"; \
-	echo "     (or start with make run DEMO_DOWN=60s: down for a minute from its first delivery)"; \
-	echo; \
-	echo "  add people: DATABASE_URL=$$DATABASE_URL ./bin/hookd user add EMAIL -role operator"; \
-	echo "  health:     $$base/healthz   metrics: $$metrics"; \
-	echo "  settings:   $(DEV_ENV) (yours, kept out of git) over $(DEMO_ENV) (the demo's)"; \
-	echo; \
-	./bin/hookd serve
+	@DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}" DEV_ENV=$(DEV_ENV) DEMO_ENV=$(DEMO_ENV) DEMO_DOWN=$(DEMO_DOWN) \
+	  bash .ci/make-run.sh
 
 # Static checks first: they are cheap and say most precisely what is wrong.
 check:

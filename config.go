@@ -268,42 +268,9 @@ func readSettings(getenv func(string) string, envs ...string) (Config, error) {
 // extra adds a command's own flags, such as reconcile's -since.
 func parseConfig(cmd string, args []string, getenv func(string) string, stderr io.Writer,
 	extra ...func(*flag.FlagSet)) (Config, error) {
-	fs := newFlagSet(cmd, "Each flag overrides the environment variable in brackets.", stderr)
-	for _, add := range extra {
-		add(fs)
-	}
-	values := make([]*string, len(settings))
-	for i, s := range settings {
-		usage := s.usage + " [$" + s.env + "]"
-		if s.boolean {
-			v := s.def
-			values[i] = &v
-			fs.BoolFunc(s.flag, usage+" (default "+s.def+")", func(arg string) error { v = arg; return nil })
-			continue
-		}
-		values[i] = fs.String(s.flag, s.def, usage)
-	}
-	if err := fs.Parse(args); err != nil {
+	cfg, explicit, err := parseFlags(cmd, settings, args, getenv, stderr, extra...)
+	if err != nil {
 		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	explicit := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
-
-	var cfg Config
-	for i, s := range settings {
-		v, from := *values[i], "-"+s.flag
-		if !explicit[s.flag] {
-			from = s.env
-			if env := getenv(s.env); env != "" {
-				v = env
-			}
-		}
-		if err := s.apply(&cfg, v, from); err != nil {
-			return Config{}, err
-		}
 	}
 	if cfg.ForwardTimeout >= worker.MaxForwardTimeout {
 		return Config{}, fmt.Errorf("HOOKD_FORWARD_TIMEOUT: must be shorter than %s, or a replica that dies mid-retry "+
@@ -333,6 +300,62 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		cfg.SecureCookies = true
 	}
 	return cfg, nil
+}
+
+// parseFlags reads the settings of table for cmd, each from its flag, its
+// variable or its default, and says which flags were given.
+func parseFlags(cmd string, table []setting, args []string, getenv func(string) string, stderr io.Writer,
+	extra ...func(*flag.FlagSet)) (Config, map[string]bool, error) {
+	fs := newFlagSet(cmd, "Each flag overrides the environment variable in brackets.", stderr)
+	for _, add := range extra {
+		add(fs)
+	}
+	values := make([]*string, len(table))
+	for i, s := range table {
+		usage := s.usage + " [$" + s.env + "]"
+		if s.boolean {
+			v := s.def
+			values[i] = &v
+			fs.BoolFunc(s.flag, usage+" (default "+s.def+")", func(arg string) error { v = arg; return nil })
+			continue
+		}
+		values[i] = fs.String(s.flag, s.def, usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, nil, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	var cfg Config
+	for i, s := range table {
+		v, from := *values[i], "-"+s.flag
+		if !explicit[s.flag] {
+			from = s.env
+			if env := getenv(s.env); env != "" {
+				v = env
+			}
+		}
+		if err := s.apply(&cfg, v, from); err != nil {
+			return Config{}, nil, err
+		}
+	}
+	return cfg, explicit, nil
+}
+
+// settingsOf are the settings of the variables envs: the flags of a
+// command that needs only those, whose -h lists them and no other.
+func settingsOf(envs ...string) []setting {
+	var table []setting
+	for _, s := range settings {
+		if slices.Contains(envs, s.env) {
+			table = append(table, s)
+		}
+	}
+	return table
 }
 
 // isHTTPS reports whether raw is an https URL.
@@ -542,6 +565,9 @@ func buildEndpoints(cfg *Config) error {
 	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
 		e := endpoint.New(endpoint.DefaultLabel)
 		e.Secrets, e.StripeID = reveal(cfg.StripeSecrets), cfg.StripeEndpointID
+		// Its kind and connect are learned from what arrives, unless
+		// HOOKD_ENDPOINTS names it.
+		e.Undeclared = true
 		cfg.Endpoints = []endpoint.Endpoint{e}
 	}
 	for i := range cfg.Endpoints {

@@ -17,9 +17,12 @@ import (
 // the same transaction.
 func eraseCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var customer string
-	cfg, err := parseConfig("erase", args, getenv, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&customer, "customer", "", "the Stripe customer (cus_...) whose events' payloads to erase")
-	})
+	// Only the database's settings: -h lists erase's own flags, not every
+	// one of serve's.
+	cfg, _, err := parseFlags("erase", settingsOf("DATABASE_URL", "HOOKD_MIGRATE_DATABASE_URL"), args, getenv, stderr,
+		func(fs *flag.FlagSet) {
+			fs.StringVar(&customer, "customer", "", "the Stripe customer (cus_...) whose events' payloads to erase")
+		})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@
 //	                add a dashboard account; the password is read from the terminal or stdin
 //	hookd user passwd EMAIL
 //	                set an account's password, read the same way
+//	hookd user check EMAIL
+//	                say whether the password, read the same way, signs in as EMAIL
 //	hookd keys rotate
 //	                replace the sign-in form key; the old one is accepted for an hour
 //	hookd demo-app  run the app `make run` forwards to, which fails some events on purpose
@@ -112,6 +114,8 @@ Commands:
                    add a dashboard account (the password is read from the terminal or stdin)
   user passwd EMAIL
                    set an account's password, read the same way
+  user check EMAIL
+                   say whether the password, read the same way, signs in as EMAIL
   keys rotate      replace the sign-in form key on every replica within a minute;
                    forms signed with the old one are accepted for an hour
   demo-app         run the demo app make run forwards to, which fails some events on purpose

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -61,5 +63,25 @@ func TestRunErase(t *testing.T) {
 	if n := queuetest.Count(t, pool, `SELECT count(*) FROM audit_log
 		WHERE action = 'erase' AND target = 'cus_Gdpr1' AND count = 4 AND user_email LIKE 'command line: %@%'`); n != 1 {
 		t.Errorf("%d erasures in the audit log, want 1", n)
+	}
+}
+
+// `hookd erase -h` lists erase's own flags and the database's, not the
+// dozens of serve's that erase never reads.
+func TestRunEraseHelpListsItsOwnFlags(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"erase", "-h"}, func(string) string { return "" }, strings.NewReader(""), io.Discard, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: err = %v, want flag.ErrHelp", err)
+	}
+	help := stderr.String()
+	for _, want := range []string{"-customer", "-database-url", "-migrate-database-url"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("erase -h lacks %s:\n%s", want, help)
+		}
+	}
+	if n := strings.Count(help, "\n  -"); n != 3 {
+		t.Errorf("erase -h lists %d flags, want its 3:\n%s", n, help)
 	}
 }

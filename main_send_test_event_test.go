@@ -48,15 +48,19 @@ func TestSendTestEvent_ThinConnectPingAndNotice(t *testing.T) {
 			func(k string) string { return env[k] }, strings.NewReader(""), &out, io.Discard)
 		return out.String(), err
 	}
-	for _, args := range [][]string{
-		{"-endpoint", "connect", "-thin", "-type", "invoice.paid"},
-		{"-endpoint", "connect", "-account", "acct_1Connected", "-type", "charge.succeeded"},
-		{"-endpoint", "connect", "-thin", "-account", "acct_1Connected"},
-		{"-endpoint", "connect", "-ping"},
-		{"-endpoint", "connect", "-generation-failure"},
+	// Each says the type the app receives: a thin event's is v1.<type>.
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-endpoint", "connect", "-thin", "-type", "invoice.paid"}, "(v1.invoice.paid)"},
+		{[]string{"-endpoint", "connect", "-account", "acct_1Connected", "-type", "charge.succeeded"}, "(charge.succeeded)"},
+		{[]string{"-endpoint", "connect", "-thin", "-account", "acct_1Connected"}, "(v1.invoice.paid)"},
+		{[]string{"-endpoint", "connect", "-ping"}, "(v2.core.event_destination.ping)"},
+		{[]string{"-endpoint", "connect", "-generation-failure"}, "(v2.core.health.event_generation_failure.resolved)"},
 	} {
-		if out, err := send(args...); err != nil || !strings.Contains(out, "200 OK") {
-			t.Errorf("send-test-event %q: %v\n%s\n%s", args, err, out, stderr)
+		if out, err := send(c.args...); err != nil || !strings.Contains(out, "200 OK") || !strings.Contains(out, c.says) {
+			t.Errorf("send-test-event %q: %v, want 200 OK and %s\n%s\n%s", c.args, err, c.says, out, stderr)
 		}
 	}
 	if out, err := send("-endpoint", "account"); err == nil || !strings.Contains(out, "400") {

@@ -57,4 +57,17 @@ func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {
 	if err != nil || u.Role != accounts.RoleOperator {
 		t.Errorf("new password: %v, role %s; want operator", err, u.Role)
 	}
+
+	// check tells the three cases apart, as make run needs to: another
+	// clone's account keeps its own password.
+	if out, err := user("second password\n", "check", "ops@example.com"); err != nil || !strings.Contains(out, "signs in") {
+		t.Errorf("check of the right password: %q, %v", out, err)
+	}
+	if _, err := user("first password\n", "check", "ops@example.com"); !errors.Is(err, errOtherPassword) {
+		t.Errorf("check of another password: %v, want errOtherPassword", err)
+	}
+	if _, err := user("any password\n", "check", "nobody@example.com"); !errors.Is(err, errNoAccount) ||
+		!strings.Contains(err.Error(), "no account for nobody@example.com") {
+		t.Errorf("check of an unknown account: %v, want errNoAccount", err)
+	}
 }

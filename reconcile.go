@@ -181,7 +181,7 @@ func reconcileEndpoints(cfg Config) []endpoint.Endpoint {
 		return cfg.Endpoints
 	}
 	e := endpoint.New(endpoint.DefaultLabel)
-	e.StripeID = cfg.StripeEndpointID
+	e.StripeID, e.Undeclared = cfg.StripeEndpointID, true
 	return []endpoint.Endpoint{e}
 }
 

@@ -223,12 +223,12 @@ type testEventResult struct {
 // postTestEvent signs and posts one sample event of eventType, of kind.
 func postTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind, eventType string) testEventResult {
 	res := testEventResult{eventType: eventType}
-	payload, id, err := testEventPayload(kind, eventType)
+	payload, id, sentType, err := testEventPayload(kind, eventType)
 	if err != nil {
 		res.err = fmt.Errorf("-type: %v", err)
 		return res
 	}
-	res.id = id
+	res.id, res.eventType = id, sentType
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(payload))
 	if err != nil {
 		res.err = fmt.Errorf("-url: %v", err)
@@ -247,24 +247,27 @@ func postTestEvent(ctx context.Context, client *http.Client, target string, secr
 	return res
 }
 
-// testEventPayload builds one event of kind.
-func testEventPayload(kind testEventKind, eventType string) (payload []byte, id string, err error) {
+// testEventPayload builds one event of kind, and says its type as the app
+// receives it: a thin event's is v1.<type>, a ping's and a notice's
+// Stripe's own.
+func testEventPayload(kind testEventKind, eventType string) (payload []byte, id, sentType string, err error) {
 	now := time.Now()
 	switch {
 	case kind.ping:
 		payload, id = stripeevent.SamplePing(stripeevent.NewID("ed"))
-		return payload, id, nil
+		return payload, id, stripeevent.PingType, nil
 	case kind.notice:
 		id = stripeevent.NewID("evt")
-		return stripeevent.GenerationFailure(id), id, nil
+		return stripeevent.GenerationFailure(id), id, stripeevent.GenerationFailureType, nil
 	case kind.thin:
 		if eventType == "" {
-			return nil, "", errors.New("event type must not be empty")
+			return nil, "", "", errors.New("event type must not be empty")
 		}
 		payload, id = stripeevent.SampleThin(eventType, kind.account, now)
-		return payload, id, nil
+		return payload, id, "v1." + eventType, nil
 	}
-	return stripeevent.SampleIn(eventType, "hookd send-test-event", kind.account, now)
+	payload, id, err = stripeevent.SampleIn(eventType, "hookd send-test-event", kind.account, now)
+	return payload, id, eventType, err
 }
 
 // summarizeAnswers says how many events got each answer, most first:

@@ -209,7 +209,8 @@ func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Han
 		mainGatherer = p.reg
 	}
 	return web.NewServer(web.Options{
-		Logger: logger,
+		Logger:    logger,
+		Endpoints: cfg.Endpoints,
 		Stores: web.Stores{Queue: st.queue, Reads: st.reads, Accounts: st.accounts, Audit: st.audit,
 			Activity: st.pageCounts, Rejections: st.pageRefusals, Ungenerated: st.pageUngenerated},
 		Receiver:         p.receiver,

@@ -15,19 +15,21 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 )
 
-// userCommand runs `hookd user add EMAIL [-role ROLE]` and `hookd user
-// passwd EMAIL`. The password never comes from the command line, where
+// userCommand runs `hookd user add EMAIL [-role ROLE]`, `hookd user
+// passwd EMAIL` and `hookd user check EMAIL`, which says whether the
+// password signs in as EMAIL (make run asks it before telling a newcomer a
+// password that another clone's account would not take). The password never comes from the command line, where
 // other users of the machine and the shell history would see it: it is read
 // from the terminal without echo, or as the first line of stdin when that is
 // not a terminal.
 func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	stdin io.Reader, stdout, stderr io.Writer) error {
-	const userUsage = "usage: hookd user add EMAIL [-role viewer|operator|admin] | hookd user passwd EMAIL"
+	const userUsage = "usage: hookd user add EMAIL [-role viewer|operator|admin] | hookd user passwd EMAIL | hookd user check EMAIL"
 	if len(args) < 2 || isFlag(args[1]) {
 		return errors.New(userUsage)
 	}
 	sub, email, rest := args[0], args[1], slices.Clone(args[2:])
-	if sub != "add" && sub != "passwd" {
+	if sub != "add" && sub != "passwd" && sub != "check" {
 		return errors.New(userUsage)
 	}
 	roleName := string(accounts.RoleViewer)
@@ -67,6 +69,9 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stdout, "added %s (%s)\n", u.Email, u.Role)
 		return nil
 	}
+	if sub == "check" {
+		return checkPassword(ctx, accts, email, password, stdout)
+	}
 	if err := accts.SetPassword(ctx, email, password); errors.Is(err, accounts.ErrNotFound) {
 		return fmt.Errorf("no account for %s", email)
 	} else if err != nil {
@@ -75,6 +80,29 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	fmt.Fprintf(stdout, "password of %s changed\n", email)
 	return nil
 }
+
+// checkPassword says whether password signs in as email: nil when it
+// does, errNoAccount when there is no such account, errOtherPassword when
+// the account's password is another.
+func checkPassword(ctx context.Context, accts *accounts.Store, email, password string, stdout io.Writer) error {
+	if _, err := accts.UserByEmail(ctx, email); errors.Is(err, accounts.ErrNotFound) {
+		return fmt.Errorf("%w %s", errNoAccount, email)
+	} else if err != nil {
+		return err
+	}
+	if _, err := accts.Authenticate(ctx, email, password); errors.Is(err, accounts.ErrBadCredentials) {
+		return fmt.Errorf("%s: %w", email, errOtherPassword)
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s signs in with this password\n", email)
+	return nil
+}
+
+var (
+	errNoAccount     = errors.New("no account for")
+	errOtherPassword = errors.New("the account's password is another (hookd user passwd sets it)")
+)
 
 func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {

@@ -72,8 +72,17 @@ func TestOperatorRetriesAFailureGroup(t *testing.T) {
 	h.signIn(t, page)
 	click(t, page.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Failures", Exact: playwright.Bool(true)}), "Failures")
 	groups := page.Locator(`tr[data-testid="failure-group"]`)
-	must(t, expect.Locator(groups).ToHaveCount(2), "two failure groups: one per event type")
-	row := page.Locator(`tr[data-testid="failure-group"][data-event-type="invoice.payment_failed"]`)
+	must(t, expect.Locator(groups).ToHaveCount(1), "one failure group: one cause, whatever types it hit")
+	types := groups.GetByTestId("failure-type")
+	must(t, expect.Locator(types).ToHaveCount(2), "the group lists the two types it hit")
+	must(t, expect.Locator(types.First()).ToContainText("invoice.payment_failed 3"), "the type hit most first, with its count")
+	must(t, expect.Locator(types.Nth(1)).ToContainText("customer.created 1"), "then the other type, with its count")
+
+	// The type filter narrows the group to invoice.payment_failed.
+	must(t, page.GetByLabel("Event type").Fill("invoice.payment_failed"), "type the filter")
+	click(t, pageButton(page, "Filter"), "Filter")
+	row := page.Locator(`tr[data-testid="failure-group"]`)
+	must(t, expect.Locator(row).ToHaveCount(1), "one group of that type")
 	must(t, expect.Locator(row.GetByTestId("failure-dead")).ToHaveText("3"), "the group has three dead events")
 	must(t, expect.Locator(row.GetByTestId("failure-error")).ToContainText("downstream answered 500"), "the group's error")
 
@@ -92,7 +101,8 @@ func TestOperatorRetriesAFailureGroup(t *testing.T) {
 		return h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1)`, group) == 0
 	})
 	visit(t, page, "/failures")
-	must(t, expect.Locator(groups).ToHaveCount(1), "only the other type's group is left")
+	must(t, expect.Locator(groups).ToHaveCount(1), "the other type's event is still in its group")
+	must(t, expect.Locator(groups.GetByTestId("failure-type")).ToHaveText([]string{"customer.created 1"}), "only the other type is left")
 	if _, ok := h.downstream.deliveredBody(other); ok {
 		t.Errorf("%s (customer.created) was delivered; Retry group was for invoice.payment_failed", other)
 	}

@@ -16,40 +16,51 @@ import (
 const DefaultEndpoint = "default"
 
 // Seen is an endpoint bringing an event, of a connected account or ("")
-// of the endpoint's own account.
+// of the endpoint's own account, thin or snapshot: what arrived, which an
+// endpoint that declares nothing learns its settings from.
 type Seen struct {
 	Endpoint string
 	Account  string
+	Thin     bool
 }
 
 // activityColumns are the Seen of a group of outcomes, each once.
 type activityColumns struct {
 	endpoint, account []string
+	thin              []bool
 }
 
 func (c *activityColumns) add(s Seen) {
 	for i := range c.endpoint {
-		if c.endpoint[i] == s.Endpoint && c.account[i] == s.Account {
+		if c.endpoint[i] == s.Endpoint && c.account[i] == s.Account && c.thin[i] == s.Thin {
 			return
 		}
 	}
 	c.endpoint = append(c.endpoint, s.Endpoint)
 	c.account = append(c.account, s.Account)
+	c.thin = append(c.thin, s.Thin)
 }
 
 // upsertActivitySQL moves the last event of the endpoints $1 and accounts
-// $2 to now, in the order of the primary key, so that two transactions
-// never wait on each other's rows in opposite orders.
+// $2, and their last thin ($3) or snapshot event, to now, in the order of
+// the primary key, so that two transactions never wait on each other's
+// rows in opposite orders. A thin and a snapshot event of one endpoint and
+// account in one group are one row: a row is updated once per statement.
 const upsertActivitySQL = `
-	INSERT INTO endpoint_activity AS a (endpoint, account, last_event_at)
-	SELECT endpoint, account, now() FROM unnest($1::text[], $2::text[]) AS s(endpoint, account)
+	INSERT INTO endpoint_activity AS a (endpoint, account, last_event_at, last_thin_at, last_snapshot_at)
+	SELECT endpoint, account, now(),
+	       CASE WHEN bool_or(thin) THEN now() END, CASE WHEN bool_or(NOT thin) THEN now() END
+	FROM unnest($1::text[], $2::text[], $3::bool[]) AS s(endpoint, account, thin)
+	GROUP BY endpoint, account
 	ORDER BY endpoint, account
-	ON CONFLICT (endpoint, account) DO UPDATE SET last_event_at = excluded.last_event_at
+	ON CONFLICT (endpoint, account) DO UPDATE SET last_event_at = excluded.last_event_at,
+		last_thin_at = coalesce(excluded.last_thin_at, a.last_thin_at),
+		last_snapshot_at = coalesce(excluded.last_snapshot_at, a.last_snapshot_at)
 	WHERE a.last_event_at IS NULL OR a.last_event_at < excluded.last_event_at`
 
 func (c *activityColumns) queue(b *pgx.Batch) {
 	if len(c.endpoint) > 0 {
-		b.Queue(upsertActivitySQL, c.endpoint, c.account)
+		b.Queue(upsertActivitySQL, c.endpoint, c.account, c.thin)
 	}
 }
 
@@ -204,6 +215,39 @@ func (s *Store) LastEventAt(ctx context.Context, endpoint string) (time.Time, bo
 		return time.Time{}, false, nil
 	}
 	return *at, true, nil
+}
+
+// EndpointArrived is what came through one endpoint since a time: thin
+// events, snapshot events, events of connected accounts.
+type EndpointArrived struct {
+	Endpoint string `db:"endpoint"`
+	Thin     bool   `db:"thin"`
+	Snapshot bool   `db:"snapshot"`
+	Connect  bool   `db:"connect"`
+}
+
+// EndpointsArrived returns what came through each endpoint within the
+// last within, by the database's clock, by label; an endpoint that brought
+// no event within it is absent. Activity
+// written before thin and snapshot events were told apart counts as
+// neither.
+func (s *Store) EndpointsArrived(ctx context.Context, within time.Duration) ([]EndpointArrived, error) {
+	rows, err := s.db.Query(ctx, `
+		WITH since AS (SELECT now() - make_interval(secs => $1) AS at)
+		SELECT endpoint,
+		       coalesce(bool_or(last_thin_at >= since.at), false) AS thin,
+		       coalesce(bool_or(last_snapshot_at >= since.at), false) AS snapshot,
+		       coalesce(bool_or(account <> ''), false) AS connect
+		FROM endpoint_activity, since WHERE last_event_at >= since.at
+		GROUP BY endpoint ORDER BY endpoint`, within.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("read what came through the endpoints: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[EndpointArrived])
+	if err != nil {
+		return nil, fmt.Errorf("read what came through the endpoints: %w", err)
+	}
+	return out, nil
 }
 
 // EndpointActivity is what the overview shows of one endpoint.

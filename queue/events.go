@@ -320,6 +320,10 @@ type Stats struct {
 	Failed   int64
 	Retrying int64
 	Dead     int64
+	// Deferred counts the failed events no attempt has been made for yet
+	// (deferred while delivery was held or no inline slot was free):
+	// counted in Failed, as their status is, but nothing failed.
+	Deferred int64
 	// DueNow counts pending events whose next retry time has passed.
 	DueNow int64
 	// OldestPending is when the oldest failed or retrying event was
@@ -338,15 +342,18 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	// One subquery per number, each answered by a partial index (pending,
 	// dead, due, pending by age) rather than one pass over every row: with
 	// 110,000 rows of about 1 KB that pass took 70 ms, the subqueries 18 ms.
+	// The deferred have a partial index of their own
+	// (webhook_events_deferred_idx).
 	err := s.db.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM webhook_events WHERE status = 'failed'),
+		       (SELECT count(*) FROM webhook_events WHERE status = 'failed' AND last_attempt_at IS NULL),
 		       (SELECT count(*) FROM webhook_events WHERE status = 'retrying'),
 		       (SELECT count(*) FROM webhook_events WHERE status = 'dead'),
 		       (SELECT count(*) FROM webhook_events
 		        WHERE `+pending+` AND attempts < $1 AND next_retry_at <= now()),
 		       (SELECT min(created_at) FROM webhook_events WHERE `+pending+`)`,
 		MaxAttempts).
-		Scan(&st.Failed, &st.Retrying, &st.Dead, &st.DueNow, &st.OldestPending)
+		Scan(&st.Failed, &st.Deferred, &st.Retrying, &st.Dead, &st.DueNow, &st.OldestPending)
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue stats: %w", err)
 	}

@@ -8,22 +8,33 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// FailureGroup is the queued events of one type whose last errors are the
-// same once their variable parts (ids, numbers, timestamps, hex) are masked:
-// one failure, however many events it hits. The masking is the database's
-// webhook_error_group, stored with each row as error_group.
+// FailureGroup is the queued events whose last errors are the same once
+// their variable parts (ids, numbers, timestamps, hex) are masked: one
+// failure, however many events and event types it hits. The masking is the
+// database's webhook_error_group, stored with each row as error_group.
 type FailureGroup struct {
-	EventType string `db:"event_type"`
+	// EventType, when set, narrows the group to the events of one type
+	// (the failures page's type filter); "" is every type the error hit.
+	EventType string
 	// ErrorGroup is the masked error, e.g. "timeout after <n>s for <id>";
 	// "no error recorded" for events without one, so it is never empty.
-	ErrorGroup string `db:"error_group"`
-	Failed     int64  `db:"failed"`
-	Retrying   int64  `db:"retrying"`
-	Dead       int64  `db:"dead"`
+	ErrorGroup string
+	// Types are the event types of the group's events, with how many of
+	// each, most first.
+	Types    []TypeCount
+	Failed   int64
+	Retrying int64
+	Dead     int64
 	// FirstSeen is when the group's oldest event was received, LastSeen
 	// when one of its events last failed.
-	FirstSeen time.Time `db:"first_seen"`
-	LastSeen  time.Time `db:"last_seen"`
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
+
+// TypeCount is how many of a failure group's events are of one type.
+type TypeCount struct {
+	EventType string
+	Count     int64
 }
 
 // Pending is the number of the group's events waiting for a retry.
@@ -33,36 +44,54 @@ func (g FailureGroup) Pending() int64 { return g.Failed + g.Retrying }
 func (g FailureGroup) Total() int64 { return g.Failed + g.Retrying + g.Dead }
 
 // Filter selects the group's events in the given status (StatusPending for
-// both pending statuses).
+// both pending statuses), of every type it hit unless EventType narrows it.
 func (g FailureGroup) Filter(status Status) EventFilter {
 	return EventFilter{Status: status, EventType: g.EventType, ErrorGroup: g.ErrorGroup}
 }
 
 // FailureGroups returns up to limit failure groups of the queue, the
-// largest first, and how many groups there are in all.
-func (s *Store) FailureGroups(ctx context.Context, limit int) ([]FailureGroup, int64, error) {
+// largest first, and how many groups there are in all. One outage is one
+// group whatever event types it hit; eventType, when not "", keeps only
+// the events of that type.
+func (s *Store) FailureGroups(ctx context.Context, limit int, eventType string) ([]FailureGroup, int64, error) {
 	// One pass over the queue: the masked error is a stored column, so
-	// grouping costs what a count by type would.
+	// grouping costs what a count by type would. The types of a group
+	// are counted first, then gathered into its row.
 	rows, err := s.db.Query(ctx, `
-		SELECT event_type, error_group,
-		       count(*) FILTER (WHERE status = 'failed')   AS failed,
-		       count(*) FILTER (WHERE status = 'retrying') AS retrying,
-		       count(*) FILTER (WHERE status = 'dead')     AS dead,
-		       min(created_at) AS first_seen,
-		       max(coalesce(last_attempt_at, created_at)) AS last_seen,
+		WITH by_type AS (
+			SELECT error_group, event_type, count(*) AS events,
+			       count(*) FILTER (WHERE status = 'failed')   AS failed,
+			       count(*) FILTER (WHERE status = 'retrying') AS retrying,
+			       count(*) FILTER (WHERE status = 'dead')     AS dead,
+			       min(created_at) AS first_seen,
+			       max(coalesce(last_attempt_at, created_at)) AS last_seen
+			FROM webhook_events
+			WHERE $2 = '' OR event_type = $2
+			GROUP BY error_group, event_type
+		)
+		SELECT error_group,
+		       array_agg(event_type ORDER BY events DESC, event_type) AS types,
+		       array_agg(events ORDER BY events DESC, event_type) AS type_counts,
+		       sum(failed)::bigint, sum(retrying)::bigint, sum(dead)::bigint,
+		       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
 		       count(*) OVER () AS groups
-		FROM webhook_events
-		GROUP BY event_type, error_group
-		ORDER BY count(*) DESC, last_seen DESC, event_type, error_group
-		LIMIT $1`, limit)
+		FROM by_type
+		GROUP BY error_group
+		ORDER BY sum(events) DESC, max(last_seen) DESC, error_group
+		LIMIT $1`, limit, eventType)
 	if err != nil {
 		return nil, 0, fmt.Errorf("group failures: %w", err)
 	}
 	var total int64
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
-		var g FailureGroup
-		err := row.Scan(&g.EventType, &g.ErrorGroup, &g.Failed, &g.Retrying, &g.Dead,
+		g := FailureGroup{EventType: eventType}
+		var types []string
+		var counts []int64
+		err := row.Scan(&g.ErrorGroup, &types, &counts, &g.Failed, &g.Retrying, &g.Dead,
 			&g.FirstSeen, &g.LastSeen, &total)
+		for i := range types {
+			g.Types = append(g.Types, TypeCount{EventType: types[i], Count: counts[i]})
+		}
 		return g, err
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing
 	insert("invoice.paid", queue.StatusRetrying, "timeout after 12s for evt_B")
 	insert("invoice.paid", queue.StatusDead, "timeout after 9s for evt_1QbX7fLkdIwHu7ixXY0pQ3rS")
 	insert("invoice.paid", queue.StatusDead, "timeout after 300s for evt_test_0a1b2c3d4e5f6a7b")
-	// The same error on another event type is another group.
+	// The same error on another event type is the same failure.
 	insert("charge.refunded", queue.StatusFailed, "timeout after 10s for evt_C")
 	// Ids of other objects, a uuid, a timestamp and hex are masked too.
 	insert("invoice.paid", queue.StatusFailed,
@@ -46,47 +46,51 @@ func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing
 	// Words with underscores are not ids.
 	insert("invoice.paid", queue.StatusFailed, "read_timeout on payment_intent.succeeded")
 
-	groups, total, err := s.FailureGroups(ctx, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type key struct{ typ, group string }
-	got := map[key]queue.FailureGroup{}
-	for _, g := range groups {
-		got[key{g.EventType, g.ErrorGroup}] = g
-	}
-	want := []struct {
-		typ, group             string
-		failed, retrying, dead int64
+	// One cause is one group whatever types it hit; the type filter
+	// narrows every group to one type.
+	type counts struct{ failed, retrying, dead int64 }
+	timeout, down500, down503 := "timeout after <n>s for <id>",
+		`downstream answered 500: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`,
+		`downstream answered 503: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`
+	for _, c := range []struct {
+		eventType string
+		want      map[string]counts
+		types     string
 	}{
-		{"invoice.paid", "timeout after <n>s for <id>", 1, 1, 2},
-		{"charge.refunded", "timeout after <n>s for <id>", 1, 0, 0},
-		{"invoice.paid", `downstream answered 500: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`, 1, 1, 0},
-		{"invoice.paid", `downstream answered 503: {"error":"customer <id>","req":"<uuid>","at":"<time>","trace":"<hex>"}`, 1, 0, 0},
-		{"invoice.paid", "read_timeout on payment_intent.succeeded", 1, 0, 0},
-	}
-	if total != int64(len(want)) || len(groups) != len(want) {
-		t.Errorf("got %d groups (%d returned), want %d:", total, len(groups), len(want))
+		{"", map[string]counts{timeout: {2, 1, 2}, down500: {1, 1, 0}, down503: {1, 0, 0},
+			"read_timeout on payment_intent.succeeded": {1, 0, 0}}, "[{invoice.paid 4} {charge.refunded 1}]"},
+		{"invoice.paid", map[string]counts{timeout: {1, 1, 2}, down500: {1, 1, 0}, down503: {1, 0, 0},
+			"read_timeout on payment_intent.succeeded": {1, 0, 0}}, "[{invoice.paid 4}]"},
+		{"charge.refunded", map[string]counts{timeout: {1, 0, 0}}, "[{charge.refunded 1}]"},
+	} {
+		groups, total, err := s.FailureGroups(ctx, 100, c.eventType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != int64(len(c.want)) || len(groups) != len(c.want) {
+			t.Errorf("type %q: got %d groups (%d returned), want %d:", c.eventType, total, len(groups), len(c.want))
+			for _, g := range groups {
+				t.Logf("  %q %v: %d/%d/%d", g.ErrorGroup, g.Types, g.Failed, g.Retrying, g.Dead)
+			}
+		}
 		for _, g := range groups {
-			t.Logf("  %s %q: %d/%d/%d", g.EventType, g.ErrorGroup, g.Failed, g.Retrying, g.Dead)
+			w, ok := c.want[g.ErrorGroup]
+			if !ok {
+				t.Errorf("type %q: unexpected group %q", c.eventType, g.ErrorGroup)
+				continue
+			}
+			if g.Failed != w.failed || g.Retrying != w.retrying || g.Dead != w.dead || g.EventType != c.eventType {
+				t.Errorf("type %q: group %q: failed/retrying/dead %d/%d/%d of type %q, want %d/%d/%d",
+					c.eventType, g.ErrorGroup, g.Failed, g.Retrying, g.Dead, g.EventType, w.failed, w.retrying, w.dead)
+			}
 		}
-	}
-	for _, w := range want {
-		g, ok := got[key{w.typ, w.group}]
-		if !ok {
-			t.Errorf("no group %s %q", w.typ, w.group)
-			continue
+		if groups[0].ErrorGroup != timeout || fmt.Sprint(groups[0].Types) != c.types {
+			t.Errorf("type %q: first group is %q of %v, want the largest, the timeouts, of %s",
+				c.eventType, groups[0].ErrorGroup, groups[0].Types, c.types)
 		}
-		if g.Failed != w.failed || g.Retrying != w.retrying || g.Dead != w.dead {
-			t.Errorf("group %s %q: failed/retrying/dead %d/%d/%d, want %d/%d/%d",
-				w.typ, w.group, g.Failed, g.Retrying, g.Dead, w.failed, w.retrying, w.dead)
+		if groups[0].LastSeen.Before(groups[0].FirstSeen) {
+			t.Errorf("last seen %s before first seen %s", groups[0].LastSeen, groups[0].FirstSeen)
 		}
-	}
-	if groups[0].ErrorGroup != "timeout after <n>s for <id>" || groups[0].EventType != "invoice.paid" {
-		t.Errorf("first group is %s %q, want the largest, invoice.paid timeouts", groups[0].EventType, groups[0].ErrorGroup)
-	}
-	if groups[0].LastSeen.Before(groups[0].FirstSeen) {
-		t.Errorf("last seen %s before first seen %s", groups[0].LastSeen, groups[0].FirstSeen)
 	}
 }
 
@@ -98,7 +102,7 @@ func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 	if _, err := s.ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
 		t.Fatal(err)
 	}
-	groups, _, err := s.FailureGroups(ctx, 10)
+	groups, _, err := s.FailureGroups(ctx, 10, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +250,7 @@ func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
 			refs[i] = randomDigits(6 + i%4)
 			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
 		}
-		groups, total, err := s.FailureGroups(ctx, 10)
+		groups, total, err := s.FailureGroups(ctx, 10, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +301,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 	}
 	groups := func() map[string]int64 {
 		t.Helper()
-		got, _, err := queue.New(bundle.pool).FailureGroups(ctx, 10)
+		got, _, err := queue.New(bundle.pool).FailureGroups(ctx, 10, "")
 		if err != nil {
 			t.Fatal(err)
 		}

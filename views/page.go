@@ -37,6 +37,10 @@ type Page struct {
 	// DemoBackoff is set while the retry schedule runs in seconds for the
 	// demo; every page then says so, so nobody mistakes it for production.
 	DemoBackoff bool
+	// Contradictions say where an endpoint's declaration (HOOKD_ENDPOINTS)
+	// contradicts what arrives through it: a banner on the overview and on
+	// the endpoint's event list.
+	Contradictions []string
 }
 
 // Can reports whether the signed-in account may act as role.

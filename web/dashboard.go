@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/stripeapi"
 )
@@ -138,7 +140,11 @@ func (d *dashboard) renderOverview(c echo.Context, status int, prune views.Prune
 			rec.Hours = strconv.Itoa(int(d.opts.Reconciler.Window() / time.Hour))
 		}
 	}
-	return render(c, status, views.Overview(d.pageWith(c, "Overview", "overview", delivery), st, activity, prune, rec))
+	p := d.pageWith(c, "Overview", "overview", delivery)
+	if p.Contradictions, err = d.contradictions(c.Request().Context(), ""); err != nil {
+		return err
+	}
+	return render(c, status, views.Overview(p, st, activity, prune, rec))
 }
 
 // activity reads the counts behind the overview's charts, over the range
@@ -348,8 +354,36 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 				return err
 			}
 		}
-		return render(c, http.StatusOK, views.Events(d.pageWith(c, title, nav, delivery), l))
+		p := d.pageWith(c, title, nav, delivery)
+		if f.Endpoint != "" {
+			if p.Contradictions, err = d.contradictions(ctx, f.Endpoint); err != nil {
+				return err
+			}
+		}
+		return render(c, http.StatusOK, views.Events(p, l))
 	}
+}
+
+// contradictions says where the declarations of the endpoints, or of the
+// one labelled label when it is not "", contradict what arrived through
+// them.
+func (d *dashboard) contradictions(ctx context.Context, label string) ([]string, error) {
+	eps := d.opts.Endpoints
+	if label != "" {
+		ep, err := endpoint.Find(eps, label)
+		if err != nil {
+			return nil, nil
+		}
+		eps = []endpoint.Endpoint{ep}
+	}
+	if !slices.ContainsFunc(eps, func(e endpoint.Endpoint) bool { return !e.Undeclared }) {
+		return nil, nil
+	}
+	arrived, err := d.reads.EndpointsArrived(ctx, endpoint.ArrivedWindow)
+	if err != nil {
+		return nil, err
+	}
+	return endpoint.AllContradictions(eps, arrived), nil
 }
 
 // findEvent says where the Stripe event eventID is: on the queue, processed

@@ -87,6 +87,9 @@ func TestDelivery_PauseAndResume(t *testing.T) {
 	if viewer.get("/").doc.Find(`form[action="/delivery/resume"]`).Length() != 0 {
 		t.Error("a viewer is offered the resume button")
 	}
+	if op.get("/").doc.Find(`form[action="/delivery/pause"]`).Length() != 0 {
+		t.Error("the overview offers to pause delivery while it is paused")
+	}
 	e := lastAudit(t, b, audit.DeliveryPause)
 	if e.Email != "operator@example.com" || e.Target != "app deploy #42" {
 		t.Errorf("audit entry %+v", e)
@@ -116,6 +119,10 @@ func TestDelivery_BreakerBannerAndBacklog(t *testing.T) {
 	for range 100 {
 		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusFailed})
 	}
+	// Deferred while the breaker held delivery: no attempt yet.
+	if _, err := b.pool.Exec(context.Background(), `UPDATE webhook_events SET last_attempt_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := b.pool.Exec(context.Background(), `UPDATE delivery_control SET breaker_failures = 20, breaker_opened_at = now(),
 		breaker_error = 'downstream answered 503', probe_due_at = now() + interval '30 seconds', probe_wait_seconds = 30`); err != nil {
 		t.Fatal(err)
@@ -134,6 +141,17 @@ func TestDelivery_BreakerBannerAndBacklog(t *testing.T) {
 	}
 	if got := testid(r.doc, "backlog"); got != "100" {
 		t.Errorf("backlog %q, want 100", got)
+	}
+	if r.doc.Find(`form[action="/delivery/pause"]`).Length() != 0 {
+		t.Error("the overview offers to pause delivery while the breaker holds it")
+	}
+	// The 100 events were deferred while delivery was held: none had an
+	// attempt, so none failed.
+	if got := testid(r.doc, "count-failed"); got != "0" {
+		t.Errorf("failed %q, want 0: no deferred event had an attempt", got)
+	}
+	if got := testid(r.doc, "count-deferred"); got != "100" {
+		t.Errorf("waiting %q, want the 100 deferred events", got)
 	}
 	if got := testid(r.doc, "backlog-eta"); got != "through in about 4 s at 25 a second" {
 		t.Errorf("backlog note %q", got)

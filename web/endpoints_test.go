@@ -139,3 +139,105 @@ func TestEndpoints_ShownAndFiltered(t *testing.T) {
 		t.Errorf("the overview's last ping of thin is %q, want when it was", text)
 	}
 }
+
+// A Connect event through an endpoint declared without connect=true is
+// accepted, and the overview and the endpoint's list say what the
+// declaration costs, until the declaration says what arrives.
+func TestEndpoints_DeclarationContradictedIsABanner(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t, withoutServer())
+	serve := func(settings string) *testBundle {
+		eps, err := endpoint.ParseSecrets("account=whsec_account;learned=whsec_learned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := endpoint.Configure(eps, settings); err != nil {
+			t.Fatal(err)
+		}
+		opts := web.Options{Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Gatherer: prometheus.NewRegistry(),
+			Receiver: receiver.New(bundle.store, discardLogger, receiver.Config{Endpoints: eps, Processor: worker.Discard}),
+			Stores:   storesOn(bundle.store, bundle.pool), Endpoints: eps}
+		srv := httptest.NewServer(web.NewServer(opts))
+		t.Cleanup(srv.Close)
+		b := *bundle
+		b.srv = srv
+		return &b
+	}
+	const says = "endpoint `account` receives Connect events but is not declared `connect=true`: " +
+		"reconciliation lists no connected account for it"
+
+	b := serve("account:stripe_id=we_1")
+	deliver(t, b, stripeevent.Connect(stripeevent.NewID("evt"), "invoice.paid", "acct_1A", true), "whsec_account")
+	deliver(t, b, stripeevent.Connect(stripeevent.NewID("evt"), "invoice.paid", "acct_1B", true), "whsec_learned")
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	for _, path := range []string{"/", "/events?status=dead&endpoint=account"} {
+		r := c.get(path)
+		wantStatus(t, r, http.StatusOK)
+		if got := testid(r.doc, "declaration-banner"); !strings.Contains(got, says) || strings.Contains(got, "learned") {
+			t.Errorf("%s: banner %q, want it to say %q, and nothing of the endpoint that declares nothing", path, got, says)
+		}
+	}
+	if got := testid(c.get("/events?status=dead&endpoint=learned").doc, "declaration-banner"); got != "" {
+		t.Errorf("the list of the endpoint that declares nothing has a banner: %q", got)
+	}
+
+	fixed := serve("account:stripe_id=we_1,connect=true")
+	c = fixed.client(t)
+	c.signIn(accounts.RoleOperator)
+	for _, path := range []string{"/", "/events?status=dead&endpoint=account"} {
+		if got := testid(c.get(path).doc, "declaration-banner"); got != "" {
+			t.Errorf("%s: banner %q once the declaration says connect=true", path, got)
+		}
+	}
+}
+
+// A processed thin event's page (its search answer) shows its related
+// object, context and reason from the payload the event log keeps, and an
+// event's object and customer link to their history.
+func TestEndpoints_ProcessedThinEventShowsWhatItSays(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t, withoutServer())
+	eps, err := endpoint.ParseSecrets("thin=whsec_thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result { return worker.Result{} })
+	opts := web.Options{Sessions: pgxstore.NewWithCleanupInterval(bundle.pool, 0), Gatherer: prometheus.NewRegistry(),
+		Receiver: receiver.New(bundle.store, discardLogger, receiver.Config{Endpoints: eps, Processor: ok}),
+		Stores:   storesOn(bundle.store, bundle.pool), Endpoints: eps}
+	srv := httptest.NewServer(web.NewServer(opts))
+	t.Cleanup(srv.Close)
+	bundle.srv = srv
+
+	thinID := stripeevent.NewID("evt")
+	snapshot, snapID, err := stripeevent.SampleIn("invoice.paid", "test", "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, bundle, stripeevent.ThinEvent{ID: thinID, Type: "v1.invoice.paid", Created: time.Now(), Context: "acct_1Thin",
+		Related:   stripeevent.RelatedObject{ID: "in_77", Type: "invoice", URL: "/v1/invoices/in_77"},
+		RequestID: "req_v2xyz"}.JSON(), "whsec_thin")
+	deliver(t, bundle, snapshot, "whsec_thin")
+
+	c := bundle.client(t)
+	c.signIn(accounts.RoleViewer)
+	page := c.get("/search?q=" + thinID)
+	wantStatus(t, page, http.StatusOK)
+	if answer, _ := page.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); answer != "processed" {
+		t.Fatalf("the thin event is %q, want processed", answer)
+	}
+	for id, want := range map[string]string{"related-object": "in_77", "context": "acct_1Thin", "reason": "req_v2xyz"} {
+		if got := testid(page.doc, id); !strings.Contains(got, want) {
+			t.Errorf("the processed thin event's page: %s %q does not show %q", id, got, want)
+		}
+	}
+
+	snap := c.get("/search?q=" + snapID)
+	for id, want := range map[string]string{"object": "/search?q=in_", "customer": "/search?q=cus_"} {
+		href, _ := snap.doc.Find(`[data-testid="` + id + `"] a`).Attr("href")
+		if !strings.HasPrefix(href, want) {
+			t.Errorf("the event's %s links to %q, want its history (%s...)", id, href, want)
+		}
+	}
+}

@@ -22,7 +22,8 @@ const maxUngenerated = 50
 
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		groups, total, err := d.reads.FailureGroups(c.Request().Context(), maxFailureGroups)
+		eventType := strings.TrimSpace(c.QueryParam("type"))
+		groups, total, err := d.reads.FailureGroups(c.Request().Context(), maxFailureGroups, eventType)
 		if err != nil {
 			return err
 		}
@@ -30,17 +31,18 @@ func (d *dashboard) handleFailures() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		l := views.FailureList{Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
+		l := views.FailureList{EventType: eventType, Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
 		return render(c, http.StatusOK, views.Failures(d.page(c, "Failures", "failures"), l))
 	}
 }
 
-// failureGroup reads the group a retry form names; both fields are
-// required, since an empty one would widen the retry to more than the group.
+// failureGroup reads the group a retry form names: its error, required,
+// since an empty one would widen the retry to every event on the queue;
+// and the type filter the page had, "" for every type the error hit.
 func failureGroup(c echo.Context) (queue.FailureGroup, error) {
-	g := queue.FailureGroup{EventType: c.FormValue("type"), ErrorGroup: c.FormValue("group")}
-	if strings.TrimSpace(g.EventType) == "" || strings.TrimSpace(g.ErrorGroup) == "" {
-		return g, echo.NewHTTPError(http.StatusBadRequest, "Which failure group? The form needs both its event type and its error.")
+	g := queue.FailureGroup{EventType: strings.TrimSpace(c.FormValue("type")), ErrorGroup: c.FormValue("group")}
+	if strings.TrimSpace(g.ErrorGroup) == "" {
+		return g, echo.NewHTTPError(http.StatusBadRequest, "Which failure group? The form needs the group's error.")
 	}
 	return g, nil
 }
@@ -59,6 +61,15 @@ func (d *dashboard) handleRetryGroupPreview() echo.HandlerFunc {
 		pending, err := d.reads.CountEvents(ctx, g.Filter(queue.StatusPending))
 		if err != nil {
 			return err
+		}
+		groups, _, err := d.reads.FailureGroups(ctx, maxFailureGroups, g.EventType)
+		if err != nil {
+			return err
+		}
+		for _, found := range groups {
+			if found.ErrorGroup == g.ErrorGroup {
+				g.Types = found.Types
+			}
 		}
 		return render(c, http.StatusOK, views.RetryGroupConfirm(d.page(c, "Retry this failure group?", "failures"),
 			g, dead, pending))

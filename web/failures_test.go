@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -86,9 +87,11 @@ func TestRetryGroup_ConfirmsThenRetriesTheWholeGroupAndAuditsIt(t *testing.T) {
 	otherError := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{
 		Status: queue.StatusDead, Attempts: 5, LastError: "downstream answered 404: no route"})
 
+	// Filtered to invoice.paid, the group is the timeouts of that type
+	// only: the charge.refunded one stays dead.
 	c := b.client(t)
 	c.signIn(accounts.RoleOperator)
-	r := c.get("/failures")
+	r := c.get("/failures?type=invoice.paid")
 	form := r.doc.Find(`[data-testid="failure-group"]`).First().Find("form")
 	action, _ := form.Attr("action")
 	confirm := c.post(action, formValues(form))
@@ -152,7 +155,7 @@ func TestRetryGroup_ViewersAreRefusedAndEmptyFormsAreBadRequests(t *testing.T) {
 	op := b.client(t)
 	op.signIn(accounts.RoleOperator)
 	op.get("/failures")
-	for _, f := range []url.Values{{"type": {dead.EventType}}, {"group": {"downstream returned <n>"}}} {
+	for _, f := range []url.Values{{"type": {dead.EventType}}, {"type": {dead.EventType}, "group": {"  "}}} {
 		for _, path := range []string{"/failures/retry/preview", "/failures/retry"} {
 			wantStatus(t, op.post(path, f), http.StatusBadRequest)
 		}
@@ -192,5 +195,83 @@ func TestRetryGroup_SaysWhichEventsWereInFlight(t *testing.T) {
 	}
 	if got := eventNow(t, b, running); !got.ManualRetry || !got.NextRetryAt.Equal(running.NextRetryAt) {
 		t.Errorf("the event in flight: manual %v, due %v; want marked, due unchanged", got.ManualRetry, got.NextRetryAt)
+	}
+}
+
+// One outage is one row, whatever types it hit: 30 events of 5 types
+// refused with one error are one group listing the 5 types with their
+// counts, and its Retry group retries all 30. The type filter narrows the
+// row to one type.
+func TestFailures_OneCauseIsOneRowAcrossTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	types := []string{"charge.succeeded", "customer.created", "invoice.paid", "invoice.payment_failed", "payment_intent.succeeded"}
+	var events []queue.Event
+	for i := range 30 {
+		events = append(events, queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventType: types[i%len(types)],
+			Status: queue.StatusDead, Attempts: 5,
+			LastError: fmt.Sprintf("no answer from downstream: dial tcp 127.0.0.1:%d: connect: connection refused", 4000+i)}))
+	}
+	other := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventType: "invoice.paid", Status: queue.StatusDead,
+		Attempts: 5, LastError: "downstream answered 422: no such customer"})
+
+	c := b.client(t)
+	c.signIn(accounts.RoleOperator)
+	r := c.get("/failures")
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc.Find(`[data-testid="failure-group"]`)
+	if rows.Length() != 2 {
+		t.Fatalf("%d rows, want 2: the outage and the other error", rows.Length())
+	}
+	first := rows.First()
+	var listed []string
+	for _, li := range first.Find(`[data-testid="failure-type"]`).EachIter() {
+		listed = append(listed, strings.Join(strings.Fields(li.Text()), " "))
+	}
+	var want []string
+	for _, typ := range types {
+		want = append(want, typ+" 6")
+	}
+	if strings.Join(listed, "; ") != strings.Join(want, "; ") {
+		t.Errorf("the outage's row lists %q, want %q", listed, want)
+	}
+	if got := strings.TrimSpace(first.Find(`[data-testid="failure-dead"]`).Text()); got != "30" {
+		t.Errorf("the outage's dead count %q, want 30", got)
+	}
+
+	form := first.Find("form")
+	action, _ := form.Attr("action")
+	confirm := c.post(action, formValues(form))
+	wantStatus(t, confirm, http.StatusOK)
+	if h := confirm.doc.Find("h1").Text(); !strings.Contains(h, "Retry 30 events of this failure group?") {
+		t.Errorf("confirmation asks %q", h)
+	}
+	if got := strings.Join(strings.Fields(testid(confirm.doc, "retry-group-types")), " "); !strings.Contains(got, "charge.succeeded 6") {
+		t.Errorf("confirmation's types %q do not list charge.succeeded 6", got)
+	}
+	form = confirm.doc.Find(`form:has(button:contains("Confirm retry group"))`)
+	action, _ = form.Attr("action")
+	page := c.follow(c.post(action, formValues(form)))
+	if got := testid(page.doc, "flash"); got != "30 events queued for retry" {
+		t.Errorf("flash %q, want %q", got, "30 events queued for retry")
+	}
+	for _, e := range events {
+		if got := eventNow(t, b, e); got.Status != queue.StatusFailed || !got.ManualRetry {
+			t.Errorf("%s (%s) after retry group: %s, manual %v; want failed, manual", e.EventID, e.EventType, got.Status, got.ManualRetry)
+		}
+	}
+	if got := eventNow(t, b, other); got.Status != queue.StatusDead || got.ManualRetry {
+		t.Errorf("the event of the other error was changed: %s", got.Status)
+	}
+
+	filtered := c.get("/failures?type=invoice.paid")
+	rows = filtered.doc.Find(`[data-testid="failure-group"]`)
+	if rows.Length() != 2 {
+		t.Fatalf("filtered to invoice.paid: %d rows, want 2", rows.Length())
+	}
+	for _, row := range rows.EachIter() {
+		if n := row.Find(`[data-testid="failure-type"]`).Length(); n != 1 {
+			t.Errorf("filtered to invoice.paid, a row lists %d types, want 1", n)
+		}
 	}
 }

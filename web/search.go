@@ -57,6 +57,16 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 				return err
 			}
 			s.Found = &found
+			if l := found.Log; l != nil && l.ProcessedAt != nil && l.HasPayload {
+				// A processed event's facts are this answer: a thin one's
+				// related object, context and reason are in its payload.
+				switch payload, err := d.reads.LoggedPayload(ctx, eventID); {
+				case err == nil:
+					s.Payload = string(payload)
+				case !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, queue.ErrPayloadGone):
+					return err
+				}
+			}
 			if s.InFlight, err = d.reads.EventInFlight(ctx, eventID); err != nil {
 				return err
 			}

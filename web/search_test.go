@@ -66,7 +66,7 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 	}{
 		{"evt_first", "processed", "on its first delivery, while Stripe waited"},
 		{"  evt_retried ", "processed", "by retry 2, on the retry loop's schedule"},
-		{"evt_manual", "processed", "by retry 1, which a person asked for"},
+		{"evt_manual", "processed", "was processed just now by retry 1, which a person asked for"},
 		{"evt_reconciled", "processed", "by reconciliation: hookd found it in Stripe's event list"},
 		{"evt_dead", "queued", "On the queue: dead"},
 		{dead.ID.String(), "queued", "evt_dead"},
@@ -85,6 +85,21 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 	}
 	if n := c.get("/search?q=evt_retried").doc.Find(`[data-testid="attempt-row"]`).Length(); n != 3 {
 		t.Errorf("the processed answer shows %d attempts, want 3", n)
+	}
+	// A scheduled retry that failed and a person's that succeeded, both
+	// numbered 1, are told apart.
+	recordAttempt(t, b, "evt_twice", queue.PathInline, 0, false)
+	recordAttempt(t, b, "evt_twice", queue.PathRetry, 1, false)
+	recordAttempt(t, b, "evt_twice", queue.PathManual, 1, true)
+	if err := b.store.MarkProcessed(ctx, "evt_twice"); err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, l := range c.get("/search?q=evt_twice").doc.Find(`[data-testid="attempt-label"]`).EachIter() {
+		labels = append(labels, strings.TrimSpace(l.Text()))
+	}
+	if want := []string{"Inline attempt", "Retry 1", "Retry a person asked for"}; strings.Join(labels, "|") != strings.Join(want, "|") {
+		t.Errorf("attempts labelled %q, want %q", labels, want)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -124,6 +125,10 @@ type Options struct {
 	// Replayer is this replica's runner of replays, which a start wakes and
 	// a cancel stops at once; nil leaves them to the runners' polls.
 	Replayer *worker.Replayer
+	// Endpoints are the labelled endpoints, whose declarations the
+	// overview and each endpoint's event list check against what arrives
+	// through them.
+	Endpoints []endpoint.Endpoint
 }
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a

@@ -36,6 +36,10 @@ type Control struct {
 	logger  *slog.Logger
 	state   atomic.Pointer[queue.DeliveryControl]
 	refresh chan struct{}
+	// breakerLogged is the breaker's state this replica last logged:
+	// Observe changes the state before the row is read, so the state
+	// before a read cannot say whether the change was logged.
+	breakerLogged atomic.Bool
 }
 
 // NewControl returns a Control over store, which holds nothing until its
@@ -109,9 +113,21 @@ func (c *Control) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if before := c.State(); before.Held() != st.Held() {
-		c.logger.InfoContext(ctx, "delivery control changed", "held", st.Held(), "paused", st.Paused(),
-			"breaker_open", st.BreakerOpen(), "by", st.PausedBy, "reason", st.PausedReason)
+	if before := c.State(); before.Paused() != st.Paused() {
+		if st.Paused() {
+			c.logger.InfoContext(ctx, "delivery paused: events wait on the queue with no attempt spent",
+				"by", st.PausedBy, "reason", st.PausedReason)
+		} else {
+			c.logger.InfoContext(ctx, "delivery resumed")
+		}
+	}
+	if open := st.BreakerOpen(); c.breakerLogged.Swap(open) != open {
+		if open {
+			c.logger.WarnContext(ctx, "circuit breaker opened: the app is down, so delivery waits on the queue "+
+				"with no attempt spent until a probe reaches it", "cause", st.BreakerError, "failures_in_a_row", st.BreakerFailures)
+		} else {
+			c.logger.InfoContext(ctx, "circuit breaker closed: the app answers again, delivery resumes")
+		}
 	}
 	c.state.Store(&st)
 	return nil

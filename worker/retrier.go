@@ -299,6 +299,9 @@ type settling struct {
 	started bool
 	state   queue.SettledState
 	err     error
+	// cut: released because shutdown cut it short, not because delivery
+	// is held or a probe found the app still down.
+	cut bool
 }
 
 // step is one worker's turn at the database: the outcome of its last
@@ -362,6 +365,7 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 				}
 				last = t
 				if st.start == nil {
+					t.cut = ctx.Err() != nil
 					continue
 				}
 				if st.err != nil || !t.started {
@@ -371,6 +375,7 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 					continue
 				}
 				r.attempt(ctx, &t.s, deadline)
+				t.cut = t.s.Kind == queue.SettleReleased
 				if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
 					t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 				}
@@ -465,14 +470,17 @@ func (r *Retrier) step(batch []*step) {
 				st.start.s.Claimed.Event.EventID, "err", err)
 		}
 	})
-	var released int
+	// Only shutdown is worth a line here: an event given back while
+	// delivery is held, or by a probe that found the app still down, is
+	// what the breaker's and the pause's own logs already say.
+	var cut int
 	for _, st := range batch {
-		if t := st.settle; t != nil && t.s.Kind == queue.SettleReleased && t.state.Written {
-			released++
+		if t := st.settle; t != nil && t.s.Kind == queue.SettleReleased && t.state.Written && t.cut {
+			cut++
 		}
 	}
-	if released > 0 {
-		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", released)
+	if cut > 0 {
+		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", cut)
 	}
 }
 

@@ -22,6 +22,9 @@ const (
 	StripeVersion = "stripe_version"
 	// Quiet: no event came through it for its quiet period.
 	Quiet = "quiet"
+	// Declaration: what its declaration (HOOKD_ENDPOINTS) says it
+	// receives contradicts what arrives through it.
+	Declaration = "declaration"
 )
 
 // EndpointCondition is the condition of kind for the endpoint labelled

@@ -40,9 +40,10 @@ const (
 	BadJSON            Reason = "bad_json"        // 400: not a JSON object, or not UTF-8
 	BadID              Reason = "bad_id"          // 400: no usable string "id"
 	BadType            Reason = "bad_type"        // 400: no usable string "type"
-	// WrongEndpoint: 400, the body's shape contradicts the endpoint whose
-	// secret signed it (a thin event through a snapshot endpoint, a
-	// connected account's event through an endpoint not declared Connect).
+	// WrongEndpoint: 400, the body's shape contradicted the endpoint whose
+	// secret signed it. No delivery is refused for it any more (a signed
+	// event is accepted whatever its endpoint declares); the rows of the
+	// deliveries refused before keep their reason and its label.
 	WrongEndpoint Reason = "wrong_endpoint"
 )
 

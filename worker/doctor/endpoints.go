@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeevent"
@@ -46,6 +47,7 @@ func Endpoints(ctx context.Context, cfg Config) []Result {
 			MaxNetworkRetries: 1, RateLimitRetries: 1})
 	}
 	one := len(cfg.Endpoints) == 1 && cfg.Endpoints[0].Label == endpoint.DefaultLabel
+	arrived, arrivedErr := readArrived(ctx, cfg.DatabaseURL)
 	results := []Result{key}
 	for _, ep := range cfg.Endpoints {
 		name := func(check string) string {
@@ -56,7 +58,7 @@ func Endpoints(ctx context.Context, cfg Config) []Result {
 		}
 		secret := SigningSecret(ep.Secrets)
 		secret.Check = name(secret.Check)
-		results = append(results, secret)
+		results = append(results, secret, declarationLine(name("endpoint declaration"), ep, arrived, arrivedErr))
 		if client == nil && cfg.StripeAPIKey == "" {
 			continue
 		}
@@ -217,6 +219,52 @@ func recentVersion(ctx context.Context, databaseURL, label string) (string, bool
 	return v, ok && err == nil
 }
 
+// readArrived reads what came through each endpoint within
+// endpoint.ArrivedWindow.
+func readArrived(ctx context.Context, databaseURL string) ([]queue.EndpointArrived, error) {
+	if databaseURL == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pool, _, err := connect(ctx, databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	return queue.New(pool).EndpointsArrived(ctx, endpoint.ArrivedWindow)
+}
+
+// declarationLine checks that what arrived through ep is what
+// HOOKD_ENDPOINTS declares of it. A contradiction fails: every event is
+// still accepted, but reconciliation reads Stripe by the declaration and
+// misses what it denies. An endpoint HOOKD_ENDPOINTS does not name learns
+// from what arrives, and contradicts nothing.
+func declarationLine(name string, ep endpoint.Endpoint, arrived []queue.EndpointArrived, err error) Result {
+	if err != nil {
+		return Result{name, Skip, "not checked: cannot read what arrived: " + err.Error()}
+	}
+	a := endpoint.ArrivedThrough(arrived, ep.Label)
+	if says := ep.Contradictions(a); len(says) > 0 {
+		return Result{name, Fail, strings.Join(says, "; ") + ": set its kind and connect in HOOKD_ENDPOINTS to what it receives"}
+	}
+	learned := ep.Learned(a)
+	what := string(learned.Kind)
+	if learned.Connect {
+		what += ", Connect"
+	}
+	if ep.Undeclared && a == (endpoint.Arrived{}) {
+		return Result{name, OK, fmt.Sprintf("HOOKD_ENDPOINTS does not declare it, and nothing arrived through it in the last %s "+
+			"to learn its kind and connect from", humanize.Duration(endpoint.ArrivedWindow))}
+	}
+	if ep.Undeclared {
+		return Result{name, OK, fmt.Sprintf("HOOKD_ENDPOINTS does not declare it: learned from what arrived in the last %s (%s)",
+			humanize.Duration(endpoint.ArrivedWindow), what)}
+	}
+	return Result{name, OK, fmt.Sprintf("declared %s, and nothing that arrived in the last %s contradicts it",
+		what, humanize.Duration(endpoint.ArrivedWindow))}
+}
+
 // kindLine checks Stripe sends what the label says: thin or snapshot
 // events, and, for a destination, the connected accounts' or the account's
 // own.
@@ -224,6 +272,10 @@ func kindLine(name string, s stripeSide, ep endpoint.Endpoint) Result {
 	sends := endpoint.Snapshot
 	if s.thin {
 		sends = endpoint.Thin
+	}
+	if ep.Undeclared {
+		return Result{name, OK, fmt.Sprintf("%s sends %s events; HOOKD_ENDPOINTS does not declare the endpoint, so hookd "+
+			"learns its kind from what arrives", s.id, sends)}
 	}
 	if sends != ep.Kind {
 		how := "a webhook endpoint (we_) sends snapshot events only: use the thin destination's ed_... as its stripe_id"

@@ -51,8 +51,8 @@ func TestEndpoints(t *testing.T) {
 		}
 		got := byCheck(t, doctor.Endpoints(ctx, doctor.Config{Endpoints: eps, StripeAPIKey: stripetest.DefaultKey,
 			StripeAPIURL: srv.URL, HTTPClient: client, PublicURL: public}))
-		if len(got) != 1+3*5 {
-			t.Errorf("%d lines, want the key's and five per endpoint: %v", len(got), got)
+		if len(got) != 1+3*6 {
+			t.Errorf("%d lines, want the key's and six per endpoint: %v", len(got), got)
 		}
 		expect(t, got["stripe api key"], doctor.OK, "restricted key, test mode")
 		for _, label := range []string{"account", "thin", "connect"} {
@@ -60,6 +60,7 @@ func TestEndpoints(t *testing.T) {
 			expect(t, got["stripe endpoint "+label], doctor.OK, "is enabled and sends every event type")
 			expect(t, got["public url "+label], doctor.OK, "this hookd's receiver")
 			expect(t, got["endpoint kind "+label], doctor.OK, "as the label says")
+			expect(t, got["endpoint declaration "+label], doctor.Skip, "cannot read what arrived")
 		}
 		expect(t, got["api version account"], doctor.OK, we.ID+" renders its events in 2025-03-31.basil")
 		expect(t, got["api version thin"], doctor.OK, "sends thin events, which have no API version")
@@ -128,4 +129,36 @@ func TestEndpoints(t *testing.T) {
 		expect(t, got["signing secret"], doctor.OK)
 		expect(t, got["stripe endpoint"], doctor.OK, we.ID+" is enabled")
 	})
+}
+
+// A declaration that contradicts what arrived through its endpoint is a
+// failing line, which passes once the declaration says what arrives; an
+// endpoint HOOKD_ENDPOINTS does not name learns instead.
+func TestEndpoints_DeclarationAgainstWhatArrived(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, label := range []string{"account", "learned"} {
+		if _, err := b.pool.Exec(t.Context(), `INSERT INTO endpoint_activity (endpoint, account, last_event_at, last_thin_at)
+			VALUES ($1, 'acct_1A', now(), now())`, label); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := func(settings string) map[string]doctor.Result {
+		eps, err := endpoint.ParseSecrets("account=whsec_a;learned=whsec_l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := endpoint.Configure(eps, settings); err != nil {
+			t.Fatal(err)
+		}
+		return byCheck(t, doctor.Endpoints(t.Context(), doctor.Config{Endpoints: eps, DatabaseURL: b.url}))
+	}
+	got := lines("account:test_events=forward")
+	expect(t, got["endpoint declaration account"], doctor.Fail,
+		"endpoint `account` receives thin events but is not declared `kind=thin`",
+		"endpoint `account` receives Connect events but is not declared `connect=true`: reconciliation lists no connected account for it")
+	expect(t, got["endpoint declaration learned"], doctor.OK, "does not declare it", "thin, Connect")
+
+	got = lines("account:kind=thin,connect=true")
+	expect(t, got["endpoint declaration account"], doctor.OK, "declared thin, Connect")
 }

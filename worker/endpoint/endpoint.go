@@ -81,6 +81,11 @@ type Endpoint struct {
 	// Quiet, when not zero, raises an alert when no event has come through
 	// it for that long.
 	Quiet time.Duration
+	// Undeclared: HOOKD_ENDPOINTS does not name it, so its Kind and
+	// Connect are learned from what it receives (Learned). An endpoint
+	// HOOKD_ENDPOINTS names declares them: what it says, and the defaults
+	// (snapshot, not Connect) for the keys it leaves out.
+	Undeclared bool
 }
 
 // Destination reports whether the endpoint is an event destination (ed_),
@@ -94,7 +99,8 @@ const maxLabel = 32
 
 // ParseSecrets reads STRIPE_WEBHOOK_SECRETS: label=secret[,secret...],
 // separated by semicolons. Each endpoint starts with the defaults: a
-// snapshot endpoint, not Connect, test events forwarded.
+// snapshot endpoint, not Connect, test events forwarded; and Undeclared,
+// until HOOKD_ENDPOINTS names it (Configure).
 func ParseSecrets(v string) ([]Endpoint, error) {
 	var eps []Endpoint
 	for part, c := range endpointParts(v, "=") {
@@ -109,6 +115,7 @@ func ParseSecrets(v string) ([]Endpoint, error) {
 			return nil, fmt.Errorf("endpoint %q is named twice", label)
 		}
 		e := New(label)
+		e.Undeclared = true
 		for s := range items(c.rest, ",") {
 			if !strings.HasPrefix(s, "whsec_") {
 				return nil, fmt.Errorf("endpoint %q: each secret must start with whsec_ (Stripe's signing secret, from the endpoint's page)", label)
@@ -126,8 +133,8 @@ func ParseSecrets(v string) ([]Endpoint, error) {
 	return eps, nil
 }
 
-// New returns the endpoint labelled label with the default settings and no
-// secret.
+// New returns the endpoint labelled label with the default settings,
+// declared, and no secret.
 func New(label string) Endpoint {
 	return Endpoint{Label: label, Kind: Snapshot, TestEvents: ForwardTestEvents}
 }
@@ -174,6 +181,7 @@ func Configure(eps []Endpoint, v string) error {
 		if i < 0 {
 			return fmt.Errorf("endpoint %q has no secret in STRIPE_WEBHOOK_SECRETS", label)
 		}
+		eps[i].Undeclared = false
 		for kv := range items(c.rest, ",") {
 			key, value, _ := strings.Cut(kv, "=")
 			if err := eps[i].set(strings.TrimSpace(key), strings.TrimSpace(value)); err != nil {

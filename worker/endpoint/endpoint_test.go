@@ -16,9 +16,9 @@ func TestParseSecrets_LabelsEachEndpointWithItsSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []endpoint.Endpoint{
-		{Label: "account", Secrets: []string{"whsec_a", "whsec_a_old"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents},
-		{Label: "connect", Secrets: []string{"whsec_b"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents},
-		{Label: "thin", Secrets: []string{"whsec_c"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents},
+		{Label: "account", Secrets: []string{"whsec_a", "whsec_a_old"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents, Undeclared: true},
+		{Label: "connect", Secrets: []string{"whsec_b"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents, Undeclared: true},
+		{Label: "thin", Secrets: []string{"whsec_c"}, Kind: endpoint.Snapshot, TestEvents: endpoint.ForwardTestEvents, Undeclared: true},
 	}
 	if !reflect.DeepEqual(eps, want) {
 		t.Fatalf("got %+v\nwant %+v", eps, want)

@@ -25,10 +25,13 @@ const firstNotices = 3
 
 // endpointConditions are the conditions of the labelled endpoints: quiet
 // for those with a quiet period, disabled and API version for those hookd
-// can read from Stripe.
+// can read from Stripe, declaration for those HOOKD_ENDPOINTS declares.
 func (a *Alerter) endpointConditions() []alerts.Condition {
 	var cs []alerts.Condition
 	for _, ep := range a.cfg.Endpoints {
+		if !ep.Undeclared {
+			cs = append(cs, alerts.EndpointCondition(alerts.Declaration, ep.Label))
+		}
 		if a.quiet(ep) > 0 {
 			cs = append(cs, alerts.EndpointCondition(alerts.Quiet, ep.Label))
 		}
@@ -159,6 +162,30 @@ func (a *Alerter) evaluateEndpoint(ctx context.Context, tx *queue.Tx, st alerts.
 	configured := err == nil
 	gone := func() string {
 		return fmt.Sprintf("hookd: cleared: endpoint %s is no longer watched (%s). %s", escape(label), kind, a.link("/"))
+	}
+	if kind == alerts.Declaration {
+		if !configured {
+			return transition(st, false, now, nil, gone)
+		}
+		if ep.Undeclared {
+			return transition(st, false, now, nil, func() string {
+				return fmt.Sprintf("hookd: cleared: HOOKD_ENDPOINTS no longer declares endpoint %s: its kind and connect are "+
+					"learned from what arrives. %s", escape(label), a.link("/"))
+			})
+		}
+		arrived, err := tx.EndpointsArrived(ctx, endpoint.ArrivedWindow)
+		if err != nil {
+			return st, "", err
+		}
+		says := ep.Contradictions(endpoint.ArrivedThrough(arrived, label))
+		return transition(st, len(says) > 0, now, func() string {
+			return fmt.Sprintf("hookd: %s. Every such event is still accepted and processed; set the endpoint's kind and "+
+				"connect in HOOKD_ENDPOINTS to what it receives (hookd doctor checks it). %s",
+				escape(strings.Join(says, "; ")), a.link("/events?endpoint="+label))
+		}, func() string {
+			return fmt.Sprintf("hookd: cleared: what arrives through endpoint %s is what HOOKD_ENDPOINTS declares. %s",
+				escape(label), a.link("/events?endpoint="+label))
+		})
 	}
 	if kind == alerts.Quiet {
 		quiet := a.quiet(ep)

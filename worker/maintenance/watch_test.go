@@ -200,3 +200,50 @@ func TestWatch(t *testing.T) {
 		}
 	})
 }
+
+// An endpoint whose declaration contradicts what arrives through it raises
+// one alert, which clears once the declaration is fixed; an endpoint that
+// declares nothing learns instead, and raises none.
+func TestWatch_DeclarationContradictedByWhatArrives(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	run := func(sql string, args ...any) { exec(t, bundle.pool, sql, args...) }
+	hook := newIncomingWebhook(t)
+	declared := func(settings string) []endpoint.Endpoint {
+		eps, err := endpoint.ParseSecrets("account=whsec_a;learned=whsec_l")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := endpoint.Configure(eps, settings); err != nil {
+			t.Fatal(err)
+		}
+		return eps
+	}
+	// account is declared (not Connect); learned is not named at all.
+	// Both bring events of a connected account.
+	for _, label := range []string{"account", "learned"} {
+		run(`INSERT INTO endpoint_activity (endpoint, account, last_event_at, last_snapshot_at)
+			VALUES ($1, 'acct_1A', now(), now())`, label)
+	}
+	cfg := alerterConfig(hook.srv.URL)
+	cfg.Endpoints = declared("account:stripe_id=we_1")
+	a := maintenance.NewAlerter(bundle.store, discardLogger, cfg)
+	runAlerter(t, a)
+	check(t, a)
+	check(t, a)
+	texts := hook.waitTexts(t, 1)
+	wantContains(t, texts[0], "endpoint `account` receives Connect events but is not declared `connect=true`: "+
+		"reconciliation lists no connected account for it", "still accepted",
+		"https://hooks.example.com/events?endpoint=account")
+	if strings.Contains(texts[0], "learned") {
+		t.Errorf("the alert names the endpoint that declares nothing: %q", texts[0])
+	}
+
+	cfg.Endpoints = declared("account:stripe_id=we_1,connect=true")
+	fixed := maintenance.NewAlerter(bundle.store, discardLogger, cfg)
+	runAlerter(t, fixed)
+	check(t, fixed)
+	check(t, fixed)
+	texts = hook.waitTexts(t, 2)
+	wantContains(t, texts[1], "cleared: what arrives through endpoint account is what HOOKD_ENDPOINTS declares")
+}

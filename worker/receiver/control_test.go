@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,6 +69,8 @@ type replicaConfig struct {
 	pace            *worker.Pace
 	// timeout is the processor's; 2 s when zero.
 	timeout time.Duration
+	// logger is the control's and the retry loop's; none when nil.
+	logger *slog.Logger
 }
 
 func newReplica(t *testing.T, pool *pgxpool.Pool, app *testApp, cfg replicaConfig) *replica {
@@ -82,13 +86,14 @@ func newReplica(t *testing.T, pool *pgxpool.Pool, app *testApp, cfg replicaConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{control: worker.NewControl(queue.New(own), discardLogger)}
+	logger := cmp.Or(cfg.logger, discardLogger)
+	r := &replica{control: worker.NewControl(queue.New(own), logger)}
 	r.store = queue.New(own, queue.WithBreaker(cfg.breakerFailures, cfg.probe, r.control))
 	timeout := cmp.Or(cfg.timeout, 2*time.Second)
 	r.receiver = receiver.New(r.store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: fwd, ProcessTimeout: timeout,
 		Control: r.control, Pace: cfg.pace})
-	r.retrier = worker.NewRetrier(r.store, discardLogger, worker.RetrierConfig{
+	r.retrier = worker.NewRetrier(r.store, logger, worker.RetrierConfig{
 		Interval: 50 * time.Millisecond, ProcessTimeout: timeout, Processor: fwd,
 		Control: r.control, Pace: cfg.pace})
 	return r
@@ -492,5 +497,66 @@ func paceHolds(t *testing.T, replay bool) {
 		if got.Delivered == 0 {
 			t.Error("the replay delivered nothing: it did not share the rate")
 		}
+	}
+}
+
+// lockedBuffer is a log the replica's goroutines write while the test
+// reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// The breaker's opening is a warning with its cause and its closing a
+// plain line; the probes between, whose events are given back while the
+// app is still down, are not a shutdown cutting retries short.
+func TestBreaker_LogsOpeningAndClosingPlainly(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	app := newTestApp(t)
+	var log lockedBuffer
+	r := newReplica(t, b.pool, app, replicaConfig{breakerFailures: 2, probe: 100 * time.Millisecond,
+		logger: slog.New(slog.NewTextHandler(&log, nil))})
+	r.run(t, false)
+	app.answer(http.StatusServiceUnavailable)
+	for i := range 2 {
+		if o, err := deliverTo(t, r, fmt.Sprintf("evt_down_%d", i)); err != nil || o != receiver.Queued {
+			t.Fatalf("delivery %d: %v, %v; want queued", i, o, err)
+		}
+	}
+	queuetest.WaitFor(t, 15*time.Second, "the opening logged", func() bool {
+		return strings.Contains(log.String(), `level=WARN msg="circuit breaker opened`)
+	})
+	if opened := log.String(); !strings.Contains(opened, "cause=") || !strings.Contains(opened, "503") {
+		t.Errorf("the opening does not give its cause, the app's 503:\n%s", opened)
+	}
+
+	// Deliveries while open wait, due now, for the probes to take.
+	for i := range 3 {
+		if o, err := deliverTo(t, r, fmt.Sprintf("evt_held_%d", i)); err != nil || o != receiver.Deferred {
+			t.Fatalf("delivery while open: %v, %v; want deferred", o, err)
+		}
+	}
+	before := app.reqs.Load()
+	r.run(t, true)
+	queuetest.WaitFor(t, 15*time.Second, "two probes finding the app down", func() bool { return app.reqs.Load() >= before+2 })
+	app.answer(http.StatusOK)
+	queuetest.WaitFor(t, 15*time.Second, "the closing logged", func() bool {
+		return strings.Contains(log.String(), `level=INFO msg="circuit breaker closed`)
+	})
+	if strings.Contains(log.String(), "shutdown cut retries short") {
+		t.Errorf("probes logged a shutdown while nothing shut down:\n%s", log.String())
 	}
 }

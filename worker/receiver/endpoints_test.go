@@ -1,7 +1,6 @@
 package receiver_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -160,7 +159,7 @@ func TestReceive_PingIsRecordedAndNeverForwarded(t *testing.T) {
 // Connect. Those are refused, saying why, and nothing is stored.
 func TestReceive_ThreeEndpointsEachSecretOnItsLabel(t *testing.T) {
 	t.Parallel()
-	store, bundle := setup(t)
+	store, _ := setup(t)
 	a, proc := newApp(t)
 	r := receiver.New(store, discardLogger, receiver.Config{Endpoints: threeEndpoints(t), Processor: proc})
 
@@ -191,35 +190,67 @@ func TestReceive_ThreeEndpointsEachSecretOnItsLabel(t *testing.T) {
 		}
 	}
 
-	markers := queuetest.Markers(t, bundle.pool)
-	refused := []struct {
-		secret, says string
-		body         []byte
+}
+
+// A correctly signed event is never refused for what its endpoint
+// declares: its signature proves Stripe sent it, and its shape says what
+// it is. A thin event through a snapshot endpoint, a snapshot event through
+// a thin one, a connected account's event (or a thin event's context)
+// through an endpoint not declared Connect: each is processed once, reaches
+// the app with its endpoint, mode and account, and is recorded as having
+// arrived through its endpoint.
+func TestReceive_EveryShapeThroughEveryEndpointIsAccepted(t *testing.T) {
+	t.Parallel()
+	store, bundle := setup(t)
+	a, proc := newApp(t)
+	r := receiver.New(store, discardLogger, receiver.Config{Endpoints: threeEndpoints(t), Processor: proc})
+
+	contradicting := []struct {
+		secret, label, account, says string
+		body                         []byte
 	}{
-		{"whsec_account", `a thin event (object v2.core.event) signed with the secret of endpoint "account"`,
+		{"whsec_account", "account", "", "a thin event through a snapshot endpoint",
 			stripeevent.Thin(stripeevent.NewID("evt"), "invoice.paid", stripeevent.NewID("evt"))},
-		{"whsec_connect", `a thin event (object v2.core.event) signed with the secret of endpoint "connect"`,
+		{"whsec_connect", "connect", "", "a thin event through a snapshot endpoint declared Connect",
 			stripeevent.Thin(stripeevent.NewID("evt"), "invoice.paid", stripeevent.NewID("evt"))},
-		{"whsec_thin", `a snapshot event signed with the secret of endpoint "thin"`,
+		{"whsec_thin", "thin", "", "a snapshot event through a thin endpoint",
 			stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")},
-		{"whsec_account", `an event of connected account acct_1A signed with the secret of endpoint "account"`,
+		{"whsec_account", "account", "acct_1A", "a Connect event through an endpoint not declared Connect",
 			stripeevent.Connect(stripeevent.NewID("evt"), "invoice.paid", "acct_1A", true)},
-		{"whsec_thin", `an event of connected account acct_1A signed with the secret of endpoint "thin"`,
+		{"whsec_thin", "thin", "acct_1A", "a thin event with context through an endpoint not declared Connect",
 			stripeevent.ThinEvent{ID: stripeevent.NewID("evt"), Type: "v1.invoice.paid", Created: time.Now(), Context: "acct_1A"}.JSON()},
 	}
-	for _, c := range refused {
-		_, err := receive(t, r, c.body, c.secret)
-		if !errors.Is(err, receiver.ErrWrongEndpoint) || !errors.Is(err, receiver.ErrBadPayload) {
-			t.Errorf("%s: got %v, want ErrWrongEndpoint", c.says, err)
-			continue
-		}
-		if err.Error() != "bad payload: "+c.says+err.Error()[len("bad payload: ")+len(c.says):] {
-			t.Errorf("refusal %q does not say %q", err, c.says)
+	for _, c := range contradicting {
+		if got, err := receive(t, r, c.body, c.secret); err != nil || got != receiver.Processed {
+			t.Fatalf("%s: got %v, %v; want processed", c.says, got, err)
 		}
 	}
-	if got := queuetest.Markers(t, bundle.pool); got != markers || bundle.queued(t) != 0 || len(a.got()) != len(accepted) {
-		t.Errorf("a refused delivery left something: markers %d (want %d), queue rows %d, app requests %d",
-			got, markers, bundle.queued(t), len(a.got()))
+	reqs := a.got()
+	if len(reqs) != len(contradicting) {
+		t.Fatalf("the app got %d requests, want %d, one per event", len(reqs), len(contradicting))
+	}
+	for i, c := range contradicting {
+		h := reqs[i].header
+		if h.Get("Hookd-Endpoint") != c.label || h.Get("Hookd-Stripe-Account") != c.account || h.Get("Hookd-Livemode") == "" {
+			t.Errorf("%s: Hookd-Endpoint %q, Hookd-Stripe-Account %q, Hookd-Livemode %q; want %q, %q and a mode",
+				c.says, h.Get("Hookd-Endpoint"), h.Get("Hookd-Stripe-Account"), h.Get("Hookd-Livemode"), c.label, c.account)
+		}
+	}
+	if got := queuetest.Markers(t, bundle.pool); got != int64(len(contradicting)) {
+		t.Errorf("%d markers, want %d", got, len(contradicting))
+	}
+
+	arrived, err := store.EndpointsArrived(t.Context(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []queue.EndpointArrived{
+		{Endpoint: "account", Thin: true, Snapshot: true, Connect: true},
+		{Endpoint: "connect", Thin: true},
+		{Endpoint: "thin", Thin: true, Snapshot: true, Connect: true},
+	}
+	if fmt.Sprint(arrived) != fmt.Sprint(want) {
+		t.Errorf("arrived %+v, want %+v", arrived, want)
 	}
 }
 

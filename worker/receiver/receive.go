@@ -225,9 +225,6 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	if err := parseEvent(payload, &ev); err != nil {
 		return 0, err
 	}
-	if err := r.checkEndpoint(ep, &ev); err != nil {
-		return 0, err
-	}
 	outcome, err := r.receive(ctx, &ev, ep, payload, sigHeader, queue.PathInline)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
@@ -385,7 +382,7 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
-	o := queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account), Pair: r.pairOf(d)}
+	o := queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin), Pair: r.pairOf(d)}
 	if d.ev.mode == modeTest {
 		switch d.ep.TestEvents {
 		case endpoint.DiscardTestEvents:

@@ -40,9 +40,6 @@ var (
 	// ErrBadField: an account, context or snapshot_event that is not an
 	// id (they become headers and lease keys).
 	ErrBadField = fmt.Errorf("%w", ErrBadPayload)
-	// ErrWrongEndpoint: the body's shape contradicts the endpoint whose
-	// secret signed it (checkEndpoint).
-	ErrWrongEndpoint = fmt.Errorf("%w", ErrBadPayload)
 )
 
 // Refusals decided before the pipeline runs, by the HTTP handler.
@@ -77,8 +74,6 @@ func RejectReason(err error) rejections.Reason {
 		return rejections.BadID
 	case errors.Is(err, ErrBadEventType):
 		return rejections.BadType
-	case errors.Is(err, ErrWrongEndpoint):
-		return rejections.WrongEndpoint
 	case errors.Is(err, ErrBadPayload):
 		return rejections.BadJSON
 	}
@@ -144,39 +139,4 @@ func hasV1Signature(sigHeader string) bool {
 		}
 	}
 	return false
-}
-
-// checkEndpoint refuses an event whose shape contradicts the endpoint its
-// signature matched, so that a secret of one endpoint is never accepted
-// for a body that belongs to another:
-//
-//   - a thin event ("object": "v2.core.event") through an endpoint of kind
-//     snapshot, or any other event through an endpoint of kind thin;
-//   - an event of a connected account ("account", or a thin event's
-//     "context") through an endpoint not declared connect=true.
-//
-// A ping passes through any endpoint: Stripe pings destinations of either
-// payload style. A Connect endpoint may bring events without an account
-// (a destination's pings and health notices are the platform's own).
-//
-// The rule holds when several endpoints are configured, where a body could
-// belong to another. With one endpoint there is no other, and it accepts
-// every shape, as hookd did before endpoints were labelled: an upgrade
-// must not start refusing what a single endpoint forwards today.
-func (r *Receiver) checkEndpoint(ep *endpoint.Endpoint, ev *event) error {
-	if len(r.endpoints) < 2 || ev.ping() {
-		return nil
-	}
-	switch {
-	case ev.thin && ep.Kind != endpoint.Thin:
-		return fmt.Errorf("%w: a thin event (object v2.core.event) signed with the secret of endpoint %q, whose kind is %s",
-			ErrWrongEndpoint, ep.Label, ep.Kind)
-	case !ev.thin && ep.Kind == endpoint.Thin:
-		return fmt.Errorf("%w: a snapshot event signed with the secret of endpoint %q, whose kind is thin",
-			ErrWrongEndpoint, ep.Label)
-	case ev.account != "" && !ep.Connect:
-		return fmt.Errorf("%w: an event of connected account %s signed with the secret of endpoint %q, which is not declared connect=true",
-			ErrWrongEndpoint, ev.account, ep.Label)
-	}
-	return nil
 }

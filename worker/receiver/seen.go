@@ -20,7 +20,7 @@ const seenEvery = time.Second
 const maxSeen = 10_000
 
 // seenEndpoints remembers when this replica last wrote each endpoint's and
-// account's last event, so that the write rides with the outcome of the
+// account's last event, thin or snapshot, so that the write rides with the outcome of the
 // first delivery in each seenEvery, never in a round trip of its own.
 type seenEndpoints struct {
 	mu      sync.Mutex
@@ -33,8 +33,8 @@ func newSeenEndpoints() seenEndpoints {
 
 // note returns the Seen for an outcome to write, or nil when this replica
 // wrote it less than seenEvery ago.
-func (s *seenEndpoints) note(label, account string) *queue.Seen {
-	k := queue.Seen{Endpoint: label, Account: account}
+func (s *seenEndpoints) note(label, account string, thin bool) *queue.Seen {
+	k := queue.Seen{Endpoint: label, Account: account, Thin: thin}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -73,6 +73,29 @@ func (k *kindsSetup) reconciler(cfg reconcile.Config) *reconcile.Reconciler {
 func TestRunOnce_EveryKindOfEndpoint(t *testing.T) {
 	t.Parallel()
 
+	t.Run("AnEndpointThatDeclaresNothingAndReceivesThinEventsIsReadThroughV2", func(t *testing.T) {
+		t.Parallel()
+		k := setupKinds(t)
+		// The thin destination is not named in HOOKD_ENDPOINTS: its
+		// kind is left at the default, and learned from what arrives.
+		k.endpoints[2] = endpoint.Endpoint{Label: "thin", Kind: endpoint.Snapshot, StripeID: k.thin.ID, Undeclared: true}
+		if _, err := k.pool.Exec(t.Context(), `INSERT INTO endpoint_activity (endpoint, account, last_event_at, last_thin_at)
+			VALUES ('thin', '', now(), now())`); err != nil {
+			t.Fatal(err)
+		}
+		missed, _ := k.api.AddThinEvent(stripetest.ThinEvent{Type: "v1.invoice.paid", Created: time.Now().Add(-time.Hour)})
+		res, err := k.reconciler(reconcile.Config{}).RunOnce(t.Context(), reconcile.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Recovered != 1 || k.app.times(missed) != 1 {
+			t.Fatalf("recovered %d, app got %s %d times; want 1, once (%s)", res.Recovered, missed, k.app.times(missed), res.Summary())
+		}
+		if n := k.api.Requests("/v2/core/events"); n != 1 {
+			t.Errorf("v2 list requests: %d, want 1", n)
+		}
+	})
+
 	t.Run("RecoversAMissedThinEvent", func(t *testing.T) {
 		t.Parallel()
 		k := setupKinds(t)

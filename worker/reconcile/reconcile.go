@@ -307,7 +307,11 @@ type pending struct {
 // stops the run before it lists anything.
 func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]pending, error) {
 	res.Endpoints = nil
-	for _, e := range r.cfg.Endpoints {
+	eps, err := r.endpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range eps {
 		if e.StripeID == "" {
 			continue
 		}
@@ -385,11 +389,17 @@ func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]
 }
 
 // describe reads endpoint e at Stripe: a webhook endpoint (we_) or an event
-// destination (ed_), whose payload must be the kind e's label says.
+// destination (ed_), whose payload must be the kind e's label says. Of an
+// endpoint HOOKD_ENDPOINTS does not declare, Stripe's word on what it sends
+// is its kind: a webhook endpoint sends snapshot events, a destination
+// says which.
 func (r *Reconciler) describe(ctx context.Context, e endpoint.Endpoint) (Surveyed, error) {
 	s := Surveyed{Label: e.Label, StripeID: e.StripeID, Kind: e.Kind, Connect: e.Connect}
 	if !e.Destination() {
-		if e.Kind == endpoint.Thin {
+		if e.Undeclared {
+			s.Kind = endpoint.Snapshot
+		}
+		if s.Kind == endpoint.Thin {
 			return s, fmt.Errorf("endpoint %q is labelled kind=thin, but %s is a webhook endpoint, which sends snapshot events: "+
 				"only an event destination (ed_...) sends thin events", e.Label, e.StripeID)
 		}
@@ -404,7 +414,10 @@ func (r *Reconciler) describe(ctx context.Context, e endpoint.Endpoint) (Surveye
 	if err != nil {
 		return s, err
 	}
-	if d.Thin != (e.Kind == endpoint.Thin) {
+	if e.Undeclared {
+		s.Kind = map[bool]endpoint.Kind{true: endpoint.Thin, false: endpoint.Snapshot}[d.Thin]
+	}
+	if d.Thin != (s.Kind == endpoint.Thin) {
 		sends := map[bool]string{true: "thin", false: "snapshot"}
 		return s, fmt.Errorf("endpoint %q is labelled kind=%s, but event destination %s sends %s events: set kind=%s in HOOKD_ENDPOINTS",
 			e.Label, e.Kind, e.StripeID, sends[d.Thin], sends[d.Thin])
@@ -536,7 +549,11 @@ type Pulled struct {
 // is handling right now with queue.ErrEventLocked.
 func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled, error) {
 	var snapshot, thin []Surveyed
-	for _, e := range r.cfg.Endpoints {
+	eps, err := r.endpoints(ctx)
+	if err != nil {
+		return Pulled{}, err
+	}
+	for _, e := range eps {
 		if e.StripeID == "" || e.Connect != (account != "") {
 			continue
 		}
@@ -544,7 +561,7 @@ func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled,
 		if err != nil {
 			return Pulled{}, err
 		}
-		if e.Kind == endpoint.Thin {
+		if s.Kind == endpoint.Thin {
 			thin = append(thin, s)
 		} else {
 			snapshot = append(snapshot, s)
@@ -554,32 +571,46 @@ func (r *Reconciler) Pull(ctx context.Context, eventID, account string) (Pulled,
 		return Pulled{}, fmt.Errorf("%s of %s: %w: no Connect endpoint with its Stripe id (connect=true, stripe_id=we_... or ed_...) "+
 			"is configured to receive connected accounts' events", eventID, account, ErrNotReceived)
 	}
-	eps := snapshot
+	listed := snapshot
 	var ev stripeapi.Event
-	var err error
 	if len(snapshot) > 0 || len(thin) == 0 {
 		ev, err = r.cfg.Client.AccountEvent(ctx, account, eventID)
 	}
 	if len(thin) > 0 && (len(snapshot) == 0 || errors.Is(err, stripeapi.ErrNotFound)) {
-		eps = thin
+		listed = thin
 		ev, err = r.cfg.Client.ThinEvent(ctx, account, eventID)
 	}
 	if err != nil {
 		return Pulled{}, err
 	}
-	i := slices.IndexFunc(eps, func(s Surveyed) bool { return s.receives(ev.Type) })
+	i := slices.IndexFunc(listed, func(s Surveyed) bool { return s.receives(ev.Type) })
 	if i < 0 {
-		ids := make([]string, len(eps))
-		for i, s := range eps {
+		ids := make([]string, len(listed))
+		for i, s := range listed {
 			ids[i] = s.StripeID
 		}
 		return Pulled{Event: ev}, fmt.Errorf("%s is a %s event: %w (%s)", ev.ID, ev.Type, ErrNotReceived, strings.Join(ids, ", "))
 	}
-	outcome, err := r.receiver.RecoverThrough(context.WithoutCancel(ctx), eps[i].Label, ev.Payload)
+	outcome, err := r.receiver.RecoverThrough(context.WithoutCancel(ctx), listed[i].Label, ev.Payload)
 	if err != nil {
 		return Pulled{Event: ev}, err
 	}
 	return Pulled{Event: ev, Outcome: outcome}, nil
+}
+
+// endpoints are the configured endpoints, each one HOOKD_ENDPOINTS does
+// not declare with its kind and connect learned from what arrived through
+// it (endpoint.Learned): a run reads Stripe's lists for what the endpoint
+// really receives.
+func (r *Reconciler) endpoints(ctx context.Context) ([]endpoint.Endpoint, error) {
+	if !slices.ContainsFunc(r.cfg.Endpoints, func(e endpoint.Endpoint) bool { return e.Undeclared }) {
+		return r.cfg.Endpoints, nil
+	}
+	arrived, err := r.store.EndpointsArrived(ctx, endpoint.ArrivedWindow)
+	if err != nil {
+		return nil, err
+	}
+	return endpoint.LearnedAll(r.cfg.Endpoints, arrived), nil
 }
 
 // PullsConnect says whether Pull takes events of connected accounts: a

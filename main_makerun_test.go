@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeHookd stands in for ./bin/hookd under .ci/make-run.sh: it notes each
+// command it is run with, answers `user check` as $FAKE_ADMIN says the
+// database would, and returns at once (serve included).
+const fakeHookd = `#!/bin/sh
+echo "$*" >> "$FAKE_LOG"
+if [ "$1 $2" = "user check" ]; then
+  read -r password
+  case $FAKE_ADMIN in
+    signs-in) echo "$3 signs in with this password"; exit 0 ;;
+    none) echo "no account for $3" >&2; exit 1 ;;
+    other) echo "$3: the account's password is another (hookd user passwd sets it)" >&2; exit 1 ;;
+  esac
+fi
+exit 0
+`
+
+// makeRun runs .ci/make-run.sh, as make run does, over a dev.env holding
+// devEnv and a fake hookd; it returns what it printed, what it logged, the
+// commands hookd was run with, and its error.
+func makeRun(t *testing.T, devEnv, admin string) (stdout, stderr, ran string, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	bin, log, env := filepath.Join(dir, "hookd"), filepath.Join(dir, "ran"), filepath.Join(dir, "dev.env")
+	if err := os.WriteFile(bin, []byte(fakeHookd), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(env, []byte(devEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", ".ci/make-run.sh")
+	cmd.Env = append(os.Environ(), "HOOKD="+bin, "FAKE_LOG="+log, "FAKE_ADMIN="+admin, "DEV_ENV="+env,
+		"DATABASE_URL=postgres://localhost/hookd", "STRIPE_WEBHOOK_SECRET=", "STRIPE_WEBHOOK_SECRETS=", "HOOKD_FORWARD_URL=",
+		"HOOKD_ENDPOINTS=", "HOOKD_ADDR=", "HOOKD_PROCESSOR=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	commands, _ := os.ReadFile(log)
+	return out.String(), errOut.String(), string(commands), err
+}
+
+// With several endpoints in STRIPE_WEBHOOK_SECRETS and no
+// STRIPE_WEBHOOK_SECRET, make run starts, and its steps sign with the
+// endpoints: each command names one with -endpoint.
+func TestMakeRun_SeveralEndpoints(t *testing.T) {
+	t.Parallel()
+	const secrets = "account=whsec_a;connect=whsec_b;thin=whsec_c"
+	out, stderr, ran, err := makeRun(t, "# STRIPE_WEBHOOK_SECRET=whsec_old\n"+
+		"STRIPE_WEBHOOK_SECRETS='"+secrets+"'\n"+
+		"HOOKD_ENDPOINTS='connect:connect=true;thin:kind=thin'\n"+
+		"HOOKD_ADMIN_EMAIL=admin@localhost\nHOOKD_ADMIN_PASSWORD=pw123456789\nHOOKD_FORWARD_SECRET=whsec_fwd\n", "none")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, want := range []string{
+		"STRIPE_WEBHOOK_SECRETS='" + secrets + "' ./bin/hookd send-test-event -n 50 -endpoint account",
+		"./bin/hookd send-test-event -thin -endpoint thin",
+		"./bin/hookd send-test-event -account acct_1Demo -endpoint connect",
+		"(each with STRIPE_WEBHOOK_SECRETS='" + secrets + "' as above)",
+		"sign in as admin@localhost, password pw123456789",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make run's steps lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "STRIPE_WEBHOOK_SECRET=") {
+		t.Errorf("the steps sign with STRIPE_WEBHOOK_SECRET, which is not set:\n%s", out)
+	}
+	if !strings.Contains(ran, "demo-app") || !strings.Contains(ran, "serve") {
+		t.Errorf("hookd ran %q, want the demo app and serve", ran)
+	}
+}
+
+// A value holding ; unquoted in dev.env is named, not run as a command.
+func TestMakeRun_UnquotedSemicolonIsNamed(t *testing.T) {
+	t.Parallel()
+	_, stderr, ran, err := makeRun(t, "STRIPE_WEBHOOK_SECRETS=account=whsec_a;connect=whsec_b\n", "none")
+	if err == nil || !strings.Contains(stderr, "quote a value that holds ;") || ran != "" {
+		t.Errorf("make run over an unquoted ;: %v, ran %q, said %q", err, ran, stderr)
+	}
+}
+
+// With HOOKD_FORWARD_URL pointing at your own app, make run says events go
+// there and starts no demo app on its port.
+func TestMakeRun_YourOwnApp(t *testing.T) {
+	t.Parallel()
+	out, stderr, ran, err := makeRun(t, "STRIPE_WEBHOOK_SECRET=whsec_a\nHOOKD_FORWARD_URL=http://127.0.0.1:3000/stripe\n"+
+		"HOOKD_ADMIN_EMAIL=admin@localhost\nHOOKD_ADMIN_PASSWORD=pw123456789\n", "signs-in")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	if !strings.Contains(out, "forwarding every event to http://127.0.0.1:3000/stripe") || strings.Contains(out, "demo app (") {
+		t.Errorf("make run does not say events go to your app:\n%s", out)
+	}
+	if strings.Contains(ran, "demo-app") {
+		t.Errorf("make run started the demo app on your app's port: ran %q", ran)
+	}
+	if !strings.Contains(out, "STRIPE_WEBHOOK_SECRET=whsec_a ./bin/hookd send-test-event -n 50\n") {
+		t.Errorf("the one-endpoint steps changed:\n%s", out)
+	}
+}
+
+// A second clone on the same database: the admin account exists with the
+// first clone's password, so make run says so and how to set it, and
+// prints no password that would not sign in.
+func TestMakeRun_SecondCloneSaysTheAdminExists(t *testing.T) {
+	t.Parallel()
+	out, stderr, _, err := makeRun(t, "STRIPE_WEBHOOK_SECRET=whsec_a\n"+
+		"HOOKD_ADMIN_EMAIL=admin@localhost\nHOOKD_ADMIN_PASSWORD=secondclone123\n", "other")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	if strings.Contains(out, "secondclone123") {
+		t.Errorf("make run prints a password that does not sign in:\n%s", out)
+	}
+	for _, want := range []string{"sign in as admin@localhost. That account exists already in this database",
+		"DATABASE_URL=postgres://localhost/hookd ./bin/hookd user passwd admin@localhost"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make run lacks %q:\n%s", want, out)
+		}
+	}
+}
