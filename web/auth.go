@@ -29,8 +29,13 @@ import (
 // Session keys.
 const (
 	sessUserID = "user_id"
-	// sessPassword is the account's PasswordStamp at sign-in.
-	sessPassword = "password_stamp"
+	// sessStamp is the account's SessionStamp at sign-in (under the key
+	// sessions signed in before it had that name keep it in).
+	sessStamp = "password_stamp"
+	// sessMaxAgeAt is when a session signed in through the identity
+	// provider ends, whatever its activity: HOOKD_SESSION_MAX_AGE after
+	// the sign-in, as unix seconds.
+	sessMaxAgeAt = "ends_at"
 	sessCSRF     = "csrf"
 	sessFlash    = "flash"
 )
@@ -349,7 +354,7 @@ func (d *dashboard) requireRole(need accounts.Role) echo.MiddlewareFunc {
 			}
 			// The account was removed, or its password changed, since
 			// this session signed in: the session ends here.
-			if errors.Is(err, accounts.ErrNotFound) || sm.GetString(ctx, sessPassword) != u.PasswordStamp() {
+			if errors.Is(err, accounts.ErrNotFound) || sm.GetString(ctx, sessStamp) != u.SessionStamp() {
 				if err := sm.Destroy(ctx); err != nil {
 					return err
 				}
@@ -518,7 +523,7 @@ func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []account
 		return fmt.Errorf("renew session: %w", err)
 	}
 	sm.Put(ctx, sessUserID, u.ID)
-	sm.Put(ctx, sessPassword, u.PasswordStamp())
+	sm.Put(ctx, sessStamp, u.SessionStamp())
 	sm.Put(ctx, sessCSRF, randomToken())
 	return nil
 }
