@@ -800,5 +800,11 @@ func oidcProvider(cfg Config) *idp.Provider {
 		return nil
 	}
 	return idp.New(idp.Config{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
-		RedirectURL: strings.TrimRight(cfg.PublicURL, "/") + idp.CallbackPath, GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles})
+		RedirectURL: oidcRedirectURL(cfg), GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles})
+}
+
+// oidcRedirectURL is where the identity provider sends the browser back:
+// HOOKD_PUBLIC_URL's callback, whatever a request's headers say.
+func oidcRedirectURL(cfg Config) string {
+	return strings.TrimRight(cfg.PublicURL, "/") + idp.CallbackPath
 }

@@ -32,8 +32,8 @@ const (
 	// sessStamp is the account's SessionStamp at sign-in (under the key
 	// sessions signed in before it had that name keep it in).
 	sessStamp = "password_stamp"
-	sessCSRF     = "csrf"
-	sessFlash    = "flash"
+	sessCSRF  = "csrf"
+	sessFlash = "flash"
 )
 
 // Echo context keys.
