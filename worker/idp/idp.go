@@ -301,8 +301,10 @@ func (p *Provider) Role(id Identity) (accounts.Role, error) {
 	default:
 		read = fmt.Sprintf("hookd read the claim %q: %s", p.cfg.GroupsClaim, strings.Join(slices.Sorted(slices.Values(id.Groups)), ", "))
 	}
-	return "", &Refusal{Reason: fmt.Sprintf("Your groups give no role in hookd (%s; roles come from %s). "+
-		"Ask whoever runs hookd to add you to one of those groups.", read, p.cfg.Roles)}
+	// The mapping itself is not shown: it is the deployment's, not for
+	// everyone the provider knows.
+	return "", &Refusal{Reason: fmt.Sprintf("Your groups give no role in hookd (%s). "+
+		"Ask whoever runs hookd which group lets you in.", read)}
 }
 
 // exchangeError keeps what the provider said of a refused code, and
