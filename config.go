@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
@@ -21,6 +22,7 @@ import (
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/worker/idp"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -106,6 +108,19 @@ type Config struct {
 	// connections of their own pool and how long one query may run.
 	DashboardConns   int64
 	DashboardTimeout time.Duration
+
+	// Sign-in through the identity provider (OpenID Connect): off without
+	// OIDCIssuer. Its redirect URL is PublicURL + idp.CallbackPath.
+	OIDCIssuer       string
+	OIDCClientID     string
+	OIDCClientSecret Secret
+	OIDCGroupsClaim  string
+	OIDCRoles        idp.Roles
+	// SessionMaxAge is how long a session lasts after its sign-in.
+	SessionMaxAge time.Duration
+	// PasswordSignInOff leaves password sign-in to EmergencyAdmin alone.
+	PasswordSignInOff bool
+	EmergencyAdmin    string
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -210,8 +225,27 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.AlertPendingAge, v) }},
 	{flag: "alert-quiet", env: "HOOKD_ALERT_QUIET", def: "0", usage: "alert when no event has come through an endpoint for this long, unless HOOKD_ENDPOINTS gives it a quiet period of its own; 0 turns it off",
 		set: func(c *Config, v string) error { return parseInterval(&c.AlertQuiet, v) }},
-	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute (none: paths)",
+	{flag: "public-url", env: "HOOKD_PUBLIC_URL", usage: "the dashboard's external URL, which makes the links in alerts absolute and gives the identity provider's redirect URL, + " + idp.CallbackPath + " (none: paths)",
 		set: func(c *Config, v string) error { c.PublicURL = v; return checkURL(v) }},
+	{flag: "oidc-issuer", env: "HOOKD_OIDC_ISSUER", usage: "the identity provider's issuer URL, whose /.well-known/openid-configuration hookd reads, to sign in with OpenID Connect (none: passwords only)",
+		set: func(c *Config, v string) error { c.OIDCIssuer = v; return checkURL(v) }},
+	{flag: "oidc-client-id", env: "HOOKD_OIDC_CLIENT_ID", usage: "the client id hookd is registered with at the identity provider",
+		set: func(c *Config, v string) error { c.OIDCClientID = v; return nil }},
+	{flag: "oidc-client-secret", env: "HOOKD_OIDC_CLIENT_SECRET", usage: "its client secret (none: a public client, PKCE alone)", secret: true,
+		set: func(c *Config, v string) error { c.OIDCClientSecret = Secret(v); return nil }},
+	{flag: "oidc-groups-claim", env: "HOOKD_OIDC_GROUPS_CLAIM", def: idp.DefaultGroupsClaim, usage: "the ID token or userinfo claim holding the person's groups (a list of strings, or one string)",
+		set: func(c *Config, v string) error { c.OIDCGroupsClaim = v; return checkClaim(v) }},
+	{flag: "oidc-roles", env: "HOOKD_OIDC_ROLES", usage: "which groups give which role, highest wins, * for everyone: admin:hookd-admins,operator:support,viewer:* (required with HOOKD_OIDC_ISSUER)",
+		set: func(c *Config, v string) error { return parseOIDCRoles(&c.OIDCRoles, v) }},
+	{flag: "session-max-age", env: "HOOKD_SESSION_MAX_AGE", def: humanize.Typed(web.DefaultSessionMaxAge), usage: "the longest a dashboard session lasts after its sign-in, however active",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.SessionMaxAge, v) }},
+	{flag: "password-signin", env: "HOOKD_PASSWORD_SIGNIN", def: passwordSignInOn, usage: "on, or off once the identity provider signs people in: then only HOOKD_EMERGENCY_ADMIN signs in with a password",
+		set: func(c *Config, v string) error { return parsePasswordSignIn(&c.PasswordSignInOff, v) }},
+	{flag: "emergency-admin", env: "HOOKD_EMERGENCY_ADMIN", usage: "email of the password account that still signs in with HOOKD_PASSWORD_SIGNIN=off, so a broken identity provider locks nobody out",
+		set: func(c *Config, v string) error {
+			c.EmergencyAdmin = strings.TrimSpace(v)
+			return checkEmergencyAdmin(c.EmergencyAdmin)
+		}},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: stripeapi.DefaultURL, usage: "Stripe API base URL (for an egress proxy, or tests)",
@@ -286,6 +320,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return Config{}, err
 	}
 	if err := checkReconcile(cfg); err != nil {
+		return Config{}, err
+	}
+	if err := checkOIDC(cfg); err != nil {
 		return Config{}, err
 	}
 	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
@@ -716,4 +753,84 @@ func checkReconcile(cfg Config) error {
 		return errors.New("STRIPE_API_KEY: required with STRIPE_WEBHOOK_ENDPOINT_ID (a restricted key with Read access to Events and Webhook Endpoints)")
 	}
 	return reconcile.CheckWindow("HOOKD_RECONCILE_WINDOW", cfg.ReconcileWindow, cfg.MarkerRetention)
+}
+
+// HOOKD_PASSWORD_SIGNIN's values.
+const (
+	passwordSignInOn  = "on"
+	passwordSignInOff = "off"
+)
+
+func parsePasswordSignIn(off *bool, v string) error {
+	switch v {
+	case passwordSignInOn, passwordSignInOff:
+		*off = v == passwordSignInOff
+		return nil
+	}
+	return errors.New("on or off")
+}
+
+func parseOIDCRoles(dst *idp.Roles, v string) error {
+	roles, err := idp.ParseRoles(v)
+	if err != nil {
+		return err
+	}
+	*dst = roles
+	return nil
+}
+
+// checkClaim refuses what cannot be a claim's name.
+func checkClaim(v string) error {
+	if v == "" || strings.ContainsFunc(v, unicode.IsSpace) {
+		return errors.New("not a claim name, like groups or roles")
+	}
+	return nil
+}
+
+func checkEmergencyAdmin(v string) error {
+	if local, domain, ok := strings.Cut(v, "@"); v != "" && (!ok || local == "" || domain == "") {
+		return errors.New("not an email address: the email of a password account")
+	}
+	return nil
+}
+
+// checkOIDC refuses half an identity provider's setup, and password
+// sign-in turned off with nothing else to sign in with.
+func checkOIDC(cfg Config) error {
+	if cfg.OIDCIssuer == "" {
+		switch {
+		case cfg.OIDCClientID != "" || cfg.OIDCClientSecret != "" || len(cfg.OIDCRoles) > 0:
+			return errors.New("HOOKD_OIDC_ISSUER: required with HOOKD_OIDC_CLIENT_ID, HOOKD_OIDC_CLIENT_SECRET and HOOKD_OIDC_ROLES " +
+				"(the identity provider's issuer URL)")
+		case cfg.PasswordSignInOff:
+			return errors.New("HOOKD_PASSWORD_SIGNIN: off needs HOOKD_OIDC_ISSUER, or nobody could sign in")
+		}
+		return nil
+	}
+	switch {
+	case cfg.OIDCClientID == "":
+		return errors.New("HOOKD_OIDC_CLIENT_ID: required with HOOKD_OIDC_ISSUER (the client id hookd is registered with)")
+	case len(cfg.OIDCRoles) == 0:
+		return errors.New("HOOKD_OIDC_ROLES: required with HOOKD_OIDC_ISSUER, e.g. admin:hookd-admins,operator:support,viewer:* " +
+			"(without it every sign-in would be refused)")
+	case cfg.PublicURL == "":
+		return errors.New("HOOKD_PUBLIC_URL: required with HOOKD_OIDC_ISSUER: the redirect URL registered at the provider is " +
+			"HOOKD_PUBLIC_URL + " + idp.CallbackPath + ", never taken from a request")
+	}
+	return nil
+}
+
+// oidcProvider is the identity provider the configuration names, or nil.
+func oidcProvider(cfg Config) *idp.Provider {
+	if cfg.OIDCIssuer == "" {
+		return nil
+	}
+	return idp.New(idp.Config{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
+		RedirectURL: oidcRedirectURL(cfg), GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles})
+}
+
+// oidcRedirectURL is where the identity provider sends the browser back:
+// HOOKD_PUBLIC_URL's callback, whatever a request's headers say.
+func oidcRedirectURL(cfg Config) string {
+	return strings.TrimRight(cfg.PublicURL, "/") + idp.CallbackPath
 }

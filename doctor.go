@@ -39,6 +39,9 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		Addr:              cfg.Addr,
 		MetricsAddr:       cfg.MetricsAddr,
 		MetricsPublic:     cfg.MetricsPublic,
+		OIDC: doctor.OIDC{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
+			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: oidcRedirectURL(cfg),
+			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin},
 	})
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))

@@ -230,6 +230,12 @@ func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Han
 		Control:          st.control,
 		Pace:             p.pace,
 		Replayer:         p.replayer,
+		// Who may sign in, and how: the identity provider, passwords and
+		// how long a session lasts.
+		OIDC:              oidcProvider(cfg),
+		PasswordSignInOff: cfg.PasswordSignInOff,
+		EmergencyAdmin:    cfg.EmergencyAdmin,
+		SessionMaxAge:     cfg.SessionMaxAge,
 	})
 }
 

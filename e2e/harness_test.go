@@ -62,6 +62,14 @@ type hookd struct {
 // t ends. env, as NAME=value, adds settings or overrides the tests' own.
 func startHookd(t *testing.T, env ...string) *hookd {
 	t.Helper()
+	return startHookdOn(t, func() int { return freePort(t) }, env...)
+}
+
+// startHookdOn is startHookd on the port port gives, for a test that must
+// know hookd's address before it starts (an identity provider's redirect
+// URL).
+func startHookdOn(t *testing.T, port func() int, env ...string) *hookd {
+	t.Helper()
 	dbURL := queuetest.NewDatabaseURL(t)
 	h := &hookd{downstream: newDownstream(t), log: &e2etest.SyncBuffer{}}
 
@@ -75,7 +83,7 @@ func startHookd(t *testing.T, env ...string) *hookd {
 	// A port picked by listening on :0 can be taken by someone else before
 	// hookd binds it; hookd then exits at once, and another port is tried.
 	for try := 1; ; try++ {
-		err := h.start(t, dbURL, freePort(t), env)
+		err := h.start(t, dbURL, port(), env)
 		if err == nil {
 			return h
 		}

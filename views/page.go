@@ -55,4 +55,9 @@ type Account struct {
 	Email     string
 	Role      accounts.Role
 	CreatedAt time.Time
+	// FromProvider is set for an account of the identity provider, whose
+	// role its groups set at every sign-in.
+	FromProvider bool
+	// LastSignInAt is nil until the account first signs in.
+	LastSignInAt *time.Time
 }

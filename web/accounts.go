@@ -45,7 +45,8 @@ func (d *dashboard) handleAccounts() echo.HandlerFunc {
 
 // accountView is what a page shows of u: everything but its password hash.
 func accountView(u accounts.User) views.Account {
-	return views.Account{ID: u.ID, Email: u.Email, Role: u.Role, CreatedAt: u.CreatedAt}
+	return views.Account{ID: u.ID, Email: u.Email, Role: u.Role, CreatedAt: u.CreatedAt,
+		FromProvider: u.FromProvider(), LastSignInAt: u.LastSignInAt}
 }
 
 func accountViews(users []accounts.User) []views.Account {
@@ -194,6 +195,33 @@ func (d *dashboard) handleRemove() echo.HandlerFunc {
 			return d.accountChangeFailed(c, err, "Not removed")
 		}
 		flash(c, "Removed "+removed.Email)
+		return c.Redirect(http.StatusSeeOther, "/accounts")
+	}
+}
+
+// handleEndSessions ends every session of an account, the admin's own
+// included: the person is asked to sign in again on their next page, and
+// an account of the identity provider gets in again only while its groups
+// still give it a role.
+func (d *dashboard) handleEndSessions() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		id, ok, err := d.accountID(c)
+		if !ok {
+			return err
+		}
+		var ended accounts.User
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+			var err error
+			if ended, err = tx.EndSessions(ctx, id); err != nil {
+				return err
+			}
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.SessionsEnd, accountText(ended), 1)
+		})
+		if err != nil {
+			return d.accountChangeFailed(c, err, "No session ended")
+		}
+		flash(c, "Ended every session of "+ended.Email)
 		return c.Redirect(http.StatusSeeOther, "/accounts")
 	}
 }

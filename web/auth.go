@@ -29,10 +29,11 @@ import (
 // Session keys.
 const (
 	sessUserID = "user_id"
-	// sessPassword is the account's PasswordStamp at sign-in.
-	sessPassword = "password_stamp"
-	sessCSRF     = "csrf"
-	sessFlash    = "flash"
+	// sessStamp is the account's SessionStamp at sign-in (under the key
+	// sessions signed in before it had that name keep it in).
+	sessStamp = "password_stamp"
+	sessCSRF  = "csrf"
+	sessFlash = "flash"
 )
 
 // Echo context keys.
@@ -83,14 +84,17 @@ type sessionManagers struct {
 	alwaysSecure  bool
 }
 
-func newSessionManagers(store scs.Store, alwaysSecure bool) sessionManagers {
+func newSessionManagers(store scs.Store, alwaysSecure bool, maxAge time.Duration) sessionManagers {
 	mk := func(secure bool) *scs.SessionManager {
 		sm := scs.New()
 		sm.Store = store
-		// A session lasts a working day. There is no idle timeout: the
+		// A session lasts maxAge (HOOKD_SESSION_MAX_AGE) from its sign-in,
+		// whose new token sets scs's deadline, and the store refuses it
+		// after that: someone the identity provider no longer lets in is
+		// out by then at the latest. There is no idle timeout: the
 		// overview polls every 2 seconds, so an open tab is never idle, and
 		// scs would rewrite the session on every poll to extend it.
-		sm.Lifetime = 12 * time.Hour
+		sm.Lifetime = maxAge
 		sm.Cookie.Name = "hookd_session"
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode
@@ -349,7 +353,7 @@ func (d *dashboard) requireRole(need accounts.Role) echo.MiddlewareFunc {
 			}
 			// The account was removed, or its password changed, since
 			// this session signed in: the session ends here.
-			if errors.Is(err, accounts.ErrNotFound) || sm.GetString(ctx, sessPassword) != u.PasswordStamp() {
+			if errors.Is(err, accounts.ErrNotFound) || sm.GetString(ctx, sessStamp) != u.SessionStamp() {
 				if err := sm.Destroy(ctx); err != nil {
 					return err
 				}
@@ -413,7 +417,7 @@ func (d *dashboard) handleLoginPage() echo.HandlerFunc {
 		if c.QueryParam("signed_out") != "" {
 			p.Flash = "You are signed out."
 		}
-		return render(c, http.StatusOK, views.Login(p, "", next))
+		return render(c, http.StatusOK, views.Login(p, "", next, d.signInMethods()))
 	}
 }
 
@@ -432,7 +436,7 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 				return err
 			}
 			p.Error = msg
-			return render(c, status, views.Login(p, email, next))
+			return render(c, status, views.Login(p, email, next, d.signInMethods()))
 		}
 		tooMany := func(wait time.Duration, msg string) error {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(wait, time.Second).Round(time.Second).Seconds())))
@@ -443,6 +447,12 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		// be a large key to store: refused before anything else.
 		if len(email) > maxEmailLen {
 			return refuse(http.StatusBadRequest, fmt.Sprintf("An email address has at most %d characters.", maxEmailLen))
+		}
+		// With password sign-in off, only the emergency admin's email gets
+		// as far as a count or a password check.
+		if d.opts.PasswordSignInOff && (d.opts.EmergencyAdmin == "" || !strings.EqualFold(email, d.opts.EmergencyAdmin)) {
+			return refuse(http.StatusForbidden, "Password sign-in is off: sign in with your identity provider. "+
+				"Only the emergency admin account signs in with a password.")
 		}
 		device, known, err := d.knownDevice(c, email)
 		if err != nil {
@@ -502,6 +512,9 @@ func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []account
 				return err
 			}
 		}
+		if err := tx.RecordSignIn(ctx, u.ID); err != nil {
+			return err
+		}
 		return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
 	})
 	if err != nil {
@@ -510,15 +523,21 @@ func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []account
 	if err := d.rememberDevice(c, u.Email); err != nil {
 		return err
 	}
+	return signIn(c, u)
+}
+
+// signIn gives the browser a session signed in as u.
+func signIn(c echo.Context, u accounts.User) error {
+	ctx := c.Request().Context()
 	// A new token at sign-in, so a session id planted before it (session
 	// fixation) is worth nothing after; a new CSRF token for the same
-	// reason.
+	// reason. The new token also starts the session's lifetime afresh.
 	sm := session(c)
 	if err := sm.RenewToken(ctx); err != nil {
 		return fmt.Errorf("renew session: %w", err)
 	}
 	sm.Put(ctx, sessUserID, u.ID)
-	sm.Put(ctx, sessPassword, u.PasswordStamp())
+	sm.Put(ctx, sessStamp, u.SessionStamp())
 	sm.Put(ctx, sessCSRF, randomToken())
 	return nil
 }

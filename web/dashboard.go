@@ -66,7 +66,7 @@ func newDashboard(opts Options) *dashboard {
 		counts:     opts.Stores.Activity,
 		rejections: opts.Stores.Rejections,
 		opts:       opts,
-		sessions:   newSessionManagers(opts.Sessions, opts.SecureCookies),
+		sessions:   newSessionManagers(opts.Sessions, opts.SecureCookies, opts.SessionMaxAge),
 
 		passwordChecks: newCheckSlots(maxPasswordChecks),
 		formKeys:       opts.FormKeys,

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/worker/idp"
 	"github.com/hookd/hookd/worker/stripeevent"
 )
 
@@ -33,6 +34,10 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 
 	e.GET("/login", d.handleLoginPage(), session...)
 	e.POST("/login", d.handleLogin(), session...)
+	if opts.OIDC != nil {
+		e.GET("/auth/oidc", d.handleOIDCStart(), session...)
+		e.GET(idp.CallbackPath, d.handleOIDCCallback(), session...)
+	}
 	e.POST("/logout", d.handleLogout(), viewer...)
 	e.GET("/", d.handleOverview(), viewer...)
 	e.GET("/overview/stats", d.handleOverviewStats(), viewer...)
@@ -69,4 +74,5 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/accounts/:id/role", d.handleSetRole(), admin...)
 	e.POST("/accounts/:id/remove/preview", d.handleRemovePreview(), admin...)
 	e.POST("/accounts/:id/remove", d.handleRemove(), admin...)
+	e.POST("/accounts/:id/sessions/end", d.handleEndSessions(), admin...)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/worker/idp"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -129,7 +130,20 @@ type Options struct {
 	// overview and each endpoint's event list check against what arrives
 	// through them.
 	Endpoints []endpoint.Endpoint
+	// OIDC, when set, signs people in through the identity provider at
+	// /auth/oidc; nil offers passwords alone.
+	OIDC *idp.Provider
+	// PasswordSignInOff (HOOKD_PASSWORD_SIGNIN=off) refuses password
+	// sign-ins to every account but EmergencyAdmin's (an email).
+	PasswordSignInOff bool
+	EmergencyAdmin    string
+	// SessionMaxAge is the longest a session lasts after its sign-in,
+	// however busy it is. Zero means DefaultSessionMaxAge.
+	SessionMaxAge time.Duration
 }
+
+// DefaultSessionMaxAge is HOOKD_SESSION_MAX_AGE's default: a working day.
+const DefaultSessionMaxAge = 12 * time.Hour
 
 // DefaultMaxBody is HOOKD_MAX_BODY's default, 1 MiB: Stripe's events are a
 // few KB, and its largest stay far below it.
@@ -189,6 +203,7 @@ func withDefaults(opts Options) Options {
 	opts.MarkerRetention = cmp.Or(opts.MarkerRetention, maintenance.DefaultMarkerRetention)
 	opts.PayloadRetention = cmp.Or(opts.PayloadRetention, maintenance.DefaultPayloadRetention)
 	opts.RetryInterval = cmp.Or(opts.RetryInterval, worker.DefaultRetryInterval)
+	opts.SessionMaxAge = cmp.Or(opts.SessionMaxAge, DefaultSessionMaxAge)
 	if opts.Stores.Ungenerated == nil && opts.Stores.Queue != nil {
 		opts.Stores.Ungenerated = ungenerated.New(opts.Stores.Queue.DB())
 	}

@@ -27,7 +27,9 @@ func refuse(format string, args ...any) error {
 // left out: the list is for showing, and a hash has no business there.
 func (s *Store) Users(ctx context.Context) ([]User, error) {
 	rows, err := s.db.Query(ctx, `
-		SELECT id, email, role, created_at FROM users ORDER BY lower(email), id`)
+		SELECT id, email, role, created_at, coalesce(oidc_issuer, '') AS oidc_issuer,
+		       coalesce(oidc_subject, '') AS oidc_subject, last_sign_in_at
+		FROM users ORDER BY lower(email), id`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -58,6 +60,10 @@ func (t *Tx) SetRole(ctx context.Context, actorID, id int64, role Role) (User, e
 	}
 	if target.Role == role {
 		return target, nil
+	}
+	if target.FromProvider() {
+		return User{}, refuse("%s signs in through the identity provider, whose groups set its role at every sign-in; "+
+			"change the groups there, or end its sessions here", target.Email)
 	}
 	if id == actorID {
 		return User{}, refuse("you cannot change your own role; another admin can")

@@ -78,7 +78,7 @@ func (s *Store) AdmitLogin(ctx context.Context, keys ...LoginKey) (time.Duration
 	for i, k := range keys {
 		applies := "true"
 		if k.IfAccount != "" {
-			applies = "EXISTS (SELECT FROM users WHERE lower(email) = lower(" + param(k.IfAccount) + "::text))"
+			applies = "EXISTS (SELECT FROM users WHERE lower(email) = lower(" + param(k.IfAccount) + "::text) AND " + isPasswordAccount + ")"
 		}
 		source := "SELECT " + param(k.Key) + "::text, 1, now() WHERE " + admittedSoFar + " AND " + applies
 		count := fmt.Sprintf(loginAttemptSQL, source, param(k.Free)+"::int")

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -53,21 +54,42 @@ func (r Role) rank() int {
 	return 0
 }
 
-// User is a dashboard account.
+// User is a dashboard account: a password account, or one of the
+// identity provider's (OIDCIssuer set), which has no password.
 type User struct {
 	ID           int64     `db:"id"`
 	Email        string    `db:"email"`
 	Role         Role      `db:"role"`
 	PasswordHash string    `db:"password_hash"`
 	CreatedAt    time.Time `db:"created_at"`
+	// OIDCIssuer and OIDCSubject key an account of the identity provider;
+	// both empty for a password account.
+	OIDCIssuer  string `db:"oidc_issuer"`
+	OIDCSubject string `db:"oidc_subject"`
+	// LastSignInAt is nil until the account's first sign-in.
+	LastSignInAt *time.Time `db:"last_sign_in_at"`
+	// SessionGeneration moves on when an admin ends the account's sessions.
+	SessionGeneration int64 `db:"session_generation"`
 }
 
-// PasswordStamp identifies the account's current password and reveals
-// nothing about it. A session keeps it from sign-in and ends once it no
-// longer matches: changing a password ends every session signed in with
-// the old one, on every replica, without finding them.
-func (u User) PasswordStamp() string {
-	sum := sha256.Sum256([]byte(u.PasswordHash))
+// FromProvider reports whether the account signs in through the identity
+// provider.
+func (u User) FromProvider() bool { return u.OIDCIssuer != "" }
+
+// SessionStamp identifies the account's current password and session
+// generation, and reveals nothing about the password. A session keeps it
+// from sign-in and ends once it no longer matches: changing a password, or
+// an admin ending the account's sessions, ends every session signed in
+// before, on every replica, without finding them.
+//
+// Generation 0 stamps the password alone, as stamps did before sessions
+// could be ended, so an upgrade signs nobody out.
+func (u User) SessionStamp() string {
+	stamped := u.PasswordHash
+	if u.SessionGeneration != 0 {
+		stamped += "\x00" + strconv.FormatInt(u.SessionGeneration, 10)
+	}
+	sum := sha256.Sum256([]byte(stamped))
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
@@ -156,7 +178,12 @@ func checkEmail(email string) error {
 	return nil
 }
 
-const userColumns = `id, email, role, password_hash, created_at`
+const userColumns = `id, email, role, password_hash, created_at, coalesce(oidc_issuer, '') AS oidc_issuer,
+	coalesce(oidc_subject, '') AS oidc_subject, last_sign_in_at, session_generation`
+
+// isPasswordAccount is the condition on users of a password account: only
+// those sign in with a password, and only their emails are unique.
+const isPasswordAccount = `oidc_issuer IS NULL`
 
 // CreateUser adds an account. A malformed email, a short password or an
 // email already taken, in any case, is a *RefusedError.
@@ -177,7 +204,7 @@ func (s *Store) CreateUser(ctx context.Context, email, password string, role Rol
 	}
 	rows, err := s.db.Query(ctx, `
 		INSERT INTO users (email, password_hash, role) VALUES ($1, $2, $3)
-		ON CONFLICT (lower(email)) DO NOTHING
+		ON CONFLICT (lower(email)) WHERE `+isPasswordAccount+` DO NOTHING
 		RETURNING `+userColumns, email, hash, role)
 	if err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
@@ -203,7 +230,7 @@ func (s *Store) SetPassword(ctx context.Context, email, password string) error {
 		return err
 	}
 	tag, err := s.db.Exec(ctx, `
-		UPDATE users SET password_hash = $2, updated_at = now() WHERE lower(email) = lower($1)`,
+		UPDATE users SET password_hash = $2, updated_at = now() WHERE lower(email) = lower($1) AND `+isPasswordAccount,
 		strings.TrimSpace(email), hash)
 	if err != nil {
 		return fmt.Errorf("set password: %w", err)
@@ -238,10 +265,11 @@ func (s *Store) EnsureAdmin(ctx context.Context, email, password string) (User, 
 	return u, true, nil
 }
 
-// UserByEmail returns the account with this email, in any case, or
-// ErrNotFound.
+// UserByEmail returns the password account with this email, in any case,
+// or ErrNotFound. The identity provider's accounts are never found by
+// email: their email is whatever the provider said, and signs nobody in.
 func (s *Store) UserByEmail(ctx context.Context, email string) (User, error) {
-	return s.user(ctx, `lower(email) = lower($1)`, strings.TrimSpace(email))
+	return s.user(ctx, `lower(email) = lower($1) AND `+isPasswordAccount, strings.TrimSpace(email))
 }
 
 // User returns the account with this id, or ErrNotFound.

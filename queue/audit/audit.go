@@ -43,6 +43,10 @@ const (
 
 	ReplayStart  Action = "replay_start"  // an operator started a named replay of the events a filter matched
 	ReplayCancel Action = "replay_cancel" // an operator cancelled a running replay
+
+	OIDCLogin   Action = "oidc_login"   // someone signed in through the identity provider, with the role its groups gave
+	OIDCRefused Action = "oidc_refused" // the identity provider vouched for someone hookd refused: no role, or an unverified email
+	SessionsEnd Action = "sessions_end" // an admin ended every session of an account
 )
 
 // Entry is one line of the audit log.

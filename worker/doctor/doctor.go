@@ -102,6 +102,8 @@ type Config struct {
 	Addr          string
 	MetricsAddr   string
 	MetricsPublic bool
+	// OIDC is the sign-in through the identity provider.
+	OIDC OIDC
 }
 
 // Run runs every check, in order, and returns their results.
@@ -125,10 +127,11 @@ func Run(ctx context.Context, cfg Config) []Result {
 		key, endpoint := Stripe(ctx, cfg)
 		results = append(results, SigningSecret(cfg.StripeSecrets), key, endpoint)
 	}
-	return append(results,
+	results = append(results,
 		Clock(ctx, cfg.HTTPClient, cfg.StripeAPIURL),
 		Cookies(cfg.PublicURL, cfg.SecureCookies),
 		Metrics(cfg.Addr, cfg.MetricsAddr, cfg.MetricsPublic))
+	return append(results, IdentityProvider(ctx, cfg.HTTPClient, cfg.OIDC)...)
 }
 
 // Metrics says where /metrics is served. Queue depths, traffic and

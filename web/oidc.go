@@ -1,0 +1,258 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/internal/netblock"
+	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/worker/idp"
+)
+
+// Sign-in through the identity provider (OpenID Connect). GET /auth/oidc
+// sends the browser to the provider with a fresh state, nonce and PKCE
+// verifier, which it keeps in a cookie signed under the sign-in form's key:
+// a visit writes no row, and the state is tied to the browser that started
+// the sign-in. The callback takes the state once (a row per used state,
+// so a replayed answer is refused on every replica), counts against the
+// address's sign-in budget like a password sign-in, and signs in only when
+// the ID token checks out and the groups give a role. A callback that
+// fails creates no account, changes no role and starts no session.
+
+const (
+	oidcStateCookie = "hookd_oidc"
+	// oidcStateLifetime is how long a started sign-in may take at the
+	// provider, typing a password and a second factor included.
+	oidcStateLifetime = 10 * time.Minute
+)
+
+// signInMethods is what the sign-in page offers.
+func (d *dashboard) signInMethods() views.SignInMethods {
+	return views.SignInMethods{Provider: d.opts.OIDC != nil, PasswordOff: d.opts.PasswordSignInOff}
+}
+
+// oidcState is what the browser keeps between /auth/oidc and the callback.
+type oidcState struct {
+	State    string `json:"s"`
+	Nonce    string `json:"n"`
+	Verifier string `json:"v"`
+	Next     string `json:"next"`
+	Started  int64  `json:"t"`
+}
+
+func stateMAC(key []byte, payload string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("hookd oidc sign-in\x00" + payload))
+	return mac.Sum(nil)
+}
+
+func (d *dashboard) handleOIDCStart() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		next := localPath(c.QueryParam("next"), "/")
+		if session(c).GetInt64(ctx, sessUserID) != 0 {
+			return c.Redirect(http.StatusSeeOther, next)
+		}
+		start, err := d.opts.OIDC.Start(ctx)
+		if err != nil {
+			d.logger.WarnContext(ctx, "identity provider unreachable", "issuer", d.opts.OIDC.Issuer(), "err", err)
+			return d.signInFailed(c, http.StatusServiceUnavailable, "The identity provider at "+d.opts.OIDC.Issuer()+
+				" does not answer, so sign-in cannot start: "+err.Error()+". Try again in a moment; "+d.fallback())
+		}
+		payload, err := json.Marshal(oidcState{State: start.State, Nonce: start.Nonce, Verifier: start.Verifier,
+			Next: next, Started: time.Now().Unix()})
+		if err != nil {
+			return err
+		}
+		key, err := d.formKeys.Current(ctx)
+		if err != nil {
+			return err
+		}
+		value := base64.RawURLEncoding.EncodeToString(payload)
+		value += "." + base64.RawURLEncoding.EncodeToString(stateMAC(key.Key, value))
+		d.setStateCookie(c, value, int(oidcStateLifetime.Seconds()))
+		return c.Redirect(http.StatusSeeOther, start.URL)
+	}
+}
+
+// setStateCookie sets the started sign-in's cookie, or clears it with a
+// negative maxAge. It is sent on the provider's redirect back (a top-level
+// GET navigation, which SameSite=Lax lets through) and to no other path.
+func (d *dashboard) setStateCookie(c echo.Context, value string, maxAge int) {
+	c.SetCookie(&http.Cookie{
+		Name:     oidcStateCookie,
+		Value:    value,
+		Path:     "/auth/oidc",
+		MaxAge:   maxAge,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+		Secure:   d.sessions.forRequest(c.Request()).Cookie.Secure,
+	})
+}
+
+// fallback says how else to get in, for the pages of a failed sign-in.
+func (d *dashboard) fallback() string {
+	if d.opts.PasswordSignInOff {
+		return "if the provider stays down, the emergency admin can still sign in with a password."
+	}
+	return "you can also sign in with a password."
+}
+
+func (d *dashboard) signInFailed(c echo.Context, status int, msg string) error {
+	p := d.page(c, "Not signed in", "")
+	return render(c, status, views.SignInFailed(p, msg))
+}
+
+// readStateCookie returns the started sign-in this browser holds, or why
+// there is none it may finish.
+func (d *dashboard) readStateCookie(c echo.Context) (oidcState, string, error) {
+	const startAgain = " Start the sign-in again from this browser."
+	cookie, err := c.Cookie(oidcStateCookie)
+	if err != nil || cookie.Value == "" {
+		return oidcState{}, "This browser did not start a sign-in here, or it was finished already, so the provider's answer " +
+			"cannot be taken (it may have been meant for another browser)." + startAgain, nil
+	}
+	payload, macText, _ := strings.Cut(cookie.Value, ".")
+	mac, err := base64.RawURLEncoding.DecodeString(macText)
+	if err != nil {
+		return oidcState{}, "This browser's sign-in cookie was not made by hookd." + startAgain, nil
+	}
+	verdict, err := d.formKeys.Verify(c.Request().Context(), func(key []byte) bool { return hmac.Equal(stateMAC(key, payload), mac) })
+	if err != nil {
+		return oidcState{}, "", err
+	}
+	if verdict != accounts.Accepted {
+		return oidcState{}, "This browser's sign-in cookie was not made by hookd, or under a key replaced since." + startAgain, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	var st oidcState
+	if err == nil {
+		err = json.Unmarshal(raw, &st)
+	}
+	if err != nil {
+		return oidcState{}, "This browser's sign-in cookie could not be read." + startAgain, nil
+	}
+	if age := time.Since(time.Unix(st.Started, 0)); age < 0 || age > oidcStateLifetime {
+		return oidcState{}, fmt.Sprintf("This sign-in was started more than %d minutes ago.", int(oidcStateLifetime.Minutes())) + startAgain, nil
+	}
+	return st, "", nil
+}
+
+func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		provider := d.opts.OIDC
+		// The address's budget, as for a password sign-in: each callback
+		// costs a request to the provider and a row, so a flood of forged
+		// ones waits like a flood of guesses.
+		address := accounts.LoginKey{Key: loginKey("ip:" + netblock.Of(c.RealIP())), Free: freeAttemptsPerAddr}
+		wait, err := d.accounts.AdmitLogin(ctx, address)
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(wait.Round(time.Second).Seconds())))
+			return d.signInFailed(c, http.StatusTooManyRequests,
+				fmt.Sprintf("Too many failed sign-ins from your address. Try again in %s.", waitText(wait)))
+		}
+
+		st, why, err := d.readStateCookie(c)
+		if err != nil {
+			return err
+		}
+		// Whatever comes of it, this browser's started sign-in is spent.
+		d.setStateCookie(c, "", -1)
+		if why != "" {
+			return d.signInFailed(c, http.StatusBadRequest, why)
+		}
+		if subtle.ConstantTimeCompare([]byte(c.QueryParam("state")), []byte(st.State)) != 1 {
+			return d.signInFailed(c, http.StatusBadRequest, "The provider's answer is for another sign-in than the one "+
+				"this browser started (its state does not match). Start the sign-in again.")
+		}
+		fresh, err := d.accounts.UseSignInState(ctx, st.State, time.Unix(st.Started, 0).Add(oidcStateLifetime))
+		if err != nil {
+			return err
+		}
+		if !fresh {
+			return d.signInFailed(c, http.StatusBadRequest, "This answer of the provider was used already: each sign-in "+
+				"is good once. Start the sign-in again.")
+		}
+		if e := c.QueryParam("error"); e != "" {
+			return d.signInFailed(c, http.StatusUnauthorized, "The identity provider did not sign you in: "+
+				strings.TrimSpace(e+" "+c.QueryParam("error_description"))+".")
+		}
+		if c.QueryParam("code") == "" {
+			return d.signInFailed(c, http.StatusBadRequest, "The provider's answer has no code to sign in with.")
+		}
+
+		id, err := provider.Finish(ctx, c.QueryParam("code"), st.Verifier, st.Nonce)
+		if err != nil {
+			d.logger.WarnContext(ctx, "sign-in through the identity provider failed", "issuer", provider.Issuer(), "err", err)
+			return d.signInFailed(c, http.StatusUnauthorized, "The identity provider's answer could not be accepted, "+
+				"so you are not signed in: "+err.Error()+".")
+		}
+		role, err := provider.Role(id)
+		if refusal, ok := errors.AsType[*idp.Refusal](err); ok {
+			if err := d.auditProvider(ctx, id, audit.OIDCRefused, "no role given: "+refusal.Reason); err != nil {
+				return err
+			}
+			return d.signInFailed(c, http.StatusForbidden, refusal.Reason)
+		}
+		if err != nil {
+			return err
+		}
+
+		var u accounts.User
+		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+			var before accounts.Role
+			if u, before, err = tx.SignInFromProvider(ctx, accounts.ProviderIdentity{
+				Issuer: id.Issuer, Subject: id.Subject, Email: id.Email}, role); err != nil {
+				return err
+			}
+			if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
+				return err
+			}
+			what := "role " + string(role)
+			switch {
+			case before == "":
+				what += ", first sign-in"
+			case before != role:
+				what += ", was " + string(before)
+			}
+			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.OIDCLogin, providerTarget(id)+": "+what, 0)
+		})
+		if err != nil {
+			return err
+		}
+		if err := signIn(c, u); err != nil {
+			return err
+		}
+		return c.Redirect(http.StatusSeeOther, localPath(st.Next, "/"))
+	}
+}
+
+// providerTarget names who the provider vouched for in the audit log: the
+// issuer and subject, never a token.
+func providerTarget(id idp.Identity) string {
+	return fmt.Sprintf("issuer %s, subject %s", id.Issuer, id.Subject)
+}
+
+func (d *dashboard) auditProvider(ctx context.Context, id idp.Identity, action audit.Action, what string) error {
+	return d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+		return audit.Record(ctx, tx.PgxTx(), id.Email, action, providerTarget(id)+": "+what, 0)
+	})
+}
