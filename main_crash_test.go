@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -82,7 +85,7 @@ func statusOf(t *testing.T, bundle *testBundle, id string) (string, int) {
 	var attempts int
 	err := bundle.pool.QueryRow(context.Background(),
 		`SELECT status, attempts FROM webhook_events WHERE event_id = $1`, id).Scan(&status, &attempts)
-	if err != nil && err.Error() != "no rows in result set" {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("read %s: %v", id, err)
 	}
 	return status, attempts

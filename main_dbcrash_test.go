@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -71,22 +72,18 @@ func startPrivateCluster(t *testing.T) *privateCluster {
 	if out, err := c.asOwner(filepath.Join(c.bin, "initdb"), "-D", c.data, "-U", "postgres", "--auth=trust").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	_, port, _ := splitAddr(freeAddr(t))
-	c.port = port
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.port, err = strconv.Atoi(port); err != nil {
+		t.Fatal(err)
+	}
 	c.pgctl("start", "-w", "-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", c.port, dir))
 	t.Cleanup(func() {
 		_, _ = c.asOwner(filepath.Join(c.bin, "pg_ctl"), "-D", c.data, "-m", "immediate", "stop").CombinedOutput()
 	})
 	return c
-}
-
-func splitAddr(addr string) (string, int, error) {
-	i := len(addr) - 1
-	for i >= 0 && addr[i] != ':' {
-		i--
-	}
-	p, err := strconv.Atoi(addr[i+1:])
-	return addr[:i], p, err
 }
 
 func (c *privateCluster) pgctl(args ...string) {

@@ -125,6 +125,12 @@ type takeOp struct {
 	again      map[string][2]bool
 }
 
+// rechecked is what recheckTakenSQL read of one event it leased.
+type rechecked struct {
+	EventID           string
+	Processed, Queued bool
+}
+
 // takenState is what the statement that takes leases found of one event.
 type takenState struct {
 	Processed, Queued, Taken bool
@@ -176,19 +182,10 @@ func (op *takeOp) read(br pgx.BatchResults) (err error) {
 	if op.first, err = collect(br, pgx.RowToStructByPos[takenState]); err != nil {
 		return err
 	}
-	again, err := collect(br, func(row pgx.CollectableRow) (struct {
-		id     string
-		states [2]bool
-	}, error) {
-		var r struct {
-			id     string
-			states [2]bool
-		}
-		return r, row.Scan(&r.id, &r.states[0], &r.states[1])
-	})
+	again, err := collect(br, pgx.RowToStructByPos[rechecked])
 	op.again = make(map[string][2]bool, len(again))
 	for _, r := range again {
-		op.again[r.id] = r.states
+		op.again[r.EventID] = [2]bool{r.Processed, r.Queued}
 	}
 	return err
 }
