@@ -72,6 +72,9 @@ func NewDatabaseURL(t testing.TB) string {
 		t.Fatalf("queuetest: clone template: %v", err)
 	}
 	dbURL := withDatabase(server, name)
+	if err := seedUnlogged(ctx, dbURL); err != nil {
+		t.Fatalf("queuetest: %v", err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("queuetest: kept the failed test's database: %s", redact(dbURL))
@@ -88,6 +91,24 @@ func NewDatabaseURL(t testing.TB) string {
 		}
 	})
 	return dbURL
+}
+
+// seedUnlogged writes again the rows of unlogged tables that migrations seed.
+// PostgreSQL empties unlogged tables in crash recovery, the template's too,
+// so a template built before the server last crashed clones into a database
+// whose lease_epoch says leases were just lost: every lease would be
+// refused for queue.LeaseGrace. A clone is a new database no replica has
+// leased in, which is what the migration's row says.
+func seedUnlogged(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to the clone: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO lease_epoch (began_at) VALUES ('-infinity') ON CONFLICT (one) DO NOTHING`); err != nil {
+		return fmt.Errorf("seed lease_epoch: %w", err)
+	}
+	return nil
 }
 
 // NewPool returns a pool on a fresh database for t, closed when t ends.
