@@ -132,6 +132,10 @@ type InFlight struct {
 	Path      AttemptPath `db:"path"`
 	TakenAt   time.Time   `db:"taken_at"`
 	ExpiresAt time.Time   `db:"expires_at"`
+	// Started: the run under the lease started, and its attempt counts;
+	// a retry's queue row counts it with its outcome, so the attempt
+	// running is the one after the row's.
+	Started bool `db:"started"`
 }
 
 // EventInFlight returns the live lease of eventID, or nil when no
@@ -139,8 +143,8 @@ type InFlight struct {
 func (s *Store) EventInFlight(ctx context.Context, eventID string) (*InFlight, error) {
 	var f InFlight
 	err := s.db.QueryRow(ctx, `
-		SELECT path, taken_at, expires_at FROM webhook_leases
-		WHERE event_id = $1 AND `+liveLeaseSQL("webhook_leases"), eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt)
+		SELECT path, taken_at, expires_at, started_at IS NOT NULL FROM webhook_leases
+		WHERE event_id = $1 AND `+liveLeaseSQL("webhook_leases"), eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt, &f.Started)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -160,7 +164,7 @@ func (s *Store) EventsInFlight(ctx context.Context, eventIDs []string) (map[stri
 		return inFlight, nil
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT event_id, path, taken_at, expires_at FROM webhook_leases
+		SELECT event_id, path, taken_at, expires_at, started_at IS NOT NULL AS started FROM webhook_leases
 		WHERE event_id = ANY($1) AND `+liveLeaseSQL("webhook_leases"), eventIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)

@@ -294,7 +294,7 @@ func (r *Retrier) recordTick(ctx context.Context) {
 // made of it.
 type settling struct {
 	s queue.Settled
-	// started: the attempt's start is recorded under its lease
+	// started: the attempt's start is recorded on its lease
 	// (queue.Store.SettleAndStart), so it counts from here.
 	started bool
 	state   queue.SettledState
