@@ -454,7 +454,7 @@ var settleDeliveriesSQL = `
 		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + insertAttemptsSQL(23, "released") + `
+	), recorded AS (` + givenAttemptsSQL(23, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 

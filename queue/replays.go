@@ -436,10 +436,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 			ORDER BY m.received_at, m.event_id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
-		), held AS (
-			SELECT l.event_id, `+liveLeaseSQL("l")+` AS live FROM webhook_leases l
-			WHERE l.event_id IN (SELECT event_id FROM next)
-			FOR UPDATE SKIP LOCKED
+		), held AS (`+heldLeasesSQL("SELECT event_id FROM next")+`
 		)`+insertLeasesSQL(`
 		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, now()
 		FROM next n
@@ -635,7 +632,7 @@ var settleReplayedSQL = `
 		             count(*) FILTER (WHERE state = 'skipped') AS skipped
 		      FROM members) c
 		WHERE p.id = $6 AND c.delivered + c.failed + c.skipped > 0
-	), recorded AS (` + insertAttemptsSQL(8, "released") + `
+	), recorded AS (` + givenAttemptsSQL(8, "released") + `
 	)
 	SELECT event_id FROM released`
 

@@ -111,15 +111,7 @@ var claimAttemptsSQL = `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
-	), held AS (
-		-- The leases these events have that no one is writing at this
-		-- moment: a lease being given back with its outcome is skipped,
-		-- not waited for, so a claim never waits on a settle (which may be
-		-- waiting on a row this claim holds).
-		SELECT l.event_id, l.started_at IS NOT NULL AS started, ` + liveLeaseSQL("l") + ` AS live
-		FROM webhook_leases l
-		WHERE l.event_id IN (SELECT event_id FROM due)
-		FOR UPDATE SKIP LOCKED
+	), held AS (` + heldLeasesSQL("SELECT event_id FROM due") + `
 	), free AS (
 		SELECT d.*, d.attempts + CASE WHEN h.started THEN 1 ELSE 0 END AS counted,
 		       coalesce(h.started, false) AS interrupted
@@ -134,11 +126,10 @@ var claimAttemptsSQL = `
 		ORDER BY f.event_id`) + `
 	), claimed AS (
 		SELECT f.* FROM free f JOIN leased USING (event_id)
-	), interrupted AS (
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, error, path, attempt)
-		SELECT e.source, e.event_id, 0, 'failed', format($5, c.counted), 'retry', c.counted
+	), interrupted AS (` + insertAttemptsSQL(`
+		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($5, c.counted), 'retry', c.counted
 		FROM claimed c JOIN webhook_events e ON e.id = c.id
-		WHERE c.interrupted
+		WHERE c.interrupted`) + `
 	)
 	UPDATE webhook_events e
 	SET attempts = c.counted,
@@ -386,7 +377,7 @@ var settleAttemptsSQL = `
 		SET claims = greatest(e.claims - 1, 0), next_retry_at = now()
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
-	), recorded AS (` + insertAttemptsSQL(11, "released") + `
+	), recorded AS (` + givenAttemptsSQL(11, "released") + `
 	)
 	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
 	FROM released r LEFT JOIN failed f ON f.id = r.id`

@@ -215,7 +215,7 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	var lock *reconcileruns.Lease
 	if !opts.DryRun {
 		var err error
-		if lock, err = r.runs.TryLock(ctx); err != nil {
+		if lock, err = reconcileruns.TryLock(ctx, r.store); err != nil {
 			return res, err
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
