@@ -457,11 +457,19 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	if len(ids) == 0 {
 		return c, nil
 	}
-	// Read once the leases are held, so what the other holders committed
-	// with their release is seen: a queued event resolved meanwhile, or
-	// made dead.
+	if c.Members, err = s.replayMembers(ctx, ids); err != nil {
+		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+	}
+	return c, nil
+}
+
+// replayMembers reads what the deliveries of the leased events ids need,
+// in their order. It reads once the leases are held, so what the other
+// holders committed with their release is seen: a queued event resolved
+// meanwhile, or made dead.
+func (s *Store) replayMembers(ctx context.Context, ids []string) ([]ReplayMember, error) {
 	byID := make(map[string]ReplayMember, len(ids))
-	rows, err = s.db.Query(ctx, `
+	rows, err := s.db.Query(ctx, `
 		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload,
 		       CASE WHEN NOT `+queuedPayloadErasedSQL("q")+` THEN q.payload END,
 		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false)
@@ -469,38 +477,38 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id
 		WHERE l.event_id = ANY ($1::text[])`, ids)
 	if err != nil {
-		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+		return nil, err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var m ReplayMember
 		var logPayload, queuePayload []byte
 		if err := rows.Scan(&m.EventID, &m.EventType, &m.Endpoint, &m.Livemode, &m.Account, &logPayload, &queuePayload,
 			&m.Attempts, &m.Dead); err != nil {
-			rows.Close()
-			return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+			return nil, err
 		}
 		m.Payload = queuePayload
 		if logPayload != nil {
 			if m.Payload, err = decodeLoggedPayload(m.EventID, logPayload); err != nil {
-				rows.Close()
-				return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+				return nil, err
 			}
 		}
 		byID[m.EventID] = m
 	}
 	if err := rows.Err(); err != nil {
-		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+		return nil, err
 	}
-	for _, eid := range ids {
+	members := make([]ReplayMember, len(ids))
+	for i, eid := range ids {
 		m, ok := byID[eid]
 		if !ok {
 			// Its entry left the event log (its marker was pruned): nothing
 			// is left to send.
 			m = ReplayMember{EventID: eid}
 		}
-		c.Members = append(c.Members, m)
+		members[i] = m
 	}
-	return c, nil
+	return members, nil
 }
 
 // ReplaySettleKind is what became of a leased member.

@@ -260,15 +260,50 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 // writes the outcome of its event and starts its next in one round trip,
 // with the other workers that reach the database at that moment.
 func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []Claimed) ([]SettledState, []bool, error) {
+	settling, starting := s.newRetrySettle(settled), newStartOp(start)
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		settling.queue(b)
+		starting.queue(b)
+	}, func(br pgx.BatchResults) error {
+		if err := settling.read(br); err != nil {
+			return err
+		}
+		return starting.read(br)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("settle attempts: %w", err)
+	}
+	return settling.states(), starting.started(), nil
+}
+
+// retrySettleOp is the settling part of SettleAndStart's short transaction:
+// settleAttemptsSQL's columns, and the breaker's count of the outcomes.
+type retrySettleOp struct {
+	breaker breakerConfig
+	ids     []string
+	args    []any
+	tally   breakerTally
+	counted bool
+	results []retrySettled
+}
+
+// retrySettled is a row settleAttemptsSQL returns.
+type retrySettled struct {
+	ID       string
+	Status   string
+	Hastened bool
+}
+
+func (s *Store) newRetrySettle(settled []Settled) *retrySettleOp {
 	n := len(settled)
-	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	op := &retrySettleOp{breaker: s.breaker, ids: make([]string, n)}
+	eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	hows, payloads, attempted := make([]string, n), make([][]byte, n), make([]bool, n)
 	owners, waits := make([]uuid.UUID, n), make([]*float64, n)
 	var a attemptColumns
-	var tally breakerTally
 	for i, st := range settled {
 		c := st.Claimed
-		ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
+		op.ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
 		hows[i] = string(LogRetry)
 		if c.Path == PathManual {
 			hows[i] = string(LogManual)
@@ -287,51 +322,47 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 		if st.Attempt != nil {
 			attempted[i] = true
 			a.add(*st.Attempt, c.Owner)
-			tally.add(st.Attempt, st.Kind == SettleDone)
+			op.tally.add(st.Attempt, st.Kind == SettleDone)
 		}
 	}
-	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads, attempted}, a.args()...)
-	type result struct {
-		ID       string
-		Status   string
-		Hastened bool
+	op.args = append([]any{op.ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads, attempted},
+		a.args()...)
+	return op
+}
+
+func (op *retrySettleOp) queue(b *pgx.Batch) {
+	if len(op.ids) > 0 {
+		b.Queue(settleAttemptsSQL, op.args...)
+		op.counted = op.tally.queue(b, op.breaker)
 	}
-	var results []result
-	var counted bool
-	starting := newStartOp(start)
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		if n > 0 {
-			b.Queue(settleAttemptsSQL, args...)
-			counted = tally.queue(b, s.breaker)
-		}
-		starting.queue(b)
-	}, func(br pgx.BatchResults) (err error) {
-		if n > 0 {
-			if results, err = collect(br, pgx.RowToStructByPos[result]); err != nil {
-				return err
-			}
-			if counted {
-				if err := tally.read(br, s.breaker); err != nil {
-					return err
-				}
-			}
-		}
-		return starting.read(br)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("settle attempts: %w", err)
+}
+
+func (op *retrySettleOp) read(br pgx.BatchResults) (err error) {
+	if len(op.ids) == 0 {
+		return nil
 	}
-	byID := make(map[string]result, len(results))
-	for _, r := range results {
+	if op.results, err = collect(br, pgx.RowToStructByPos[retrySettled]); err != nil {
+		return err
+	}
+	if op.counted {
+		return op.tally.read(br, op.breaker)
+	}
+	return nil
+}
+
+// states is what became of each settled event, in order.
+func (op *retrySettleOp) states() []SettledState {
+	byID := make(map[string]retrySettled, len(op.results))
+	for _, r := range op.results {
 		byID[r.ID] = r
 	}
-	out := make([]SettledState, n)
-	for i := range settled {
-		if r, ok := byID[ids[i]]; ok {
+	out := make([]SettledState, len(op.ids))
+	for i, id := range op.ids {
+		if r, ok := byID[id]; ok {
 			out[i] = SettledState{Written: true, Status: Status(r.Status), Hastened: r.Hastened}
 		}
 	}
-	return out, starting.started(), nil
+	return out
 }
 
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
