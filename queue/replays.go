@@ -326,18 +326,7 @@ func (s *Store) CancelReplay(ctx context.Context, id int64, by string) (Replay, 
 
 // Replay returns replay id, or ErrNotFound.
 func (s *Store) Replay(ctx context.Context, id int64) (Replay, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
-	if err != nil {
-		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Replay])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Replay{}, ErrNotFound
-	}
-	if err != nil {
-		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
-	}
-	return r, nil
+	return oneRow[Replay](ctx, s.db, fmt.Sprintf("read replay %d", id), `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
 }
 
 // MaxReplaysListed bounds the list of replays.
