@@ -18,11 +18,11 @@ type RetrierConfig struct {
 	// Interval is how long the loop waits after a batch that was not full
 	// before it looks for due events again. Default: DefaultRetryInterval.
 	Interval time.Duration
-	// BatchSize is how many due events one claim takes, each with its lease
-	// and its attempt counted, capped at MaxRetryBatch. The leases last until
-	// the batch's last event must have ended (see leaseFor): a replica that
-	// dies mid-batch leaves its events due again then. Default:
-	// DefaultRetryBatch.
+	// BatchSize is how many due events one claim takes, each with its
+	// lease, capped at MaxRetryBatch. The leases last until the batch's
+	// last event must have ended (producer.leaseFor), or until the replica
+	// stops beating: a replica that dies mid-batch leaves its events due
+	// again seconds later. Default: DefaultRetryBatch.
 	BatchSize int
 	// Concurrency is how many processors of one batch run at once. Default:
 	// DefaultRetryConcurrency.
