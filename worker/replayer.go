@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -226,6 +227,7 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 			s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload, Kind: queue.ReplaySettleReleased}}
 	}
 	r.work(workCtx, len(b.todo), b)
+	b.settles.Wait()
 	if cancelled.Load() {
 		r.logger.InfoContext(workCtx, "replay cancelled: stopped between deliveries", "replay", run.ID, "name", run.Name)
 	}
@@ -254,8 +256,10 @@ func (r *Replayer) watchCancel(ctx context.Context, id int64, cancelled *atomic.
 
 // replayBatch runs a claimed batch of a replay's members on the
 // producer's workers (producer.work). A replay's leases are taken with
-// their runs started, so a worker's turn at the database is the outcome
-// of its last member alone.
+// their runs started, so a worker has no start to write, and the outcome
+// of its last member is written behind it (settles), gathered with the
+// others': its next delivery goes at its turn of the rate, not after a
+// commit.
 type replayBatch struct {
 	r         *Replayer
 	replay    queue.RunningReplay
@@ -266,6 +270,7 @@ type replayBatch struct {
 	todo      []*replaying
 
 	delivered, failed atomic.Int64
+	settles           sync.WaitGroup
 }
 
 func (b *replayBatch) prepare(ctx context.Context, i int) bool {
@@ -279,7 +284,8 @@ func (b *replayBatch) prepare(ctx context.Context, i int) bool {
 
 func (b *replayBatch) step(settle, start int) bool {
 	if settle >= 0 {
-		b.r.settles.Do(b.todo[settle])
+		t := b.todo[settle]
+		b.settles.Go(func() { b.r.settles.Do(t) })
 	}
 	return start >= 0
 }
