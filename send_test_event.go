@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/forwardsig"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // sendTestEvent posts realistic, correctly signed Stripe events to a hookd

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/ungenerated"
@@ -15,7 +16,6 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 	"github.com/hookd/hookd/worker/stripehealth"
 )
 

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // PingType is the event an event destination is pinged with: answered 200,

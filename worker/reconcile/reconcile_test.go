@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/reconcileruns"
@@ -24,7 +25,6 @@ import (
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const testSecret = "whsec_reconcile_test"

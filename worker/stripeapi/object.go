@@ -11,7 +11,7 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // ErrNoObjectPath means hookd does not know where Stripe's API serves an

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // ObjectURL is the path the API serves the object of type objectType with

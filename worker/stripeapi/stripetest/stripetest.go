@@ -32,7 +32,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // DefaultKey is the API key a new Server accepts.

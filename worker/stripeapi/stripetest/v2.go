@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // Destination is an event destination as the fake serves it.

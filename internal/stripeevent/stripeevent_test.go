@@ -9,7 +9,7 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // Every sample is an event stripe-go accepts, signed the way stripe-go
