@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
@@ -27,7 +28,6 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // Config is every setting of hookd, parsed once, here, from the environment

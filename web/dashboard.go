@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
@@ -28,7 +29,6 @@ import (
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // perPage is the length of the event lists and the audit log.

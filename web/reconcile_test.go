@@ -16,6 +16,8 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/web"
@@ -23,8 +25,6 @@ import (
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // reconcileBundle is a dashboard whose reconciler reads a fake Stripe API

@@ -20,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
@@ -32,7 +33,6 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 

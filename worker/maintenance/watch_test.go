@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -14,8 +16,6 @@ import (
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 	"github.com/hookd/hookd/worker/stripehealth"
 )
 

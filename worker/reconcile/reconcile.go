@@ -29,13 +29,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 func newClient(api *stripetest.Server, key string) *stripeapi.Client {

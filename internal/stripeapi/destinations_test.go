@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 func TestDestination_StatusReasonMissingKeyAndRateLimit(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/worker/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi"
 )
 
 // stripeMockVersion is the stripe-mock these tests were written against:

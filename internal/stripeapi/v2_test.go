@@ -11,8 +11,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 // stripeGo is stripe-go's own client pointed at the fake.
