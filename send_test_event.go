@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeevent"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/forwardsig"
 )
 

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
@@ -27,7 +28,6 @@ import (
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 )
 

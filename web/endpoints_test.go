@@ -13,11 +13,11 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 )
 

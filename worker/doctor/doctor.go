@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/migrations"
@@ -33,7 +34,6 @@ import (
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 )

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/endpoint"
 )
 
 // stripeSide is what Stripe's API said of one endpoint or destination.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/worker/doctor"
-	"github.com/hookd/hookd/worker/endpoint"
 )
 
 // byCheck indexes results by their check's name.

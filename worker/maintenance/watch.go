@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/endpoint"
 )
 
 // DefaultWatchInterval is how often Stripe's API is asked about each

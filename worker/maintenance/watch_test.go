@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -14,7 +15,6 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/stripehealth"
 )

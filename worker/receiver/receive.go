@@ -24,9 +24,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/queue/rejections"
-	"github.com/hookd/hookd/worker/endpoint"
 )
 
 var (

@@ -29,12 +29,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 )
 

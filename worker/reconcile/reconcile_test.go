@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -22,7 +23,6 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/internal/endpoint"
 )
 
 func configured(t *testing.T, settings string) []endpoint.Endpoint {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/internal/endpoint"
 )
 
 func TestParseSecrets_LabelsEachEndpointWithItsSecrets(t *testing.T) {
