@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/doctor"
 )
 
 // byCheck indexes results by their check's name.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/oauth2-proxy/mockoidc"
 
-	"github.com/hookd/hookd/worker/doctor"
+	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/worker/idp"
 )
 
