@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookd/hookd/worker/demoapp"
+	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/worker/forwardsig"
 )
 

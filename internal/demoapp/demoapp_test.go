@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/demoapp"
 )
 
 const forwardSecret = "whsec_ZGVtby1hcHAtdGVzdC1rZXk="
