@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/demoapp"
-	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/internal/forwardsig"
 )
 
 // demoApp runs `hookd demo-app`: the app `make run` forwards to, which

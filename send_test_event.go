@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/stripeevent"
-	"github.com/hookd/hookd/worker/forwardsig"
 )
 
 // sendTestEvent posts realistic, correctly signed Stripe events to a hookd

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/internal/forwardsig"
 )
 
 // MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/internal/forwardsig"
 )
 
 // Outcome is what the demo app does with one delivery.
