@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripehealth"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
@@ -31,7 +32,6 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripehealth"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 
