@@ -6,9 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/worker/idp"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/accounts"
@@ -29,7 +30,6 @@ import (
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/idp"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"

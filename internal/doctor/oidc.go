@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookd/hookd/worker/idp"
+	"github.com/hookd/hookd/internal/idp"
 )
 
 // OIDC is the sign-in through the identity provider, as hookd serve would

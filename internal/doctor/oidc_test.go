@@ -11,7 +11,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/hookd/hookd/internal/doctor"
-	"github.com/hookd/hookd/worker/idp"
+	"github.com/hookd/hookd/internal/idp"
 )
 
 // startProvider runs an OpenID provider in the test; refuseRedirects makes

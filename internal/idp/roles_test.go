@@ -3,8 +3,8 @@ package idp_test
 import (
 	"testing"
 
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/worker/idp"
 )
 
 func TestRoles_HighestRoleOfAnyGroup(t *testing.T) {
