@@ -37,5 +37,5 @@
 // backoff and MaxAttempts, stuck.go the stuck rule, failures.go the failure
 // groups. seed.go holds the seed's single-event functions, which only the
 // seed's contract tests call; it says what production calls instead.
-// store.go is the Store itself; queue/internal/dbtx what it runs on.
+// store.go is the Store itself; internal/store what it runs on.
 package queue

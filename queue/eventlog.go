@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/klauspost/compress/s2"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // LogHow is how an event of the event log was processed, or, while it
@@ -248,7 +248,7 @@ const insertResolvedMarkersSQL = `
 // as PruneProcessed deletes, and returns how many it cleared. The marker,
 // with the metadata, stays until PruneProcessed.
 func (s *Store) PrunePayloads(ctx context.Context, olderThan time.Duration) (int64, error) {
-	return dbtx.DeleteInBatches(ctx, s.db, "event log payloads", `
+	return store.DeleteInBatches(ctx, s.db, "event log payloads", `
 		UPDATE processed_webhook_events SET payload = NULL
 		WHERE event_id = ANY (ARRAY(
 			SELECT event_id FROM processed_webhook_events

@@ -16,7 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // ErrNotFound is returned when the account asked for does not exist.
@@ -25,7 +25,7 @@ var ErrNotFound = errors.New("no such account")
 // Store runs the account queries against a pool or, as the Store inside a
 // Tx, against one transaction.
 type Store struct {
-	db dbtx.DBTX
+	db store.DBTX
 	// checks counts the password checks Authenticate made, shared by the
 	// Store and every Tx made from it.
 	checks *atomic.Int64
@@ -41,13 +41,13 @@ func New(pool *pgxpool.Pool) *Store {
 // RemoveUser) are only on it.
 type Tx struct {
 	Store
-	dbtx.Tx
+	store.Tx
 }
 
 // InTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return dbtx.InTx(ctx, s.db, func(t dbtx.Tx) error {
+	return store.InTx(ctx, s.db, func(t store.Tx) error {
 		return fn(&Tx{Store: Store{db: t.PgxTx(), checks: s.checks}, Tx: t})
 	})
 }

@@ -16,15 +16,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Store reads and adds activity counts.
-type Store struct{ db dbtx.DBTX }
+type Store struct{ db store.DBTX }
 
 // New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
 // other reads its own belong with, as the alerter's do.
-func New(db dbtx.DBTX) *Store {
+func New(db store.DBTX) *Store {
 	return &Store{db: db}
 }
 

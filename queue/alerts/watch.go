@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // The kinds of condition each labelled endpoint has, named kind:label.
@@ -39,7 +39,7 @@ func (c Condition) Endpoint() (kind, label string, ok bool) {
 
 // Ensure adds the rows of conditions that have none yet, so Lock returns
 // them. A row is added once: CreatedAt keeps when.
-func Ensure(ctx context.Context, db dbtx.DBTX, conditions []Condition) error {
+func Ensure(ctx context.Context, db store.DBTX, conditions []Condition) error {
 	if len(conditions) == 0 {
 		return nil
 	}
@@ -85,10 +85,10 @@ type Watch struct {
 }
 
 // WatchStore keeps what Stripe said of each endpoint.
-type WatchStore struct{ db dbtx.DBTX }
+type WatchStore struct{ db store.DBTX }
 
 // NewWatchStore returns a WatchStore over db.
-func NewWatchStore(db dbtx.DBTX) *WatchStore { return &WatchStore{db: db} }
+func NewWatchStore(db store.DBTX) *WatchStore { return &WatchStore{db: db} }
 
 // Claim takes the read of endpoint's Stripe object stripeID when nobody
 // read it within every, so that however many replicas watch it, Stripe is

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Action names what a person did on the dashboard.
@@ -82,12 +82,12 @@ func Record(ctx context.Context, tx pgx.Tx, email string, action Action, target 
 
 // Log reads the audit log.
 type Log struct {
-	db dbtx.DBTX
+	db store.DBTX
 }
 
 // New returns a Log over db: the dashboard's reads (queue.TimedReads), so
 // that its page is bounded in time like every other page, or a pool.
-func New(db dbtx.DBTX) *Log {
+func New(db store.DBTX) *Log {
 	return &Log{db: db}
 }
 

@@ -12,16 +12,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/internal/store"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // Store runs the reconcile runs' queries on the queue's database
 // (queue.Store's DB): the main pool, or the dashboard's time-limited reader.
-type Store struct{ db dbtx.DBTX }
+type Store struct{ db store.DBTX }
 
 // New returns a Store over db.
-func New(db dbtx.DBTX) *Store {
+func New(db store.DBTX) *Store {
 	return &Store{db: db}
 }
 
@@ -94,7 +94,7 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // release deletes the lease while owner holds it; one another run took
 // over is left to that run.
-func release(ctx context.Context, db dbtx.DBTX, owner uuid.UUID) error {
+func release(ctx context.Context, db store.DBTX, owner uuid.UUID) error {
 	if _, err := db.Exec(ctx, `DELETE FROM webhook_leases WHERE event_id = $1 AND owner = $2`, leaseKey, owner); err != nil {
 		return fmt.Errorf("release reconcile lease: %w", err)
 	}

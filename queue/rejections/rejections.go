@@ -14,15 +14,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Store reads and writes the rejection log.
-type Store struct{ db dbtx.DBTX }
+type Store struct{ db store.DBTX }
 
 // New returns a Store over db: the pool, or a transaction (a pgx.Tx) whose
 // other reads its own belong with.
-func New(db dbtx.DBTX) *Store {
+func New(db store.DBTX) *Store {
 	return &Store{db: db}
 }
 
@@ -204,11 +204,11 @@ const MaxRows = 100_000
 
 // Prune deletes the rejection log's rows older than olderThan,
 // then all but the newest keep, and returns how many it deleted. It deletes
-// in batches of dbtx.PruneBatchSize, as the queue's prunes do, so no prune holds
+// in batches of store.PruneBatchSize, as the queue's prunes do, so no prune holds
 // a long lock.
 func (s *Store) Prune(ctx context.Context, olderThan time.Duration, keep int) (int64, error) {
 	// Beyond the newest keep: at or before the row ranked keep+1.
-	return dbtx.DeleteInBatches(ctx, s.db, "rejections", `
+	return store.DeleteInBatches(ctx, s.db, "rejections", `
 		DELETE FROM webhook_rejections
 		WHERE id = ANY (ARRAY(
 			SELECT id FROM webhook_rejections

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // NoticeType is the type of Stripe's notice.
@@ -36,10 +36,10 @@ type Notice struct {
 }
 
 // Store keeps the notices.
-type Store struct{ db dbtx.DBTX }
+type Store struct{ db store.DBTX }
 
 // New returns a Store over db.
-func New(db dbtx.DBTX) *Store { return &Store{db: db} }
+func New(db store.DBTX) *Store { return &Store{db: db} }
 
 // Record keeps n. A notice recorded before (a redelivery, a retry) is left
 // as it is.

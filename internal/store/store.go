@@ -1,8 +1,9 @@
-// Package dbtx is what the stores of queue and of its sub-packages run their
-// statements on, defined once: the pool, or one transaction of it. It is a
-// package of its own, below them all, so that no sub-package needs to import
-// queue for it and queue may import its sub-packages.
-package dbtx
+// Package store is what every store of hookd shares, defined once: what
+// their statements run on (the pool, or one transaction of it) and the
+// batched DELETE their prunes run. It is a package of its own, below them
+// all, so that no store needs to import queue for it and queue may import
+// the stores it reads beside its own tables.
+package store
 
 import (
 	"context"
