@@ -124,7 +124,7 @@ func readConfigurationTable(t *testing.T, path string) map[string]configRow {
 // TestArchitecture_NamesExist holds ARCHITECTURE.md to the tree. Every name
 // in backticks is checked by what it looks like:
 //
-//   - a path (`worker/receive.go`, `queue/accounts`, `views/*.templ`,
+//   - a path (`worker/receive.go`, `internal/store/accounts`, `views/*.templ`,
 //     `migrations/00013_leases.sql`), written from the repository's root,
 //     must exist;
 //   - a Go name (`Receive`, `Lease.Release`) must be declared, at top level

@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/user"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue/audit"
 )
 

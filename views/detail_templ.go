@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // EventDetail is one queue row with its attempt history.

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // EventList is one page of the dead or a pending list.

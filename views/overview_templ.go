@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views/humanize"

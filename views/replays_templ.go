@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // ReplayForm is the filter of a new replay as the operator typed it, each

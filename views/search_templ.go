@@ -14,8 +14,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // SearchPage is the answer to "where is this event?".

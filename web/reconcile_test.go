@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"

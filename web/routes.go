@@ -7,8 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeevent"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.

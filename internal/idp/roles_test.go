@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/internal/idp"
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
 func TestRoles_HighestRoleOfAnyGroup(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/rejections"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
 func signInFromProvider(t *testing.T, s *accounts.Store, id accounts.ProviderIdentity, role accounts.Role) (accounts.User, accounts.Role) {
