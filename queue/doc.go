@@ -3,7 +3,7 @@
 // two runs of one event apart, and the retry queue that keeps every event
 // whose processing failed until it succeeds or a person gives up on it. The
 // dashboard's accounts and its audit log are stores of their own, in
-// internal/store/accounts and queue/audit.
+// internal/store/accounts and internal/store/audit.
 //
 // Every timestamp is taken from the database's now(), so replicas on different
 // machines share one clock.

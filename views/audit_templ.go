@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/audit"
 )
 
 // AuditList is one page of the audit log.

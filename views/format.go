@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 
 	"github.com/hookd/hookd/views/humanize"
 )

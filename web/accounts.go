@@ -10,7 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/store/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/views"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/hookd/hookd/internal/netblock"
 	"github.com/hookd/hookd/internal/store/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/views"
 )
 

@@ -14,9 +14,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker/receiver"

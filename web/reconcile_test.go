@@ -18,9 +18,9 @@ import (
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/receiver"

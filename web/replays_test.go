@@ -15,8 +15,8 @@ import (
 	"github.com/PuerkitoBio/goquery"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
