@@ -20,11 +20,11 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripehealth"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/web"

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
 )
 
 // ActivityRange is which of the overview's charts is shown.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
 )
 
 func TestActivityCharts(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"

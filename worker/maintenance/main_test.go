@@ -9,8 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/queue/rejections"
 )

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/rejections"
 )
 
