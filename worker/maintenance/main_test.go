@@ -10,9 +10,9 @@ import (
 
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them: a

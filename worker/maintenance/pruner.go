@@ -9,9 +9,9 @@ import (
 
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/rejections"
 )
 
 // MinMarkerRetention is Stripe's redelivery window: a redelivery that finds

@@ -10,7 +10,7 @@ import (
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/internal/endpoint"
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 )
 
 var (

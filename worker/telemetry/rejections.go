@@ -13,7 +13,7 @@ import (
 
 	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/internal/netblock"
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 )
 
 // Refusal is one delivery the receiver refused with a 4xx, as the HTTP

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them: the
