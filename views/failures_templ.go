@@ -13,8 +13,8 @@ import (
 	"net/url"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/ungenerated"
 )
 
 // FailureList is the failures page: the queue grouped by masked error,

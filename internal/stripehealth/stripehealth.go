@@ -4,7 +4,7 @@
 // says Stripe failed to create an event, which therefore reached no
 // endpoint and is in no list.
 //
-// hookd keeps such a notice (queue/ungenerated), alerts on it and lists it
+// hookd keeps such a notice (internal/store/ungenerated), alerts on it and lists it
 // on /failures, and never forwards it: the app has no object to fetch and
 // nothing to do that a person should not decide, and an app written for
 // the account's events would fail it and send it to the retry queue.
@@ -15,7 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/hookd/hookd/queue/ungenerated"
+	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/worker"
 )
 
