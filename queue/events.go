@@ -368,3 +368,43 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
+
+// DeadEvent is an event that went dead, as an alert names it.
+type DeadEvent struct {
+	EventID   string    `db:"event_id"`
+	EventType string    `db:"event_type"`
+	DiedAt    time.Time `db:"died_at"`
+}
+
+// TakeNewlyDead marks, in tx, the dead events not announced yet as announced and
+// returns them, oldest death first. Each death is returned by exactly one
+// call, whichever replica makes it, because the mark is a row update under
+// the row's lock. A row another transaction holds (a person sending it
+// back, say) is skipped rather than waited for, so the check never waits
+// on, or deadlocks with, a bulk retry; it is taken at the next check if it
+// is still dead.
+//
+// The mark is the statement's clock_timestamp(), not now(): a death's
+// last_attempt_at is the start of the retry loop's transaction, which may
+// come after this transaction's start, and a mark older than the death
+// would announce it again.
+func (tx *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
+	rows, err := tx.db.Query(ctx, `
+		WITH taken AS (
+			UPDATE webhook_events SET dead_alerted_at = clock_timestamp()
+			WHERE id = ANY (ARRAY(
+				SELECT id FROM webhook_events
+				WHERE status = '`+string(StatusDead)+`' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
+				FOR UPDATE SKIP LOCKED))
+			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
+		)
+		SELECT event_id, event_type, died_at FROM taken ORDER BY died_at, event_id`)
+	if err != nil {
+		return nil, fmt.Errorf("take newly dead events: %w", err)
+	}
+	dead, err := pgx.CollectRows(rows, pgx.RowToStructByName[DeadEvent])
+	if err != nil {
+		return nil, fmt.Errorf("take newly dead events: %w", err)
+	}
+	return dead, nil
+}

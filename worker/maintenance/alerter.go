@@ -393,7 +393,7 @@ func transition(st alerts.State, holds bool, now time.Time, started, cleared fun
 // the ones after that are only counted, until no event has gone dead for
 // DeadQuiet, when it clears with the total.
 func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
-	dead, err := alerts.TakeNewlyDead(ctx, tx.PgxTx())
+	dead, err := tx.TakeNewlyDead(ctx)
 	if err != nil {
 		return st, "", err
 	}
@@ -431,7 +431,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 
 // deadTypes counts dead events by type, the commonest first: "invoice.paid
 // ×3, charge.refunded ×1".
-func deadTypes(dead []alerts.DeadEvent) string {
+func deadTypes(dead []queue.DeadEvent) string {
 	counts := map[string]int{}
 	for _, d := range dead {
 		counts[d.EventType]++
