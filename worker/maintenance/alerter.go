@@ -16,9 +16,9 @@ import (
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/alerts"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/telemetry"

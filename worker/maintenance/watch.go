@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/alerts"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
 )
 
