@@ -5,7 +5,8 @@
 // around an invoice, payment intent, charge, customer, subscription or
 // checkout session, 1 to 2 KB each), and the tests, the e2e suite, the fake
 // Stripe API, the load generator and `hookd doctor` build theirs around an
-// object of their own (Event, Minimal).
+// object of their own (Event, Minimal). The one reading of a
+// Stripe-Signature header's elements is here too (SignatureElements).
 package stripeevent
 
 import (

@@ -25,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/groupcommit"
@@ -585,9 +586,8 @@ func failedEvent(d *delivery, reason string) queue.FailedEvent {
 // what is stored is always valid text.
 func storedSignature(header string) string {
 	var b strings.Builder
-	for part := range strings.SplitSeq(header, ",") {
-		key, value, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || value == "" {
+	for key, value := range stripeevent.SignatureElements(header) {
+		if value == "" {
 			continue
 		}
 		switch key {

@@ -4,13 +4,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 var (
@@ -131,8 +131,8 @@ func (r *Receiver) verify(payload []byte, sigHeader string) (*endpoint.Endpoint,
 // can compare: a v1= pair whose value is hex. Other schemes (v0, test
 // mode's) are not Stripe's signatures to verify.
 func hasV1Signature(sigHeader string) bool {
-	for pair := range strings.SplitSeq(sigHeader, ",") {
-		if v, ok := strings.CutPrefix(pair, "v1="); ok && v != "" {
+	for key, v := range stripeevent.SignatureElements(sigHeader) {
+		if key == "v1" && v != "" {
 			if _, err := hex.DecodeString(v); err == nil {
 				return true
 			}
