@@ -270,12 +270,20 @@ func (s *Store) RetryDead(ctx context.Context, id uuid.UUID) (bool, error) {
 // was erased (Event.PayloadErased).
 var ErrPayloadErased = errors.New("its payload was erased, so hookd has nothing left to deliver")
 
-// payloadErasedSQL is Event.PayloadErased of a row of webhook_events. The
-// statements that make a row dead keep it true of every dead row whose
-// customer's payloads were erased: EraseCustomer empties the payloads of
+// payloadErasedWhen is the one SQL rule of Event.PayloadErased, for the row
+// whose columns are named with prefix ("" or "e."), when dead is the
+// boolean expression that says the row is dead: a dead row whose
+// customer's payloads were erased. The statements that make a row dead
+// keep its payload gone with it: EraseCustomer empties the payloads of
 // dead rows, and an erased pending row that dies loses its payload with
 // its last attempt (erasedPayloadSQL).
-const payloadErasedSQL = `(status = 'dead' AND payload_erased_at IS NOT NULL)`
+func payloadErasedWhen(prefix, dead string) string {
+	return `((` + dead + `) AND ` + prefix + `payload_erased_at IS NOT NULL)`
+}
+
+// payloadErasedSQL is Event.PayloadErased of a row of webhook_events, its
+// columns unqualified.
+var payloadErasedSQL = payloadErasedWhen("", `status = '`+string(StatusDead)+`'`)
 
 // erasedPayloadSQL is the payload of row e once its status is the
 // boolean expression dead: gone when it is dead and its customer's
@@ -284,7 +292,7 @@ const payloadErasedSQL = `(status = 'dead' AND payload_erased_at IS NOT NULL)`
 // erased payload is the empty string, and payloadErasedSQL, not the
 // payload, says that it is erased.
 func erasedPayloadSQL(e, dead string) string {
-	return `CASE WHEN (` + dead + `) AND ` + e + `.payload_erased_at IS NOT NULL THEN '' ELSE ` + e + `.payload END`
+	return `CASE WHEN ` + payloadErasedWhen(e+".", dead) + ` THEN '' ELSE ` + e + `.payload END`
 }
 
 // sendBackSQL sends the rows its WHERE clause, appended, selects back to the

@@ -596,7 +596,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if d.InFlight != nil && d.Event.Status != queue.StatusDead {
+				if d.InFlight != nil && d.Event.Status.Pending() {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<p class=\"hint\" data-testid=\"retry-now-note\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
