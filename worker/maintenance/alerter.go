@@ -66,7 +66,7 @@ type AlerterConfig struct {
 
 	// Watching Stripe's side (watch.go). Endpoints are the labelled
 	// endpoints; Stripe, when set, reads those with a stripe_id every
-	// WatchInterval (default DefaultWatchInterval) across replicas. Quiet
+	// WatchInterval (default defaultWatchInterval) across replicas. Quiet
 	// is HOOKD_ALERT_QUIET, an endpoint's quiet period unless it has its
 	// own; 0 is off. NoticeQuiet is how long no event-generation-failure
 	// notice may arrive before that condition clears. Default: 1 hour.
@@ -120,7 +120,7 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
 	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, telemetry.DefaultStopTimeout)
-	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, DefaultWatchInterval)
+	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, defaultWatchInterval)
 	cfg.NoticeQuiet = cmp.Or(cfg.NoticeQuiet, time.Hour)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &Alerter{

@@ -15,10 +15,10 @@ import (
 	"github.com/hookd/hookd/views/humanize"
 )
 
-// DefaultWatchInterval is how often Stripe's API is asked about each
+// defaultWatchInterval is how often Stripe's API is asked about each
 // endpoint, across replicas: a disabled endpoint is noticed within it, at
 // one read per endpoint, a sliver of the API budget.
-const DefaultWatchInterval = 5 * time.Minute
+const defaultWatchInterval = 5 * time.Minute
 
 // firstNotices is how many event-generation failures an alert names.
 const firstNotices = 3
