@@ -58,8 +58,8 @@ func KnownRejectReason(r rejections.Reason) bool {
 	return false
 }
 
-// RejectReasonLabel names a refusal reason for people.
-func RejectReasonLabel(r rejections.Reason) string {
+// rejectReasonLabel names a refusal reason for people.
+func rejectReasonLabel(r rejections.Reason) string {
 	for _, k := range rejectReasons {
 		if k.Reason == r {
 			return k.Label
