@@ -381,16 +381,12 @@ var logEntrySQL = `
 
 // LogEntry returns the event log's row of eventID, or ErrNotFound.
 func (s *Store) LogEntry(ctx context.Context, eventID string) (LogEntry, error) {
-	rows, err := s.db.Query(ctx, logEntrySQL+` WHERE l.event_id = $1`, eventID)
+	e, found, err := store.QueryOne[LogEntry](ctx, s.db, logEntrySQL+` WHERE l.event_id = $1`, eventID)
 	if err != nil {
 		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
 	}
-	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[LogEntry])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !found {
 		return LogEntry{}, ErrNotFound
-	}
-	if err != nil {
-		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
 	}
 	return e, nil
 }

@@ -7,6 +7,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -59,4 +60,20 @@ func DeleteInBatches(ctx context.Context, db DBTX, what, sql string, args ...any
 			return total, nil
 		}
 	}
+}
+
+// QueryOne runs sql on db and reads its one row into a T, column by field
+// name (pgx.RowToStructByName): every store's read of a single row, so
+// that each says only what none means to it. found is false, with no
+// error, when there is no row; more than one is an error.
+func QueryOne[T any](ctx context.Context, db DBTX, sql string, args ...any) (v T, found bool, err error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return v, false, err
+	}
+	v, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, false, nil
+	}
+	return v, err == nil, err
 }

@@ -2,11 +2,12 @@ package accounts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // RefusedError is an account change refused for a reason meant for the
@@ -124,16 +125,12 @@ func (t *Tx) lockForAccountChange(ctx context.Context, id int64) ([]int64, User,
 	if err != nil {
 		return nil, User{}, fmt.Errorf("lock admins: %w", err)
 	}
-	rows, err = t.db.Query(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, id)
+	target, found, err := store.QueryOne[User](ctx, t.db, `SELECT `+userColumns+` FROM users WHERE id = $1 FOR UPDATE`, id)
 	if err != nil {
 		return nil, User{}, fmt.Errorf("lock user: %w", err)
 	}
-	target, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !found {
 		return nil, User{}, ErrNotFound
-	}
-	if err != nil {
-		return nil, User{}, fmt.Errorf("lock user: %w", err)
 	}
 	return admins, target, nil
 }

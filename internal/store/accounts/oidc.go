@@ -3,11 +3,12 @@ package accounts
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // ProviderIdentity is who the identity provider says signed in: the issuer
@@ -74,18 +75,14 @@ func (s *Store) RecordSignIn(ctx context.Context, id int64) error {
 // longer matches at its next request. It returns the account, or
 // ErrNotFound.
 func (s *Store) EndSessions(ctx context.Context, id int64) (User, error) {
-	rows, err := s.db.Query(ctx, `
+	u, found, err := store.QueryOne[User](ctx, s.db, `
 		UPDATE users SET session_generation = session_generation + 1, updated_at = now()
 		WHERE id = $1 RETURNING `+userColumns, id)
 	if err != nil {
 		return User{}, fmt.Errorf("end sessions: %w", err)
 	}
-	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !found {
 		return User{}, ErrNotFound
-	}
-	if err != nil {
-		return User{}, fmt.Errorf("end sessions: %w", err)
 	}
 	return u, nil
 }

@@ -13,8 +13,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/jackc/pgx/v5"
 	"golang.org/x/crypto/argon2"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Role is what a dashboard account may do. Each role may do everything the
@@ -202,19 +203,15 @@ func (s *Store) CreateUser(ctx context.Context, email, password string, role Rol
 	if err != nil {
 		return User{}, err
 	}
-	rows, err := s.db.Query(ctx, `
+	u, found, err := store.QueryOne[User](ctx, s.db, `
 		INSERT INTO users (email, password_hash, role) VALUES ($1, $2, $3)
 		ON CONFLICT (lower(email)) WHERE `+isPasswordAccount+` DO NOTHING
 		RETURNING `+userColumns, email, hash, role)
 	if err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
 	}
-	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !found {
 		return User{}, refuse("an account for %s exists already", email)
-	}
-	if err != nil {
-		return User{}, fmt.Errorf("create user: %w", err)
 	}
 	return u, nil
 }
@@ -278,16 +275,12 @@ func (s *Store) User(ctx context.Context, id int64) (User, error) {
 }
 
 func (s *Store) user(ctx context.Context, where string, arg any) (User, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+userColumns+` FROM users WHERE `+where, arg)
+	u, found, err := store.QueryOne[User](ctx, s.db, `SELECT `+userColumns+` FROM users WHERE `+where, arg)
 	if err != nil {
 		return User{}, fmt.Errorf("read user: %w", err)
 	}
-	u, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[User])
-	if errors.Is(err, pgx.ErrNoRows) {
+	if !found {
 		return User{}, ErrNotFound
-	}
-	if err != nil {
-		return User{}, fmt.Errorf("read user: %w", err)
 	}
 	return u, nil
 }

@@ -2,12 +2,9 @@ package alerts
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/internal/store"
 )
@@ -139,18 +136,11 @@ func (s *WatchStore) Failed(ctx context.Context, endpoint, why string) error {
 // Get returns what Stripe last said of endpoint; false when it was never
 // watched.
 func (s *WatchStore) Get(ctx context.Context, endpoint string) (Watch, bool, error) {
-	rows, err := s.db.Query(ctx, `
+	w, found, err := store.QueryOne[Watch](ctx, s.db, `
 		SELECT endpoint, stripe_id, read_at, status, api_version, api_version_since, expected_api_version, read_error
 		FROM stripe_endpoint_watch WHERE endpoint = $1`, endpoint)
 	if err != nil {
 		return Watch{}, false, fmt.Errorf("read the watch of endpoint %s: %w", endpoint, err)
 	}
-	w, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Watch])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Watch{}, false, nil
-	}
-	if err != nil {
-		return Watch{}, false, fmt.Errorf("read the watch of endpoint %s: %w", endpoint, err)
-	}
-	return w, true, nil
+	return w, found, nil
 }
