@@ -264,21 +264,13 @@ func (s *Server) ListAccounts() []string {
 // SetEndpointStatus enables or disables the webhook endpoint id, as Stripe
 // does to one that keeps failing, or a person in Stripe's dashboard.
 func (s *Server) SetEndpointStatus(id, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.endpoints[id]
-	e.Status = status
-	s.endpoints[id] = e
+	s.UpdateEndpoint(id, func(e *Endpoint) { e.Status = status })
 }
 
 // SetEndpointAPIVersion pins the webhook endpoint id to version, as a
 // person may in Stripe's dashboard; "" follows the account's default.
 func (s *Server) SetEndpointAPIVersion(id, version string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.endpoints[id]
-	e.APIVersion = version
-	s.endpoints[id] = e
+	s.UpdateEndpoint(id, func(e *Endpoint) { e.APIVersion = version })
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {

@@ -62,37 +62,33 @@ func (s *Server) AddDestination(d Destination) Destination {
 
 // SetDestinationStatus enables or disables the event destination id.
 func (s *Server) SetDestinationStatus(id, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.destinations[id]
-	d.Status = status
-	s.destinations[id] = d
+	s.UpdateDestination(id, func(d *Destination) { d.Status = status })
 }
 
 // UpdateEndpoint changes the webhook endpoint id as a person would on its
 // page in Stripe's dashboard (or as Stripe does when it disables it), by
 // change.
 func (s *Server) UpdateEndpoint(id string, change func(*Endpoint)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, ok := s.endpoints[id]
-	if !ok {
-		panic("stripetest: no endpoint " + id)
-	}
-	change(&e)
-	s.endpoints[id] = e
+	update(s, s.endpoints, "endpoint", id, change)
 }
 
 // UpdateDestination changes the event destination id by change.
 func (s *Server) UpdateDestination(id string, change func(*Destination)) {
+	update(s, s.destinations, "event destination", id, change)
+}
+
+// update changes the item id of items, one of s's maps, by change, under
+// s's lock. An id never added panics: it is a mistake in the test, and
+// changing a zero item would hide it.
+func update[T any](s *Server, items map[string]T, kind, id string, change func(*T)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.destinations[id]
+	item, ok := items[id]
 	if !ok {
-		panic("stripetest: no event destination " + id)
+		panic("stripetest: no " + kind + " " + id)
 	}
-	change(&d)
-	s.destinations[id] = d
+	change(&item)
+	items[id] = item
 }
 
 // ThinEvent is a thin event as the fake serves it from /v2/core/events.
