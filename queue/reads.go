@@ -52,9 +52,8 @@ func NewReader(pool *pgxpool.Pool, timeout time.Duration, opts ...Option) *Store
 	return s
 }
 
-// TimedReads is what NewReader reads through, for the stores of queue's
-// sub-packages whose reads the dashboard shows (activity counts, the
-// rejection log): each statement in a read-only transaction of its own
+// TimedReads is what NewReader reads through, for the other stores whose
+// reads the dashboard shows (activity counts, the rejection log): each statement in a read-only transaction of its own
 // under timeout (DefaultReadTimeout when zero).
 func TimedReads(pool *pgxpool.Pool, timeout time.Duration) store.DBTX {
 	if timeout <= 0 {

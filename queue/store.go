@@ -69,10 +69,9 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
 	})
 }
 
-// DB returns what s runs its queries on, for the stores of queue's
-// sub-packages that keep their tables on the same database and must run
-// the way s does: on the main pool, or under the dashboard reader's time
-// limit (reconcileruns).
+// DB returns what s runs its queries on, for the other stores that keep
+// their tables on the same database and must run the way s does: on the
+// main pool, or under the dashboard reader's time limit (reconcileruns).
 func (s *Store) DB() store.DBTX { return s.db }
 
 // Ping checks that the database answers a query.
