@@ -7,8 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/hookd/hookd/internal/store"
 )
 
 // StatusPending is an EventFilter status that selects both pending
@@ -30,13 +28,17 @@ func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
 // EventByEventID returns the queue row of the Stripe event eventID, in any
 // status, or ErrNotFound.
 func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, error) {
-	e, found, err := store.QueryOne[Event](ctx, s.db, `SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`,
+	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`,
 		SourceStripe, eventID)
 	if err != nil {
 		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
 	}
-	if !found {
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
 	}
 	return e, nil
 }

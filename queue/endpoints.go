@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/hookd/hookd/internal/store"
 )
 
 // DefaultEndpoint is the endpoint label of an event that came through the
@@ -147,15 +145,19 @@ func (s *Store) LinkPair(ctx context.Context, p Pair) error {
 // event; ErrNotFound when it belongs to none. A snapshot event mirrored by
 // several thin events (one per destination) gives the first linked.
 func (s *Store) PairOf(ctx context.Context, eventID string) (Pair, error) {
-	p, found, err := store.QueryOne[Pair](ctx, s.db, `
+	rows, err := s.db.Query(ctx, `
 		SELECT thin_event_id, snapshot_event_id, endpoint, forwarded, linked_at FROM event_pairs
 		WHERE thin_event_id = $1 OR snapshot_event_id = $1
 		ORDER BY linked_at LIMIT 1`, eventID)
 	if err != nil {
 		return Pair{}, fmt.Errorf("read the pair of %s: %w", eventID, err)
 	}
-	if !found {
+	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Pair])
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Pair{}, ErrNotFound
+	}
+	if err != nil {
+		return Pair{}, fmt.Errorf("read the pair of %s: %w", eventID, err)
 	}
 	return p, nil
 }

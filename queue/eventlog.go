@@ -381,12 +381,16 @@ var logEntrySQL = `
 
 // LogEntry returns the event log's row of eventID, or ErrNotFound.
 func (s *Store) LogEntry(ctx context.Context, eventID string) (LogEntry, error) {
-	e, found, err := store.QueryOne[LogEntry](ctx, s.db, logEntrySQL+` WHERE l.event_id = $1`, eventID)
+	rows, err := s.db.Query(ctx, logEntrySQL+` WHERE l.event_id = $1`, eventID)
 	if err != nil {
 		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
 	}
-	if !found {
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[LogEntry])
+	if errors.Is(err, pgx.ErrNoRows) {
 		return LogEntry{}, ErrNotFound
+	}
+	if err != nil {
+		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
 	}
 	return e, nil
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/hookd/hookd/internal/store"
 )
 
 // Status is where a queued event stands.
@@ -115,12 +113,16 @@ type FailedEvent struct {
 
 // Event returns the queue row with the given id, or ErrNotFound.
 func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
-	e, found, err := store.QueryOne[Event](ctx, s.db, `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, id)
+	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, id)
 	if err != nil {
 		return Event{}, fmt.Errorf("read event %s: %w", id, err)
 	}
-	if !found {
+	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
+	if errors.Is(err, pgx.ErrNoRows) {
 		return Event{}, ErrNotFound
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("read event %s: %w", id, err)
 	}
 	return e, nil
 }
