@@ -42,7 +42,7 @@ browser:
 	@bash .ci/browser.sh
 
 # Stripe's own mock of its API, which checks each v1 request hookd makes
-# against Stripe's OpenAPI spec (worker/stripeapi's tests run it).
+# against Stripe's OpenAPI spec (internal/stripeapi's tests run it).
 STRIPE_MOCK_VERSION := v0.203.0
 stripe-mock:
 	@[ -x "$$(go env GOPATH)/bin/stripe-mock" ] || go install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)

@@ -16,18 +16,18 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/forwardsig"
+	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
-	"github.com/hookd/hookd/worker/forwardsig"
-	"github.com/hookd/hookd/worker/idp"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // Config is every setting of hookd, parsed once, here, from the environment

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
 func TestParseConfig_OIDC(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookd/hookd/worker/demoapp"
-	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/internal/demoapp"
+	"github.com/hookd/hookd/internal/forwardsig"
 )
 
 // demoApp runs `hookd demo-app`: the app `make run` forwards to, which

@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -124,7 +125,7 @@ func readConfigurationTable(t *testing.T, path string) map[string]configRow {
 // TestArchitecture_NamesExist holds ARCHITECTURE.md to the tree. Every name
 // in backticks is checked by what it looks like:
 //
-//   - a path (`worker/receive.go`, `queue/accounts`, `views/*.templ`,
+//   - a path (`worker/receive.go`, `internal/store/accounts`, `views/*.templ`,
 //     `migrations/00013_leases.sql`), written from the repository's root,
 //     must exist;
 //   - a Go name (`Receive`, `Lease.Release`) must be declared, at top level
@@ -548,3 +549,217 @@ func headingAnchors(t *testing.T, path string) []string {
 	}
 	return anchors
 }
+
+// TestArchitecture_PackageMapMatchesGoList holds ARCHITECTURE.md's package
+// map to the code: the map's lines (a package, "→", the packages of hookd
+// its production code imports, continued on indented lines) must be, one
+// for one, what `go list` says of every package of the module.
+func TestArchitecture_PackageMapMatchesGoList(t *testing.T) {
+	t.Parallel()
+	drawn := readPackageMap(t, "ARCHITECTURE.md")
+
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const module = "github.com/hookd/hookd"
+	short := func(path string) string {
+		if path == module {
+			return "main"
+		}
+		return strings.TrimPrefix(path, module+"/")
+	}
+	listed := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		var ours []string
+		for _, imp := range fields[1:] {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				ours = append(ours, short(imp))
+			}
+		}
+		slices.Sort(ours)
+		listed[short(fields[0])] = ours
+	}
+	for pkg, imports := range listed {
+		got, ok := drawn[pkg]
+		switch {
+		case !ok:
+			t.Errorf("ARCHITECTURE.md's package map has no line for %s, which imports %s", pkg, packageList(imports))
+		case !slices.Equal(got, imports):
+			t.Errorf("ARCHITECTURE.md's package map says %s imports %s; go list says %s", pkg, packageList(got), packageList(imports))
+		}
+	}
+	for pkg := range drawn {
+		if _, ok := listed[pkg]; !ok {
+			t.Errorf("ARCHITECTURE.md's package map has a line for %s, which go list does not know", pkg)
+		}
+	}
+}
+
+func packageList(pkgs []string) string {
+	if len(pkgs) == 0 {
+		return "(none)"
+	}
+	return strings.Join(pkgs, ", ")
+}
+
+// readPackageMap reads the first fenced block under "## The package map":
+// each package and the imports its line names, sorted.
+func readPackageMap(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	lines := readLines(t, path)
+	start := slices.Index(lines, "## The package map")
+	if start < 0 {
+		t.Fatalf("%s has no \"## The package map\" heading", path)
+	}
+	drawn := map[string][]string{}
+	var last string
+	fenced := false
+	for n, line := range lines[start+1:] {
+		if strings.HasPrefix(line, "```") {
+			if fenced {
+				break
+			}
+			fenced = true
+			continue
+		}
+		if !fenced || strings.TrimSpace(line) == "" {
+			continue
+		}
+		deps := line
+		if !strings.HasPrefix(line, " ") {
+			pkg, rest, ok := strings.Cut(line, "→")
+			if !ok {
+				t.Fatalf("%s:%d: a line of the package map without \"→\": %s", path, start+n+2, line)
+			}
+			last, deps = strings.TrimSpace(pkg), rest
+			if _, dup := drawn[last]; dup {
+				t.Errorf("%s:%d: the package map has two lines for %s", path, start+n+2, last)
+			}
+			drawn[last] = nil
+		}
+		for dep := range strings.SplitSeq(deps, ",") {
+			if dep = strings.TrimSpace(dep); dep != "" && dep != "(none)" {
+				drawn[last] = append(drawn[last], dep)
+			}
+		}
+	}
+	if len(drawn) == 0 {
+		t.Fatalf("%s has no package map under \"## The package map\"", path)
+	}
+	for pkg := range drawn {
+		slices.Sort(drawn[pkg])
+	}
+	return drawn
+}
+
+// TestArchitecture_EnvironmentReaders holds ARCHITECTURE.md's list of the
+// files that read the environment (the Go files, tests aside, named in its
+// paragraph "The environment.") to the production code that calls os.Getenv,
+// os.LookupEnv or os.Environ.
+func TestArchitecture_EnvironmentReaders(t *testing.T) {
+	t.Parallel()
+	named := map[string]bool{}
+	for _, block := range docBlocks(readLines(t, "ARCHITECTURE.md")) {
+		if strings.HasPrefix(block.text, "**The environment.**") {
+			for _, span := range codeSpans(block.text) {
+				// A test file named there is the test that holds it.
+				if strings.HasSuffix(span, ".go") && !strings.HasSuffix(span, "_test.go") {
+					named[span] = true
+				}
+			}
+		}
+	}
+	if len(named) == 0 {
+		t.Fatal("ARCHITECTURE.md has no paragraph \"**The environment.**\" naming the files that read it")
+	}
+	readers := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			// Dot folders hold other modules (.ci/bench/river) and caches.
+			if path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "test-output" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "os" && slices.Contains([]string{"Getenv", "LookupEnv", "Environ"}, sel.Sel.Name) {
+				readers[filepath.ToSlash(path)] = true
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path := range readers {
+		if !named[path] {
+			t.Errorf("%s reads the environment, but ARCHITECTURE.md's \"The environment.\" does not name it", path)
+		}
+	}
+	for path := range named {
+		if !readers[path] {
+			t.Errorf("ARCHITECTURE.md's \"The environment.\" names %s, which does not read the environment", path)
+		}
+	}
+}
+
+// TestQueueDoc_ListsEveryFile holds queue/doc.go's map of the package to
+// the tree: every file it names is in queue/, and every file of queue/
+// (besides its tests and doc.go itself) is named.
+func TestQueueDoc_ListsEveryFile(t *testing.T) {
+	t.Parallel()
+	f, err := parser.ParseFile(token.NewFileSet(), "queue/doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Doc == nil {
+		t.Fatal("queue/doc.go has no package comment")
+	}
+	named := map[string]bool{}
+	for _, name := range goFileName.FindAllString(f.Doc.Text(), -1) {
+		named[name] = true
+	}
+	entries, err := os.ReadDir("queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]bool{}
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			files[name] = true
+		}
+	}
+	for name := range named {
+		if !files[name] {
+			t.Errorf("queue/doc.go names %s, which is not a file of queue/", name)
+		}
+	}
+	for name := range files {
+		if !named[name] && name != "doc.go" {
+			t.Errorf("queue/%s is not named in queue/doc.go's map of the package", name)
+		}
+	}
+}
+
+var goFileName = regexp.MustCompile(`\b[a-z0-9_]+\.go\b`)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hookd/hookd/internal/doctor"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/doctor"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // doctorCommand runs `hookd doctor`: every check of package doctor against

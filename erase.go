@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 )
 
 // eraseCommand runs `hookd erase -customer cus_...`, for a GDPR request:

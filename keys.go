@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/user"
 
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 )
 
 // keysCommand runs `hookd keys rotate`: a new sign-in form key, stored in

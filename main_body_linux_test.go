@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // TestBodyMemory_SilentSendersDoNotExhaustMemory is the slow-loris attack on

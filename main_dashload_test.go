@@ -18,9 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // fillQueue puts n rows on the retry queue in one statement: seven in ten

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 // hookd doctor reads the configuration hookd serve reads, prints a line per

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 )
 

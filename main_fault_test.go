@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // dbProxy stands between hookd and PostgreSQL so a test can cut the

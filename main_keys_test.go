@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 

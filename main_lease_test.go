@@ -25,9 +25,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/e2e/e2etest"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // These tests prove the claims of issue 18 about leases (SPEC.md,

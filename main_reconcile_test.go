@@ -15,7 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 // reconcileEnv is a database, a fake Stripe API with one endpoint, and an

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
 func TestUserCommand_AddsAndChangesPasswordsFromStdin(t *testing.T) {

@@ -14,13 +14,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // reconcileCommand runs `hookd reconcile [-since 72h] [-dry-run] [-event

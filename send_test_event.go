@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookd/hookd/worker/endpoint"
-	"github.com/hookd/hookd/worker/forwardsig"
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/forwardsig"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // sendTestEvent posts realistic, correctly signed Stripe events to a hookd

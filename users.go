@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
 // userCommand runs `hookd user add EMAIL [-role ROLE]`, `hookd user

@@ -28,8 +28,8 @@ import (
 	"github.com/mxschmitt/playwright-go"
 
 	"github.com/hookd/hookd/e2e/e2etest"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
 // stripeEnv is the settings that point hookd at a fake Stripe API whose

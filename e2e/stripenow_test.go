@@ -10,8 +10,8 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // postSigned posts payload to the receiver, signed with the tests' secret

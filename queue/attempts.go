@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // AttemptPath says who ran a processing attempt.
@@ -185,7 +185,7 @@ func nonNil[T any](s []T) []T {
 // included, is kept whatever its age: a person may still need it. It deletes
 // in batches, as PruneProcessed does.
 func (s *Store) PruneAttempts(ctx context.Context, olderThan time.Duration) (int64, error) {
-	return dbtx.DeleteInBatches(ctx, s.db, "attempts", `
+	return store.DeleteInBatches(ctx, s.db, "attempts", `
 		DELETE FROM webhook_attempts
 		WHERE id = ANY (ARRAY(
 			SELECT a.id FROM webhook_attempts a

@@ -2,8 +2,9 @@
 // make a redelivered Stripe event a no-op, the per-event lease that keeps
 // two runs of one event apart, and the retry queue that keeps every event
 // whose processing failed until it succeeds or a person gives up on it. The
-// dashboard's accounts and its audit log are stores of their own, in
-// queue/accounts and queue/audit.
+// stores that are not the queue (accounts, the audit log, the activity
+// counts, the rejection log, the alert conditions, the events Stripe could
+// not generate) are packages of their own under internal/store.
 //
 // Every timestamp is taken from the database's now(), so replicas on different
 // machines share one clock.
@@ -11,16 +12,18 @@
 // Each table has one file, which holds its rows' types and the statements
 // that touch that table alone:
 //
-//	events.go        webhook_events: the retry queue's rows, lists, counts, RetryDead
-//	markers.go       processed_webhook_events: the dedup markers, their prune and count
-//	attempts.go      webhook_attempts: the attempt history and its prune
-//	leases.go        webhook_leases: leases, and shortTx, the transaction they are taken in
-//	replicas.go      hookd_replicas, lease_epoch: the beats that keep leases live, the grace after a loss
-//	workerstatus.go  worker_status: what the retry loops and pruners last reported
-//	activity.go      activity_minutes, activity_hours: the activity charts' counts
-//	alerts.go        alert_conditions: the alerter's state
-//	rejections.go    webhook_rejections: the deliveries the receiver refused
-//	reconcile.go     reconcile_runs, and the reconcile run's lease
+//	events.go           webhook_events: the retry queue's rows, lists, counts, RetryDead,
+//	                    and the dead events' announcement (Tx.TakeNewlyDead)
+//	markers.go          processed_webhook_events: the dedup markers, their prune and count
+//	eventlog.go         processed_webhook_events' event log columns: the payloads kept,
+//	                    their prune and erasure, History and LogEntry
+//	attempts.go         webhook_attempts: the attempt history and its prune
+//	leases.go           webhook_leases: leases, and shortTx, the transaction they are taken in
+//	replicas.go         hookd_replicas, lease_epoch: the beats that keep leases live, the grace after a loss
+//	deliverycontrol.go  delivery_control: a person's pause and the circuit breaker
+//	endpoints.go        endpoint_activity, event_pairs: what came through each endpoint, the thin/snapshot pairs
+//	replays.go          replays, replay_events: a replay's members, its claim and its settle
+//	workerstatus.go     worker_status: what the retry loops and pruners last reported
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release
@@ -31,11 +34,14 @@
 //	retries.go    the retry loop's claim (ClaimAttempts), start (StartAttempts) and
 //	              settle (SettleAttempts)
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
-//	search.go     where one event is, across the tables (FindEvent)
+//	search.go     where one event is, across the tables (Locate, FindEvent)
+//	reconcile.go  reconciliation's reads: the database's clock, which events it has seen
 //
 // The rest are rules and reads over webhook_events: policy.go is the
-// backoff and MaxAttempts, stuck.go the stuck rule, failures.go the failure
-// groups. seed.go holds the seed's single-event functions, which only the
-// seed's contract tests call; it says what production calls instead.
-// store.go is the Store itself; queue/internal/dbtx what it runs on.
+// backoff, MaxAttempts and the pending rule, stuck.go the stuck rule,
+// failures.go the failure groups, pending.go the oldest pending event.
+// reads.go is the dashboard's time-limited, read-only Store (NewReader).
+// seed.go holds the seed's single-event functions, which only the seed's
+// contract tests call; it says what production calls instead. store.go is
+// the Store itself; internal/store what it runs on.
 package queue

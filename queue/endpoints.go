@@ -10,7 +10,7 @@ import (
 )
 
 // DefaultEndpoint is the endpoint label of an event that came through the
-// one endpoint STRIPE_WEBHOOK_SECRET configures (worker/endpoint's
+// one endpoint STRIPE_WEBHOOK_SECRET configures (internal/endpoint's
 // DefaultLabel), and of the rows queued before endpoints had labels: the
 // webhook_events.endpoint column's default.
 const DefaultEndpoint = "default"

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/klauspost/compress/s2"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // LogHow is how an event of the event log was processed, or, while it
@@ -80,7 +80,7 @@ func (s *Store) LoggedPayload(ctx context.Context, eventID string) ([]byte, erro
 // queuedPayloadErasedSQL is payloadErasedSQL of the row q of
 // webhook_events, false when there is none (a LEFT JOIN's nulls).
 func queuedPayloadErasedSQL(q string) string {
-	return `coalesce(` + q + `.status = 'dead' AND ` + q + `.payload_erased_at IS NOT NULL, false)`
+	return `coalesce(` + payloadErasedWhen(q+".", q+`.status = '`+string(StatusDead)+`'`) + `, false)`
 }
 
 // decodeLoggedPayload is the payload a marker stores as stored (the event
@@ -248,7 +248,7 @@ const insertResolvedMarkersSQL = `
 // as PruneProcessed deletes, and returns how many it cleared. The marker,
 // with the metadata, stays until PruneProcessed.
 func (s *Store) PrunePayloads(ctx context.Context, olderThan time.Duration) (int64, error) {
-	return dbtx.DeleteInBatches(ctx, s.db, "event log payloads", `
+	return store.DeleteInBatches(ctx, s.db, "event log payloads", `
 		UPDATE processed_webhook_events SET payload = NULL
 		WHERE event_id = ANY (ARRAY(
 			SELECT event_id FROM processed_webhook_events
@@ -317,7 +317,7 @@ func (s *Store) EraseCustomer(ctx context.Context, customer, by string) (Erased,
 		), marked AS (
 			UPDATE webhook_events SET payload_erased_at = coalesce(payload_erased_at, now()),
 			       payload_erased_by = coalesce(payload_erased_by, $2)
-			WHERE source = '`+SourceStripe+`' AND (customer = $1 OR object_id = $1) AND status <> 'dead'
+			WHERE source = '`+SourceStripe+`' AND (customer = $1 OR object_id = $1) AND `+pending+`
 			RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM erased) + (SELECT count(*) FROM dead), (SELECT count(*) FROM dead),
@@ -364,7 +364,7 @@ func (e LogEntry) Meta() EventMeta {
 }
 
 // logEntrySQL selects LogEntry's columns of the event log rows l.
-const logEntrySQL = `
+var logEntrySQL = `
 	SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.api_version, l.object_id, l.object_type,
 	       l.customer, l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
 	       l.payload IS NOT NULL OR (l.processed_at IS NULL AND NOT EXISTS (
@@ -391,7 +391,7 @@ const MaxHistory = 200
 // $2: of the markers, a union of two index scans, one per partial index,
 // each read newest first and stopped at the limit; of the queue, which is
 // small unless the app is down, a scan.
-const historySQL = `
+var historySQL = `
 	WITH ids AS (
 		(SELECT event_id, received_at FROM processed_webhook_events
 		 WHERE object_id = $1 AND processed_how IS NOT NULL ORDER BY received_at DESC LIMIT $2)

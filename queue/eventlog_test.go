@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 

@@ -259,12 +259,20 @@ func (s *Store) RetryDead(ctx context.Context, id uuid.UUID) (bool, error) {
 // was erased (Event.PayloadErased).
 var ErrPayloadErased = errors.New("its payload was erased, so hookd has nothing left to deliver")
 
-// payloadErasedSQL is Event.PayloadErased of a row of webhook_events. The
-// statements that make a row dead keep it true of every dead row whose
-// customer's payloads were erased: EraseCustomer empties the payloads of
+// payloadErasedWhen is the one SQL rule of Event.PayloadErased, for the row
+// whose columns are named with prefix ("" or "e."), when dead is the
+// boolean expression that says the row is dead: a dead row whose
+// customer's payloads were erased. The statements that make a row dead
+// keep its payload gone with it: EraseCustomer empties the payloads of
 // dead rows, and an erased pending row that dies loses its payload with
 // its last attempt (erasedPayloadSQL).
-const payloadErasedSQL = `(status = 'dead' AND payload_erased_at IS NOT NULL)`
+func payloadErasedWhen(prefix, dead string) string {
+	return `((` + dead + `) AND ` + prefix + `payload_erased_at IS NOT NULL)`
+}
+
+// payloadErasedSQL is Event.PayloadErased of a row of webhook_events, its
+// columns unqualified.
+var payloadErasedSQL = payloadErasedWhen("", `status = '`+string(StatusDead)+`'`)
 
 // erasedPayloadSQL is the payload of row e once its status is the
 // boolean expression dead: gone when it is dead and its customer's
@@ -273,7 +281,7 @@ const payloadErasedSQL = `(status = 'dead' AND payload_erased_at IS NOT NULL)`
 // erased payload is the empty string, and payloadErasedSQL, not the
 // payload, says that it is erased.
 func erasedPayloadSQL(e, dead string) string {
-	return `CASE WHEN (` + dead + `) AND ` + e + `.payload_erased_at IS NOT NULL THEN '' ELSE ` + e + `.payload END`
+	return `CASE WHEN ` + payloadErasedWhen(e+".", dead) + ` THEN '' ELSE ` + e + `.payload END`
 }
 
 // sendBackSQL sends the rows its WHERE clause, appended, selects back to the
@@ -356,4 +364,44 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // escapeLike makes s match itself literally inside a LIKE pattern.
 func escapeLike(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// DeadEvent is an event that went dead, as an alert names it.
+type DeadEvent struct {
+	EventID   string    `db:"event_id"`
+	EventType string    `db:"event_type"`
+	DiedAt    time.Time `db:"died_at"`
+}
+
+// TakeNewlyDead marks, in tx, the dead events not announced yet as announced and
+// returns them, oldest death first. Each death is returned by exactly one
+// call, whichever replica makes it, because the mark is a row update under
+// the row's lock. A row another transaction holds (a person sending it
+// back, say) is skipped rather than waited for, so the check never waits
+// on, or deadlocks with, a bulk retry; it is taken at the next check if it
+// is still dead.
+//
+// The mark is the statement's clock_timestamp(), not now(): a death's
+// last_attempt_at is the start of the retry loop's transaction, which may
+// come after this transaction's start, and a mark older than the death
+// would announce it again.
+func (tx *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
+	rows, err := tx.db.Query(ctx, `
+		WITH taken AS (
+			UPDATE webhook_events SET dead_alerted_at = clock_timestamp()
+			WHERE id = ANY (ARRAY(
+				SELECT id FROM webhook_events
+				WHERE status = '`+string(StatusDead)+`' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
+				FOR UPDATE SKIP LOCKED))
+			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
+		)
+		SELECT event_id, event_type, died_at FROM taken ORDER BY died_at, event_id`)
+	if err != nil {
+		return nil, fmt.Errorf("take newly dead events: %w", err)
+	}
+	dead, err := pgx.CollectRows(rows, pgx.RowToStructByName[DeadEvent])
+	if err != nil {
+		return nil, fmt.Errorf("take newly dead events: %w", err)
+	}
+	return dead, nil
 }

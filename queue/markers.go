@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // PruneProcessed deletes the dedup markers older than olderThan and returns
@@ -14,7 +14,7 @@ import (
 // event, which it stops doing after three days; without a prune the table
 // grows by one row per webhook for the life of the deployment.
 //
-// It deletes in batches of dbtx.PruneBatchSize until a batch comes back short, so
+// It deletes in batches of store.PruneBatchSize until a batch comes back short, so
 // it never holds a long lock or builds a huge transaction.
 func (s *Store) PruneProcessed(ctx context.Context, olderThan time.Duration) (int64, error) {
 	var cutoff time.Time
@@ -22,7 +22,7 @@ func (s *Store) PruneProcessed(ctx context.Context, olderThan time.Duration) (in
 		olderThan.Seconds()).Scan(&cutoff); err != nil {
 		return 0, fmt.Errorf("prune markers: compute cutoff: %w", err)
 	}
-	return dbtx.DeleteInBatches(ctx, s.db, "markers", `
+	return store.DeleteInBatches(ctx, s.db, "markers", `
 		DELETE FROM processed_webhook_events
 		WHERE ctid = ANY (ARRAY(
 			SELECT ctid FROM processed_webhook_events

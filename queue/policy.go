@@ -82,3 +82,7 @@ func (s *Store) afterFailure(attempts int) (Status, *float64) {
 // can match it to the partial indexes that hold only pending rows (their
 // predicate, in the migrations, is this same condition).
 const pending = "status IN ('" + string(StatusFailed) + "', '" + string(StatusRetrying) + "')"
+
+// Pending is pending's rule in Go, for a row already read: its status is
+// failed or retrying.
+func (s Status) Pending() bool { return s == StatusFailed || s == StatusRetrying }

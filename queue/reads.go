@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // DefaultReadTimeout is HOOKD_DASHBOARD_TIMEOUT's default: the longest one
@@ -52,11 +52,10 @@ func NewReader(pool *pgxpool.Pool, timeout time.Duration, opts ...Option) *Store
 	return s
 }
 
-// TimedReads is what NewReader reads through, for the stores of queue's
-// sub-packages whose reads the dashboard shows (activity counts, the
-// rejection log): each statement in a read-only transaction of its own
+// TimedReads is what NewReader reads through, for the other stores whose
+// reads the dashboard shows (activity counts, the rejection log): each statement in a read-only transaction of its own
 // under timeout (DefaultReadTimeout when zero).
-func TimedReads(pool *pgxpool.Pool, timeout time.Duration) dbtx.DBTX {
+func TimedReads(pool *pgxpool.Pool, timeout time.Duration) store.DBTX {
 	if timeout <= 0 {
 		timeout = DefaultReadTimeout
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookd/hookd/queue/internal/dbtx"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // SourceStripe is the source recorded for events received from Stripe.
@@ -23,7 +23,7 @@ var (
 // Store runs hookd's queries against a pool or, as the Store inside a Tx,
 // against one transaction.
 type Store struct {
-	db dbtx.DBTX
+	db store.DBTX
 	// pool is the pool db is, for the short transactions sent as one
 	// pipeline (shortTx); nil in the Store of a Tx.
 	pool *pgxpool.Pool
@@ -50,7 +50,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 }
 
 // on returns a Store like s that runs its queries on db, a transaction.
-func (s *Store) on(db dbtx.DBTX) Store {
+func (s *Store) on(db store.DBTX) Store {
 	return Store{db: db, demoBackoff: s.demoBackoff, replica: s.replica}
 }
 
@@ -59,22 +59,21 @@ func (s *Store) on(db dbtx.DBTX) Store {
 // roll back together: an operator's action and its audit entry.
 type Tx struct {
 	Store
-	dbtx.Tx
+	store.Tx
 }
 
 // InTx runs fn in a transaction: committed when fn returns nil, rolled back
 // when it returns an error.
 func (s *Store) InTx(ctx context.Context, fn func(tx *Tx) error) error {
-	return dbtx.InTx(ctx, s.db, func(t dbtx.Tx) error {
+	return store.InTx(ctx, s.db, func(t store.Tx) error {
 		return fn(&Tx{Store: s.on(t.PgxTx()), Tx: t})
 	})
 }
 
-// DB returns what s runs its queries on, for the stores of queue's
-// sub-packages that keep their tables on the same database and must run
-// the way s does: on the main pool, or under the dashboard reader's time
-// limit (reconcileruns).
-func (s *Store) DB() dbtx.DBTX { return s.db }
+// DB returns what s runs its queries on, for the other stores that keep
+// their tables on the same database and must run the way s does: on the
+// main pool, or under the dashboard reader's time limit (reconcileruns).
+func (s *Store) DB() store.DBTX { return s.db }
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
@@ -92,7 +91,7 @@ func DescribeDB(c *pgconn.Config) string {
 
 // oneRow runs sql and reads its one row into a T by column name, or returns
 // ErrNotFound when there is none; what names the read in errors.
-func oneRow[T any](ctx context.Context, db dbtx.DBTX, what, sql string, args ...any) (T, error) {
+func oneRow[T any](ctx context.Context, db store.DBTX, what, sql string, args ...any) (T, error) {
 	var zero T
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {

@@ -89,19 +89,19 @@ func (e Event) Stuck(now time.Time, overdueAfter time.Duration, wait DueWait) bo
 // Reclaimed reports whether a pending event was claimed stuckClaims times
 // or more since its last outcome.
 func (e Event) Reclaimed() bool {
-	return e.Status != StatusDead && e.Claims >= stuckClaims
+	return e.Status.Pending() && e.Claims >= stuckClaims
 }
 
 // Overdue reports whether a pending event has been due for longer than
 // overdueAfter at now, with nothing (wait) to explain it.
 func (e Event) Overdue(now time.Time, overdueAfter time.Duration, wait DueWait) bool {
-	return wait == WaitUnexplained && e.Status != StatusDead && now.Sub(e.NextRetryAt) > overdueAfter
+	return wait == WaitUnexplained && e.Status.Pending() && now.Sub(e.NextRetryAt) > overdueAfter
 }
 
 // Held reports whether a pending event is due at now while c holds
 // delivery: it goes out once delivery is resumed, not before.
 func (e Event) Held(now time.Time, c DeliveryControl) bool {
-	return c.Held() && e.Status != StatusDead && !e.NextRetryAt.After(now)
+	return c.Held() && e.Status.Pending() && !e.NextRetryAt.After(now)
 }
 
 // CountStuck returns how many pending events are stuck (see Event.Stuck).

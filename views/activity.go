@@ -5,29 +5,29 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
 )
 
 // ActivityRange is which of the overview's charts is shown.
 type ActivityRange string
 
 const (
-	ActivityHour ActivityRange = "hour" // the last hour, minute by minute
-	ActivityWeek ActivityRange = "week" // the last 7 days, hour by hour
+	activityHour ActivityRange = "hour" // the last hour, minute by minute
+	activityWeek ActivityRange = "week" // the last 7 days, hour by hour
 )
 
 // ParseActivityRange reads the overview's ?activity=; anything but "week"
 // is the last hour.
 func ParseActivityRange(s string) ActivityRange {
-	if s == string(ActivityWeek) {
-		return ActivityWeek
+	if s == string(activityWeek) {
+		return activityWeek
 	}
-	return ActivityHour
+	return activityHour
 }
 
 // Query is the range in the store's terms.
 func (r ActivityRange) Query() activity.Range {
-	if r == ActivityWeek {
+	if r == activityWeek {
 		return activity.LastWeek
 	}
 	return activity.LastHour
@@ -152,7 +152,7 @@ func (a Activity) charts(labels []string) []activityChart {
 
 // Step is the range's bucket in words: "minute" or "hour".
 func (a Activity) Step() string {
-	if a.Range == ActivityWeek {
+	if a.Range == activityWeek {
 		return "hour"
 	}
 	return "minute"
@@ -160,7 +160,7 @@ func (a Activity) Step() string {
 
 // Span is the range in words.
 func (a Activity) Span() string {
-	if a.Range == ActivityWeek {
+	if a.Range == activityWeek {
 		return "the last 7 days"
 	}
 	return "the last hour"
@@ -169,7 +169,7 @@ func (a Activity) Span() string {
 // bucketLabel names a bucket by its start, in UTC like every time on the
 // dashboard: "12:03 UTC", or "Tue 10 Mar 12:00 UTC" by the hour.
 func (a Activity) bucketLabel(t time.Time) string {
-	if a.Range == ActivityWeek {
+	if a.Range == activityWeek {
 		return t.UTC().Format("Mon 2 Jan 15:04 UTC")
 	}
 	return t.UTC().Format("15:04 UTC")
@@ -177,7 +177,7 @@ func (a Activity) bucketLabel(t time.Time) string {
 
 // axisLabel is the shorter label under a chart's ends.
 func (a Activity) axisLabel(t time.Time) string {
-	if a.Range == ActivityWeek {
+	if a.Range == activityWeek {
 		return t.UTC().Format("Mon 2 Jan")
 	}
 	return t.UTC().Format("15:04")

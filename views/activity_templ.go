@@ -49,11 +49,11 @@ func ActivityPanel(a Activity) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = activityTab(a, ActivityHour, "Last hour").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = activityTab(a, activityHour, "Last hour").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = activityTab(a, ActivityWeek, "Last 7 days").Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = activityTab(a, activityWeek, "Last 7 days").Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
 )
 
 func TestActivityCharts(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	a := Activity{Range: ActivityHour, Buckets: []activity.Bucket{
+	a := Activity{Range: activityHour, Buckets: []activity.Bucket{
 		{Start: start, Counts: activity.Counts{Received: 1000}},
 		{Start: start.Add(time.Minute), Counts: activity.Counts{Received: 1}},
 		{Start: start.Add(2 * time.Minute)},
@@ -42,11 +42,11 @@ func TestActivityCharts(t *testing.T) {
 	if got := a.summary(charts[4]); got != "Dead per minute over the last hour: none." {
 		t.Errorf("summary of an empty chart %q", got)
 	}
-	week := Activity{Range: ActivityWeek, Buckets: a.Buckets}
+	week := Activity{Range: activityWeek, Buckets: a.Buckets}
 	if got := week.labels()[0]; got != "Tue 10 Mar 12:00 UTC" {
 		t.Errorf("hourly label %q, want Tue 10 Mar 12:00 UTC", got)
 	}
-	if ParseActivityRange("week") != ActivityWeek || ParseActivityRange("month") != ActivityHour {
+	if ParseActivityRange("week") != activityWeek || ParseActivityRange("month") != activityHour {
 		t.Error("ParseActivityRange: want week for week, the hour for anything else")
 	}
 }

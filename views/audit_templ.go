@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/audit"
 )
 
 // AuditList is one page of the audit log.
@@ -105,7 +105,7 @@ func Audit(p Page, l AuditList) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var4 string
-					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(ActionLabel(a.Action))
+					templ_7745c5c3_Var4, templ_7745c5c3_Err = templ.JoinStringErrs(actionLabel(a.Action))
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/audit.templ`, Line: 57, Col: 74}
 					}
@@ -155,7 +155,7 @@ func Audit(p Page, l AuditList) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

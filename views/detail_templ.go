@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // EventDetail is one queue row with its attempt history.
@@ -596,7 +596,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if d.InFlight != nil && d.Event.Status != queue.StatusDead {
+				if d.InFlight != nil && d.Event.Status.Pending() {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<p class=\"hint\" data-testid=\"retry-now-note\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -770,7 +770,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1313,7 +1313,7 @@ func attemptTimeline(p Page, attempts []queue.Attempt) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var49 string
-				templ_7745c5c3_Var49, templ_7745c5c3_Err = templ.JoinStringErrs(Took(a.Duration))
+				templ_7745c5c3_Var49, templ_7745c5c3_Err = templ.JoinStringErrs(took(a.Duration))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 436, Col: 64}
 				}

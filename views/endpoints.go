@@ -7,19 +7,19 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
-// ThinEvent is what a thin event's page shows of it besides its queue
+// thinEvent is what a thin event's page shows of it besides its queue
 // row: the object it is about (which it does not carry), the account it
 // happened in, and why it happened.
-type ThinEvent struct {
+type thinEvent struct {
 	RelatedID, RelatedType, RelatedURL string
 	Context                            string
 	// Reason is the reason member, indented; "" when it has none.
 	Reason string
 }
 
-// ReadThinEvent reads payload as a thin event ("object": "v2.core.event");
+// readThinEvent reads payload as a thin event ("object": "v2.core.event");
 // false when it is another kind, or not JSON.
-func ReadThinEvent(payload string) (ThinEvent, bool) {
+func readThinEvent(payload string) (thinEvent, bool) {
 	var ev struct {
 		Object        string          `json:"object"`
 		Context       string          `json:"context"`
@@ -31,9 +31,9 @@ func ReadThinEvent(payload string) (ThinEvent, bool) {
 		} `json:"related_object"`
 	}
 	if json.Unmarshal([]byte(payload), &ev) != nil || ev.Object != "v2.core.event" {
-		return ThinEvent{}, false
+		return thinEvent{}, false
 	}
-	t := ThinEvent{RelatedID: ev.RelatedObject.ID, RelatedType: ev.RelatedObject.Type, RelatedURL: ev.RelatedObject.URL,
+	t := thinEvent{RelatedID: ev.RelatedObject.ID, RelatedType: ev.RelatedObject.Type, RelatedURL: ev.RelatedObject.URL,
 		Context: ev.Context}
 	var buf bytes.Buffer
 	if len(ev.Reason) > 0 && string(ev.Reason) != "null" && json.Indent(&buf, ev.Reason, "", "  ") == nil {

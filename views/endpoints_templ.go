@@ -99,7 +99,7 @@ func eventBadges(m queue.EventMeta) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var5 string
-			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(ModeLabel(m.Livemode))
+			templ_7745c5c3_Var5, templ_7745c5c3_Err = templ.JoinStringErrs(modeLabel(m.Livemode))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/endpoints.templ`, Line: 21, Col: 113}
 			}
@@ -278,7 +278,7 @@ func eventFacts(eventID string, e queue.EventMeta, payload string, pair *queue.P
 				return templ_7745c5c3_Err
 			}
 		}
-		if t, ok := ReadThinEvent(payload); ok {
+		if t, ok := readThinEvent(payload); ok {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div><dt>Related object</dt><dd class=\"mono break\" data-testid=\"related-object\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err

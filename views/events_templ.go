@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // EventList is one page of the dead or a pending list.
@@ -47,7 +47,7 @@ type EventList struct {
 
 // inFlightTitle explains an in-flight badge at now.
 func inFlightTitle(f queue.InFlight, now time.Time) string {
-	return "An attempt is running now (" + runBy(f.Path) + "), started " + Relative(f.TakenAt, now) + "."
+	return "An attempt is running now (" + runBy(f.Path) + "), started " + relative(f.TakenAt, now) + "."
 }
 
 // SearchResult is where an event searched for by id is instead.
@@ -775,7 +775,7 @@ func Events(p Page, l EventList) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var31 string
-					templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(Shorten(deref(e.LastError), 80))
+					templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(shorten(deref(e.LastError), 80))
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/events.templ`, Line: 258, Col: 117}
 					}
@@ -861,7 +861,7 @@ func Events(p Page, l EventList) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1150,7 +1150,7 @@ func when(t time.Time, p Page) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var48 string
-		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(t, p.Now))
+		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(relative(t, p.Now))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/events.templ`, Line: 316, Col: 91}
 		}
@@ -1522,7 +1522,7 @@ func RetryAllConfirm(p Page, f queue.EventFilter, count int64, back string) temp
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var63), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var63), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

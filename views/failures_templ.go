@@ -12,9 +12,9 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"net/url"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/ungenerated"
 )
 
 // FailureList is the failures page: the queue grouped by masked error,
@@ -510,7 +510,7 @@ func Failures(p Page, l FailureList) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -862,7 +862,7 @@ func RetryGroupConfirm(p Page, g queue.FailureGroup, dead, pending int64) templ.
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var31), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var31), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

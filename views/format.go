@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 
 	"github.com/hookd/hookd/views/humanize"
 )
@@ -44,8 +44,8 @@ func Absolute(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05 UTC")
 }
 
-// Relative formats t against now: "just now", "3 min ago", "in 2 h".
-func Relative(t, now time.Time) string {
+// relative formats t against now: "just now", "3 min ago", "in 2 h".
+func relative(t, now time.Time) string {
 	d := now.Sub(t)
 	if d < 0 {
 		return "in " + humanize.Duration(-d)
@@ -61,9 +61,9 @@ func Age(t, now time.Time) string {
 	return humanize.Duration(max(now.Sub(t), 0))
 }
 
-// Took formats how long an attempt ran: "<1 ms", "42 ms", "1.3 s". Most
+// took formats how long an attempt ran: "<1 ms", "42 ms", "1.3 s". Most
 // attempts take milliseconds, which a whole-second format would show as 0.
-func Took(d time.Duration) string {
+func took(d time.Duration) string {
 	switch {
 	case d < time.Millisecond:
 		return "<1 ms"
@@ -74,8 +74,8 @@ func Took(d time.Duration) string {
 	}
 }
 
-// Shorten cuts s to at most n characters, marking the cut with an ellipsis.
-func Shorten(s string, n int) string {
+// shorten cuts s to at most n characters, marking the cut with an ellipsis.
+func shorten(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
@@ -119,7 +119,7 @@ func DescribeFilter(f queue.EventFilter) string {
 		parts = append(parts, "endpoint "+f.Endpoint)
 	}
 	if f.Livemode != nil {
-		parts = append(parts, ModeLabel(f.Livemode)+" mode")
+		parts = append(parts, modeLabel(f.Livemode)+" mode")
 	}
 	if f.Account != "" {
 		parts = append(parts, "account "+f.Account)
@@ -152,13 +152,13 @@ func ModeValue(livemode *bool) string {
 	return "test"
 }
 
-// ModeLabel is livemode as a badge says it; "" when the event did not
+// modeLabel is livemode as a badge says it; "" when the event did not
 // say.
-func ModeLabel(livemode *bool) string { return ModeValue(livemode) }
+func modeLabel(livemode *bool) string { return ModeValue(livemode) }
 
-// ActionLabel names an audit action for people. Most are stored as one
+// actionLabel names an audit action for people. Most are stored as one
 // readable word already; the others are spelled out.
-func ActionLabel(a audit.Action) string {
+func actionLabel(a audit.Action) string {
 	switch a {
 	case audit.RetryAll:
 		return "retry all"

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/views"
 )
 

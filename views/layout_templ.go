@@ -12,15 +12,15 @@ import templruntime "github.com/a-h/templ/runtime"
 import (
 	"net/url"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 )
 
-// Layout is the frame of every page: the nav for a signed-in account, the
+// layout is the frame of every page: the nav for a signed-in account, the
 // flash and error messages, then the page's own content. Its htmx-config
 // keeps htmx within the Content-Security-Policy, which allows no inline
 // style or script: no injected indicator styles, no eval, no script tags
 // from swapped content.
-func Layout(p Page) templ.Component {
+func layout(p Page) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -319,7 +319,7 @@ func deliveryBanner(p Page) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var13 string
-			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*p.Delivery.PausedAt, p.Now))
+			templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*p.Delivery.PausedAt, p.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 99, Col: 97}
 			}
@@ -363,7 +363,7 @@ func deliveryBanner(p Page) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var16 string
-			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*p.Delivery.BreakerOpenedAt, p.Now))
+			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*p.Delivery.BreakerOpenedAt, p.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 106, Col: 111}
 			}
@@ -394,7 +394,7 @@ func deliveryBanner(p Page) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var18 string
-				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*p.Delivery.ProbeDueAt, p.Now))
+				templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*p.Delivery.ProbeDueAt, p.Now))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 110, Col: 53}
 				}
@@ -635,7 +635,7 @@ func ErrorPage(p Page, status int, message string) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var27), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var27), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -740,7 +740,7 @@ func Login(p Page, email, next string, m SignInMethods) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var32), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var32), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -907,7 +907,7 @@ func SignInFailed(p Page, message string) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var40), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var40), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

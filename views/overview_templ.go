@@ -13,10 +13,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/reconcileruns"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views/humanize"
 )
 
@@ -235,7 +235,7 @@ func Overview(p Page, st OverviewStats, activity Activity, prune PruneForm, rec 
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -489,7 +489,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var19 string
-			templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*st.Stats.OldestPending, st.Worker.Now))
+			templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*st.Stats.OldestPending, st.Worker.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 214, Col: 87}
 			}
@@ -559,7 +559,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var23 string
-			templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*st.Worker.PrunerRun, st.Worker.Now))
+			templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*st.Worker.PrunerRun, st.Worker.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 234, Col: 147}
 			}
@@ -755,7 +755,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var34 string
-				templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(RejectReasonLabel(r.Reason))
+				templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(rejectReasonLabel(r.Reason))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 254, Col: 122}
 				}
@@ -836,7 +836,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var38 string
-			templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*st.Worker.RetrierTick, st.Worker.Now))
+			templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*st.Worker.RetrierTick, st.Worker.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 263, Col: 89}
 			}
@@ -867,7 +867,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var40 string
-			templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(*st.Worker.RetrierTick, st.Worker.Now))
+			templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(relative(*st.Worker.RetrierTick, st.Worker.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/overview.templ`, Line: 266, Col: 89}
 			}
@@ -984,7 +984,7 @@ func PruneConfirm(p Page, days int, count int64) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var42), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var42), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

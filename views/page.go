@@ -6,8 +6,8 @@ package views
 import (
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // Page is what the layout of every page needs.

@@ -384,7 +384,7 @@ func ReconcileConfirm(p Page, r ReconcilePreview) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var6), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var6), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -465,7 +465,7 @@ func lastReconcile(st OverviewStats) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var25 string
-			templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(Relative(st.Reconcile.FinishedAt, st.Worker.Now))
+			templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(relative(st.Reconcile.FinishedAt, st.Worker.Now))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 112, Col: 155}
 			}
@@ -496,7 +496,7 @@ func lastReconcile(st OverviewStats) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var27 string
-				templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(Shorten(*st.Reconcile.Error, 80))
+				templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(shorten(*st.Reconcile.Error, 80))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/reconcile.templ`, Line: 114, Col: 100}
 				}

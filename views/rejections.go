@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/views/humanize"
 )
 
@@ -58,8 +58,8 @@ func KnownRejectReason(r rejections.Reason) bool {
 	return false
 }
 
-// RejectReasonLabel names a refusal reason for people.
-func RejectReasonLabel(r rejections.Reason) string {
+// rejectReasonLabel names a refusal reason for people.
+func rejectReasonLabel(r rejections.Reason) string {
 	for _, k := range rejectReasons {
 		if k.Reason == r {
 			return k.Label

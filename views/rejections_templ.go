@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 )
 
 // Rejections is the rejection log: every delivery the receiver refused with
@@ -247,7 +247,7 @@ func Rejections(p Page, l RejectionList) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var12 string
-					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(RejectReasonLabel(r.Reason))
+					templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(rejectReasonLabel(r.Reason))
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/rejections.templ`, Line: 77, Col: 67}
 					}
@@ -412,7 +412,7 @@ func Rejections(p Page, l RejectionList) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -14,8 +14,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // SearchPage is the answer to "where is this event?".
@@ -831,7 +831,7 @@ func Search(p Page, s SearchPage) templ.Component {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var33 string
-						templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(RejectReasonLabel(r.Reason))
+						templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(rejectReasonLabel(r.Reason))
 						if templ_7745c5c3_Err != nil {
 							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/search.templ`, Line: 345, Col: 45}
 						}
@@ -1010,7 +1010,7 @@ func Search(p Page, s SearchPage) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = Layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(p).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

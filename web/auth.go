@@ -21,8 +21,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/netblock"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/views"
 )
 

@@ -18,17 +18,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/activity"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/reconcileruns"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
 // perPage is the length of the event lists and the audit log.

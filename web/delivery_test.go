@@ -15,9 +15,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // setCustomer makes the queue rows of events about customer.

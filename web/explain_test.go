@@ -8,8 +8,8 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )

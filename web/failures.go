@@ -6,8 +6,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/views"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // A form far larger than any dashboard form is refused with a 413 saying

@@ -15,12 +15,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/activity"
-	"github.com/hookd/hookd/queue/audit"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/audit"
 )
 
 // objectPrefixes are the Stripe id prefixes the search box reads as an

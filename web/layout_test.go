@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 )
 
 // Browsers ask every page for an icon; the layout names one that exists, so

@@ -16,11 +16,11 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/netblock"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker/idp"
 )
 
 // Sign-in through the identity provider (OpenID Connect). GET /auth/oidc

@@ -17,9 +17,9 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/web"
-	"github.com/hookd/hookd/worker/idp"
 )
 
 const testRoles = "admin:hookd-admins,operator:support,viewer:staff"

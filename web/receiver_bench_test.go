@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // BenchmarkReceiverHTTP posts real signed Stripe events, each new, over HTTP

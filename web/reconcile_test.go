@@ -16,15 +16,15 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/audit"
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // reconcileBundle is a dashboard whose reconciler reads a fake Stripe API

@@ -8,7 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/views"
 	"github.com/hookd/hookd/worker/receiver"
 )

@@ -14,12 +14,12 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeevent"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 

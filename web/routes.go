@@ -6,9 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/worker/idp"
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.

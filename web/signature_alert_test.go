@@ -10,11 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeevent"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 

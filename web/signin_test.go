@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/worker/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi"
 )
 
 // stripeNowTimeout bounds one fetch of an object from Stripe, its wait for

@@ -9,13 +9,13 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 func TestShowItInStripeNow(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 

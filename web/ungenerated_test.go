@@ -12,14 +12,14 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/accounts"
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/ungenerated"
+	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/stripehealth"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeevent"
-	"github.com/hookd/hookd/worker/stripehealth"
 )
 
 // An event-generation-failure notice is Stripe telling hookd about Stripe:

@@ -8,20 +8,20 @@ import (
 	"syscall"
 )
 
-// AppDownError is a failure that says the app is down rather than that it
+// appDownError is a failure that says the app is down rather than that it
 // refused the event: no connection, no answer in time, or a 502, 503 or
 // 504 from what stands in front of it. The circuit breaker counts these,
 // and only these: a 4xx or a 500 is the app answering, however wrongly.
-type AppDownError struct{ Err error }
+type appDownError struct{ Err error }
 
-func (e *AppDownError) Error() string { return e.Err.Error() }
+func (e *appDownError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the failure itself.
-func (e *AppDownError) Unwrap() error { return e.Err }
+func (e *appDownError) Unwrap() error { return e.Err }
 
 // IsAppDown reports whether err says the app is down.
 func IsAppDown(err error) bool {
-	_, ok := errors.AsType[*AppDownError](err)
+	_, ok := errors.AsType[*appDownError](err)
 	return ok
 }
 

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hookd/hookd/worker/forwardsig"
+	"github.com/hookd/hookd/internal/forwardsig"
 )
 
 // MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the
@@ -25,7 +25,7 @@ const MaxForwardTimeout = 2 * time.Minute
 // Forwarder is the default Processor: it POSTs each event's exact payload to
 // the user's app. A 2xx answer is success; anything else, or no answer, is a
 // failure whose text says what the downstream answered. A failure that says
-// the app is down (see AppDownError) is one.
+// the app is down (see appDownError) is one.
 type Forwarder struct {
 	url    string
 	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
@@ -99,7 +99,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	if err != nil {
 		err = fmt.Errorf("no answer from downstream: %w", WithoutURL(err))
 		if downCause(err) {
-			err = &AppDownError{Err: err}
+			err = &appDownError{Err: err}
 		}
 		return Result{Err: err}
 	}
@@ -122,7 +122,7 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	}
 	err = errors.New(msg)
 	if downStatus(resp.StatusCode) {
-		err = &AppDownError{Err: err}
+		err = &appDownError{Err: err}
 	}
 	return Result{HTTPStatus: resp.StatusCode, Err: err}
 }

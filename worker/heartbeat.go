@@ -10,10 +10,10 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
-// ErrFenced is the cause of a processor's cancellation when its replica
+// errFenced is the cause of a processor's cancellation when its replica
 // could not beat in time: its leases may be taken over soon, so it stops
 // before another run of its events could start.
-var ErrFenced = errors.New("this replica could not reach the database to keep its leases, so it stopped its processors")
+var errFenced = errors.New("this replica could not reach the database to keep its leases, so it stopped its processors")
 
 // Heartbeat keeps a replica's leases live: it beats every
 // queue.BeatInterval (queue.Store.Beat), and fences the replica on its own
@@ -42,7 +42,7 @@ type Heartbeat struct {
 func NewHeartbeat(store *queue.Store, logger *slog.Logger) *Heartbeat {
 	h := &Heartbeat{store: store, logger: logger.With("component", "heartbeat", "replica", store.Replica())}
 	h.gen, h.cancel = context.WithCancelCause(context.Background())
-	h.cancel(ErrFenced)
+	h.cancel(errFenced)
 	return h
 }
 
@@ -135,7 +135,7 @@ func (h *Heartbeat) fenceNow() {
 		return
 	}
 	h.logger.Warn("fenced: this replica's processors stop before another replica may take their events over")
-	h.cancel(ErrFenced)
+	h.cancel(errFenced)
 }
 
 // stop ends the heartbeat at a clean stop and removes the replica.
@@ -144,7 +144,7 @@ func (h *Heartbeat) stop() {
 	if h.fence != nil {
 		h.fence.Stop()
 	}
-	h.cancel(ErrFenced)
+	h.cancel(errFenced)
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), queue.BeatInterval)
 	defer cancel()

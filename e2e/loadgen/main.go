@@ -56,7 +56,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/e2e/e2etest"
-	"github.com/hookd/hookd/worker/stripeevent"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 const webhookSecret = "whsec_loadgen_secret"

@@ -11,16 +11,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/internal/store"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/internal/dbtx"
 )
 
 // Store runs the reconcile runs' queries on the queue's database
 // (queue.Store's DB): the main pool, or the dashboard's time-limited reader.
-type Store struct{ db dbtx.DBTX }
+type Store struct{ db store.DBTX }
 
 // New returns a Store over db.
-func New(db dbtx.DBTX) *Store {
+func New(db store.DBTX) *Store {
 	return &Store{db: db}
 }
 

@@ -7,7 +7,7 @@
 // while the one before it ran. One batch of a Batcher runs at a time,
 // unless it stalls: a batch still running after the Batcher's stall time
 // (waiting on a lock, say) no longer holds up the items that arrive
-// behind it, which go on in a batch beside it, up to MaxStalled stalled
+// behind it, which go on in a batch beside it, up to maxStalled stalled
 // batches. No goroutine outlives the items it serves.
 package groupcommit
 
@@ -22,10 +22,10 @@ const (
 	// the next goes beside it: far longer than a batch takes on a loaded
 	// machine (milliseconds), far shorter than a client waits.
 	DefaultStallAfter = 100 * time.Millisecond
-	// MaxStalled bounds the stalled batches of a Batcher, each of which
+	// maxStalled bounds the stalled batches of a Batcher, each of which
 	// holds a connection of the pool: past it, items wait for one of them
 	// to end, as they would for a database that is stuck as a whole.
-	MaxStalled = 4
+	maxStalled = 4
 )
 
 // Batcher runs items in batches. Its zero value is not usable: use New.
@@ -88,7 +88,7 @@ func (b *Batcher[T]) Do(item T) {
 // startLocked takes the waiting items as a new batch when no batch runs
 // that has not stalled, and a stalled one may be added.
 func (b *Batcher[T]) startLocked() []*entry[T] {
-	if len(b.pending) == 0 || b.running > b.stalled || b.stalled >= MaxStalled {
+	if len(b.pending) == 0 || b.running > b.stalled || b.stalled >= maxStalled {
 		return nil
 	}
 	b.running++

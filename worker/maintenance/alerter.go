@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/alerts"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
-	"github.com/hookd/hookd/queue/alerts"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
-	"github.com/hookd/hookd/worker/stripeapi"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 
@@ -66,7 +66,7 @@ type AlerterConfig struct {
 
 	// Watching Stripe's side (watch.go). Endpoints are the labelled
 	// endpoints; Stripe, when set, reads those with a stripe_id every
-	// WatchInterval (default DefaultWatchInterval) across replicas. Quiet
+	// WatchInterval (default defaultWatchInterval) across replicas. Quiet
 	// is HOOKD_ALERT_QUIET, an endpoint's quiet period unless it has its
 	// own; 0 is off. NoticeQuiet is how long no event-generation-failure
 	// notice may arrive before that condition clears. Default: 1 hour.
@@ -120,7 +120,7 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 	cfg.SendAttempts = cmp.Or(cfg.SendAttempts, 10)
 	cfg.QueueSize = cmp.Or(cfg.QueueSize, 100)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, telemetry.DefaultStopTimeout)
-	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, DefaultWatchInterval)
+	cfg.WatchInterval = cmp.Or(cfg.WatchInterval, defaultWatchInterval)
 	cfg.NoticeQuiet = cmp.Or(cfg.NoticeQuiet, time.Hour)
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	a := &Alerter{
@@ -393,7 +393,7 @@ func transition(st alerts.State, holds bool, now time.Time, started, cleared fun
 // the ones after that are only counted, until no event has gone dead for
 // DeadQuiet, when it clears with the total.
 func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
-	dead, err := alerts.TakeNewlyDead(ctx, tx.PgxTx())
+	dead, err := tx.TakeNewlyDead(ctx)
 	if err != nil {
 		return st, "", err
 	}
@@ -431,7 +431,7 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 
 // deadTypes counts dead events by type, the commonest first: "invoice.paid
 // ×3, charge.refunded ×1".
-func deadTypes(dead []alerts.DeadEvent) string {
+func deadTypes(dead []queue.DeadEvent) string {
 	counts := map[string]int{}
 	for _, d := range dead {
 		counts[d.EventType]++

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/e2e/e2etest"
+	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/maintenance"
 )

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/accounts"
-	"github.com/hookd/hookd/queue/activity"
-	"github.com/hookd/hookd/queue/rejections"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // MinMarkerRetention is Stripe's redelivery window: a redelivery that finds

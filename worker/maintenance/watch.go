@@ -7,18 +7,18 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/alerts"
+	"github.com/hookd/hookd/internal/store/ungenerated"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/alerts"
-	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/endpoint"
-	"github.com/hookd/hookd/worker/stripeapi"
 )
 
-// DefaultWatchInterval is how often Stripe's API is asked about each
+// defaultWatchInterval is how often Stripe's API is asked about each
 // endpoint, across replicas: a disabled endpoint is noticed within it, at
 // one read per endpoint, a sliver of the API budget.
-const DefaultWatchInterval = 5 * time.Minute
+const defaultWatchInterval = 5 * time.Minute
 
 // firstNotices is how many event-generation failures an alert names.
 const firstNotices = 3

@@ -7,16 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/ungenerated"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
+	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/stripehealth"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/ungenerated"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
-	"github.com/hookd/hookd/worker/stripeevent"
-	"github.com/hookd/hookd/worker/stripehealth"
 )
 
 // watched is three labelled endpoints at a fake Stripe: a snapshot webhook

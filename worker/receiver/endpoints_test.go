@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // Three labelled endpoints, as a deployment commonly has them: the

@@ -52,11 +52,11 @@ func (r *Receiver) deferReason() string {
 		cap(r.inline))
 }
 
-// PaceWait is the longest a delivery waits for its turn under
+// paceWait is the longest a delivery waits for its turn under
 // HOOKD_FORWARD_RATE while Stripe waits: past it, the event is deferred to
 // the queue and answered at once, and the retry loop delivers it at the
 // rate. Stripe's request is not held for the app's pace.
-const PaceWait = 100 * time.Millisecond
+const paceWait = 100 * time.Millisecond
 
 // holdReason is why a leased new event is queued unprocessed rather than
 // delivered now, "" when it is delivered: delivery is paused by a person
@@ -66,7 +66,7 @@ func (r *Receiver) holdReason(ctx context.Context) string {
 	if st := r.control.State(); st.Held() {
 		return worker.HeldReason(st)
 	}
-	if !r.pace.TryWait(ctx, PaceWait) {
+	if !r.pace.TryWait(ctx, paceWait) {
 		return fmt.Sprintf("deferred: the delivery rate (HOOKD_FORWARD_RATE, %g a second) was reached, "+
 			"so the retry loop delivers it at that rate", r.pace.PerSecond())
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/endpoint"
 )
 
 // SnapshotAlias is what becomes of a thin v1.* event and the snapshot

@@ -8,13 +8,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
-// PingType is the event an event destination is pinged with: answered 200,
+// pingType is the event an event destination is pinged with: answered 200,
 // recorded as the endpoint's last ping, never processed.
-const PingType = stripeevent.PingType
+const pingType = stripeevent.PingType
 
 // event is the part of a Stripe event the pipeline reads. Besides the id
 // and type, what it keeps are slices of the payload, read into strings
@@ -44,7 +44,7 @@ const (
 )
 
 // ping reports whether the event is a destination's ping.
-func (ev *event) ping() bool { return ev.Type == PingType }
+func (ev *event) ping() bool { return ev.Type == pingType }
 
 // parseEvent reads a Stripe event into ev, a zero event, in one pass. The
 // payload itself is never re-encoded: processors and the queue get the
@@ -53,18 +53,18 @@ func (ev *event) ping() bool { return ev.Type == PingType }
 // nor a second clearing is free.)
 func parseEvent(payload []byte, ev *event) error {
 	if !utf8.Valid(payload) {
-		return fmt.Errorf("%w: body is not valid UTF-8", ErrNotJSON)
+		return fmt.Errorf("%w: body is not valid UTF-8", errNotJSON)
 	}
 	f := &ev.f
 	isObject, valid := eventjson.ScanEvent(payload, f)
 	if !valid || !isObject {
-		return fmt.Errorf("%w: body is not a JSON object", ErrNotJSON)
+		return fmt.Errorf("%w: body is not a JSON object", errNotJSON)
 	}
 	ev.thin = bytes.Equal(f.Object, []byte(`"v2.core.event"`))
-	if err := stringField(f.ID, "id", ErrBadEventID, &ev.ID); err != nil {
+	if err := stringField(f.ID, "id", errBadEventID, &ev.ID); err != nil {
 		return err
 	}
-	if err := stringField(f.Type, "type", ErrBadEventType, &ev.Type); err != nil {
+	if err := stringField(f.Type, "type", errBadEventType, &ev.Type); err != nil {
 		return err
 	}
 	switch string(f.Livemode) {
@@ -110,7 +110,7 @@ func optionalField(raw json.RawMessage, name string, dst *string) error {
 	if isAbsent(raw) {
 		return nil
 	}
-	return stringField(raw, name, ErrBadField, dst)
+	return stringField(raw, name, errBadField, dst)
 }
 
 // text is raw's text when it is a string; "" otherwise.

@@ -24,9 +24,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
 )
@@ -38,10 +39,10 @@ import (
 // queue.LeaseMargin, so an outcome is written while its lease still holds.
 const writeTimeout = queue.LeaseMargin
 
-// InterruptedError is the error recorded for a delivery's run that started
+// interruptedError is the error recorded for a delivery's run that started
 // and never reported (hookd killed, or cut off from its database, while the
 // app had the event), found when a redelivery takes its lease over.
-const InterruptedError = "the run of this event was interrupted: hookd stopped or lost its database before it " +
+const interruptedError = "the run of this event was interrupted: hookd stopped or lost its database before it " +
 	"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
 
 // Outcome is what Receive did with a valid delivery. Each is answered 200,
@@ -130,7 +131,7 @@ type Config struct {
 	Control *worker.Control
 	// Pace, when set, bounds the deliveries to the app a second, shared
 	// with every other path that delivers. An inline delivery that would
-	// wait longer than PaceWait for its turn is deferred.
+	// wait longer than paceWait for its turn is deferred.
 	Pace *worker.Pace
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
@@ -402,11 +403,11 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// The run before this one started and hookd never heard back:
 		// most likely the event itself stopped the process. It is not run
 		// inline again; the retry queue takes it, with that run counted.
-		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: InterruptedError}
-		fe := failedEvent(d, InterruptedError)
+		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: interruptedError}
+		fe := failedEvent(d, interruptedError)
 		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
 		d.outcome = o
-		return Queued, worker.Result{Err: errors.New(InterruptedError)}
+		return Queued, worker.Result{Err: errors.New(interruptedError)}
 	}
 	if d.deferred == "" {
 		d.deferred = r.holdReason(d.ctx)
@@ -585,9 +586,8 @@ func failedEvent(d *delivery, reason string) queue.FailedEvent {
 // what is stored is always valid text.
 func storedSignature(header string) string {
 	var b strings.Builder
-	for part := range strings.SplitSeq(header, ",") {
-		key, value, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || value == "" {
+	for key, value := range stripeevent.SignatureElements(header) {
+		if value == "" {
 			continue
 		}
 		switch key {

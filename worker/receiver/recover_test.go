@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 // TestRecover_TakesNoInlineSlot: while every inline slot is held by a

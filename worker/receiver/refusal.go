@@ -4,13 +4,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
 
-	"github.com/hookd/hookd/queue/rejections"
-	"github.com/hookd/hookd/worker/endpoint"
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 var (
@@ -30,16 +30,16 @@ var (
 // ErrBadSignature or an ErrBadPayload, with the same message, and is
 // wrapped with the reason the sender is told.
 var (
-	ErrNoSignature        = fmt.Errorf("%w", ErrBadSignature)
-	ErrMalformedSignature = fmt.Errorf("%w", ErrBadSignature)
-	ErrStaleSignature     = fmt.Errorf("%w", ErrBadSignature)
-	ErrWrongSignature     = fmt.Errorf("%w", ErrBadSignature)
-	ErrNotJSON            = fmt.Errorf("%w", ErrBadPayload)
-	ErrBadEventID         = fmt.Errorf("%w", ErrBadPayload)
-	ErrBadEventType       = fmt.Errorf("%w", ErrBadPayload)
-	// ErrBadField: an account, context or snapshot_event that is not an
+	errNoSignature        = fmt.Errorf("%w", ErrBadSignature)
+	errMalformedSignature = fmt.Errorf("%w", ErrBadSignature)
+	errStaleSignature     = fmt.Errorf("%w", ErrBadSignature)
+	errWrongSignature     = fmt.Errorf("%w", ErrBadSignature)
+	errNotJSON            = fmt.Errorf("%w", ErrBadPayload)
+	errBadEventID         = fmt.Errorf("%w", ErrBadPayload)
+	errBadEventType       = fmt.Errorf("%w", ErrBadPayload)
+	// errBadField: an account, context or snapshot_event that is not an
 	// id (they become headers and lease keys).
-	ErrBadField = fmt.Errorf("%w", ErrBadPayload)
+	errBadField = fmt.Errorf("%w", ErrBadPayload)
 )
 
 // Refusals decided before the pipeline runs, by the HTTP handler.
@@ -62,17 +62,17 @@ func RejectReason(err error) rejections.Reason {
 		return rejections.MethodNotAllowed
 	case errors.Is(err, ErrUnreadableBody):
 		return rejections.UnreadableBody
-	case errors.Is(err, ErrNoSignature):
+	case errors.Is(err, errNoSignature):
 		return rejections.NoSignature
-	case errors.Is(err, ErrStaleSignature):
+	case errors.Is(err, errStaleSignature):
 		return rejections.StaleSignature
-	case errors.Is(err, ErrWrongSignature):
+	case errors.Is(err, errWrongSignature):
 		return rejections.WrongSignature
 	case errors.Is(err, ErrBadSignature):
 		return rejections.MalformedSignature
-	case errors.Is(err, ErrBadEventID):
+	case errors.Is(err, errBadEventID):
 		return rejections.BadID
-	case errors.Is(err, ErrBadEventType):
+	case errors.Is(err, errBadEventType):
 		return rejections.BadType
 	case errors.Is(err, ErrBadPayload):
 		return rejections.BadJSON
@@ -106,33 +106,33 @@ func (r *Receiver) verify(payload []byte, sigHeader string) (*endpoint.Endpoint,
 			case err == nil:
 				return &r.endpoints[i], nil
 			case errors.Is(err, webhook.ErrNotSigned):
-				return nil, fmt.Errorf("%w: no Stripe-Signature header", ErrNoSignature)
+				return nil, fmt.Errorf("%w: no Stripe-Signature header", errNoSignature)
 			case errors.Is(err, webhook.ErrInvalidHeader):
-				return nil, fmt.Errorf("%w: malformed Stripe-Signature header", ErrMalformedSignature)
+				return nil, fmt.Errorf("%w: malformed Stripe-Signature header", errMalformedSignature)
 			case errors.Is(err, webhook.ErrTooOld):
-				return nil, fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", ErrStaleSignature, toleranceText)
+				return nil, fmt.Errorf("%w: timestamp older than the %s tolerance, or missing", errStaleSignature, toleranceText)
 			case errors.Is(err, webhook.ErrNoValidSignature) && !hasV1Signature(sigHeader):
 				// stripe-go says this too of a header that holds no v1
 				// signature at all, before it looks at the timestamp:
 				// that is a malformed header, not a signature made with
 				// a secret hookd lacks, which the signature alert counts.
-				return nil, fmt.Errorf("%w: malformed Stripe-Signature header: it holds no v1 signature", ErrMalformedSignature)
+				return nil, fmt.Errorf("%w: malformed Stripe-Signature header: it holds no v1 signature", errMalformedSignature)
 			case errors.Is(err, webhook.ErrNoValidSignature):
 				continue
 			default:
-				return nil, fmt.Errorf("%w: %v", ErrMalformedSignature, err)
+				return nil, fmt.Errorf("%w: %v", errMalformedSignature, err)
 			}
 		}
 	}
-	return nil, fmt.Errorf("%w: no v1 signature matches a configured secret", ErrWrongSignature)
+	return nil, fmt.Errorf("%w: no v1 signature matches a configured secret", errWrongSignature)
 }
 
 // hasV1Signature reports whether sigHeader holds a v1 signature stripe-go
 // can compare: a v1= pair whose value is hex. Other schemes (v0, test
 // mode's) are not Stripe's signatures to verify.
 func hasV1Signature(sigHeader string) bool {
-	for pair := range strings.SplitSeq(sigHeader, ",") {
-		if v, ok := strings.CutPrefix(pair, "v1="); ok && v != "" {
+	for key, v := range stripeevent.SignatureElements(sigHeader) {
+		if key == "v1" && v != "" {
 			if _, err := hex.DecodeString(v); err == nil {
 				return true
 			}

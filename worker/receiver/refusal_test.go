@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/worker/receiver"
 )
 

@@ -10,12 +10,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeapi/stripetest"
 )
 
 // sawAccount records that hookd received an event from account through the

@@ -29,28 +29,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/endpoint"
 	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/stripeapi"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const (
-	// MinAge is how old an event must be before a run considers it:
+	// minAge is how old an event must be before a run considers it:
 	// Stripe's first delivery of a younger one may still be on its way, or
 	// in its first retries.
-	MinAge = 5 * time.Minute
+	minAge = 5 * time.Minute
 	// MaxWindow is the longest window: Stripe keeps events for 30 days.
 	MaxWindow = 720 * time.Hour
 	// DefaultWindow covers Stripe's own retries.
 	DefaultWindow = stripeevent.RedeliveryWindow
-	// DefaultConcurrency is how many recovered events are processed at
+	// defaultConcurrency is how many recovered events are processed at
 	// once: a few, oldest first, so an app that just came back from an
 	// outage is not flooded.
-	DefaultConcurrency = 4
+	defaultConcurrency = 4
 )
 
 // ErrNotReceived means an event is of a type the endpoint does not
@@ -81,7 +81,7 @@ type Config struct {
 	// zero turns the schedule off (Run returns at once).
 	Interval time.Duration
 	// Concurrency is how many recovered events are processed at once.
-	// Default: DefaultConcurrency.
+	// Default: defaultConcurrency.
 	Concurrency int
 }
 
@@ -98,7 +98,7 @@ type Reconciler struct {
 func New(store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger, cfg Config) *Reconciler {
 	cfg.MaxWindow = min(cmp.Or(cfg.MaxWindow, MaxWindow), MaxWindow)
 	cfg.Window = min(cmp.Or(cfg.Window, DefaultWindow), cfg.MaxWindow)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, defaultConcurrency)
 	return &Reconciler{store: store, runs: reconcileruns.New(store.DB()), receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
 }
 
@@ -309,7 +309,7 @@ func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]
 	if err := r.readEndpoints(ctx, res); err != nil {
 		return nil, err
 	}
-	l := &listing{r: r, res: res, youngAfter: now.Add(-MinAge), examined: map[string]bool{}}
+	l := &listing{r: r, res: res, youngAfter: now.Add(-minAge), examined: map[string]bool{}}
 	for _, s := range res.Endpoints {
 		if err := r.list(ctx, s, res.Since, func(page []stripeapi.Event) error { return l.page(ctx, s, page) }); err != nil {
 			return nil, err

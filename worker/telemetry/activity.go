@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
 )
 
 // ActivityConfig configures an Activity. Zero fields get the defaults below.

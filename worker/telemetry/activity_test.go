@@ -8,9 +8,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hookd/hookd/queue/activity"
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/rejections"
 )
 
 // Metrics are the pipeline's Prometheus metrics, and what feeds the
@@ -32,45 +32,45 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 	m := &Metrics{
 		activity: activity,
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: string(MetricWebhooksReceived),
+			Name: string(metricWebhooksReceived),
 			Help: "Deliveries to the receiver by outcome: " +
 				outcomes(OutcomeProcessed, OutcomeDuplicate, OutcomeAlreadyQueued, OutcomeQueued, OutcomeDeferred) + " (200); " +
 				outcomes(OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge) + " (4xx); " +
 				outcomes(OutcomeBodyMemory, OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: string(MetricProcessingSeconds),
+			Name: string(metricProcessingSeconds),
 			Help: "Time one processor run took, by path (" + paths() + ") and result (" + results + ").",
 			// From a fast in-process handler to the 10 s forward timeout.
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"path", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: string(MetricRetries),
+			Name: string(metricRetries),
 			Help: "Retries committed by the retry loop, by result (" + results + ").",
 		}, []string{"result"}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: string(MetricDeadLetters),
+			Name: string(metricDeadLetters),
 			Help: "Events that used up their retries and became dead.",
 		}),
 		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: string(MetricMarkersPruned),
+			Name: string(metricMarkersPruned),
 			Help: "Dedup markers deleted by the pruner.",
 		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    string(MetricReceiverBatch),
+			Name:    string(metricReceiverBatch),
 			Help:    "Deliveries per receiver batch: the deliveries whose leases were taken together in one short transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(MetricReceiverWaiting),
+			Name: string(metricReceiverWaiting),
 			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
 		}),
 		reading: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(MetricReceiverBodiesReading),
+			Name: string(metricReceiverBodiesReading),
 			Help: "Deliveries whose body the receiver is reading now; many that stay are slow or silent senders.",
 		}),
 		bodyMem: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(MetricReceiverBodyMemory),
+			Name: string(metricReceiverBodyMemory),
 			Help: "Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory).",
 		}),
 	}

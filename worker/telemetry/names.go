@@ -24,27 +24,27 @@ import (
 // healthy database or webhook, short enough not to hold a deploy.
 const DefaultStopTimeout = 5 * time.Second
 
-// MetricName is the name of one of hookd's Prometheus metrics.
-type MetricName string
+// metricName is the name of one of hookd's Prometheus metrics.
+type metricName string
 
 // hookd's metrics, each registered once.
 const (
-	MetricWebhooksReceived      MetricName = "hookd_webhooks_received_total"
-	MetricProcessingSeconds     MetricName = "hookd_processing_duration_seconds"
-	MetricRetries               MetricName = "hookd_retries_total"
-	MetricDeadLetters           MetricName = "hookd_dead_letters_total"
-	MetricMarkersPruned         MetricName = "hookd_markers_pruned_total"
-	MetricReceiverBatch         MetricName = "hookd_receiver_batch_deliveries"
-	MetricReceiverWaiting       MetricName = "hookd_receiver_waiting_deliveries"
-	MetricReceiverBodiesReading MetricName = "hookd_receiver_bodies_reading"
-	MetricReceiverBodyMemory    MetricName = "hookd_receiver_body_memory_bytes"
-	MetricQueueEvents           MetricName = "hookd_queue_events"
-	MetricQueueDueEvents        MetricName = "hookd_queue_due_events"
-	MetricQueueStatsUp          MetricName = "hookd_queue_stats_up"
+	metricWebhooksReceived      metricName = "hookd_webhooks_received_total"
+	metricProcessingSeconds     metricName = "hookd_processing_duration_seconds"
+	metricRetries               metricName = "hookd_retries_total"
+	metricDeadLetters           metricName = "hookd_dead_letters_total"
+	metricMarkersPruned         metricName = "hookd_markers_pruned_total"
+	metricReceiverBatch         metricName = "hookd_receiver_batch_deliveries"
+	metricReceiverWaiting       metricName = "hookd_receiver_waiting_deliveries"
+	metricReceiverBodiesReading metricName = "hookd_receiver_bodies_reading"
+	metricReceiverBodyMemory    metricName = "hookd_receiver_body_memory_bytes"
+	metricQueueEvents           metricName = "hookd_queue_events"
+	metricQueueDueEvents        metricName = "hookd_queue_due_events"
+	metricQueueStatsUp          metricName = "hookd_queue_stats_up"
 )
 
 // Outcome is how the receiver answered a delivery: the outcome label of
-// MetricWebhooksReceived, and what the activity counts sort deliveries by.
+// metricWebhooksReceived, and what the activity counts sort deliveries by.
 type Outcome string
 
 // The receiver's outcomes, by the status they are answered with.

@@ -45,11 +45,11 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 		store:  store,
 		logger: logger,
 		maxAge: cmp.Or(maxAge, DefaultQueueStatsMaxAge),
-		depth: prometheus.NewDesc(string(MetricQueueEvents),
+		depth: prometheus.NewDesc(string(metricQueueEvents),
 			"Events on the retry queue by status (failed, retrying, dead).", []string{"status"}, nil),
-		due: prometheus.NewDesc(string(MetricQueueDueEvents),
+		due: prometheus.NewDesc(string(metricQueueDueEvents),
 			"Pending events whose next retry time has passed.", nil, nil),
-		up: prometheus.NewDesc(string(MetricQueueStatsUp),
+		up: prometheus.NewDesc(string(metricQueueStatsUp),
 			"1 when the queue statistics could be read at this scrape, 0 otherwise.", nil, nil),
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 
 	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/internal/netblock"
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/stripeevent"
 )
 
 // Refusal is one delivery the receiver refused with a 4xx, as the HTTP
@@ -242,9 +242,8 @@ func checkSignature(reason rejections.Reason) signatureCheck {
 
 // signatureTime returns the t= timestamp of a Stripe-Signature header.
 func signatureTime(header string) (time.Time, bool) {
-	for part := range strings.SplitSeq(header, ",") {
-		v, ok := strings.CutPrefix(strings.TrimSpace(part), "t=")
-		if !ok {
+	for key, v := range stripeevent.SignatureElements(header) {
+		if key != "t" {
 			continue
 		}
 		unix, err := strconv.ParseInt(v, 10, 64)

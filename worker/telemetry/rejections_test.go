@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookd/hookd/queue/rejections"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/worker/telemetry"
 )
 

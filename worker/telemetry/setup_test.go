@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/hookd/hookd/internal/store/activity"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/activity"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/rejections"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them: the

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/stripeevent"
 )
 
 const secret = "whsec_plainseed_test"

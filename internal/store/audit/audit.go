@@ -1,0 +1,111 @@
+// Package audit holds the audit log: who did what on the dashboard, written
+// in the same transaction as the action it records (an operator's action on
+// the queue, an admin's account change, a sign-in), so there is never an
+// action without its entry or an entry without its action.
+package audit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
+)
+
+// Action names what a person did on the dashboard.
+type Action string
+
+const (
+	Login    Action = "login"
+	Logout   Action = "logout"
+	Retry    Action = "retry"     // one dead event sent back to the queue
+	RetryAll Action = "retry_all" // every dead event matching a filter
+	RetryNow Action = "retry_now" // one pending event made due at once
+	Prune    Action = "prune"
+
+	RetryGroup Action = "retry_group" // every event of a failure group, for an attempt now
+
+	AccountAdd    Action = "account_add"    // an admin added an account
+	AccountRole   Action = "account_role"   // an admin changed an account's role
+	AccountRemove Action = "account_remove" // an admin removed an account
+
+	Reconcile Action = "reconcile" // an operator reconciled with Stripe's Events API
+	Pull      Action = "pull"      // an operator pulled one event from Stripe
+
+	KeyRotate Action = "key_rotate" // `hookd keys rotate` replaced the sign-in form key
+
+	DeliveryPause  Action = "delivery_pause"  // an operator paused delivery to the app, with a reason
+	DeliveryResume Action = "delivery_resume" // an operator resumed it, or closed the circuit breaker
+
+	Erase Action = "erase" // an admin, or `hookd erase`, erased the payloads of every event about a customer
+
+	ReplayStart  Action = "replay_start"  // an operator started a named replay of the events a filter matched
+	ReplayCancel Action = "replay_cancel" // an operator cancelled a running replay
+
+	OIDCLogin   Action = "oidc_login"   // someone signed in through the identity provider, with the role its groups gave
+	OIDCRefused Action = "oidc_refused" // the identity provider vouched for someone hookd refused: no role, or an unverified email
+	SessionsEnd Action = "sessions_end" // an admin ended every session of an account
+)
+
+// Entry is one line of the audit log.
+type Entry struct {
+	ID     int64     `db:"id"`
+	At     time.Time `db:"at"`
+	Email  string    `db:"user_email"`
+	Action Action    `db:"action"`
+	// Target says what was acted on: an event id, a filter, a retention.
+	Target string `db:"target"`
+	// Count is how many events or markers the action changed.
+	Count int64 `db:"count"`
+}
+
+// Page is one page of the audit log and the number of entries in all.
+type Page struct {
+	Entries []Entry
+	Total   int64
+}
+
+// Record appends an entry to the audit log in tx, the transaction of the
+// action it records (queue.Tx and accounts.Tx give theirs with PgxTx), so
+// the entry commits or rolls back with the action.
+func Record(ctx context.Context, tx pgx.Tx, email string, action Action, target string, count int64) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO audit_log (user_email, action, target, count) VALUES ($1, $2, $3, $4)`,
+		email, action, target, count)
+	if err != nil {
+		return fmt.Errorf("write audit log: %w", err)
+	}
+	return nil
+}
+
+// Log reads the audit log.
+type Log struct {
+	db store.DBTX
+}
+
+// New returns a Log over db: the dashboard's reads (queue.TimedReads), so
+// that its page is bounded in time like every other page, or a pool.
+func New(db store.DBTX) *Log {
+	return &Log{db: db}
+}
+
+// Read returns a page of the audit log, newest first.
+func (l *Log) Read(ctx context.Context, limit, offset int) (Page, error) {
+	rows, err := l.db.Query(ctx, `
+		SELECT id, at, user_email, action, target, count FROM audit_log
+		ORDER BY at DESC, id DESC LIMIT $1 OFFSET $2`, limit, max(offset, 0))
+	if err != nil {
+		return Page{}, fmt.Errorf("read audit log: %w", err)
+	}
+	entries, err := pgx.CollectRows(rows, pgx.RowToStructByName[Entry])
+	if err != nil {
+		return Page{}, fmt.Errorf("read audit log: %w", err)
+	}
+	page := Page{Entries: entries}
+	if err := l.db.QueryRow(ctx, `SELECT count(*) FROM audit_log`).Scan(&page.Total); err != nil {
+		return Page{}, fmt.Errorf("count audit log: %w", err)
+	}
+	return page, nil
+}
