@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // RetrierConfig configures a Retrier. Zero fields get the defaults below.
@@ -50,6 +53,10 @@ type RetrierConfig struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
+	// Tracer, when set, makes each attempt a trace of its own
+	// (tracing.SpanRetry), linked to the delivery that queued the event;
+	// nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // MaxProbeWait is how long the circuit breaker's probes come apart at most:
@@ -302,6 +309,12 @@ type settling struct {
 	// cut: released because shutdown cut it short, not because delivery
 	// is held or a probe found the app still down.
 	cut bool
+	// ctx holds the attempt's span, from its start to its outcome's
+	// write (the worker's context when it is not traced); outcome is the
+	// span of that write. Set by attempt.
+	ctx     context.Context
+	span    trace.Span
+	outcome trace.Span
 }
 
 // step is one worker's turn at the database: the outcome of its last
@@ -352,10 +365,16 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 					}
 				}
 				if st.settle != nil || st.start != nil {
+					if last != nil && last.span != nil {
+						_, last.outcome = r.cfg.Tracer.Start(last.ctx, tracing.SpanOutcome)
+					}
 					r.steps.Do(st)
 				}
+				if last != nil && last.span != nil {
+					last.endSpans()
+				}
 				if last != nil && last.err == nil && last.state.Written {
-					r.report(ctx, last)
+					r.report(last.context(ctx), last)
 					if last.state.Hastened {
 						hastened.Store(true)
 					}
@@ -374,7 +393,7 @@ func (r *Retrier) processAll(ctx context.Context, todo []*settling, deadline tim
 					t.s.Kind = queue.SettleReleased
 					continue
 				}
-				r.attempt(ctx, &t.s, deadline)
+				r.attempt(ctx, t, deadline)
 				t.cut = t.s.Kind == queue.SettleReleased
 				if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (probe || r.cfg.Control.Held()) {
 					t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
@@ -401,8 +420,15 @@ func (r *Retrier) takeTurn(ctx context.Context, deadline time.Time) bool {
 // it as: done, failed with its attempt, or released when ctx was cancelled
 // under a failing run, which was then cut short by shutdown and is no
 // attempt.
-func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.Time) {
+func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) {
+	s := &t.s
 	e := s.Claimed.Event
+	path := s.Claimed.Path
+	if r.cfg.Tracer != nil {
+		t.ctx, t.span = r.cfg.Tracer.StartLinked(ctx, tracing.SpanRetry, deref(e.TraceParent),
+			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(path))...)
+		ctx = t.ctx
+	}
 	runCtx, unbind := r.cfg.Heartbeat.Bind(ctx)
 	defer unbind()
 	runCtx, cancel := context.WithDeadline(runCtx, deadline)
@@ -415,16 +441,17 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 		s.Kind = queue.SettleReleased
 		return
 	}
-	path := s.Claimed.Path
 	r.metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),
+		TraceID: tracing.TraceID(ctx),
 	}
 	s.Kind, s.Attempt = queue.SettleDone, a
 	if res.Err != nil {
 		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
+		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", a.Error)
 	}
 }
 
@@ -435,6 +462,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 // the processors' side effects happened.
 func (r *Retrier) step(batch []*step) {
 	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*step) error {
+		ctx = traceSteps(ctx, group)
 		var settled []queue.Settled
 		var starting []queue.Claimed
 		for _, st := range group {
@@ -524,4 +552,53 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// endSpans ends the attempt's outcome span and its own, saying what became
+// of it: done, failed, dead, or released (given back uncounted), or that
+// its outcome could not be written.
+func (t *settling) endSpans() {
+	outcome := string(t.s.Kind)
+	switch {
+	case t.err != nil:
+		tracing.Fail(t.outcome, "outcome_not_written", t.err.Error())
+		outcome = "not_written"
+	case !t.state.Written:
+		outcome = "lease_lost"
+	case t.state.Status == queue.StatusDead:
+		outcome = string(queue.StatusDead)
+	}
+	if t.outcome != nil {
+		t.outcome.End()
+	}
+	tracing.Outcome(t.span, outcome)
+	t.span.End()
+}
+
+// traceSteps is ctx under the outcome span of the first traced attempt
+// whose outcome a group of steps writes, so that the group's statements
+// are its child spans; every such span says how many shared them.
+func traceSteps(ctx context.Context, group []*step) context.Context {
+	var first trace.Span
+	for _, st := range group {
+		if t := st.settle; t != nil && t.outcome != nil && t.outcome.IsRecording() {
+			t.outcome.SetAttributes(tracing.AttrGroup.Int(len(group)))
+			if first == nil {
+				first = t.outcome
+			}
+		}
+	}
+	if first == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, first)
+}
+
+// context is the attempt's traced context, so that what is logged of it
+// carries its trace; ctx when it was not traced.
+func (t *settling) context(ctx context.Context) context.Context {
+	if t.ctx != nil {
+		return t.ctx
+	}
+	return ctx
 }
