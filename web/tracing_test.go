@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/accounts"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
@@ -398,4 +399,46 @@ func traceparentOf(s tracetest.SpanStub) string {
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), s.SpanContext), carrier)
 	return carrier.Get("traceparent")
+}
+
+func TestTracing_EventPageLinksEachAttemptsTrace(t *testing.T) {
+	t.Parallel()
+	const traced, untraced = "4bf92f3577b34da6a3ce929d0e0e4736", ""
+	for _, c := range []struct {
+		name, traceURL, wantHref string
+	}{
+		{"WithTraceURL", "https://tempo.example/trace/{trace_id}?orgId=1", "https://tempo.example/trace/" + traced + "?orgId=1"},
+		{"WithoutTraceURL", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, withOptions(web.Options{TraceURL: c.traceURL}))
+			e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
+			queuetest.InsertAttempt(t, b.pool, queue.NewAttempt{Source: e.Source, EventID: e.EventID, Path: queue.PathInline,
+				Error: "downstream answered 500", TraceID: traced})
+			queuetest.InsertAttempt(t, b.pool, queue.NewAttempt{Source: e.Source, EventID: e.EventID, Path: queue.PathRetry,
+				Number: 1, Error: "downstream answered 500", TraceID: untraced})
+			cl := b.client(t)
+			cl.signIn(accounts.RoleViewer)
+			page := cl.get("/events/" + e.ID.String())
+			if page.status != http.StatusOK {
+				t.Fatalf("event page answered %d", page.status)
+			}
+			rows := page.doc.Find(`[data-testid="attempt-row"]`)
+			if rows.Length() != 2 {
+				t.Fatalf("%d attempt rows, want 2", rows.Length())
+			}
+			first := rows.Eq(0).Find(`[data-testid="attempt-trace"]`)
+			if got := strings.Join(strings.Fields(first.Text()), " "); got != "Trace "+traced {
+				t.Errorf("traced attempt's trace line = %q, want %q", got, "Trace "+traced)
+			}
+			href, linked := first.Find("a").Attr("href")
+			if href != c.wantHref || linked != (c.wantHref != "") {
+				t.Errorf("traced attempt's link = %q (linked %v), want %q", href, linked, c.wantHref)
+			}
+			if n := rows.Eq(1).Find(`[data-testid="attempt-trace"]`).Length(); n != 0 {
+				t.Errorf("an attempt without a trace shows %d trace lines, want none", n)
+			}
+		})
+	}
 }
