@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -36,6 +37,66 @@ type Export struct {
 // On says whether traces are exported at all.
 func (e Export) On() bool { return e.Endpoint != "" || e.TracesEndpoint != "" }
 
+// newExporter is the OTLP/HTTP exporter e describes: the SDK reads the
+// headers, timeout, compression and certificate from the environment.
+func newExporter(ctx context.Context, e Export) (*otlptrace.Exporter, error) {
+	target := e.TracesEndpoint
+	if target == "" {
+		target = strings.TrimRight(e.Endpoint, "/") + "/v1/traces"
+	}
+	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(target))
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %v", err)
+	}
+	return exporter, nil
+}
+
+// newResource is hookd's resource: service.name is hookd unless the
+// standard variables name it (later detectors win).
+func newResource(ctx context.Context) (*resource.Resource, error) {
+	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
+		resource.WithAttributes(semconv.ServiceName(ServiceName)), resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %v", err)
+	}
+	return res, nil
+}
+
+// Probe sends one span named SpanDoctor to where e exports, as hookd
+// serve would send its spans (the same endpoint, headers and resource),
+// and returns its trace id, to look it up in the backend, or why the
+// collector refused it. It is hookd doctor's check.
+func Probe(ctx context.Context, e Export) (traceID string, err error) {
+	exporter, err := newExporter(ctx, e)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
+	res, err := newResource(ctx)
+	if err != nil {
+		return "", err
+	}
+	kept := &keepSpans{}
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(kept), sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	_, span := provider.Tracer(ScopeName).Start(ctx, SpanDoctor)
+	span.End()
+	if err := exporter.ExportSpans(ctx, kept.spans); err != nil {
+		return "", err
+	}
+	return span.SpanContext().TraceID().String(), nil
+}
+
+// keepSpans keeps the spans that end, for Probe to export itself and see
+// the exporter's error, which a batch or sync processor hands to the
+// global error handler instead.
+type keepSpans struct{ spans []sdktrace.ReadOnlySpan }
+
+func (k *keepSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (k *keepSpans) OnEnd(s sdktrace.ReadOnlySpan)                   { k.spans = append(k.spans, s) }
+func (k *keepSpans) Shutdown(context.Context) error                  { return nil }
+func (k *keepSpans) ForceFlush(context.Context) error                { return nil }
+
 // Setup starts exporting traces as e says and returns the Tracer every
 // part of hookd starts its spans with, and the shutdown that sends what
 // is still buffered (call it last, with a deadline). With e off it
@@ -46,20 +107,13 @@ func Setup(ctx context.Context, e Export, logger *slog.Logger) (*Tracer, func(co
 	if !e.On() {
 		return nil, func(context.Context) error { return nil }, nil
 	}
-	var opts []otlptracehttp.Option
-	if e.TracesEndpoint == "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimRight(e.Endpoint, "/")+"/v1/traces"))
-	}
-	exporter, err := otlptracehttp.New(ctx, opts...)
+	exporter, err := newExporter(ctx, e)
 	if err != nil {
-		return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %v", err)
+		return nil, nil, err
 	}
-	// Later detectors win: service.name is hookd unless the standard
-	// variables name it.
-	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
-		resource.WithAttributes(semconv.ServiceName(ServiceName)), resource.WithFromEnv())
+	res, err := newResource(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %v", err)
+		return nil, nil, err
 	}
 	// The sampler is the SDK's default, parent-based always on, unless
 	// OTEL_TRACES_SAMPLER says otherwise; the receiver ignores a parent a

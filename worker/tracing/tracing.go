@@ -38,6 +38,8 @@ const (
 	SpanRetry   = "hookd.retry"
 	SpanReplay  = "hookd.replay"
 	SpanRecover = "hookd.recover"
+	// SpanDoctor is the one span hookd doctor sends (Probe).
+	SpanDoctor = "hookd.doctor"
 )
 
 // The attributes of hookd's spans, beside OpenTelemetry's semantic
