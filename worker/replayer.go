@@ -338,7 +338,7 @@ func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
 		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
 	})
-	defer traceFailure(ctx, res)
+	traceFailure(ctx, res)
 	if res.Err != nil && ctx.Err() != nil {
 		s.Kind = queue.ReplaySettleReleased
 		return
