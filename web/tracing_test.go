@@ -51,8 +51,12 @@ type tracedHookd struct {
 	retrier  *worker.Retrier
 	app      *tracedApp
 	provider *sdktrace.TracerProvider
-	logs     *bytes.Buffer
-	logsMu   *sync.Mutex
+	// tracer and forwarder are the pipeline's, for the loops a test
+	// starts itself.
+	tracer    *tracing.Tracer
+	forwarder *worker.Forwarder
+	logs      *bytes.Buffer
+	logsMu    *sync.Mutex
 }
 
 // tracedApp answers 500 to the first fail deliveries, then 200, and keeps
@@ -128,7 +132,7 @@ func newTracedHookd(t *testing.T, failFirst int) *tracedHookd {
 	t.Cleanup(srv.Close)
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{Processor: fwd, Tracer: tracer})
 	return &tracedHookd{srv: srv, store: store, pool: pool, spans: spans, retrier: retrier, app: app,
-		provider: provider, logs: logs, logsMu: mu}
+		provider: provider, tracer: tracer, forwarder: fwd, logs: logs, logsMu: mu}
 }
 
 // deliver posts a signed sample event and returns its id and payload.
@@ -440,5 +444,44 @@ func TestTracing_EventPageLinksEachAttemptsTrace(t *testing.T) {
 				t.Errorf("an attempt without a trace shows %d trace lines, want none", n)
 			}
 		})
+	}
+}
+
+func TestTracing_ReplayIsATraceLinkedToTheDelivery(t *testing.T) {
+	t.Parallel()
+	h := newTracedHookd(t, 1)
+	id, _, _ := h.deliver(t, "queued")
+	deliver := h.span(t, tracing.SpanDeliver, func(s tracetest.SpanStub) bool { return attr(s, "hookd.event_id") == id })
+
+	replayer := worker.NewReplayer(h.store, slog.New(slog.DiscardHandler), worker.ReplayerConfig{
+		Interval: 50 * time.Millisecond, Processor: h.forwarder, Tracer: h.tracer})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = replayer.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	const name = "traced replay"
+	if _, err := h.store.StartReplay(t.Context(), name, queue.ReplayFilter{From: time.Now().Add(-time.Hour),
+		To: time.Now().Add(time.Hour), Pending: true}, "ops@example.com"); err != nil {
+		t.Fatal(err)
+	}
+
+	replay := h.span(t, tracing.SpanReplay, nil)
+	if replay.Parent.IsValid() || replay.SpanContext.TraceID() == deliver.SpanContext.TraceID() {
+		t.Errorf("the replay's span is in trace %s under %s, want the root of a trace of its own",
+			replay.SpanContext.TraceID(), replay.Parent.SpanID())
+	}
+	if len(replay.Links) != 1 || replay.Links[0].SpanContext.SpanID() != deliver.SpanContext.SpanID() {
+		t.Errorf("the replay's span links %v, want the delivery's span %s", replay.Links, deliver.SpanContext.SpanID())
+	}
+	for key, want := range map[string]string{"hookd.event_id": id, "hookd.path": "replay", "hookd.replay": name,
+		"hookd.outcome": string(queue.ReplaySettleDelivered)} {
+		if got := attr(replay, key); got != want {
+			t.Errorf("the replay's span's %s = %q, want %q", key, got, want)
+		}
+	}
+	h.span(t, tracing.SpanOutcome, childOf(replay))
+	client := h.span(t, "POST", childOf(replay))
+	if got := h.app.received(); len(got) != 2 || got[1] != traceparentOf(client) {
+		t.Errorf("app received traceparents %q, want the replay's client span's %q last", got, traceparentOf(client))
 	}
 }
