@@ -115,31 +115,38 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 }
 
 // insertAttemptsSQL is the one statement that appends to the attempt
-// history: the attempts given column by column, as attemptColumns.args
-// orders them, in the parameters from $first on. With released, the name
-// of a set of (event_id, owner) rows, only the attempts whose lease is in
-// it are recorded: an attempt whose outcome was refused leaves no history.
-func insertAttemptsSQL(first int, released string) string {
+// history: the rows the SELECT rows gives (source, event_id, duration_ms,
+// outcome, http_status, error, path, attempt, trace_id, in that order).
+func insertAttemptsSQL(rows string) string {
+	return `
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
+		` + rows
+}
+
+// givenAttemptsSQL is insertAttemptsSQL of the attempts given column by
+// column, as attemptColumns.args orders them, in the parameters from $first
+// on. With released, the name of a set of (event_id, owner) rows, only the
+// attempts whose lease is in it are recorded: an attempt whose outcome was
+// refused leaves no history.
+func givenAttemptsSQL(first int, released string) string {
 	p := make([]string, 10)
 	for i := range p {
 		p[i] = "$" + strconv.Itoa(first+i)
 	}
-	sql := `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
-		SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt,
+	rows := `SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt,
 		       NULLIF(a.trace_id, '')
 		FROM unnest(` + p[0] + `::text[], ` + p[1] + `::text[], ` + p[2] + `::uuid[], ` + p[3] + `::float8[], ` +
 		p[4] + `::text[], ` + p[5] + `::int[], ` + p[6] + `::text[], ` + p[7] + `::text[], ` + p[8] + `::int[], ` +
 		p[9] + `::text[])
 		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt, trace_id)`
 	if released != "" {
-		sql += `
+		rows += `
 		JOIN ` + released + ` r ON r.event_id = a.event_id AND r.owner = a.owner`
 	}
-	return sql
+	return insertAttemptsSQL(rows)
 }
 
-// attemptColumns holds attempts column by column, for insertAttemptsSQL,
+// attemptColumns holds attempts column by column, for givenAttemptsSQL,
 // each with the owner of the lease it ran under.
 type attemptColumns struct {
 	source, eventID, outcome, errors, path []string
@@ -166,7 +173,7 @@ func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
 	c.traceID = append(c.traceID, a.TraceID)
 }
 
-// args returns the columns in insertAttemptsSQL's order, with empty arrays
+// args returns the columns in givenAttemptsSQL's order, with empty arrays
 // rather than NULLs.
 func (c *attemptColumns) args() []any {
 	return []any{

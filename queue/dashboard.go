@@ -28,19 +28,8 @@ func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
 // EventByEventID returns the queue row of the Stripe event eventID, in any
 // status, or ErrNotFound.
 func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`,
-		SourceStripe, eventID)
-	if err != nil {
-		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
-	}
-	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Event{}, ErrNotFound
-	}
-	if err != nil {
-		return Event{}, fmt.Errorf("find event %s: %w", eventID, err)
-	}
-	return e, nil
+	return oneRow[Event](ctx, s.db, "find event "+eventID,
+		`SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`, SourceStripe, eventID)
 }
 
 // RetriedDead is what RetryDeadMatching did: how many events it sent back

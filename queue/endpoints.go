@@ -145,21 +145,10 @@ func (s *Store) LinkPair(ctx context.Context, p Pair) error {
 // event; ErrNotFound when it belongs to none. A snapshot event mirrored by
 // several thin events (one per destination) gives the first linked.
 func (s *Store) PairOf(ctx context.Context, eventID string) (Pair, error) {
-	rows, err := s.db.Query(ctx, `
+	return oneRow[Pair](ctx, s.db, "read the pair of "+eventID, `
 		SELECT thin_event_id, snapshot_event_id, endpoint, forwarded, linked_at FROM event_pairs
 		WHERE thin_event_id = $1 OR snapshot_event_id = $1
 		ORDER BY linked_at LIMIT 1`, eventID)
-	if err != nil {
-		return Pair{}, fmt.Errorf("read the pair of %s: %w", eventID, err)
-	}
-	p, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Pair])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Pair{}, ErrNotFound
-	}
-	if err != nil {
-		return Pair{}, fmt.Errorf("read the pair of %s: %w", eventID, err)
-	}
-	return p, nil
 }
 
 // PrunePairs deletes the links older than olderThan, the markers'

@@ -381,18 +381,7 @@ const logEntrySQL = `
 
 // LogEntry returns the event log's row of eventID, or ErrNotFound.
 func (s *Store) LogEntry(ctx context.Context, eventID string) (LogEntry, error) {
-	rows, err := s.db.Query(ctx, logEntrySQL+` WHERE l.event_id = $1`, eventID)
-	if err != nil {
-		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
-	}
-	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[LogEntry])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return LogEntry{}, ErrNotFound
-	}
-	if err != nil {
-		return LogEntry{}, fmt.Errorf("read event log of %s: %w", eventID, err)
-	}
-	return e, nil
+	return oneRow[LogEntry](ctx, s.db, "read event log of "+eventID, logEntrySQL+` WHERE l.event_id = $1`, eventID)
 }
 
 // MaxHistory bounds the events History returns.

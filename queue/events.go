@@ -121,18 +121,7 @@ type FailedEvent struct {
 
 // Event returns the queue row with the given id, or ErrNotFound.
 func (s *Store) Event(ctx context.Context, id uuid.UUID) (Event, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, id)
-	if err != nil {
-		return Event{}, fmt.Errorf("read event %s: %w", id, err)
-	}
-	e, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Event])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Event{}, ErrNotFound
-	}
-	if err != nil {
-		return Event{}, fmt.Errorf("read event %s: %w", id, err)
-	}
-	return e, nil
+	return oneRow[Event](ctx, s.db, fmt.Sprintf("read event %s", id), `SELECT `+eventColumns+` FROM webhook_events WHERE id = $1`, id)
 }
 
 // EventFilter selects a page of queue rows.

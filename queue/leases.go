@@ -61,6 +61,64 @@ func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []u
 	return tag.RowsAffected(), nil
 }
 
+// TryLease takes the lease of key (an event id, or a key no event id can
+// have, for work that must run once at a time across replicas) for path
+// and a run of processFor starting now, without waiting, or returns
+// ErrEventLocked when another holder has a live one. Under WithReplica the
+// replica's beats keep it live too. Renew it while the run goes on, and
+// give it back with Release or ReleaseWith.
+func (s *Store) TryLease(ctx context.Context, key string, path AttemptPath, processFor time.Duration) (*Lease, error) {
+	owner, deadline := uuid.New(), time.Now().Add(processFor)
+	var taken []string
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(takeLeasesSQL, []string{key}, []AttemptPath{path}, [16]byte(owner), leaseSeconds(processFor), s.replica.arg())
+	}, func(br pgx.BatchResults) (err error) {
+		taken, err = collect(br, func(row pgx.CollectableRow) (string, error) {
+			var id string
+			return id, row.Scan(&id, nil)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: %w", key, err)
+	}
+	if len(taken) == 0 {
+		return nil, ErrEventLocked
+	}
+	return &Lease{store: s, EventID: key, Owner: owner, Deadline: deadline}, nil
+}
+
+// Renew extends the lease for a run of processFor from now, or returns
+// ErrLeaseLost when it was no longer this holder's.
+func (l *Lease) Renew(ctx context.Context, processFor time.Duration) error {
+	tag, err := l.store.db.Exec(ctx, `
+		UPDATE webhook_leases SET expires_at = now() + make_interval(secs => $3)
+		WHERE event_id = $1 AND owner = $2`, l.EventID, l.Owner, leaseSeconds(processFor))
+	if err != nil {
+		return fmt.Errorf("renew lease of %s: %w", l.EventID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	l.Deadline = time.Now().Add(processFor)
+	return nil
+}
+
+// ReleaseWith runs write and gives the lease back in one transaction, so
+// that whoever takes the lease next sees what write wrote. A lease that
+// was no longer this holder's is left to its holder; write's rows commit
+// all the same.
+func (l *Lease) ReleaseWith(ctx context.Context, write func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, l.store.db, func(tx pgx.Tx) error {
+		if err := write(tx); err != nil {
+			return err
+		}
+		in := l.store.on(tx)
+		_, err := in.releaseLeases(ctx, []string{l.EventID}, []uuid.UUID{l.Owner})
+		return err
+	})
+}
+
 // releaseLeasesSQL deletes the leases of the event ids in the text[]
 // parameter ids still held by the owners in the uuid[] parameter owners, at
 // the same places, and returns their event_id, owner and whether their run
@@ -87,6 +145,19 @@ func liveLeaseSQL(l string) string {
 	return `(` + l + `.expires_at > now() AND (` + l + `.replica IS NULL OR EXISTS (
 		SELECT 1 FROM hookd_replicas rep
 		WHERE rep.id = ` + l + `.replica AND rep.beat_at > now() - ` + intervalSQL(ReplicaSilence) + `)))`
+}
+
+// heldLeasesSQL selects, of the leases of the event ids the SELECT events
+// gives, those no one is writing at this moment, each with whether its run
+// started and whether it is live (liveLeaseSQL), and locks them. A lease
+// being given back with its outcome is skipped, not waited for, so a claim
+// never waits on a settle (which may be waiting on a row the claim holds).
+func heldLeasesSQL(events string) string {
+	return `
+		SELECT l.event_id, l.started_at IS NOT NULL AS started, ` + liveLeaseSQL("l") + ` AS live
+		FROM webhook_leases l
+		WHERE l.event_id IN (` + events + `)
+		FOR UPDATE SKIP LOCKED`
 }
 
 // interruptedSQL is what a takeover of the lease l records of its previous
@@ -132,6 +203,10 @@ type InFlight struct {
 	Path      AttemptPath `db:"path"`
 	TakenAt   time.Time   `db:"taken_at"`
 	ExpiresAt time.Time   `db:"expires_at"`
+	// Started: the run under the lease started, and its attempt counts;
+	// a retry's queue row counts it with its outcome, so the attempt
+	// running is the one after the row's.
+	Started bool `db:"started"`
 }
 
 // EventInFlight returns the live lease of eventID, or nil when no
@@ -139,8 +214,8 @@ type InFlight struct {
 func (s *Store) EventInFlight(ctx context.Context, eventID string) (*InFlight, error) {
 	var f InFlight
 	err := s.db.QueryRow(ctx, `
-		SELECT path, taken_at, expires_at FROM webhook_leases
-		WHERE event_id = $1 AND `+liveLeaseSQL("webhook_leases"), eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt)
+		SELECT path, taken_at, expires_at, started_at IS NOT NULL FROM webhook_leases
+		WHERE event_id = $1 AND `+liveLeaseSQL("webhook_leases"), eventID).Scan(&f.Path, &f.TakenAt, &f.ExpiresAt, &f.Started)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -160,7 +235,7 @@ func (s *Store) EventsInFlight(ctx context.Context, eventIDs []string) (map[stri
 		return inFlight, nil
 	}
 	rows, err := s.db.Query(ctx, `
-		SELECT event_id, path, taken_at, expires_at FROM webhook_leases
+		SELECT event_id, path, taken_at, expires_at, started_at IS NOT NULL AS started FROM webhook_leases
 		WHERE event_id = ANY($1) AND `+liveLeaseSQL("webhook_leases"), eventIDs)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)

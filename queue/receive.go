@@ -456,7 +456,7 @@ var settleDeliveriesSQL = `
 		          trace_parent)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + insertAttemptsSQL(24, "released") + `
+	), recorded AS (` + givenAttemptsSQL(24, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 

@@ -326,18 +326,7 @@ func (s *Store) CancelReplay(ctx context.Context, id int64, by string) (Replay, 
 
 // Replay returns replay id, or ErrNotFound.
 func (s *Store) Replay(ctx context.Context, id int64) (Replay, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
-	if err != nil {
-		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Replay])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Replay{}, ErrNotFound
-	}
-	if err != nil {
-		return Replay{}, fmt.Errorf("read replay %d: %w", id, err)
-	}
-	return r, nil
+	return oneRow[Replay](ctx, s.db, fmt.Sprintf("read replay %d", id), `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
 }
 
 // MaxReplaysListed bounds the list of replays.
@@ -440,10 +429,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 			ORDER BY m.received_at, m.event_id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
-		), held AS (
-			SELECT l.event_id, `+liveLeaseSQL("l")+` AS live FROM webhook_leases l
-			WHERE l.event_id IN (SELECT event_id FROM next)
-			FOR UPDATE SKIP LOCKED
+		), held AS (`+heldLeasesSQL("SELECT event_id FROM next")+`
 		)`+insertLeasesSQL(`
 		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, now()
 		FROM next n
@@ -464,11 +450,19 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	if len(ids) == 0 {
 		return c, nil
 	}
-	// Read once the leases are held, so what the other holders committed
-	// with their release is seen: a queued event resolved meanwhile, or
-	// made dead.
+	if c.Members, err = s.replayMembers(ctx, ids); err != nil {
+		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+	}
+	return c, nil
+}
+
+// replayMembers reads what the deliveries of the leased events ids need,
+// in their order. It reads once the leases are held, so what the other
+// holders committed with their release is seen: a queued event resolved
+// meanwhile, or made dead.
+func (s *Store) replayMembers(ctx context.Context, ids []string) ([]ReplayMember, error) {
 	byID := make(map[string]ReplayMember, len(ids))
-	rows, err = s.db.Query(ctx, `
+	rows, err := s.db.Query(ctx, `
 		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload,
 		       CASE WHEN NOT `+queuedPayloadErasedSQL("q")+` THEN q.payload END,
 		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false),
@@ -477,38 +471,38 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id
 		WHERE l.event_id = ANY ($1::text[])`, ids)
 	if err != nil {
-		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+		return nil, err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var m ReplayMember
 		var logPayload, queuePayload []byte
 		if err := rows.Scan(&m.EventID, &m.EventType, &m.Endpoint, &m.Livemode, &m.Account, &logPayload, &queuePayload,
 			&m.Attempts, &m.Dead, &m.TraceParent); err != nil {
-			rows.Close()
-			return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+			return nil, err
 		}
 		m.Payload = queuePayload
 		if logPayload != nil {
 			if m.Payload, err = decodeLoggedPayload(m.EventID, logPayload); err != nil {
-				rows.Close()
-				return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+				return nil, err
 			}
 		}
 		byID[m.EventID] = m
 	}
 	if err := rows.Err(); err != nil {
-		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
+		return nil, err
 	}
-	for _, eid := range ids {
+	members := make([]ReplayMember, len(ids))
+	for i, eid := range ids {
 		m, ok := byID[eid]
 		if !ok {
 			// Its entry left the event log (its marker was pruned): nothing
 			// is left to send.
 			m = ReplayMember{EventID: eid}
 		}
-		c.Members = append(c.Members, m)
+		members[i] = m
 	}
-	return c, nil
+	return members, nil
 }
 
 // ReplaySettleKind is what became of a leased member.
@@ -640,7 +634,7 @@ var settleReplayedSQL = `
 		             count(*) FILTER (WHERE state = 'skipped') AS skipped
 		      FROM members) c
 		WHERE p.id = $6 AND c.delivered + c.failed + c.skipped > 0
-	), recorded AS (` + insertAttemptsSQL(8, "released") + `
+	), recorded AS (` + givenAttemptsSQL(8, "released") + `
 	)
 	SELECT event_id FROM released`
 

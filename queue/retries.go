@@ -11,8 +11,9 @@ import (
 
 // Claimed is an event the retry loop claimed for an attempt, with its lease.
 type Claimed struct {
-	// Event is the row as the claim left it: Attempts is the number of
-	// the attempt now starting, already counted.
+	// Event is the row as the claim left it, but for Attempts: the number
+	// of the attempt about to start, which the row counts once it has an
+	// outcome (or a claim finds it interrupted).
 	Event Event
 	// Owner is the token of the event's lease.
 	Owner uuid.UUID
@@ -46,12 +47,13 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 // statement: it selects them FOR UPDATE SKIP LOCKED, so other claims skip
 // them, takes each one's lease for a processor run of processFor (not yet
 // started) and pushes the event's next_retry_at to when the lease expires.
-// Each attempt counts when its own run starts (StartAttempts), not at the
-// claim: a crash counts the attempts that had started, and none of the
-// batch's others. The claim that takes over a lease whose run started and
-// never reported records that attempt in the history as interrupted and
-// counts it; where that was the fifth, the claim makes the event dead
-// instead of running it a sixth time (Claimed.Dead).
+// Each attempt counts from when its own run starts (StartAttempts marks
+// its lease), not from the claim: a crash counts the attempts that had
+// started, and none of the batch's others. The claim that takes over a
+// lease whose run started and never reported records that attempt in the
+// history as interrupted and counts it; where that was the fifth, the
+// claim makes the event dead instead of running it a sixth time
+// (Claimed.Dead).
 //
 // An event whose lease another holder has (a delivery or recovery of the
 // same event at this moment) is left as it is, due, for a later claim.
@@ -78,7 +80,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 		}
 		c.Dead = e.Status == StatusDead
 		if !c.Dead {
-			// The attempt about to start: counted when it does.
+			// The attempt about to start.
 			c.Event.Attempts++
 		}
 		return c, err
@@ -93,13 +95,13 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 // with leases of $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
 //
 // An interrupted attempt is one whose run started under a lease that is no
-// longer live and never reported: counted when it started, it is recorded
-// here. An event whose interrupted attempt was its last is made dead, its lease
-// taken only to check that no one has it and left expired at once. claims
-// counts the claims since the last outcome, for the stuck check (stuck.go);
-// a pending row at MaxAttempts with claims > 0 is one whose last attempt
-// was counted (at its start, or at the claim by a release before) and
-// never settled: it is made dead.
+// longer live and never reported: its start is on the lease alone, and it
+// is counted and recorded here. An event whose interrupted attempt was its
+// last is made dead, its lease taken only to check that no one has it and
+// left expired at once. claims counts the claims since the last outcome,
+// for the stuck check (stuck.go); a pending row at MaxAttempts with
+// claims > 0 is one whose last attempt was counted and never settled (a
+// row left so by a release before): it is made dead.
 var claimAttemptsSQL = `
 	WITH due AS (
 		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
@@ -109,17 +111,10 @@ var claimAttemptsSQL = `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
-	), held AS (
-		-- The leases these events have that no one is writing at this
-		-- moment: a lease being given back with its outcome is skipped,
-		-- not waited for, so a claim never waits on a settle (which may be
-		-- waiting on a row this claim holds).
-		SELECT l.event_id, l.started_at IS NOT NULL AS started, ` + liveLeaseSQL("l") + ` AS live
-		FROM webhook_leases l
-		WHERE l.event_id IN (SELECT event_id FROM due)
-		FOR UPDATE SKIP LOCKED
+	), held AS (` + heldLeasesSQL("SELECT event_id FROM due") + `
 	), free AS (
-		SELECT d.*, d.attempts AS counted, coalesce(h.started, false) AS interrupted
+		SELECT d.*, d.attempts + CASE WHEN h.started THEN 1 ELSE 0 END AS counted,
+		       coalesce(h.started, false) AS interrupted
 		FROM due d LEFT JOIN held h USING (event_id)
 		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
 		   OR NOT h.live
@@ -131,11 +126,10 @@ var claimAttemptsSQL = `
 		ORDER BY f.event_id`) + `
 	), claimed AS (
 		SELECT f.* FROM free f JOIN leased USING (event_id)
-	), interrupted AS (
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, error, path, attempt)
-		SELECT e.source, e.event_id, 0, 'failed', format($5, c.counted), 'retry', c.counted
+	), interrupted AS (` + insertAttemptsSQL(`
+		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($5, c.counted), 'retry', c.counted, NULL::text
 		FROM claimed c JOIN webhook_events e ON e.id = c.id
-		WHERE c.interrupted
+		WHERE c.interrupted`) + `
 	)
 	UPDATE webhook_events e
 	SET attempts = c.counted,
@@ -155,10 +149,11 @@ var claimAttemptsSQL = `
 	          ` + markedSQL("e.event_id")
 
 // StartAttempts records that the runs of claimed events start now, each
-// under its lease, counts each one's attempt on its queue row, and returns
-// for each whether it may run: false when its lease is no longer its
-// owner's. From here the attempt counts, whatever becomes of the process:
-// a claim that takes its lease over later records it as interrupted.
+// on its lease, and returns for each whether it may run: false when its
+// lease is no longer its owner's. From here the attempt counts, whatever
+// becomes of the process: its outcome counts it on the queue row, and if
+// the process dies first, the claim that takes its lease over counts it as
+// interrupted.
 func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
 	_, started, err := s.SettleAndStart(ctx, nil, claimed)
 	return started, err
@@ -166,7 +161,6 @@ func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, e
 
 // startOp is the starting part of SettleAndStart's short transaction.
 type startOp struct {
-	rows   []string
 	ids    []string
 	owners []uuid.UUID
 	marked []leaseKey
@@ -174,37 +168,31 @@ type startOp struct {
 
 func newStartOp(claimed []Claimed) *startOp {
 	n := len(claimed)
-	op := &startOp{rows: make([]string, n), ids: make([]string, n), owners: make([]uuid.UUID, n)}
+	op := &startOp{ids: make([]string, n), owners: make([]uuid.UUID, n)}
 	for i, c := range claimed {
-		op.rows[i], op.ids[i], op.owners[i] = c.Event.ID.String(), c.Event.EventID, c.Owner
+		op.ids[i], op.owners[i] = c.Event.EventID, c.Owner
 	}
 	return op
 }
 
 func (op *startOp) queue(b *pgx.Batch) {
 	if len(op.ids) > 0 {
-		b.Queue(startAttemptsSQL, op.rows, op.ids, uuidArray(op.owners))
+		b.Queue(startAttemptsSQL, op.ids, uuidArray(op.owners))
 	}
 }
 
-// startAttemptsSQL marks started the leases of events $2 still held by
-// owners $3 and counts the attempt on each one's queue row ($1, at the same
-// places), and returns the leases it marked. The count is a heap-only
-// update (no index reads attempts), in the transaction that writes the
-// worker's last outcome: durable with it, for the price of its WAL.
+// startAttemptsSQL marks started the leases of events $1 still held by
+// owners $2, and returns the leases it marked. The mark is all a start
+// writes: the lease is unlogged, so a start costs no WAL and, alone in its
+// transaction, no flushed commit. The queue row is written once per
+// attempt, with its outcome. A database crash loses the marks with the
+// leases, and the attempts that were running then are not counted: they
+// are the database's failure, not the event's.
 const startAttemptsSQL = `
-	WITH started AS (
-		UPDATE webhook_leases l SET started_at = now()
-		WHERE l.event_id = ANY ($2::text[])
-		  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($2::text[], $3::uuid[]))
-		RETURNING l.event_id, l.owner
-	), counted AS (
-		UPDATE webhook_events e SET attempts = e.attempts + 1
-		FROM unnest($1::uuid[], $2::text[], $3::uuid[]) AS c(id, event_id, owner)
-		JOIN started s ON s.event_id = c.event_id AND s.owner = c.owner
-		WHERE e.id = c.id
-	)
-	SELECT event_id, owner FROM started`
+	UPDATE webhook_leases l SET started_at = now()
+	WHERE l.event_id = ANY ($1::text[])
+	  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
+	RETURNING l.event_id, l.owner`
 
 func (op *startOp) read(br pgx.BatchResults) (err error) {
 	if len(op.ids) > 0 {
@@ -272,15 +260,50 @@ func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]Settle
 // writes the outcome of its event and starts its next in one round trip,
 // with the other workers that reach the database at that moment.
 func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []Claimed) ([]SettledState, []bool, error) {
+	settling, starting := s.newRetrySettle(settled), newStartOp(start)
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		settling.queue(b)
+		starting.queue(b)
+	}, func(br pgx.BatchResults) error {
+		if err := settling.read(br); err != nil {
+			return err
+		}
+		return starting.read(br)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("settle attempts: %w", err)
+	}
+	return settling.states(), starting.started(), nil
+}
+
+// retrySettleOp is the settling part of SettleAndStart's short transaction:
+// settleAttemptsSQL's columns, and the breaker's count of the outcomes.
+type retrySettleOp struct {
+	breaker breakerConfig
+	ids     []string
+	args    []any
+	tally   breakerTally
+	counted bool
+	results []retrySettled
+}
+
+// retrySettled is a row settleAttemptsSQL returns.
+type retrySettled struct {
+	ID       string
+	Status   string
+	Hastened bool
+}
+
+func (s *Store) newRetrySettle(settled []Settled) *retrySettleOp {
 	n := len(settled)
-	ids, eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	hows, payloads := make([]string, n), make([][]byte, n)
+	op := &retrySettleOp{breaker: s.breaker, ids: make([]string, n)}
+	eventIDs, kinds, statuses, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	hows, payloads, attempted := make([]string, n), make([][]byte, n), make([]bool, n)
 	owners, waits := make([]uuid.UUID, n), make([]*float64, n)
 	var a attemptColumns
-	var tally breakerTally
 	for i, st := range settled {
 		c := st.Claimed
-		ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
+		op.ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
 		hows[i] = string(LogRetry)
 		if c.Path == PathManual {
 			hows[i] = string(LogManual)
@@ -297,52 +320,49 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 			}
 		}
 		if st.Attempt != nil {
+			attempted[i] = true
 			a.add(*st.Attempt, c.Owner)
-			tally.add(st.Attempt, st.Kind == SettleDone)
+			op.tally.add(st.Attempt, st.Kind == SettleDone)
 		}
 	}
-	args := append([]any{ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads}, a.args()...)
-	type result struct {
-		ID       string
-		Status   string
-		Hastened bool
+	op.args = append([]any{op.ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads, attempted},
+		a.args()...)
+	return op
+}
+
+func (op *retrySettleOp) queue(b *pgx.Batch) {
+	if len(op.ids) > 0 {
+		b.Queue(settleAttemptsSQL, op.args...)
+		op.counted = op.tally.queue(b, op.breaker)
 	}
-	var results []result
-	var counted bool
-	starting := newStartOp(start)
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		if n > 0 {
-			b.Queue(settleAttemptsSQL, args...)
-			counted = tally.queue(b, s.breaker)
-		}
-		starting.queue(b)
-	}, func(br pgx.BatchResults) (err error) {
-		if n > 0 {
-			if results, err = collect(br, pgx.RowToStructByPos[result]); err != nil {
-				return err
-			}
-			if counted {
-				if err := tally.read(br, s.breaker); err != nil {
-					return err
-				}
-			}
-		}
-		return starting.read(br)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("settle attempts: %w", err)
+}
+
+func (op *retrySettleOp) read(br pgx.BatchResults) (err error) {
+	if len(op.ids) == 0 {
+		return nil
 	}
-	byID := make(map[string]result, len(results))
-	for _, r := range results {
+	if op.results, err = collect(br, pgx.RowToStructByPos[retrySettled]); err != nil {
+		return err
+	}
+	if op.counted {
+		return op.tally.read(br, op.breaker)
+	}
+	return nil
+}
+
+// states is what became of each settled event, in order.
+func (op *retrySettleOp) states() []SettledState {
+	byID := make(map[string]retrySettled, len(op.results))
+	for _, r := range op.results {
 		byID[r.ID] = r
 	}
-	out := make([]SettledState, n)
-	for i := range settled {
-		if r, ok := byID[ids[i]]; ok {
+	out := make([]SettledState, len(op.ids))
+	for i, id := range op.ids {
+		if r, ok := byID[id]; ok {
 			out[i] = SettledState{Written: true, Status: Status(r.Status), Hastened: r.Hastened}
 		}
 	}
-	return out, starting.started(), nil
+	return out
 }
 
 // settleAttemptsSQL releases the leases of the claimed rows $1 (events $2,
@@ -350,31 +370,32 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 // failure, its new status $5, the seconds to its next attempt $6 (NULL for
 // none) and its error $7; for a success, its marker with the event log's
 // columns from the queue row, how it was processed $8 (retry or manual),
-// and its payload $9 (compressPayload). The attempts to record follow from
-// $10 on. It returns each released row with
-// a failure's new status and whether a person hastened it. An attempt is
-// counted when its run starts (StartAttempts); an outcome whose lease
-// never recorded a start is counted here, and a release gives back the
-// count of a run that started.
+// and its payload $9 (compressPayload); $10 says which outcomes bring an
+// attempt to record, and those attempts follow from $11 on. It returns
+// each released row with a failure's new status and whether a person
+// hastened it. The attempt of a run that started (its lease says so:
+// StartAttempts), or that brings its record, is counted here, with its
+// outcome; a release, or a success found already processed, counts none.
 var settleAttemptsSQL = `
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
 	), released AS (
 		SELECT o.*, f.started FROM freed f
-		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::text[], $9::bytea[])
-		     AS o(id, event_id, owner, kind, new_status, wait, error, how, payload)
+		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::text[], $9::bytea[],
+		            $10::bool[])
+		     AS o(id, event_id, owner, kind, new_status, wait, error, how, payload, attempted)
 		  ON o.event_id = f.event_id AND o.owner = f.owner
 	), resolved AS (
 		DELETE FROM webhook_events e USING released r
 		WHERE e.id = r.id AND r.kind = 'done'
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
-		          e.customer, e.stripe_created, e.created_at, e.attempts + CASE WHEN r.started THEN 0 ELSE 1 END AS attempts, r.payload, r.how, e.payload_erased_at,
+		          e.customer, e.stripe_created, e.created_at, e.attempts + CASE WHEN r.started OR r.attempted THEN 1 ELSE 0 END AS attempts, r.payload, r.how, e.payload_erased_at,
 		          e.payload_erased_by
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e
 		SET status = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 'failed' ELSE r.new_status END,
 		    attempts = CASE WHEN e.manual_retry AND r.new_status = 'dead' THEN 0
-		                    ELSE e.attempts + CASE WHEN r.started THEN 0 ELSE 1 END END,
+		                    ELSE e.attempts + CASE WHEN r.started OR r.attempted THEN 1 ELSE 0 END END,
 		    payload = ` + erasedPayloadSQL("e", "r.new_status = 'dead' AND NOT e.manual_retry") + `,
 		    next_retry_at = CASE WHEN e.manual_retry THEN now()
 		                         ELSE coalesce(now() + make_interval(secs => r.wait), e.next_retry_at) END,
@@ -384,11 +405,10 @@ var settleAttemptsSQL = `
 		RETURNING e.id, e.status, e.manual_retry
 	), given_back AS (
 		UPDATE webhook_events e
-		SET attempts = greatest(e.attempts - CASE WHEN r.started THEN 1 ELSE 0 END, 0),
-		    claims = greatest(e.claims - 1, 0), next_retry_at = now()
+		SET claims = greatest(e.claims - 1, 0), next_retry_at = now()
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
-	), recorded AS (` + insertAttemptsSQL(10, "released") + `
+	), recorded AS (` + givenAttemptsSQL(11, "released") + `
 	)
 	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
 	FROM released r LEFT JOIN failed f ON f.id = r.id`

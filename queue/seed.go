@@ -74,24 +74,7 @@ type Lease struct {
 // away at once (the receiver answers 503 and Stripe redelivers) instead of
 // parking a connection until the first finishes. Release gives it back.
 func (s *Store) TryLockEvent(ctx context.Context, eventID string) (*Lease, error) {
-	owner, deadline := uuid.New(), time.Now().Add(DefaultLeaseFor)
-	var taken []string
-	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(takeLeasesSQL, []string{eventID}, []AttemptPath{PathInline}, [16]byte(owner), leaseSeconds(DefaultLeaseFor), s.replica.arg())
-	}, func(br pgx.BatchResults) (err error) {
-		taken, err = collect(br, func(row pgx.CollectableRow) (string, error) {
-			var id string
-			return id, row.Scan(&id, nil)
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lease event %s: %w", eventID, err)
-	}
-	if len(taken) == 0 {
-		return nil, ErrEventLocked
-	}
-	return &Lease{store: s, EventID: eventID, Owner: owner, Deadline: deadline}, nil
+	return s.TryLease(ctx, eventID, PathInline, DefaultLeaseFor)
 }
 
 // Release gives the lease back without an outcome, so the event may be

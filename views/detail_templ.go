@@ -50,13 +50,13 @@ type EventDetail struct {
 	OutOfOrder bool
 }
 
-// runningAttempt names the attempt in flight of e, which f leases. The
-// retry loop counts an attempt when it claims it, so for its leases e's
-// attempts include the one running; a delivery's or reconciliation's
-// attempt is not among them.
+// runningAttempt names the attempt in flight of e, which f leases. A
+// retry's queue row counts its attempt with the outcome, so once the run
+// under the retry loop's lease started it is the one after e's attempts;
+// a delivery's or reconciliation's attempt has no number on the row.
 func runningAttempt(e queue.Event, f queue.InFlight) string {
-	if (f.Path == queue.PathRetry || f.Path == queue.PathManual) && e.Attempts > 0 {
-		return "attempt " + strconv.Itoa(e.Attempts) + " of " + strconv.Itoa(queue.MaxAttempts)
+	if (f.Path == queue.PathRetry || f.Path == queue.PathManual) && f.Started {
+		return "attempt " + strconv.Itoa(e.Attempts+1) + " of " + strconv.Itoa(queue.MaxAttempts)
 	}
 	return "an attempt"
 }

@@ -155,7 +155,6 @@ func (d *dashboard) readStateCookie(c echo.Context) (oidcState, string, error) {
 func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
-		provider := d.opts.OIDC
 		// The address's budget, as for a password sign-in: each callback
 		// costs a request to the provider and a row, so a flood of forged
 		// ones waits like a flood of guesses.
@@ -169,72 +168,15 @@ func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
 			return d.signInFailed(c, http.StatusTooManyRequests,
 				fmt.Sprintf("Too many failed sign-ins from your address. Try again in %s.", waitText(wait)))
 		}
-
-		st, why, err := d.readStateCookie(c)
-		if err != nil {
+		st, ok, err := d.spendCallbackState(c)
+		if !ok {
 			return err
 		}
-		// Whatever comes of it, this browser's started sign-in is spent.
-		d.setStateCookie(c, "", -1)
-		if why != "" {
-			return d.signInFailed(c, http.StatusBadRequest, why)
-		}
-		if subtle.ConstantTimeCompare([]byte(c.QueryParam("state")), []byte(st.State)) != 1 {
-			return d.signInFailed(c, http.StatusBadRequest, "The provider's answer is for another sign-in than the one "+
-				"this browser started (its state does not match). Start the sign-in again.")
-		}
-		fresh, err := d.accounts.UseSignInState(ctx, st.State, time.Unix(st.Started, 0).Add(oidcStateLifetime))
-		if err != nil {
+		id, role, ok, err := d.providerIdentity(c, st)
+		if !ok {
 			return err
 		}
-		if !fresh {
-			return d.signInFailed(c, http.StatusBadRequest, "This answer of the provider was used already: each sign-in "+
-				"is good once. Start the sign-in again.")
-		}
-		if e := c.QueryParam("error"); e != "" {
-			return d.signInFailed(c, http.StatusUnauthorized, "The identity provider did not sign you in: "+
-				strings.TrimSpace(e+" "+c.QueryParam("error_description"))+".")
-		}
-		if c.QueryParam("code") == "" {
-			return d.signInFailed(c, http.StatusBadRequest, "The provider's answer has no code to sign in with.")
-		}
-
-		id, err := provider.Finish(ctx, c.QueryParam("code"), st.Verifier, st.Nonce)
-		if err != nil {
-			d.logger.WarnContext(ctx, "sign-in through the identity provider failed", "issuer", provider.Issuer(), "err", err)
-			return d.signInFailed(c, http.StatusUnauthorized, "The identity provider's answer could not be accepted, "+
-				"so you are not signed in: "+err.Error()+".")
-		}
-		role, err := provider.Role(id)
-		if refusal, ok := errors.AsType[*idp.Refusal](err); ok {
-			if err := d.auditProvider(ctx, id, audit.OIDCRefused, "no role given: "+refusal.Reason); err != nil {
-				return err
-			}
-			return d.signInFailed(c, http.StatusForbidden, refusal.Reason)
-		}
-		if err != nil {
-			return err
-		}
-
-		var u accounts.User
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var before accounts.Role
-			if u, before, err = tx.SignInFromProvider(ctx, accounts.ProviderIdentity{
-				Issuer: id.Issuer, Subject: id.Subject, Email: id.Email}, role); err != nil {
-				return err
-			}
-			if err := tx.ForgiveLoginAttempt(ctx, address.Key); err != nil {
-				return err
-			}
-			what := "role " + string(role)
-			switch {
-			case before == "":
-				what += ", first sign-in"
-			case before != role:
-				what += ", was " + string(before)
-			}
-			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.OIDCLogin, providerTarget(id)+": "+what, 0)
-		})
+		u, err := d.signInFromProvider(ctx, id, role, address.Key)
 		if err != nil {
 			return err
 		}
@@ -243,6 +185,90 @@ func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, localPath(st.Next, "/"))
 	}
+}
+
+// spendCallbackState checks that the provider's answer is for the sign-in
+// this browser started, and spends that sign-in, whatever comes of it: each
+// is good once. It returns false once it has answered the request itself.
+func (d *dashboard) spendCallbackState(c echo.Context) (oidcState, bool, error) {
+	st, why, err := d.readStateCookie(c)
+	if err != nil {
+		return st, false, err
+	}
+	d.setStateCookie(c, "", -1)
+	if why != "" {
+		return st, false, d.signInFailed(c, http.StatusBadRequest, why)
+	}
+	if subtle.ConstantTimeCompare([]byte(c.QueryParam("state")), []byte(st.State)) != 1 {
+		return st, false, d.signInFailed(c, http.StatusBadRequest, "The provider's answer is for another sign-in than the one "+
+			"this browser started (its state does not match). Start the sign-in again.")
+	}
+	fresh, err := d.accounts.UseSignInState(c.Request().Context(), st.State, time.Unix(st.Started, 0).Add(oidcStateLifetime))
+	if err != nil {
+		return st, false, err
+	}
+	if !fresh {
+		return st, false, d.signInFailed(c, http.StatusBadRequest, "This answer of the provider was used already: each sign-in "+
+			"is good once. Start the sign-in again.")
+	}
+	return st, true, nil
+}
+
+// providerIdentity redeems the answer's code for the ID token the provider
+// signed (checked against st's verifier and nonce), and the role its
+// groups give. It returns false once it has answered the request itself:
+// the provider refused, the token was not accepted, or no group maps to a
+// role (audited).
+func (d *dashboard) providerIdentity(c echo.Context, st oidcState) (idp.Identity, accounts.Role, bool, error) {
+	ctx, provider := c.Request().Context(), d.opts.OIDC
+	if e := c.QueryParam("error"); e != "" {
+		return idp.Identity{}, "", false, d.signInFailed(c, http.StatusUnauthorized, "The identity provider did not sign you in: "+
+			strings.TrimSpace(e+" "+c.QueryParam("error_description"))+".")
+	}
+	if c.QueryParam("code") == "" {
+		return idp.Identity{}, "", false, d.signInFailed(c, http.StatusBadRequest, "The provider's answer has no code to sign in with.")
+	}
+	id, err := provider.Finish(ctx, c.QueryParam("code"), st.Verifier, st.Nonce)
+	if err != nil {
+		d.logger.WarnContext(ctx, "sign-in through the identity provider failed", "issuer", provider.Issuer(), "err", err)
+		return id, "", false, d.signInFailed(c, http.StatusUnauthorized, "The identity provider's answer could not be accepted, "+
+			"so you are not signed in: "+err.Error()+".")
+	}
+	role, err := provider.Role(id)
+	if refusal, ok := errors.AsType[*idp.Refusal](err); ok {
+		if err := d.auditProvider(ctx, id, audit.OIDCRefused, "no role given: "+refusal.Reason); err != nil {
+			return id, "", false, err
+		}
+		return id, "", false, d.signInFailed(c, http.StatusForbidden, refusal.Reason)
+	}
+	return id, role, err == nil, err
+}
+
+// signInFromProvider makes or updates the account of the provider's
+// identity with role, forgives the address's attempt, and audits the
+// sign-in, in one transaction.
+func (d *dashboard) signInFromProvider(ctx context.Context, id idp.Identity, role accounts.Role, addressKey string) (accounts.User, error) {
+	var u accounts.User
+	err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+		var before accounts.Role
+		var err error
+		if u, before, err = tx.SignInFromProvider(ctx, accounts.ProviderIdentity{
+			Issuer: id.Issuer, Subject: id.Subject, Email: id.Email}, role); err != nil {
+			return err
+		}
+		if err := tx.ForgiveLoginAttempt(ctx, addressKey); err != nil {
+			return err
+		}
+		what := "role " + string(role)
+		switch {
+		case before == "":
+			what += ", first sign-in"
+		case before != role:
+			what += ", was " + string(before)
+		}
+		return audit.Record(ctx, tx.PgxTx(), u.Email, audit.OIDCLogin, providerTarget(id)+": "+what, 0)
+	})
+	return u, err
 }
 
 // providerTarget names who the provider vouched for in the audit log: the

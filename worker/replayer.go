@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +77,7 @@ const cancelCheck = 250 * time.Millisecond
 // outcome with its lease's release. Replicas share a replay: the claim
 // skips the members another holds.
 type Replayer struct {
+	producer
 	store  *queue.Store
 	logger *slog.Logger
 	cfg    ReplayerConfig
@@ -97,6 +97,8 @@ func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ReplayerConfig) *R
 	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
 	r := &Replayer{
+		producer: producer{batchSize: cfg.BatchSize, concurrency: cfg.Concurrency, processTimeout: cfg.ProcessTimeout,
+			stopTimeout: cfg.StopTimeout, control: cfg.Control, pace: cfg.Pace, heartbeat: cfg.Heartbeat},
 		store:  store,
 		logger: logger.With("component", "replayer"),
 		cfg:    cfg,
@@ -142,20 +144,19 @@ func (r *Replayer) Cancelled(id int64) {
 // rest back, and returns nil. A database error is logged and retried after
 // Interval.
 func (r *Replayer) Run(ctx context.Context) error {
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelWork()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(r.cfg.StopTimeout, cancelWork)
-		context.AfterFunc(workCtx, func() { t.Stop() })
-	})
-	defer stop()
+	r.run(ctx, r.loop)
+	return nil
+}
 
+// loop runs batch after batch of the running replays until ctx is
+// cancelled.
+func (r *Replayer) loop(ctx, workCtx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-r.wake:
 		case <-timer.C:
 		}
@@ -192,26 +193,6 @@ func (r *Replayer) runOnce(ctx, workCtx context.Context) (bool, error) {
 	return false, nil
 }
 
-// batchSize is BatchSize, or under a Pace only as many as the rate lets
-// start within one processor run, as the retry loop's.
-func (r *Replayer) batchSize() int {
-	if rate := r.cfg.Pace.PerSecond(); rate > 0 {
-		return min(r.cfg.BatchSize, max(1, int(rate*r.cfg.ProcessTimeout.Seconds())))
-	}
-	return r.cfg.BatchSize
-}
-
-// leaseFor is how long a claim leases its members: Concurrency workers
-// take a batch's members in turn, each run bounded by ProcessTimeout, and
-// under a Pace their turns take up to one more run.
-func (r *Replayer) leaseFor() time.Duration {
-	rounds := (r.batchSize() + r.cfg.Concurrency - 1) / r.cfg.Concurrency
-	if r.cfg.Pace != nil {
-		rounds++
-	}
-	return time.Duration(rounds) * r.cfg.ProcessTimeout
-}
-
 // replaying is a leased member on its way to SettleReplayed.
 type replaying struct {
 	replay  int64
@@ -230,7 +211,7 @@ type replaying struct {
 // runBatch claims a batch of run's members with claimCtx and does the rest
 // with workCtx, and returns how many it claimed.
 func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.RunningReplay) (int, error) {
-	claim, err := r.store.ClaimReplayed(claimCtx, run.ID, r.batchSize(), r.leaseFor())
+	claim, err := r.store.ClaimReplayed(claimCtx, run.ID, r.claimSize(), r.leaseFor())
 	if err != nil {
 		if claimCtx.Err() != nil {
 			return 0, nil
@@ -250,48 +231,17 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 	defer stopWatching()
 	go r.watchCancel(watchCtx, run.ID, cancelled)
 
-	var next atomic.Int64
-	var workers, settles sync.WaitGroup
-	var delivered, failed atomic.Int64
-	for range min(r.cfg.Concurrency, len(claim.Members)) {
-		workers.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(claim.Members)) {
-					return
-				}
-				m := claim.Members[i]
-				t := &replaying{replay: run.ID, owner: claim.Owner, s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload}}
-				switch {
-				case m.Payload == nil || (m.Dead && !run.Dead):
-					t.s.Kind = queue.ReplaySettleSkipped
-				case claimCtx.Err() != nil || cancelled.Load() || r.cfg.Control.Held() || !r.takeTurn(workCtx, claim.Deadline):
-					t.s.Kind = queue.ReplaySettleReleased
-				default:
-					ctx, span := r.startSpan(workCtx, run, m)
-					r.deliver(ctx, run, m, &t.s, claim.Deadline)
-					t.ctx, t.delivery = ctx, span
-				}
-				switch t.s.Kind {
-				case queue.ReplaySettleDelivered:
-					delivered.Add(1)
-				case queue.ReplaySettleFailed:
-					failed.Add(1)
-				}
-				if t.delivery != nil {
-					settles.Go(func() { r.settleTraced(t) })
-					continue
-				}
-				settles.Go(func() { r.settles.Do(t) })
-			}
-		})
+	b := &replayBatch{r: r, replay: run, claimCtx: claimCtx, deadline: claim.Deadline, cancelled: cancelled,
+		members: claim.Members, todo: make([]*replaying, len(claim.Members))}
+	for i, m := range claim.Members {
+		b.todo[i] = &replaying{replay: run.ID, owner: claim.Owner,
+			s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload, Kind: queue.ReplaySettleReleased}}
 	}
-	workers.Wait()
-	settles.Wait()
+	r.work(workCtx, len(b.todo), b)
 	if cancelled.Load() {
 		r.logger.InfoContext(workCtx, "replay cancelled: stopped between deliveries", "replay", run.ID, "name", run.Name)
 	}
-	r.logger.DebugContext(workCtx, "replay batch", "replay", run.ID, "delivered", delivered.Load(), "failed", failed.Load())
+	r.logger.DebugContext(workCtx, "replay batch", "replay", run.ID, "delivered", b.delivered.Load(), "failed", b.failed.Load())
 	return len(claim.Members), nil
 }
 
@@ -314,27 +264,64 @@ func (r *Replayer) watchCancel(ctx context.Context, id int64, cancelled *atomic.
 	}
 }
 
-// takeTurn waits for the delivery's turn under the Pace, as long as the
-// processor run still fits within the lease after it.
-func (r *Replayer) takeTurn(ctx context.Context, deadline time.Time) bool {
-	if r.cfg.Pace == nil {
-		return true
-	}
-	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-r.cfg.ProcessTimeout))
-	defer cancel()
-	return r.cfg.Pace.Wait(waitCtx) == nil
+// replayBatch runs a claimed batch of a replay's members on the
+// producer's workers (producer.work). A replay's leases are taken with
+// their runs started, so a worker's turn at the database is the outcome
+// of its last member alone.
+type replayBatch struct {
+	r         *Replayer
+	replay    queue.RunningReplay
+	claimCtx  context.Context
+	deadline  time.Time
+	cancelled *atomic.Bool
+	members   []queue.ReplayMember
+	todo      []*replaying
+
+	delivered, failed atomic.Int64
 }
+
+func (b *replayBatch) prepare(ctx context.Context, i int) bool {
+	m, t := b.members[i], b.todo[i]
+	if m.Payload == nil || (m.Dead && !b.replay.Dead) {
+		t.s.Kind = queue.ReplaySettleSkipped
+		return false
+	}
+	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.control.Held() && b.r.takeTurn(ctx, b.deadline)
+}
+
+func (b *replayBatch) step(settle, start int) bool {
+	if settle >= 0 {
+		if t := b.todo[settle]; t.delivery != nil {
+			b.r.settleTraced(t)
+		} else {
+			b.r.settles.Do(t)
+		}
+	}
+	return start >= 0
+}
+
+func (b *replayBatch) run(ctx context.Context, i int) {
+	t := b.todo[i]
+	ctx, t.delivery = b.r.startSpan(ctx, b.replay, b.members[i])
+	t.ctx = ctx
+	b.r.deliver(ctx, b.replay, b.members[i], &t.s, b.deadline)
+	switch t.s.Kind {
+	case queue.ReplaySettleDelivered:
+		b.delivered.Add(1)
+	case queue.ReplaySettleFailed:
+		b.failed.Add(1)
+	}
+}
+
+// settled has nothing to report: the replay's page counts its members.
+func (b *replayBatch) settled(context.Context, int) {}
 
 // deliver runs the processor on a leased member and sets what to settle
 // it as: delivered, failed with its attempt, or released when shutdown cut
 // it short or it failed because the app is down while delivery is held
 // (the member is tried again once delivery resumes).
 func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember, s *queue.ReplaySettled, deadline time.Time) {
-	runCtx, unbind := r.cfg.Heartbeat.Bind(ctx)
-	defer unbind()
-	runCtx, cancel := context.WithDeadline(runCtx, deadline)
-	defer cancel()
-	res, took := Process(runCtx, r.proc, r.cfg.ProcessTimeout, Delivery{
+	res, took := r.process(ctx, r.proc, deadline, Delivery{
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
 		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
 	})

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/queue"
@@ -29,74 +28,51 @@ func New(db dbtx.DBTX) *Store {
 // holds the lock, on this replica or another.
 var ErrRunning = errors.New("another reconcile run is in progress")
 
-// Lease is the reconcile run's lease, as TryLock returns
-// it: one run at a time, across replicas, because each run lists the same
-// events from Stripe's API, and a second one would only spend the account's
-// rate limit (the events' own leases would still keep it from processing
-// any event twice). It is a lease like an event's, a row of webhook_leases
-// under a key no event id can have, and not a lock held in a transaction:
-// a run calls the app, and nothing may keep a transaction open across that.
-// The holder renews it while it runs (Renew); a holder that died leaves it
-// to expire.
-type Lease struct {
-	store *Store
-	owner uuid.UUID
-}
+// Lease is the reconcile run's lease, as TryLock returns it: one run at a
+// time, across replicas, because each run lists the same events from
+// Stripe's API, and a second one would only spend the account's rate limit
+// (the events' own leases would still keep it from processing any event
+// twice). It is an event's lease (queue.Store.TryLease) under a key no
+// event id can have, and not a lock held in a transaction: a run calls the
+// app, and nothing may keep a transaction open across that. The holder
+// renews it while it runs (Renew); a holder that died leaves it once its
+// replica stops beating, or to expire.
+type Lease struct{ lease *queue.Lease }
 
 // leaseKey is the reconcile run's key in webhook_leases. Stripe's
 // event ids start with evt_, so it is no event's.
 const leaseKey = "hookd:reconcile"
 
 // LeaseFor is how long the reconcile lease lasts past its last
-// renewal: a run renews it well within that, and a run that died holds
-// the next one off for at most this long.
+// renewal: a run renews it well within that, and a run whose replica
+// beats no more holds the next one off for seconds, one that never beat
+// for at most this long.
 const LeaseFor = time.Minute
 
-// TryLock takes the reconcile lease without waiting, or returns
-// ErrRunning when a run holds it. Renew it while the run goes on,
-// and end the run with Record or Release.
-func (s *Store) TryLock(ctx context.Context) (*Lease, error) {
-	owner := uuid.New()
-	tag, err := s.db.Exec(ctx, `
-		INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at)
-		VALUES ($1, $2, 'reconcile', now() + make_interval(secs => $3))
-		ON CONFLICT (event_id) DO UPDATE
-		SET owner = excluded.owner, taken_at = excluded.taken_at, expires_at = excluded.expires_at
-		WHERE l.expires_at <= now()`, leaseKey, owner, LeaseFor.Seconds())
-	if err != nil {
+// TryLock takes the reconcile lease through leases, whose replica keeps
+// it live, without waiting, or returns ErrRunning when a run holds it.
+// Renew it while the run goes on, and end the run with Record or Release.
+func TryLock(ctx context.Context, leases *queue.Store) (*Lease, error) {
+	l, err := leases.TryLease(ctx, leaseKey, queue.PathReconcile, LeaseFor)
+	switch {
+	case errors.Is(err, queue.ErrEventLocked):
+		return nil, ErrRunning
+	case err != nil:
 		return nil, fmt.Errorf("lease reconcile run: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil, ErrRunning
-	}
-	return &Lease{store: s, owner: owner}, nil
+	return &Lease{lease: l}, nil
 }
 
 // Renew extends the lease by LeaseFor from now, or returns
 // queue.ErrLeaseLost when it expired and another run took it.
 func (l *Lease) Renew(ctx context.Context) error {
-	tag, err := l.store.db.Exec(ctx, `
-		UPDATE webhook_leases SET expires_at = now() + make_interval(secs => $3)
-		WHERE event_id = $1 AND owner = $2`, leaseKey, l.owner, LeaseFor.Seconds())
-	if err != nil {
-		return fmt.Errorf("renew reconcile lease: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return queue.ErrLeaseLost
-	}
-	return nil
+	return l.lease.Renew(ctx, LeaseFor)
 }
 
 // Release gives the lease back without recording a run.
 func (l *Lease) Release(ctx context.Context) error {
-	return release(ctx, l.store.db, l.owner)
-}
-
-// release deletes the lease while owner holds it; one another run took
-// over is left to that run.
-func release(ctx context.Context, db dbtx.DBTX, owner uuid.UUID) error {
-	if _, err := db.Exec(ctx, `DELETE FROM webhook_leases WHERE event_id = $1 AND owner = $2`, leaseKey, owner); err != nil {
-		return fmt.Errorf("release reconcile lease: %w", err)
+	if err := l.lease.Release(ctx); err != nil && !errors.Is(err, queue.ErrLeaseLost) {
+		return err
 	}
 	return nil
 }
@@ -106,12 +82,8 @@ func release(ctx context.Context, db dbtx.DBTX, owner uuid.UUID) error {
 // either fails to take the lease or sees this run's record.
 func (l *Lease) Record(ctx context.Context, trigger Trigger, startedAt, since time.Time,
 	c Counts, errText string) error {
-	return pgx.BeginFunc(ctx, l.store.db, func(tx pgx.Tx) error {
-		in := Store{db: tx}
-		if err := in.Record(ctx, trigger, startedAt, since, c, errText); err != nil {
-			return err
-		}
-		return release(ctx, tx, l.owner)
+	return l.lease.ReleaseWith(ctx, func(tx pgx.Tx) error {
+		return (&Store{db: tx}).Record(ctx, trigger, startedAt, since, c, errText)
 	})
 }
 

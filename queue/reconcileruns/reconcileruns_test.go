@@ -2,9 +2,11 @@ package reconcileruns_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/queue"
@@ -17,6 +19,8 @@ import (
 type testBundle struct {
 	pool *pgxpool.Pool
 	runs *reconcileruns.Store
+	// leases takes the run's lease, with no replica: by expiry alone.
+	leases *queue.Store
 }
 
 // setup returns the bundle of a test on a fresh database. Every test of the
@@ -24,7 +28,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	pool := queuetest.NewPool(t)
-	return &testBundle{pool: pool, runs: reconcileruns.New(pool)}
+	return &testBundle{pool: pool, runs: reconcileruns.New(pool), leases: queue.New(pool)}
 }
 
 // TestLease_OneRunAtATimeAndTheRecordGivesItBack holds the lease to its
@@ -33,16 +37,17 @@ func setup(t *testing.T) *testBundle {
 // next run reads.
 func TestLease_OneRunAtATimeAndTheRecordGivesItBack(t *testing.T) {
 	t.Parallel()
-	runs := setup(t).runs
+	b := setup(t)
+	runs := b.runs
 	ctx := t.Context()
 	if _, err := runs.Last(ctx); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("last run of none: %v, want queue.ErrNotFound", err)
 	}
-	lease, err := runs.TryLock(ctx)
+	lease, err := reconcileruns.TryLock(ctx, b.leases)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runs.TryLock(ctx); !errors.Is(err, reconcileruns.ErrRunning) {
+	if _, err := reconcileruns.TryLock(ctx, b.leases); !errors.Is(err, reconcileruns.ErrRunning) {
 		t.Fatalf("second lock: %v, want ErrRunning", err)
 	}
 	if err := lease.Renew(ctx); err != nil {
@@ -60,14 +65,47 @@ func TestLease_OneRunAtATimeAndTheRecordGivesItBack(t *testing.T) {
 	if err != nil || last.Counts != want || last.Trigger != reconcileruns.TriggerCommand || last.Error != nil {
 		t.Errorf("last run: %+v, %v; want %+v by command, no error", last, err, want)
 	}
-	next, err := runs.TryLock(ctx)
+	next, err := reconcileruns.TryLock(ctx, b.leases)
 	if err != nil {
 		t.Fatalf("lock after the record: %v", err)
 	}
 	if err := next.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runs.TryLock(ctx); err != nil {
+	if _, err := reconcileruns.TryLock(ctx, b.leases); err != nil {
 		t.Errorf("lock after a release: %v", err)
 	}
+}
+
+// A run's lease is kept live by its replica's beats: another replica's run
+// is refused while the holder beats, and goes ahead once it has been
+// silent for queue.ReplicaSilence, long before the lease would expire.
+func TestLease_ASilentReplicasRunLetsGoWithinSeconds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	holder, other := beating(t, b.pool), beating(t, b.pool)
+	if _, err := reconcileruns.TryLock(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconcileruns.TryLock(ctx, other); !errors.Is(err, reconcileruns.ErrRunning) {
+		t.Fatalf("while the holder beats: %v, want ErrRunning", err)
+	}
+	if _, err := b.pool.Exec(ctx, `UPDATE hookd_replicas SET beat_at = now() - $2::interval WHERE id = $1`,
+		holder.Replica(), fmt.Sprintf("%d milliseconds", (queue.ReplicaSilence+time.Second).Milliseconds())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconcileruns.TryLock(ctx, other); err != nil {
+		t.Errorf("once the holder is silent: %v, want the lease", err)
+	}
+}
+
+// beating returns a Store of a replica that has registered and beaten.
+func beating(t *testing.T, pool *pgxpool.Pool) *queue.Store {
+	t.Helper()
+	s := queue.New(pool, queue.WithReplica(uuid.New()))
+	if err := s.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -215,7 +215,7 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	var lock *reconcileruns.Lease
 	if !opts.DryRun {
 		var err error
-		if lock, err = r.runs.TryLock(ctx); err != nil {
+		if lock, err = reconcileruns.TryLock(ctx, r.store); err != nil {
 			return res, err
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
@@ -306,10 +306,32 @@ type pending struct {
 // read before any event is listed, so a wrong id or a missing permission
 // stops the run before it lists anything.
 func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]pending, error) {
+	if err := r.readEndpoints(ctx, res); err != nil {
+		return nil, err
+	}
+	l := &listing{r: r, res: res, youngAfter: now.Add(-MinAge), examined: map[string]bool{}}
+	for _, s := range res.Endpoints {
+		if err := r.list(ctx, s, res.Since, func(page []stripeapi.Event) error { return l.page(ctx, s, page) }); err != nil {
+			return nil, err
+		}
+	}
+	// Stripe lists newest first, endpoint by endpoint and account by
+	// account: the oldest go first over all of them.
+	slices.SortStableFunc(l.todo, func(a, b pending) int { return a.ev.Created.Compare(b.ev.Created) })
+	if res.OtherVersion > 0 {
+		r.logger.WarnContext(ctx, "events to recover are rendered in another API version than their endpoint's",
+			"events", res.OtherVersion)
+	}
+	return l.todo, nil
+}
+
+// readEndpoints reads at Stripe every endpoint with a Stripe id into
+// res.Endpoints, with the accounts to list of each Connect one.
+func (r *Reconciler) readEndpoints(ctx context.Context, res *Result) error {
 	res.Endpoints = nil
 	eps, err := r.endpoints(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, e := range eps {
 		if e.StripeID == "" {
@@ -317,75 +339,74 @@ func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]
 		}
 		s, err := r.describe(ctx, e)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if s.Connect {
 			if s.Accounts, err = r.accounts(ctx, e.Label, res.Since); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		res.Endpoints = append(res.Endpoints, s)
 	}
-	youngAfter := now.Add(-MinAge)
-	examined := map[string]bool{}
-	var todo []pending
-	for _, s := range res.Endpoints {
-		var mine []pending
-		err := r.list(ctx, s, res.Since, func(page []stripeapi.Event) error {
-			res.Pages++
-			var ids []string
-			var eligible []stripeapi.Event
-			for _, ev := range page {
-				if examined[ev.ID] {
-					continue // listed by an endpoint before this one
-				}
-				examined[ev.ID] = true
-				res.Examined++
-				switch {
-				case !s.receives(ev.Type):
-					res.SkippedType++
-				case ev.Created.After(youngAfter):
-					res.SkippedYoung++
-				default:
-					ids = append(ids, ev.ID)
-					eligible = append(eligible, ev)
-				}
-			}
-			if len(ids) == 0 {
-				return nil
-			}
-			processed, queued, err := r.store.SeenEvents(ctx, queue.SourceStripe, ids)
-			if err != nil {
-				return err
-			}
-			for _, ev := range eligible {
-				switch {
-				case processed[ev.ID]:
-					res.AlreadyProcessed++
-				case queued[ev.ID]:
-					res.AlreadyQueued++
-				default:
-					mine = append(mine, pending{ev: ev, label: s.Label})
-					if s.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != s.APIVersion {
-						res.OtherVersion++
-					}
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	return nil
+}
+
+// listing is a survey's way through the pages Stripe lists: what it
+// counted and what it found to recover.
+type listing struct {
+	r          *Reconciler
+	res        *Result
+	youngAfter time.Time
+	// examined holds the events counted already, listed by an endpoint
+	// before this one.
+	examined map[string]bool
+	todo     []pending
+}
+
+// page counts the events of one page that s listed, and keeps those to
+// recover: never seen, of a type s receives, and old enough.
+func (l *listing) page(ctx context.Context, s Surveyed, page []stripeapi.Event) error {
+	res := l.res
+	res.Pages++
+	var ids []string
+	var eligible []stripeapi.Event
+	for _, ev := range page {
+		if l.examined[ev.ID] {
+			continue
 		}
-		todo = append(todo, mine...)
+		l.examined[ev.ID] = true
+		res.Examined++
+		switch {
+		case !s.receives(ev.Type):
+			res.SkippedType++
+		case ev.Created.After(l.youngAfter):
+			res.SkippedYoung++
+		default:
+			ids = append(ids, ev.ID)
+			eligible = append(eligible, ev)
+		}
 	}
-	// Stripe lists newest first, endpoint by endpoint and account by
-	// account: the oldest go first over all of them.
-	slices.SortStableFunc(todo, func(a, b pending) int { return a.ev.Created.Compare(b.ev.Created) })
-	if res.OtherVersion > 0 {
-		r.logger.WarnContext(ctx, "events to recover are rendered in another API version than their endpoint's",
-			"events", res.OtherVersion)
+	if len(ids) == 0 {
+		return nil
 	}
-	return todo, nil
+	processed, queued, err := l.r.store.SeenEvents(ctx, queue.SourceStripe, ids)
+	if err != nil {
+		return err
+	}
+	for _, ev := range eligible {
+		switch {
+		case processed[ev.ID]:
+			res.AlreadyProcessed++
+		case queued[ev.ID]:
+			res.AlreadyQueued++
+		default:
+			l.todo = append(l.todo, pending{ev: ev, label: s.Label})
+			if s.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != s.APIVersion {
+				res.OtherVersion++
+			}
+		}
+	}
+	return nil
 }
 
 // describe reads endpoint e at Stripe: a webhook endpoint (we_) or an event
