@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run    set up a local PostgreSQL, build hookd and run it
-#   make test   set up PostgreSQL, PgBouncer, Chromium, the Playwright driver, stripe-mock and an OpenID provider, then run every check and test
+#   make test   set up PostgreSQL, PgBouncer, Chromium, the Playwright driver, stripe-mock, an OpenID provider and Jaeger, then run every check and test
 # Both are idempotent: a second run only rebuilds and reruns.
 
 SHELL := /bin/bash
@@ -29,7 +29,7 @@ DEV_ENV := .cache/dev.env
 # back, closes it.
 DEMO_ENV := .ci/demo.env
 
-.PHONY: run test db pgbouncer browser stripe-mock oidc-provider build check bench bench-load
+.PHONY: run test db pgbouncer browser stripe-mock oidc-provider jaeger build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
@@ -51,6 +51,11 @@ stripe-mock:
 # through (e2e/oidc_test.go).
 oidc-provider:
 	@bash .ci/oidc-provider.sh
+
+# Jaeger, the trace backend main_traces_test.go reads hookd's traces back
+# from: built once from .ci/jaeger (pinned there), then started in memory.
+jaeger:
+	@bash .ci/jaeger.sh
 
 build:
 	CGO_ENABLED=0 go build -trimpath -o bin/hookd .
@@ -85,7 +90,7 @@ check:
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
 	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
 
-test: db pgbouncer browser stripe-mock oidc-provider check
+test: db pgbouncer browser stripe-mock oidc-provider jaeger check
 	go test -race -count=1 -timeout 20m ./...
 
 # Benchmarks, for comparing with benchstat; not part of `make test`.

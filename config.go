@@ -28,6 +28,7 @@ import (
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // Config is every setting of hookd, parsed once, here, from the environment
@@ -121,6 +122,14 @@ type Config struct {
 	// PasswordSignInOff leaves password sign-in to EmergencyAdmin alone.
 	PasswordSignInOff bool
 	EmergencyAdmin    string
+
+	// Trace is where traces are exported: off unless
+	// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+	// is set; the SDK reads the other OTEL_* variables itself.
+	Trace tracing.Export
+	// TraceURL (HOOKD_TRACE_URL) links an attempt's trace id on the
+	// dashboard to the tracing backend, {trace_id} standing for the id.
+	TraceURL string
 }
 
 // Secret is a configuration value that must never reach a log or an error.
@@ -246,6 +255,10 @@ var settings = []setting{
 			c.EmergencyAdmin = strings.TrimSpace(v)
 			return checkEmergencyAdmin(c.EmergencyAdmin)
 		}},
+	{flag: "otlp-endpoint", env: "OTEL_EXPORTER_OTLP_ENDPOINT", usage: "OpenTelemetry collector (or Jaeger, Tempo, ...) that traces are sent to over OTLP/HTTP, e.g. http://127.0.0.1:4318; the other standard OTEL_* variables apply (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS, ...) (none: no traces)",
+		set: func(c *Config, v string) error { c.Trace.Endpoint = v; return checkURL(v) }},
+	{flag: "trace-url", env: "HOOKD_TRACE_URL", usage: "link from an attempt's trace id on the dashboard to the tracing backend, {trace_id} standing for the id, e.g. https://tempo.example/trace/{trace_id} (none: the id alone)",
+		set: func(c *Config, v string) error { c.TraceURL = v; return checkTraceURL(v) }},
 	{flag: "log-level", env: "HOOKD_LOG_LEVEL", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { return c.LogLevel.UnmarshalText([]byte(v)) }},
 	{flag: "stripe-api-url", env: "HOOKD_STRIPE_API_URL", def: stripeapi.DefaultURL, usage: "Stripe API base URL (for an egress proxy, or tests)",
@@ -323,6 +336,9 @@ func parseConfig(cmd string, args []string, getenv func(string) string, stderr i
 		return Config{}, err
 	}
 	if err := checkOIDC(cfg); err != nil {
+		return Config{}, err
+	}
+	if err := readTraceExport(&cfg.Trace, getenv); err != nil {
 		return Config{}, err
 	}
 	if cfg.Endpoints == nil && len(cfg.StripeSecrets) > 0 {
@@ -517,6 +533,51 @@ func parseCIDRs(dst *[]*net.IPNet, v string) error {
 			return fmt.Errorf("%q is not a CIDR like 10.0.0.0/8 or an address", part)
 		}
 		*dst = append(*dst, n)
+	}
+	return nil
+}
+
+// checkTraceURL checks HOOKD_TRACE_URL: an absolute http(s) URL with a
+// {trace_id} to put the id in.
+func checkTraceURL(v string) error {
+	if v == "" {
+		return nil
+	}
+	if !strings.Contains(v, "{trace_id}") {
+		return errors.New("must hold {trace_id}, where the trace's id goes")
+	}
+	return checkURL(strings.ReplaceAll(v, "{trace_id}", "0"))
+}
+
+// readTraceExport completes the trace export from the standard variables
+// that decide whether there is one and how it is sent: the SDK reads the
+// rest itself. OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turn it
+// off, as the specification says; hookd sends OTLP over HTTP only, so
+// another protocol stops it rather than sending nowhere.
+func readTraceExport(e *tracing.Export, getenv func(string) string) error {
+	e.TracesEndpoint = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if err := checkURL(e.TracesEndpoint); err != nil {
+		return fmt.Errorf("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: %v (got %q)", err, e.TracesEndpoint)
+	}
+	if !e.On() {
+		return nil
+	}
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		*e = tracing.Export{}
+		return nil
+	}
+	switch v := getenv("OTEL_TRACES_EXPORTER"); v {
+	case "", "otlp":
+	case "none":
+		*e = tracing.Export{}
+		return nil
+	default:
+		return fmt.Errorf("OTEL_TRACES_EXPORTER: hookd exports traces with otlp, or none (got %q)", v)
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := getenv(name); v != "" && v != "http/protobuf" {
+			return fmt.Errorf("%s: hookd sends OTLP over HTTP, http/protobuf, only (got %q)", name, v)
+		}
 	}
 	return nil
 }

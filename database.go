@@ -11,17 +11,31 @@ import (
 
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // openPool connects to DATABASE_URL and checks it answers: pgxpool.New does
 // not connect, and a wrong DATABASE_URL should stop the program at start.
-func openPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, error) {
 	// A delivery holds a connection only for its two short transactions,
 	// never while the app runs, but the receiver's two group commits, the
 	// retry loop's claims and outcomes, the dashboard and /readyz all run
 	// at once, and pgxpool's default of max(4, CPUs) would queue them behind
 	// each other. pool_max_conns in DATABASE_URL still wins.
-	return connect(ctx, "DATABASE_URL", cfg.DatabaseURL, defaultMaxConns)
+	return connect(ctx, "DATABASE_URL", cfg.DatabaseURL, defaultMaxConns, opts...)
+}
+
+// poolOption changes a pool's configuration before it is opened.
+type poolOption func(*pgxpool.Config)
+
+// traced makes each statement a pool runs under a traced span a child span
+// of it; with tracing off (t nil) it changes nothing.
+func traced(t *tracing.Tracer) poolOption {
+	return func(pcfg *pgxpool.Config) {
+		if qt := t.QueryTracer(); qt != nil {
+			pcfg.ConnConfig.Tracer = qt
+		}
+	}
 }
 
 // defaultMaxConns leaves room for three replicas under PostgreSQL's default
@@ -40,10 +54,13 @@ const defaultDashboardConns = 4
 // openDashboardPool opens the dashboard's own pool on DATABASE_URL, of
 // HOOKD_DASHBOARD_CONNS connections whatever pool_max_conns says: that
 // sizes the receiver's pool, and the point of this one is to stay small.
-func openDashboardPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func openDashboardPool(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
+	}
+	for _, o := range opts {
+		o(pcfg)
 	}
 	pcfg.MaxConns = int32(cfg.DashboardConns)
 	pcfg.MinConns = min(pcfg.MinConns, pcfg.MaxConns)
@@ -65,10 +82,13 @@ func openBeatPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 // connect opens a pool of maxConns connections (unless the connection
 // string sets pool_max_conns) on the database named by setting and checks it
 // answers.
-func connect(ctx context.Context, setting, connString string, maxConns int32) (*pgxpool.Pool, error) {
+func connect(ctx context.Context, setting, connString string, maxConns int32, opts ...poolOption) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", setting, err)
+	}
+	for _, o := range opts {
+		o(pcfg)
 	}
 	if !strings.Contains(connString, "pool_max_conns") {
 		pcfg.MaxConns = maxConns
@@ -117,12 +137,12 @@ func applyMigrations(ctx context.Context, cfg Config) ([]string, error) {
 // openMigrated applies the pending migrations, then opens the pool on
 // DATABASE_URL, returning the files it applied: every command that touches
 // the database starts so.
-func openMigrated(ctx context.Context, cfg Config) (*pgxpool.Pool, []string, error) {
+func openMigrated(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, []string, error) {
 	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := openPool(ctx, cfg)
+	pool, err := openPool(ctx, cfg, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

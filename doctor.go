@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // doctorCommand runs `hookd doctor`: every check of package doctor against
@@ -43,8 +46,31 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: oidcRedirectURL(cfg),
 			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin},
 	})
+	results = append(results, traceCheck(ctx, cfg.Trace))
 	if failed := doctor.Write(stdout, results); failed > 0 {
 		return fmt.Errorf("doctor: %d of %d checks failed", failed, len(results))
 	}
 	return nil
+}
+
+// traceCheck says whether traces are exported and, when they are, sends
+// the collector one span as hookd serve would: a collector that refuses
+// it, or is not there, is a warning, since traces failing never stops a
+// delivery.
+func traceCheck(ctx context.Context, e tracing.Export) doctor.Result {
+	const name = "traces"
+	if !e.On() {
+		return doctor.Result{Check: name, Status: doctor.OK, Detail: "off: OTEL_EXPORTER_OTLP_ENDPOINT is not set"}
+	}
+	where := cmp.Or(e.TracesEndpoint, e.Endpoint)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	traceID, err := tracing.Probe(ctx, e)
+	if err != nil {
+		return doctor.Result{Check: name, Status: doctor.Warn, Detail: fmt.Sprintf(
+			"the collector at %s refused a test span, so hookd serve's spans would be lost: %v (check the endpoint and OTEL_EXPORTER_OTLP_HEADERS)",
+			worker.DisplayURL(where), worker.WithoutURL(err))}
+	}
+	return doctor.Result{Check: name, Status: doctor.OK, Detail: fmt.Sprintf(
+		"exported over OTLP/HTTP to %s, which took a test span %s, trace %s", worker.DisplayURL(where), tracing.SpanDoctor, traceID)}
 }

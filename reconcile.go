@@ -77,7 +77,7 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 		return err
 	}
 	defer pool.Close()
-	proc, err := newProcessor(cfg, logger)
+	proc, err := newProcessor(cfg, logger, nil)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // serve runs `hookd serve` until ctx is cancelled: build wires the stores,
@@ -40,9 +41,27 @@ import (
 // all in one errgroup, and stop shuts them down in one order, letting work
 // in flight finish within HOOKD_SHUTDOWN_TIMEOUT.
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})
+	if cfg.Trace.On() {
+		// Only with tracing on: the wrapper is one more call per record.
+		handler = tracing.LogHandler(handler)
+	}
+	logger := slog.New(handler)
 	tuneGC(cfg)
-	s, err := build(ctx, cfg, logger)
+	tracer, shutdownTraces, err := tracing.Setup(ctx, cfg.Trace, logger)
+	if err != nil {
+		return err
+	}
+	// Last, once everything that starts spans has stopped: what the
+	// exporter still holds is sent, within a bound of its own.
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceFlushTimeout)
+		defer cancel()
+		if err := shutdownTraces(flushCtx); err != nil {
+			logger.Warn("traces not all exported at shutdown", "err", err)
+		}
+	}()
+	s, err := build(ctx, cfg, logger, tracer)
 	if err != nil {
 		return err
 	}
@@ -53,6 +72,11 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	logger.Info("stopped")
 	return nil
 }
+
+// traceFlushTimeout bounds the export of the last spans at shutdown, after
+// HOOKD_SHUTDOWN_TIMEOUT's work: a collector that is down must not hold up
+// the exit for the exporter's own 10-second timeout and its retries.
+const traceFlushTimeout = 5 * time.Second
 
 // tuneGC sets the garbage collector for the receiver, unless GOGC or
 // GOMEMLIMIT, which the Go runtime reads itself, say otherwise. hookd's
@@ -86,6 +110,8 @@ type server struct {
 	// heartbeat keeps this replica's leases live; it beats until
 	// everything that holds a lease has stopped.
 	heartbeat *worker.Heartbeat
+	// tracer traces deliveries and their statements; nil with tracing off.
+	tracer *tracing.Tracer
 }
 
 // listener is one HTTP server and the address it serves.
@@ -105,14 +131,14 @@ func (s *server) close() {
 
 // build opens the database and wires every part of hookd serve, or gives
 // back what it opened and says what is wrong.
-func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err error) {
-	s := &server{cfg: cfg, logger: logger}
+func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (_ *server, err error) {
+	s := &server{cfg: cfg, logger: logger, tracer: tracer}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
-	proc, err := newProcessor(cfg, logger)
+	proc, err := newProcessor(cfg, logger, tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -147,16 +173,16 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	receiver := receiver.New(store, logger, receiver.Config{
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
 		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
-		Heartbeat: s.heartbeat})
+		Heartbeat: s.heartbeat, Tracer: tracer})
 	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
 		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat})
+		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
 	// Replays deliver through the same processor, under the same delivery
 	// control and rate.
 	replayer := worker.NewReplayer(store, logger, worker.ReplayerConfig{
 		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat})
+		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -179,7 +205,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger) (_ *server, err
 	s.flushes = append(s.flushes, activity.Run, rejections.Run)
 
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
-		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer})
+		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer})
 	if err := s.listen(handler, reg); err != nil {
 		return nil, err
 	}
@@ -196,6 +222,7 @@ type pipeline struct {
 	stripe     *stripeapi.Client
 	pace       *worker.Pace
 	replayer   *worker.Replayer
+	tracer     *tracing.Tracer
 }
 
 // newHandler is hookd's HTTP handler: the receiver, the dashboard and the
@@ -233,6 +260,8 @@ func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Han
 		// Who may sign in, and how: the identity provider, passwords and
 		// how long a session lasts.
 		OIDC:              oidcProvider(cfg),
+		Tracer:            p.tracer,
+		TraceURL:          cfg.TraceURL,
 		PasswordSignInOff: cfg.PasswordSignInOff,
 		EmergencyAdmin:    cfg.EmergencyAdmin,
 		SessionMaxAge:     cfg.SessionMaxAge,
@@ -266,7 +295,7 @@ type stores struct {
 // and makes the admin account HOOKD_ADMIN_EMAIL asks for.
 func (s *server) openStores(ctx context.Context) (stores, error) {
 	cfg, logger := s.cfg, s.logger
-	pool, applied, err := openMigrated(ctx, cfg)
+	pool, applied, err := openMigrated(ctx, cfg, traced(s.tracer))
 	if err != nil {
 		return stores{}, err
 	}
@@ -278,7 +307,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	// The dashboard's reads have a pool of their own and a time limit, so
 	// people loading pages, however many and however slow their filters,
 	// never hold the connections deliveries need.
-	dashPool, err := openDashboardPool(ctx, cfg)
+	dashPool, err := openDashboardPool(ctx, cfg, traced(s.tracer))
 	if err != nil {
 		return stores{}, err
 	}
@@ -455,7 +484,7 @@ func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.
 // newProcessor returns the processor HOOKD_PROCESSOR chooses. Forwarding
 // without a URL is refused rather than quietly discarding: every event would
 // be answered 200 and marked processed, and Stripe would never redeliver it.
-func newProcessor(cfg Config, logger *slog.Logger) (worker.Processor, error) {
+func newProcessor(cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (worker.Processor, error) {
 	if cfg.Processor == processorDiscard {
 		logger.Warn("HOOKD_PROCESSOR=discard: events are accepted and marked processed without being processed; for trials only")
 		if cfg.ForwardURL != "" {
@@ -471,6 +500,7 @@ func newProcessor(cfg Config, logger *slog.Logger) (worker.Processor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
 	}
+	f.Traced(tracer)
 	return f, nil
 }
 

@@ -57,6 +57,9 @@ type Attempt struct {
 	// replay; nil for other paths, and for a replay pruned since.
 	ReplayID   *int64  `db:"replay_id"`
 	ReplayName *string `db:"replay_name"`
+	// TraceID is the id of the trace the attempt ran in, when tracing was
+	// on and the attempt was sampled; nil otherwise.
+	TraceID *string `db:"trace_id"`
 }
 
 // NewAttempt describes an attempt for the history, as SettleDeliveries and
@@ -74,6 +77,9 @@ type NewAttempt struct {
 	// timeout, 502, 503 or 504), not that it refused the event; the
 	// circuit breaker counts these in a row (see WithBreaker).
 	AppDown bool
+	// TraceID is the attempt's trace id (32 hex digits) when it was
+	// traced and sampled; "" otherwise.
+	TraceID string
 }
 
 // Attempts returns the event's attempts, oldest first, each of path
@@ -84,7 +90,7 @@ type NewAttempt struct {
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
 	rows, err := s.db.Query(ctx, `
 		SELECT a.source, a.event_id, a.attempted_at, a.duration_ms, a.outcome, a.http_status, a.error, a.path, a.attempt,
-		       r.id AS replay_id, r.name AS replay_name
+		       r.id AS replay_id, r.name AS replay_name, a.trace_id
 		FROM webhook_attempts a
 		LEFT JOIN LATERAL (
 			SELECT p.id, p.name FROM replay_events m JOIN replays p ON p.id = m.replay_id
@@ -110,10 +116,10 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 
 // insertAttemptsSQL is the one statement that appends to the attempt
 // history: the rows the SELECT rows gives (source, event_id, duration_ms,
-// outcome, http_status, error, path, attempt, in that order).
+// outcome, http_status, error, path, attempt, trace_id, in that order).
 func insertAttemptsSQL(rows string) string {
 	return `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
 		` + rows
 }
 
@@ -123,14 +129,16 @@ func insertAttemptsSQL(rows string) string {
 // attempts whose lease is in it are recorded: an attempt whose outcome was
 // refused leaves no history.
 func givenAttemptsSQL(first int, released string) string {
-	p := make([]string, 9)
+	p := make([]string, 10)
 	for i := range p {
 		p[i] = "$" + strconv.Itoa(first+i)
 	}
-	rows := `SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt
+	rows := `SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt,
+		       NULLIF(a.trace_id, '')
 		FROM unnest(` + p[0] + `::text[], ` + p[1] + `::text[], ` + p[2] + `::uuid[], ` + p[3] + `::float8[], ` +
-		p[4] + `::text[], ` + p[5] + `::int[], ` + p[6] + `::text[], ` + p[7] + `::text[], ` + p[8] + `::int[])
-		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt)`
+		p[4] + `::text[], ` + p[5] + `::int[], ` + p[6] + `::text[], ` + p[7] + `::text[], ` + p[8] + `::int[], ` +
+		p[9] + `::text[])
+		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt, trace_id)`
 	if released != "" {
 		rows += `
 		JOIN ` + released + ` r ON r.event_id = a.event_id AND r.owner = a.owner`
@@ -142,6 +150,7 @@ func givenAttemptsSQL(first int, released string) string {
 // each with the owner of the lease it ran under.
 type attemptColumns struct {
 	source, eventID, outcome, errors, path []string
+	traceID                                []string
 	owner                                  []uuid.UUID
 	durationMS                             []float64
 	httpStatus, number                     []int
@@ -161,6 +170,7 @@ func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
 	c.errors = append(c.errors, a.Error)
 	c.path = append(c.path, string(a.Path))
 	c.number = append(c.number, a.Number)
+	c.traceID = append(c.traceID, a.TraceID)
 }
 
 // args returns the columns in givenAttemptsSQL's order, with empty arrays
@@ -168,7 +178,7 @@ func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
 func (c *attemptColumns) args() []any {
 	return []any{
 		nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.durationMS), nonNil(c.outcome),
-		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number),
+		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number), nonNil(c.traceID),
 	}
 }
 

@@ -56,6 +56,10 @@ type Event struct {
 	// one has none left (PayloadErased).
 	PayloadErasedAt *time.Time `db:"payload_erased_at"`
 	PayloadErasedBy *string    `db:"payload_erased_by"`
+	// TraceParent is the W3C traceparent of the delivery that queued the
+	// event, when it was traced and sampled: each retry's trace links to
+	// it.
+	TraceParent *string `db:"trace_parent"`
 	EventMeta
 }
 
@@ -87,7 +91,7 @@ type EventMeta struct {
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
 	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims,
-	payload_erased_at, payload_erased_by, ` + metaColumns
+	payload_erased_at, payload_erased_by, trace_parent, ` + metaColumns
 
 // metaColumns are EventMeta's columns, in its order.
 const metaColumns = `endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event`
@@ -109,6 +113,10 @@ type FailedEvent struct {
 	// that only a person sends it on (a test-mode event through an endpoint
 	// whose test events are queue-only).
 	Held bool
+	// TraceParent is the W3C traceparent of the delivery that queued the
+	// event, which each later attempt's trace links to; "" when it was not
+	// traced.
+	TraceParent string
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.

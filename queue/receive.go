@@ -428,33 +428,35 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 
 // settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
 // whether each event goes on the queue) and writes the outcome of each one
-// it released: the marker with its event log columns ($32-$42, as
-// logColumns orders them, beside $1-$3), or the queue row ($4-$22, as
-// queuedColumns orders them); and the attempts ($23-$31, as
+// it released: the marker with its event log columns ($34-$44, as
+// logColumns orders them, beside $1-$3), or the queue row ($4-$23, as
+// queuedColumns orders them); and the attempts ($24-$33, as
 // attemptColumns orders them). It returns the leases it released.
 var settleDeliveriesSQL = `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
-		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(32)+`)
+		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(34)+`)
 		     AS l(event_id, owner, queued, `+logNamesSQL+`)
 		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner
 		WHERE NOT l.queued`) + `
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
-		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created)
+		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
 		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait),
 		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
 		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
-		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created
+		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created,
+		       NULLIF(e.trace_parent, '')
 		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
 		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-		            $22::timestamptz[])
+		            $22::timestamptz[], $23::text[])
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
-		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created)
+		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created,
+		          trace_parent)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + givenAttemptsSQL(23, "released") + `
+	), recorded AS (` + givenAttemptsSQL(24, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 
@@ -477,7 +479,7 @@ type queuedColumns struct {
 	wait                                                   []float64
 	attempted, held                                        []bool
 	endpoint, account, apiVersion, objectID, objectType    []string
-	customer, snapshotEvent                                []string
+	customer, snapshotEvent, traceParent                   []string
 	// livemode is NULL where the event did not say.
 	livemode []*bool
 	created  []*time.Time
@@ -504,11 +506,13 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.customer = append(c.customer, deref(m.Customer))
 	c.snapshotEvent = append(c.snapshotEvent, deref(m.SnapshotEvent))
 	c.created = append(c.created, e.Created)
+	c.traceParent = append(c.traceParent, e.TraceParent)
 }
 
 func (c *queuedColumns) args() []any {
 	return []any{nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.eventType), nonNil(c.payload),
 		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted),
 		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
-		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent), nonNil(c.created)}
+		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent), nonNil(c.created),
+		nonNil(c.traceParent)}
 }

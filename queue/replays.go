@@ -397,6 +397,10 @@ type ReplayMember struct {
 	Attempts int
 	// Dead: the event is dead on the queue.
 	Dead bool
+	// TraceParent is the W3C traceparent of the delivery that queued the
+	// event, while it is on the queue and was traced; "" otherwise (a
+	// marker keeps none).
+	TraceParent string
 }
 
 // ReplayClaim is a batch of a replay's members, each with its lease, all
@@ -461,7 +465,8 @@ func (s *Store) replayMembers(ctx context.Context, ids []string) ([]ReplayMember
 	rows, err := s.db.Query(ctx, `
 		SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.payload,
 		       CASE WHEN NOT `+queuedPayloadErasedSQL("q")+` THEN q.payload END,
-		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false)
+		       coalesce(q.attempts, l.processed_attempt, 0), coalesce(q.status = 'dead', false),
+		       coalesce(q.trace_parent, '')
 		FROM event_log l
 		LEFT JOIN webhook_events q ON q.source = '`+SourceStripe+`' AND q.event_id = l.event_id
 		WHERE l.event_id = ANY ($1::text[])`, ids)
@@ -473,7 +478,7 @@ func (s *Store) replayMembers(ctx context.Context, ids []string) ([]ReplayMember
 		var m ReplayMember
 		var logPayload, queuePayload []byte
 		if err := rows.Scan(&m.EventID, &m.EventType, &m.Endpoint, &m.Livemode, &m.Account, &logPayload, &queuePayload,
-			&m.Attempts, &m.Dead); err != nil {
+			&m.Attempts, &m.Dead, &m.TraceParent); err != nil {
 			return nil, err
 		}
 		m.Payload = queuePayload

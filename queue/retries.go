@@ -73,7 +73,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 		err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
 			&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
 			&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
-			&manual, &c.Processed)
+			&e.TraceParent, &manual, &c.Processed)
 		c.Event, c.Owner, c.Path = e, owner, PathRetry
 		if manual {
 			c.Path = PathManual
@@ -127,7 +127,7 @@ var claimAttemptsSQL = `
 	), claimed AS (
 		SELECT f.* FROM free f JOIN leased USING (event_id)
 	), interrupted AS (` + insertAttemptsSQL(`
-		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($5, c.counted), 'retry', c.counted
+		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($5, c.counted), 'retry', c.counted, NULL::text
 		FROM claimed c JOIN webhook_events e ON e.id = c.id
 		WHERE c.interrupted`) + `
 	)
@@ -145,7 +145,7 @@ var claimAttemptsSQL = `
 	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
-	          c.manual_retry,
+	          e.trace_parent, c.manual_retry,
 	          ` + markedSQL("e.event_id")
 
 // StartAttempts records that the runs of claimed events start now, each

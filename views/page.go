@@ -41,6 +41,10 @@ type Page struct {
 	// contradicts what arrives through it: a banner on the overview and on
 	// the endpoint's event list.
 	Contradictions []string
+	// TraceURL (HOOKD_TRACE_URL) turns an attempt's trace id into a link
+	// to the tracing backend, the id in place of {trace_id}; "" shows the
+	// id alone.
+	TraceURL string
 }
 
 // Can reports whether the signed-in account may act as role.

@@ -58,6 +58,7 @@ func (d *dashboard) pageWith(c echo.Context, title, nav string, delivery queue.D
 		DemoBackoff: d.store.DemoBackoff(),
 		Delivery:    delivery,
 		Stalled:     d.stalledBanner(c),
+		TraceURL:    d.opts.TraceURL,
 	}
 }
 

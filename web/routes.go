@@ -9,6 +9,7 @@ import (
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.
@@ -20,7 +21,7 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 		e.GET("/metrics", echo.WrapHandler(metricsHandler(opts.Gatherer)))
 	}
 	e.POST(stripeevent.ReceiverPath, handleStripeWebhook(opts.Logger, opts.Receiver, opts.Metrics,
-		newBodyReader(opts.MaxBody, opts.MaxBodyMemory, opts.Metrics), opts.Rejections))
+		newBodyReader(opts.MaxBody, opts.MaxBodyMemory, opts.Metrics), opts.Rejections), traced(opts.Tracer, stripeevent.ReceiverPath)...)
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
 		stripeevent.ReceiverPath, handleStripeWebhookMethod(opts.Rejections))
 
@@ -75,4 +76,13 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/accounts/:id/remove/preview", d.handleRemovePreview(), admin...)
 	e.POST("/accounts/:id/remove", d.handleRemove(), admin...)
 	e.POST("/accounts/:id/sessions/end", d.handleEndSessions(), admin...)
+}
+
+// traced is the middleware that makes each request to route a server
+// span, with tracing on; none with it off.
+func traced(t *tracing.Tracer, route string) []echo.MiddlewareFunc {
+	if t == nil {
+		return nil
+	}
+	return []echo.MiddlewareFunc{echo.WrapMiddleware(func(h http.Handler) http.Handler { return t.Handler(route, h) })}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // Stores are the stores the server reads and writes, all over one database.
@@ -126,6 +127,13 @@ type Options struct {
 	// Replayer is this replica's runner of replays, which a start wakes and
 	// a cancel stops at once; nil leaves them to the runners' polls.
 	Replayer *worker.Replayer
+	// Tracer, when set, makes each delivery's request a server span
+	// (tracing.Tracer.Handler); nil traces nothing.
+	Tracer *tracing.Tracer
+	// TraceURL (HOOKD_TRACE_URL), when set, links each attempt's trace id
+	// on an event's page to the tracing backend: the id replaces
+	// {trace_id}. "" shows the id alone.
+	TraceURL string
 	// Endpoints are the labelled endpoints, whose declarations the
 	// overview and each endpoint's event list check against what arrives
 	// through them.

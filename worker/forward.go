@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/forwardsig"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the
@@ -65,6 +66,13 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 	}
 	f.key = key
 	return f, nil
+}
+
+// Traced makes each call to the app a client span of the attempt's trace
+// that hands the app its W3C traceparent (tracing.Tracer.Transport); with
+// t nil (tracing off) it changes nothing.
+func (f *Forwarder) Traced(t *tracing.Tracer) {
+	f.client.Transport = t.Transport(f.client.Transport)
 }
 
 // Process forwards d.

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // ReplayerConfig configures a Replayer. Zero fields get the defaults below.
@@ -45,6 +47,10 @@ type ReplayerConfig struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
+	// Tracer, when set, makes each delivery of a replay a trace of its own
+	// (tracing.SpanReplay), linked to the delivery that queued the event
+	// when it is still queued; nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 const (
@@ -195,6 +201,12 @@ type replaying struct {
 	s       queue.ReplaySettled
 	written bool
 	err     error
+	// delivery is the delivery's span and ctx its context, when traced;
+	// span is the span of the outcome's write, whose first of a group is
+	// the parent of the group's statements.
+	ctx      context.Context
+	delivery trace.Span
+	span     trace.Span
 }
 
 // runBatch claims a batch of run's members with claimCtx and does the rest
@@ -285,13 +297,19 @@ func (b *replayBatch) prepare(ctx context.Context, i int) bool {
 func (b *replayBatch) step(settle, start int) bool {
 	if settle >= 0 {
 		t := b.todo[settle]
-		b.settles.Go(func() { b.r.settles.Do(t) })
+		if t.delivery != nil {
+			b.settles.Go(func() { b.r.settleTraced(t) })
+		} else {
+			b.settles.Go(func() { b.r.settles.Do(t) })
+		}
 	}
 	return start >= 0
 }
 
 func (b *replayBatch) run(ctx context.Context, i int) {
 	t := b.todo[i]
+	ctx, t.delivery = b.r.startSpan(ctx, b.replay, b.members[i])
+	t.ctx = ctx
 	b.r.deliver(ctx, b.replay, b.members[i], &t.s, b.deadline)
 	switch t.s.Kind {
 	case queue.ReplaySettleDelivered:
@@ -313,6 +331,7 @@ func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
 		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
 	})
+	traceFailure(ctx, res)
 	if res.Err != nil && ctx.Err() != nil {
 		s.Kind = queue.ReplaySettleReleased
 		return
@@ -321,6 +340,7 @@ func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue
 	a := &queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: m.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: queue.PathReplay, Number: m.Attempts, AppDown: IsAppDown(res.Err),
+		TraceID: tracing.TraceID(ctx),
 	}
 	s.Kind, s.Attempt = queue.ReplaySettleDelivered, a
 	if res.Err != nil {
@@ -355,6 +375,9 @@ func (r *Replayer) settle(batch []*replaying) {
 	}
 	for _, k := range order {
 		groupcommit.EachAlone(groups[k], queue.LeaseMargin, func(ctx context.Context, group []*replaying) error {
+			if s := group[0].span; s != nil {
+				ctx = trace.ContextWithSpan(ctx, s)
+			}
 			settled := make([]queue.ReplaySettled, len(group))
 			for i, t := range group {
 				settled[i] = t.s
@@ -372,5 +395,43 @@ func (r *Replayer) settle(batch []*replaying) {
 			r.logger.Error("cannot write a replay's outcome: the member is tried again when its lease expires",
 				"replay", t.replay, "event_id", t.s.EventID, "err", err)
 		})
+	}
+}
+
+// startSpan starts the span of a replay's delivery of m, the root of a
+// trace of its own linked to the delivery that queued the event, when it
+// is still queued; a nil span with tracing off.
+func (r *Replayer) startSpan(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember) (context.Context, trace.Span) {
+	if r.cfg.Tracer == nil {
+		return ctx, nil
+	}
+	attrs := append(tracing.Event(m.EventID, m.EventType, m.Endpoint, m.Attempts, string(queue.PathReplay)),
+		tracing.AttrReplay.String(run.Name))
+	return r.cfg.Tracer.StartLinked(ctx, tracing.SpanReplay, m.TraceParent, attrs...)
+}
+
+// settleTraced writes a traced delivery's outcome under a span of its
+// own, then ends the delivery's span with what became of it.
+func (r *Replayer) settleTraced(t *replaying) {
+	span := t.delivery
+	_, t.span = r.cfg.Tracer.Start(t.ctx, tracing.SpanOutcome)
+	r.settles.Do(t)
+	outcome := string(t.s.Kind)
+	switch {
+	case t.err != nil:
+		tracing.Fail(t.span, "outcome_not_written", t.err.Error())
+		outcome = "not_written"
+	case !t.written:
+		outcome = "lease_lost"
+	}
+	t.span.End()
+	tracing.Outcome(span, outcome)
+	span.End()
+}
+
+// traceFailure marks the span of ctx failed when the processor failed.
+func traceFailure(ctx context.Context, res Result) {
+	if res.Err != nil {
+		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", ErrorText(res.Err))
 	}
 }

@@ -8,9 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // RetrierConfig configures a Retrier. Zero fields get the defaults below.
@@ -50,6 +53,10 @@ type RetrierConfig struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
+	// Tracer, when set, makes each attempt a trace of its own
+	// (tracing.SpanRetry), linked to the delivery that queued the event;
+	// nil traces nothing.
+	Tracer *tracing.Tracer
 }
 
 // MaxProbeWait is how long the circuit breaker's probes come apart at most:
@@ -266,6 +273,12 @@ type settling struct {
 	// cut: released because shutdown cut it short, not because delivery
 	// is held or a probe found the app still down.
 	cut bool
+	// ctx holds the attempt's span, from its start to its outcome's
+	// write (the worker's context when it is not traced); outcome is the
+	// span of that write. Set by attempt.
+	ctx     context.Context
+	span    trace.Span
+	outcome trace.Span
 }
 
 // step is one worker's turn at the database: the outcome of its last
@@ -309,7 +322,13 @@ func (b *retryBatch) step(settle, start int) bool {
 	if start >= 0 {
 		st.start = b.todo[start]
 	}
+	if t := st.settle; t != nil && t.span != nil {
+		_, t.outcome = b.r.cfg.Tracer.Start(t.ctx, tracing.SpanOutcome)
+	}
 	b.r.steps.Do(st)
+	if t := st.settle; t != nil && t.span != nil {
+		t.endSpans()
+	}
 	// Not started: the lease is gone, or the start could not be written,
 	// and no attempt is made without it; the event stays given back.
 	return st.start != nil && st.err == nil && st.start.started
@@ -317,7 +336,7 @@ func (b *retryBatch) step(settle, start int) bool {
 
 func (b *retryBatch) run(ctx context.Context, i int) {
 	t := b.todo[i]
-	b.r.attempt(ctx, &t.s, b.deadline)
+	b.r.attempt(ctx, t, b.deadline)
 	if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (b.probe || b.r.control.Held()) {
 		t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 	}
@@ -325,7 +344,7 @@ func (b *retryBatch) run(ctx context.Context, i int) {
 
 func (b *retryBatch) settled(ctx context.Context, i int) {
 	if t := b.todo[i]; t.err == nil && t.state.Written {
-		b.r.report(ctx, t)
+		b.r.report(t.context(ctx), t)
 		if t.state.Hastened {
 			b.hastened.Store(true)
 		}
@@ -336,8 +355,15 @@ func (b *retryBatch) settled(ctx context.Context, i int) {
 // it as: done, failed with its attempt, or released when ctx was cancelled
 // under a failing run, which was then cut short by shutdown and is no
 // attempt.
-func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.Time) {
+func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) {
+	s := &t.s
 	e := s.Claimed.Event
+	path := s.Claimed.Path
+	if r.cfg.Tracer != nil {
+		t.ctx, t.span = r.cfg.Tracer.StartLinked(ctx, tracing.SpanRetry, deref(e.TraceParent),
+			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(path))...)
+		ctx = t.ctx
+	}
 	res, took := r.process(ctx, r.proc, deadline, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
 		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account),
@@ -346,16 +372,17 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 		s.Kind = queue.SettleReleased
 		return
 	}
-	path := s.Claimed.Path
 	r.metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),
+		TraceID: tracing.TraceID(ctx),
 	}
 	s.Kind, s.Attempt = queue.SettleDone, a
 	if res.Err != nil {
 		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
+		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", a.Error)
 	}
 }
 
@@ -366,6 +393,7 @@ func (r *Retrier) attempt(ctx context.Context, s *queue.Settled, deadline time.T
 // the processors' side effects happened.
 func (r *Retrier) step(batch []*step) {
 	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*step) error {
+		ctx = traceSteps(ctx, group)
 		var settled []queue.Settled
 		var starting []queue.Claimed
 		for _, st := range group {
@@ -455,4 +483,53 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// endSpans ends the attempt's outcome span and its own, saying what became
+// of it: done, failed, dead, or released (given back uncounted), or that
+// its outcome could not be written.
+func (t *settling) endSpans() {
+	outcome := string(t.s.Kind)
+	switch {
+	case t.err != nil:
+		tracing.Fail(t.outcome, "outcome_not_written", t.err.Error())
+		outcome = "not_written"
+	case !t.state.Written:
+		outcome = "lease_lost"
+	case t.state.Status == queue.StatusDead:
+		outcome = string(queue.StatusDead)
+	}
+	if t.outcome != nil {
+		t.outcome.End()
+	}
+	tracing.Outcome(t.span, outcome)
+	t.span.End()
+}
+
+// traceSteps is ctx under the outcome span of the first traced attempt
+// whose outcome a group of steps writes, so that the group's statements
+// are its child spans; every such span says how many shared them.
+func traceSteps(ctx context.Context, group []*step) context.Context {
+	var first trace.Span
+	for _, st := range group {
+		if t := st.settle; t != nil && t.outcome != nil && t.outcome.IsRecording() {
+			t.outcome.SetAttributes(tracing.AttrGroup.Int(len(group)))
+			if first == nil {
+				first = t.outcome
+			}
+		}
+	}
+	if first == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, first)
+}
+
+// context is the attempt's traced context, so that what is logged of it
+// carries its trace; ctx when it was not traced.
+func (t *settling) context(ctx context.Context) context.Context {
+	if t.ctx != nil {
+		return t.ctx
+	}
+	return ctx
 }

@@ -80,9 +80,10 @@ func InsertAttempt(t testing.TB, pool *pgxpool.Pool, a queue.NewAttempt) {
 		outcome = "succeeded"
 	}
 	_, err := pool.Exec(context.Background(), `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt)
-		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8)`,
-		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond), outcome, a.HTTPStatus, a.Error, a.Path, a.Number)
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
+		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8, NULLIF($9, ''))`,
+		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond), outcome, a.HTTPStatus, a.Error, a.Path, a.Number,
+		a.TraceID)
 	if err != nil {
 		t.Fatalf("queuetest: insert attempt: %v", err)
 	}

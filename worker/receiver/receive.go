@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -30,6 +31,7 @@ import (
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/groupcommit"
 	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
 
 // writeTimeout bounds each short transaction: the one that takes leases
@@ -141,6 +143,9 @@ type Config struct {
 	// database behind it before they go on beside it. Default:
 	// groupcommit.DefaultStallAfter.
 	StallAfter time.Duration
+	// Tracer, when set, traces each delivery (tracing.SpanDeliver) and its
+	// steps; nil: no tracing.
+	Tracer *tracing.Tracer
 }
 
 // Receiver runs the pipeline for one delivery from Stripe.
@@ -157,6 +162,7 @@ type Receiver struct {
 	control   *worker.Control
 	pace      *worker.Pace
 	heartbeat *worker.Heartbeat
+	tracer    *tracing.Tracer
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
 	// those that just arrived, and the outcomes of those whose processors
@@ -199,6 +205,7 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		control:   cfg.Control,
 		pace:      cfg.Pace,
 		heartbeat: cfg.Heartbeat,
+		tracer:    cfg.Tracer,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
 	r.outcomes = groupcommit.New(maxBatch, r.exchange)
@@ -218,19 +225,57 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 // another delivery of the event is being handled; any other error means the
 // outcome could not be made durable, and Stripe should deliver again.
 func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string) (Outcome, error) {
+	ctx, span := r.tracer.Start(ctx, tracing.SpanDeliver)
+	defer span.End()
+	_, verifying := r.tracer.Start(ctx, tracing.SpanVerify)
 	ep, err := r.verify(payload, sigHeader)
-	if err != nil {
-		return 0, err
-	}
 	var ev event
-	if err := parseEvent(payload, &ev); err != nil {
+	if err == nil {
+		err = parseEvent(payload, &ev)
+	}
+	if err != nil {
+		traceRefusal(verifying, span, err)
+		verifying.End()
 		return 0, err
 	}
+	verifying.End()
 	outcome, err := r.receive(ctx, &ev, ep, payload, sigHeader, queue.PathInline)
+	traceOutcome(span, outcome, err)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
 	return outcome, nil
+}
+
+// traceRefusal says on the verification's span and the delivery's why the
+// delivery was refused: the rejection log's reason, and the refusal's
+// text, which names what was wrong and never holds a secret.
+func traceRefusal(verifying, delivery trace.Span, err error) {
+	if !delivery.IsRecording() {
+		return
+	}
+	reason := string(RejectReason(err))
+	delivery.SetAttributes(tracing.AttrRefusal.String(reason))
+	tracing.Fail(verifying, reason, err.Error())
+	tracing.Fail(delivery, reason, err.Error())
+}
+
+// traceOutcome sets what became of a delivery on its span: the outcome's
+// label, as the metrics have it, or the error that Stripe is answered 503
+// for.
+func traceOutcome(span trace.Span, outcome Outcome, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	switch {
+	case errors.Is(err, queue.ErrEventLocked):
+		tracing.Outcome(span, string(telemetry.OutcomeLocked))
+	case err != nil:
+		tracing.Outcome(span, string(telemetry.OutcomeUnavailable))
+		tracing.Fail(span, string(telemetry.OutcomeUnavailable), err.Error())
+	default:
+		tracing.Outcome(span, string(outcome.Label()))
+	}
 }
 
 // Recover runs an event that Stripe's delivery never brought, read from
@@ -264,7 +309,13 @@ func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []b
 	if err := parseEvent(payload, &ev); err != nil {
 		return 0, err
 	}
+	// A recovered event never reached hookd, so there is no delivery to
+	// link to: the recovery is a trace of its own, linked to the
+	// reconciliation run's span when the caller has one.
+	ctx, span := r.tracer.StartLinked(ctx, tracing.SpanRecover, "")
+	defer span.End()
 	outcome, err := r.receive(ctx, &ev, &ep, payload, "", queue.PathReconcile)
+	traceOutcome(span, outcome, err)
 	if err != nil {
 		return 0, &EventError{EventID: ev.ID, Err: err}
 	}
@@ -305,6 +356,12 @@ type delivery struct {
 	// settling: the delivery's next turn at the database writes its
 	// outcome; before, it takes its lease.
 	settling bool
+	// span is the span of the delivery's turn at the database (its lease,
+	// then its outcome), and traceParent the delivery's own span's W3C
+	// traceparent, kept with a queue row; a non-recording span and "" with
+	// tracing off.
+	span        trace.Span
+	traceParent string
 
 	// Set by takeLeases: the event's state, and the lease when it is new.
 	state    queue.DeliveryState
@@ -332,6 +389,10 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 		return r.ping(ctx, ep)
 	}
 	d := &delivery{ctx: ctx, ev: *ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Event(ev.ID, ev.Type, ep.Label, 0, string(path))...)
+		d.traceParent = r.tracer.Parent(ctx)
+	}
 	if path == queue.PathInline {
 		// The inline slots bound the deliveries waiting for the app while
 		// Stripe waits. A recovery has no one waiting and its own bound,
@@ -343,7 +404,9 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 			d.deferred = r.deferReason()
 		}
 	}
+	_, d.span = r.tracer.Start(d.ctx, tracing.SpanLease)
 	r.leases.Do(d)
+	d.span.End()
 	if d.err != nil {
 		return 0, d.err
 	}
@@ -358,7 +421,9 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 
 	outcome, res := r.run(d)
 	d.settling = true
+	_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
 	r.outcomes.Do(d)
+	d.span.End()
 	switch {
 	case d.err != nil:
 		// Stripe is told 503 and delivers again; meanwhile the outcome is
@@ -436,7 +501,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.key, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
-		AppDown: worker.IsAppDown(res.Err),
+		AppDown: worker.IsAppDown(res.Err), TraceID: tracing.TraceID(d.ctx),
 	}
 	outcome := Processed
 	switch {
@@ -452,6 +517,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// Failed: from here on the event keeps its history, starting with
 		// this attempt.
 		attempt.Error = worker.ErrorText(res.Err)
+		tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
 		fe := failedEvent(d, attempt.Error)
 		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
 		outcome = Queued
@@ -496,6 +562,7 @@ func (r *Receiver) exchange(batch []*delivery) {
 }
 
 func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
+	ctx = traceGroup(ctx, group)
 	var settle, take []*delivery
 	for _, d := range group {
 		if d.settling {
@@ -575,7 +642,7 @@ func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
 		Source: queue.SourceStripe, EventID: d.key, EventType: d.ev.Type,
 		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason, Created: d.ev.created(),
-		Meta: d.ev.meta(d.ep.Label),
+		Meta: d.ev.meta(d.ep.Label), TraceParent: d.traceParent,
 	}
 }
 
@@ -610,4 +677,24 @@ func storedSignature(header string) string {
 		b.WriteString(value)
 	}
 	return b.String()
+}
+
+// traceGroup is ctx under the span of the first traced delivery of a group
+// sharing one short transaction, so that its statements are child spans
+// of that delivery's lease or outcome; every delivery's span says how many
+// shared it.
+func traceGroup(ctx context.Context, group []*delivery) context.Context {
+	var first trace.Span
+	for _, d := range group {
+		if d.span != nil && d.span.IsRecording() {
+			d.span.SetAttributes(tracing.AttrGroup.Int(len(group)))
+			if first == nil {
+				first = d.span
+			}
+		}
+	}
+	if first == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, first)
 }
