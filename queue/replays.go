@@ -142,7 +142,7 @@ const matchSQL = `
 	                  WHERE t LIKE '%.*' AND starts_with(l.event_type, left(t, -1))))
 	  AND ($4 = '' OR l.endpoint = $4)
 	  AND (($5 AND q.status IS NULL AND l.processed_at IS NOT NULL)
-	       OR ($6 AND q.status IN ('failed', 'retrying'))
+	       OR ($6 AND q.` + pending + `)
 	       OR ($7 AND q.status = 'dead'))
 	  AND ($8 = '' OR l.object_id = $8 OR l.customer = $8)`
 
