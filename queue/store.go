@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -89,20 +88,16 @@ func DescribeDB(c *pgconn.Config) string {
 	return fmt.Sprintf("%s:%d/%s as %s", c.Host, c.Port, c.Database, c.User)
 }
 
-// oneRow runs sql and reads its one row into a T by column name, or returns
-// ErrNotFound when there is none; what names the read in errors.
+// oneRow runs sql and reads its one row into a T by column name
+// (store.QueryOne), or returns ErrNotFound when there is none; what names
+// the read in errors.
 func oneRow[T any](ctx context.Context, db store.DBTX, what, sql string, args ...any) (T, error) {
-	var zero T
-	rows, err := db.Query(ctx, sql, args...)
-	if err != nil {
-		return zero, fmt.Errorf("%s: %w", what, err)
-	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return zero, ErrNotFound
-	}
-	if err != nil {
-		return zero, fmt.Errorf("%s: %w", what, err)
+	v, found, err := store.QueryOne[T](ctx, db, sql, args...)
+	switch {
+	case err != nil:
+		return v, fmt.Errorf("%s: %w", what, err)
+	case !found:
+		return v, ErrNotFound
 	}
 	return v, nil
 }
