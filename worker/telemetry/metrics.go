@@ -34,13 +34,13 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: string(metricWebhooksReceived),
 			Help: "Deliveries to the receiver by outcome: " +
-				outcomes(OutcomeProcessed, OutcomeDuplicate, OutcomeAlreadyQueued, OutcomeQueued, OutcomeDeferred) + " (200); " +
-				outcomes(OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge) + " (4xx); " +
-				outcomes(OutcomeBodyMemory, OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
+				labels(OutcomeProcessed, OutcomeDuplicate, OutcomeAlreadyQueued, OutcomeQueued, OutcomeDeferred) + " (200); " +
+				labels(OutcomeBadSignature, OutcomeBadPayload, OutcomeTooLarge) + " (4xx); " +
+				labels(OutcomeBodyMemory, OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: string(metricProcessingSeconds),
-			Help: "Time one processor run took, by path (" + paths() + ") and result (" + results + ").",
+			Help: "Time one processor run took, by path (" + labels(queue.AttemptPaths...) + ") and result (" + results + ").",
 			// From a fast in-process handler to the 10 s forward timeout.
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"path", "result"}),
@@ -78,75 +78,59 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 	return m
 }
 
+// none is what a nil *Metrics records into: the same metrics, registered
+// nowhere, so that no method needs a nil check of its own.
+var none = NewMetrics(prometheus.NewRegistry(), nil)
+
+// or returns m, or none when m is nil.
+func (m *Metrics) or() *Metrics {
+	if m == nil {
+		return none
+	}
+	return m
+}
+
 // Received counts one delivery to the receiver with its outcome.
 func (m *Metrics) Received(outcome Outcome) {
-	if m == nil {
-		return
-	}
+	m = m.or()
 	m.received.WithLabelValues(string(outcome)).Inc()
 	m.activity.received(outcome)
 }
 
 // ReadingBodies counts deliveries starting (1) or ending (-1) to read
 // their body.
-func (m *Metrics) ReadingBodies(delta int) {
-	if m == nil {
-		return
-	}
-	m.reading.Add(float64(delta))
-}
+func (m *Metrics) ReadingBodies(delta int) { m.or().reading.Add(float64(delta)) }
 
 // HoldBodyMemory counts bytes taken (positive) or given back (negative)
 // by the bodies being read.
-func (m *Metrics) HoldBodyMemory(delta int64) {
-	if m == nil {
-		return
-	}
-	m.bodyMem.Add(float64(delta))
-}
+func (m *Metrics) HoldBodyMemory(delta int64) { m.or().bodyMem.Add(float64(delta)) }
 
 // Refused notes why a delivery was refused, beyond Received's label: one
 // well formed, recent and signed with no configured secret counts toward
 // the "is STRIPE_WEBHOOK_SECRET right?" alert; other refusals do not.
 func (m *Metrics) Refused(reason rejections.Reason) {
-	if m == nil || checkSignature(reason) != signatureWrongSecret {
-		return
+	if checkSignature(reason) == signatureWrongSecret {
+		m.or().activity.wrongSignature()
 	}
-	m.activity.wrongSignature()
 }
 
 // ObserveProcess records how long one processor run took, on path, and
 // whether it succeeded.
 func (m *Metrics) ObserveProcess(path queue.AttemptPath, ok bool, took time.Duration) {
-	if m == nil {
-		return
-	}
-	m.duration.WithLabelValues(string(path), string(resultOf(ok))).Observe(took.Seconds())
+	m.or().duration.WithLabelValues(string(path), string(resultOf(ok))).Observe(took.Seconds())
 }
 
 // ObserveBatch records how many deliveries took their leases in one short
 // transaction.
-func (m *Metrics) ObserveBatch(deliveries int) {
-	if m == nil {
-		return
-	}
-	m.batch.Observe(float64(deliveries))
-}
+func (m *Metrics) ObserveBatch(deliveries int) { m.or().batch.Observe(float64(deliveries)) }
 
 // AddWaiting adds n (negative: takes) to the deliveries waiting for the
 // receiver's next short transaction.
-func (m *Metrics) AddWaiting(n int) {
-	if m == nil {
-		return
-	}
-	m.waiting.Add(float64(n))
-}
+func (m *Metrics) AddWaiting(n int) { m.or().waiting.Add(float64(n)) }
 
 // CountRetries counts the retries of one batch once they are committed.
 func (m *Metrics) CountRetries(succeeded, failed int) {
-	if m == nil {
-		return
-	}
+	m = m.or()
 	m.retries.WithLabelValues(string(queue.AttemptSucceeded)).Add(float64(succeeded))
 	m.retries.WithLabelValues(string(queue.AttemptFailed)).Add(float64(failed))
 	m.activity.retried(succeeded, failed)
@@ -155,38 +139,22 @@ func (m *Metrics) CountRetries(succeeded, failed int) {
 // CountDead counts an event that used up its retries, once that is
 // committed.
 func (m *Metrics) CountDead() {
-	if m == nil {
-		return
-	}
+	m = m.or()
 	m.dead.Inc()
 	m.activity.add(actDead, 1)
 }
 
 // CountPruned counts the dedup markers a prune deleted.
-func (m *Metrics) CountPruned(n int64) {
-	if m == nil {
-		return
-	}
-	m.pruned.Add(float64(n))
-}
+func (m *Metrics) CountPruned(n int64) { m.or().pruned.Add(float64(n)) }
 
 // results lists the result labels, for the metrics' help.
 const results = string(queue.AttemptSucceeded) + ", " + string(queue.AttemptFailed)
 
-// outcomes lists outcome labels, for the metrics' help.
-func outcomes(os ...Outcome) string {
-	names := make([]string, len(os))
-	for i, o := range os {
-		names[i] = string(o)
-	}
-	return strings.Join(names, ", ")
-}
-
-// paths lists the path labels, for the metrics' help.
-func paths() string {
-	names := make([]string, len(queue.AttemptPaths))
-	for i, p := range queue.AttemptPaths {
-		names[i] = string(p)
+// labels lists labels, for the metrics' help.
+func labels[L ~string](ls ...L) string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = string(l)
 	}
 	return strings.Join(names, ", ")
 }
