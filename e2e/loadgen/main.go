@@ -240,28 +240,24 @@ func bursts(ctx context.Context, o options) error {
 	defer app.close()
 	fmt.Printf("\nburst: %d distinct events at once to hookd forwarding to an app that takes %s with each; /readyz every 50 ms\n",
 		o.burstEvents, o.burstApp)
-	for _, pool := range []string{"", "pool_max_conns=8"} {
+	for _, pool := range []int{0, 8} {
 		targets, cleanup, err := startTargets(ctx, o, "burst", "HOOKD_PROCESSOR=forward",
 			"HOOKD_FORWARD_URL="+app.url, "HOOKD_FORWARD_TIMEOUT=10s")
 		if err != nil {
 			return err
 		}
 		for _, t := range targets {
-			if pool != "" {
+			if pool != 0 {
 				// Restart on the same database with the smaller pool.
 				t.h.stop()
-				sep := "?"
-				if strings.Contains(t.dbURL, "?") {
-					sep = "&"
-				}
-				if t.h, err = startHookd(ctx, t.bin, t.dbURL+sep+pool, "HOOKD_PROCESSOR=forward",
+				if t.h, err = startHookd(ctx, t.bin, withPoolSize(t.dbURL, pool), "HOOKD_PROCESSOR=forward",
 					"HOOKD_FORWARD_URL="+app.url, "HOOKD_FORWARD_TIMEOUT=10s"); err != nil {
 					cleanup()
 					return err
 				}
 			}
 			r, err := burstOnce(ctx, t.h.url, o.burstEvents)
-			if pool != "" {
+			if pool != 0 {
 				// The restarted hookd is not among cleanup's.
 				defer t.h.stop()
 			}
@@ -270,8 +266,8 @@ func bursts(ctx context.Context, o options) error {
 				return fmt.Errorf("%s: %w", t.bin, err)
 			}
 			label := "default pool"
-			if pool != "" {
-				label = pool
+			if pool != 0 {
+				label = fmt.Sprintf("pool_max_conns=%d", pool)
 			}
 			fmt.Printf("  %s (%s): %d of %d answered 200 (%d processed, %d deferred), slowest %.0f ms, p50 %.0f ms"+
 				" | /readyz %d probes, slowest %.1f ms, not 200: %d | peak RSS %.1f MiB\n",
@@ -912,7 +908,7 @@ func riverOnce(ctx context.Context, o options, sink *sink, workers, round int) (
 		return drainRound{}, err
 	}
 
-	cmd := exec.CommandContext(ctx, o.river, "-database-url", dbURL, "-sink", sink.url,
+	cmd := exec.CommandContext(ctx, o.river, "-database-url", withPoolSize(dbURL, riverPoolSize), "-sink", sink.url,
 		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads.Name(), "-fetch-cooldown", o.riverFetch.String(), "-control")
 	stderr := &e2etest.SyncBuffer{}
 	cmd.Stderr = stderr
@@ -1156,8 +1152,8 @@ func startHookd(ctx context.Context, bin, dbURL string, env ...string) (*hookd, 
 // database with a pool of maxConns connections.
 func startPlain(ctx context.Context, bin, dbURL string, maxConns int) (*hookd, error) {
 	return startServer(ctx, func(addr string) *exec.Cmd {
-		cmd := exec.Command(bin, "-addr", addr, "-max-conns", strconv.Itoa(maxConns))
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "STRIPE_WEBHOOK_SECRET="+webhookSecret)
+		cmd := exec.Command(bin, "-addr", addr)
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+withPoolSize(dbURL, maxConns), "STRIPE_WEBHOOK_SECRET="+webhookSecret)
 		return cmd
 	})
 }
@@ -1268,6 +1264,23 @@ func createDatabase(ctx context.Context, server, phase string) (string, func(), 
 	}
 	u.Path = "/" + name
 	return u.String(), drop, nil
+}
+
+// riverPoolSize is riverbench's pool: hookd's default (database.go's
+// defaultMaxConns), so that River drains on as many connections as hookd.
+const riverPoolSize = 30
+
+// withPoolSize returns dbURL with pgx's pool_max_conns set to n: every
+// process loadgen starts takes its pool's size from its URL.
+func withPoolSize(dbURL string, n int) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL // createDatabase made it: it parses
+	}
+	q := u.Query()
+	q.Set("pool_max_conns", strconv.Itoa(n))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // peakRSS returns the process's peak resident set (VmHWM) in MiB.

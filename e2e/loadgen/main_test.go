@@ -77,3 +77,24 @@ func TestPosterReadsNetHTTPAnswers(t *testing.T) {
 		t.Errorf("%d connections, want the one kept alive", n)
 	}
 }
+
+// Each process loadgen starts takes its pool's size from its URL, whatever
+// the URL said before.
+func TestWithPoolSizeSetsPoolMaxConns(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		"postgres://u:p@127.0.0.1:5432/db?sslmode=disable",
+		"postgres://u:p@127.0.0.1:5432/db?pool_max_conns=4&sslmode=disable",
+		"postgres://u:p@127.0.0.1:5432/db",
+	} {
+		got, err := url.Parse(withPoolSize(in, 8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := url.Parse(in)
+		if got.Query().Get("pool_max_conns") != "8" || got.Host != want.Host || got.Path != want.Path ||
+			got.Query().Get("sslmode") != want.Query().Get("sslmode") {
+			t.Errorf("withPoolSize(%q, 8) = %q, want the same URL with pool_max_conns=8", in, got)
+		}
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -81,11 +82,11 @@ func (w *ForwardWorker) Work(ctx context.Context, job *river.Job[ForwardArgs]) e
 }
 
 func main() {
-	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL of an empty database (default $DATABASE_URL)")
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"),
+		"PostgreSQL URL of an empty database, its pool_max_conns the pool's size (default $DATABASE_URL)")
 	sink := flag.String("sink", "", "URL each job's payload is POSTed to")
 	jobs := flag.Int("jobs", 20_000, "jobs inserted, then drained")
 	workers := flag.Int("workers", 100, "River workers (MaxWorkers of the one queue)")
-	maxConns := flag.Int("max-conns", 30, "database pool size (hookd's default), unless the URL sets pool_max_conns")
 	payloads := flag.String("payloads", "", "file of payloads, one JSON string a line; cycled when fewer than -jobs")
 	cooldown := flag.Duration("fetch-cooldown", river.FetchCooldownDefault, "River's FetchCooldown: at most one fetch of jobs this often")
 	control := flag.Bool("control", false, `print "seeded" and wait for a line on stdin before draining; wait for stdin to close before exiting`)
@@ -94,30 +95,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "riverbench: -database-url, -sink, -jobs and -workers are required")
 		os.Exit(2)
 	}
-	if err := run(context.Background(), *dbURL, *sink, *jobs, *workers, *maxConns, *cooldown, *payloads, *control); err != nil {
+	if err := run(context.Background(), *dbURL, *sink, *jobs, *workers, *cooldown, *payloads, *control); err != nil {
 		fmt.Fprintln(os.Stderr, "riverbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, cooldown time.Duration, payloadFile string, control bool) error {
+func run(ctx context.Context, dbURL, sink string, jobs, workers int, cooldown time.Duration, payloadFile string, control bool) error {
 	bodies, err := readPayloads(payloadFile)
 	if err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(dbURL, "pool_max_conns") {
-		cfg.MaxConns = int32(maxConns)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
 		return err
@@ -125,39 +118,12 @@ func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, c
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-
-	worker := &ForwardWorker{url: sink, client: &http.Client{
-		Transport: &http.Transport{
-			Proxy: http.ProxyFromEnvironment,
-			// One kept-alive connection per worker: fewer would open and
-			// close connections under the burn-down.
-			MaxIdleConnsPerHost: workers,
-			IdleConnTimeout:     90 * time.Second,
-		},
-		Timeout: time.Minute,
-	}}
-	registry := river.NewWorkers()
-	river.AddWorker(registry, worker)
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
-		Workers:       registry,
-		FetchCooldown: cooldown,
-		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	worker := newForwardWorker(sink, workers)
+	client, err := newClient(pool, worker, workers, cooldown)
 	if err != nil {
 		return err
 	}
-
-	params := make([]river.InsertManyParams, jobs)
-	for i := range params {
-		body := bodies[i%len(bodies)]
-		params[i] = river.InsertManyParams{Args: ForwardArgs{EventID: eventID(body, i), Payload: body}}
-	}
-	if _, err := client.InsertManyFast(ctx, params); err != nil {
-		return fmt.Errorf("insert jobs: %w", err)
-	}
-	// Planned for the backlog, as hookd's drain is.
-	if _, err := pool.Exec(ctx, `ANALYZE river_job`); err != nil {
+	if err := insertJobs(ctx, client, pool, bodies, jobs); err != nil {
 		return err
 	}
 
@@ -168,29 +134,9 @@ func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, c
 			return fmt.Errorf("waiting for the go-ahead: %w", err)
 		}
 	}
-
-	// The channel holds every event, so that none is dropped.
-	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
-		ChanSize: jobs + 1000,
-		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
-	})
-	defer unsubscribe()
-	if err := client.Start(ctx); err != nil {
+	completed, failed, err := drain(ctx, client, jobs)
+	if err != nil {
 		return err
-	}
-	completed, failed := 0, 0
-	timeout := time.NewTimer(5 * time.Minute)
-	for completed < jobs {
-		select {
-		case e := <-events:
-			if e.Kind == river.EventKindJobCompleted {
-				completed++
-			} else {
-				failed++
-			}
-		case <-timeout.C:
-			return fmt.Errorf("%d of %d jobs completed after 5 minutes (%d failed attempts)", completed, jobs, failed)
-		}
 	}
 	done := time.Now()
 	first := time.Unix(0, worker.first.Load())
@@ -204,6 +150,79 @@ func run(ctx context.Context, dbURL, sink string, jobs, workers, maxConns int, c
 	stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return client.Stop(stopCtx)
+}
+
+// newForwardWorker returns the worker that POSTs to sink, with a kept-alive
+// connection for each of workers.
+func newForwardWorker(sink string, workers int) *ForwardWorker {
+	return &ForwardWorker{url: sink, client: &http.Client{
+		Transport: &http.Transport{
+			Proxy: http.ProxyFromEnvironment,
+			// One kept-alive connection per worker: fewer would open and
+			// close connections under the burn-down.
+			MaxIdleConnsPerHost: workers,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		Timeout: time.Minute,
+	}}
+}
+
+// newClient returns a River client of one queue run by worker, workers at
+// a time.
+func newClient(pool *pgxpool.Pool, worker *ForwardWorker, workers int, cooldown time.Duration) (*river.Client[pgx.Tx], error) {
+	registry := river.NewWorkers()
+	river.AddWorker(registry, worker)
+	return river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues:        map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
+		Workers:       registry,
+		FetchCooldown: cooldown,
+		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+}
+
+// insertJobs inserts jobs jobs at once, cycling through bodies, and
+// analyzes the job table so that River plans its fetches for the backlog,
+// as hookd's drain is planned for its own.
+func insertJobs(ctx context.Context, client *river.Client[pgx.Tx], pool *pgxpool.Pool, bodies []string, jobs int) error {
+	params := make([]river.InsertManyParams, jobs)
+	for i := range params {
+		body := bodies[i%len(bodies)]
+		params[i] = river.InsertManyParams{Args: ForwardArgs{EventID: eventID(body, i), Payload: body}}
+	}
+	if _, err := client.InsertManyFast(ctx, params); err != nil {
+		return fmt.Errorf("insert jobs: %w", err)
+	}
+	_, err := pool.Exec(ctx, `ANALYZE river_job`)
+	return err
+}
+
+// drain starts the client and counts its completions until jobs jobs are
+// completed, or 5 minutes have passed; it returns the completions and the
+// failed attempts.
+func drain(ctx context.Context, client *river.Client[pgx.Tx], jobs int) (completed, failed int, err error) {
+	// The channel holds every event, so that none is dropped.
+	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: jobs + 1000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
+	})
+	defer unsubscribe()
+	if err := client.Start(ctx); err != nil {
+		return 0, 0, err
+	}
+	timeout := time.NewTimer(5 * time.Minute)
+	for completed < jobs {
+		select {
+		case e := <-events:
+			if e.Kind == river.EventKindJobCompleted {
+				completed++
+			} else {
+				failed++
+			}
+		case <-timeout.C:
+			return completed, failed, fmt.Errorf("%d of %d jobs completed after 5 minutes (%d failed attempts)", completed, jobs, failed)
+		}
+	}
+	return completed, failed, nil
 }
 
 // readPayloads reads a file of JSON strings, one a line, or makes one

@@ -9,7 +9,8 @@
 // event holds it), the dedup read of the marker, the marker's insert,
 // COMMIT. Nothing is processed (hookd runs with its discard processor beside
 // it). It creates its marker table when missing, so it runs on an empty
-// database.
+// database. Its pool is pgx's, sized by the URL's pool_max_conns: the load
+// generator sets it to its number of clients.
 package main
 
 import (
@@ -23,7 +24,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -47,9 +47,8 @@ const maxBody = 65536
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8090", "address to listen on")
-	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	dbURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "PostgreSQL URL, its pool_max_conns the pool's size (default $DATABASE_URL)")
 	secret := flag.String("secret", os.Getenv("STRIPE_WEBHOOK_SECRET"), "Stripe webhook signing secret (default $STRIPE_WEBHOOK_SECRET)")
-	maxConns := flag.Int("max-conns", 16, "database pool size, unless the URL sets pool_max_conns")
 	flag.Parse()
 	if *dbURL == "" || *secret == "" {
 		log.Fatal("plainseed: -database-url and -secret are required")
@@ -57,20 +56,13 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *addr, *dbURL, *secret, *maxConns); err != nil {
+	if err := run(ctx, *addr, *dbURL, *secret); err != nil {
 		log.Fatal("plainseed: ", err)
 	}
 }
 
-func run(ctx context.Context, addr, dbURL, secret string, maxConns int) error {
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return err
-	}
-	if !strings.Contains(dbURL, "pool_max_conns") {
-		cfg.MaxConns = int32(maxConns)
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+func run(ctx context.Context, addr, dbURL, secret string) error {
+	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
 	}
