@@ -167,63 +167,73 @@ func mixedApp(ctx context.Context, o options) error {
 	fmt.Printf("\nmixed app: %d clients for %s; the app takes %s with one event in %d, the others at once\n",
 		clients, o.roundTime, slowFor, slowEvery)
 	for _, t := range targets {
-		u, err := url.Parse(t.h.url + "/webhooks/stripe")
+		fast, slow, err := postMixed(t.h.url+"/webhooks/stripe", clients, slowEvery, time.Now().Add(o.roundTime))
 		if err != nil {
-			return err
-		}
-		var mu sync.Mutex
-		var fast, slow []time.Duration
-		var firstErr error
-		deadline := time.Now().Add(o.roundTime)
-		var wg sync.WaitGroup
-		for c := range clients {
-			wg.Go(func() {
-				client := &poster{addr: u.Host, path: u.Path}
-				defer client.close()
-				prefix := fmt.Sprintf("evt_mixed_%s_c%d_", randomHex(4), c)
-				for i := 0; time.Now().Before(deadline); i++ {
-					gen := newEventGen(prefix)
-					if i%slowEvery == c%slowEvery {
-						gen = newEventGen(prefix + "_slow")
-					}
-					gen.seq = i
-					body := gen.next()
-					t0 := time.Now()
-					status, answer, err := client.post(body, stripeevent.Sign(body, webhookSecret, time.Now()))
-					d := time.Since(t0)
-					mu.Lock()
-					switch {
-					case err == nil && status != http.StatusOK:
-						err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
-						fallthrough
-					case err != nil:
-						firstErr = cmp.Or(firstErr, err)
-					case strings.Contains(string(body[:64]), "_slow"):
-						slow = append(slow, d)
-					default:
-						fast = append(fast, d)
-					}
-					mu.Unlock()
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if firstErr != nil {
-			return fmt.Errorf("%s: %w", t.bin, firstErr)
-		}
-		slices.Sort(fast)
-		slices.Sort(slow)
-		if len(fast) == 0 || len(slow) == 0 {
-			return fmt.Errorf("%s: %d fast and %d slow answers", t.bin, len(fast), len(slow))
+			return fmt.Errorf("%s: %w", t.bin, err)
 		}
 		fmt.Printf("  %s: %d fast events p50 %.1f ms p99 %.1f ms max %.0f ms | %d slow events p50 %.0f ms\n",
 			t.bin, len(fast), ms(fast[len(fast)/2]), ms(fast[len(fast)*99/100]), ms(fast[len(fast)-1]),
 			len(slow), ms(slow[len(slow)/2]))
 	}
 	return nil
+}
+
+// postMixed posts events to target from clients clients until deadline,
+// one in slowEvery with "_slow" in its id, and returns how long the others
+// (fast) and those (slow) took to be answered, each sorted. Any answer but
+// 200 is an error, and so is a run with no answer of either kind.
+func postMixed(target string, clients, slowEvery int, deadline time.Time) (fast, slow []time.Duration, err error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			client := &poster{addr: u.Host, path: u.Path}
+			defer client.close()
+			prefix := fmt.Sprintf("evt_mixed_%s_c%d_", randomHex(4), c)
+			for i := 0; time.Now().Before(deadline); i++ {
+				gen := newEventGen(prefix)
+				if i%slowEvery == c%slowEvery {
+					gen = newEventGen(prefix + "_slow")
+				}
+				gen.seq = i
+				body := gen.next()
+				t0 := time.Now()
+				status, answer, err := client.post(body, stripeevent.Sign(body, webhookSecret, time.Now()))
+				d := time.Since(t0)
+				mu.Lock()
+				switch {
+				case err == nil && status != http.StatusOK:
+					err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
+					fallthrough
+				case err != nil:
+					firstErr = cmp.Or(firstErr, err)
+				case strings.Contains(string(body[:64]), "_slow"):
+					slow = append(slow, d)
+				default:
+					fast = append(fast, d)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, nil, firstErr
+	}
+	slices.Sort(fast)
+	slices.Sort(slow)
+	if len(fast) == 0 || len(slow) == 0 {
+		return nil, nil, fmt.Errorf("%d fast and %d slow answers", len(fast), len(slow))
+	}
+	return fast, slow, nil
 }
 
 // bursts posts burstEvents distinct events at once, each on a connection
@@ -290,34 +300,10 @@ type burstResult struct {
 
 func burstOnce(ctx context.Context, base string, n int) (burstResult, error) {
 	var r burstResult
-	stopProbe := make(chan struct{})
-	probed := make(chan struct{})
-	go func() {
-		defer close(probed)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		client := &http.Client{Timeout: 5 * time.Second}
-		for {
-			select {
-			case <-stopProbe:
-				return
-			case <-t.C:
-			}
-			t0 := time.Now()
-			resp, err := client.Get(base + "/readyz")
-			took := time.Since(t0)
-			r.probes++
-			r.slowestProbe = max(r.slowestProbe, took)
-			if err != nil || resp.StatusCode != http.StatusOK {
-				r.badProbes++
-			}
-			if err == nil {
-				resp.Body.Close()
-			}
-		}
-	}()
+	stopProbe := probeReadyz(base, &r)
 	u, err := url.Parse(base + "/webhooks/stripe")
 	if err != nil {
+		stopProbe()
 		return r, err
 	}
 	gen := newEventGen(fmt.Sprintf("evt_burst_%s_", randomHex(4)))
@@ -357,14 +343,49 @@ func burstOnce(ctx context.Context, base string, n int) (burstResult, error) {
 	}
 	close(start)
 	wg.Wait()
-	close(stopProbe)
-	<-probed
+	stopProbe()
 	if firstErr != nil {
 		return r, firstErr
 	}
 	slices.Sort(took)
 	r.slowest, r.p50 = took[len(took)-1], took[len(took)/2]
 	return r, ctx.Err()
+}
+
+// probeReadyz asks base's /readyz every 50 ms, counting in r the probes,
+// the slowest and those not answered 200, until the func it returns is
+// called; r is the prober's until then.
+func probeReadyz(base string, r *burstResult) (stop func()) {
+	stopProbe := make(chan struct{})
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		client := &http.Client{Timeout: 5 * time.Second}
+		for {
+			select {
+			case <-stopProbe:
+				return
+			case <-t.C:
+			}
+			t0 := time.Now()
+			resp, err := client.Get(base + "/readyz")
+			took := time.Since(t0)
+			r.probes++
+			r.slowestProbe = max(r.slowestProbe, took)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				r.badProbes++
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	return func() {
+		close(stopProbe)
+		<-probed
+	}
 }
 
 // slowSink is the user's app on a slow day: it answers 200 after a delay,
@@ -443,26 +464,11 @@ func startTargets(ctx context.Context, o options, phase string, env ...string) (
 }
 
 func receiverRounds(ctx context.Context, o options) error {
-	targets, cleanup, err := startTargets(ctx, o, "recv", "HOOKD_PROCESSOR=discard")
+	targets, plain, cleanup, err := startReceivers(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	var plain *target
-	if o.plain != "" {
-		dbURL, drop, err := createDatabase(ctx, o.server, "recvplain")
-		if err != nil {
-			return err
-		}
-		defer drop()
-		h, err := startPlain(ctx, o.plain, dbURL, o.clients)
-		if err != nil {
-			return err
-		}
-		defer h.stop()
-		plain = &target{bin: o.plain, h: h, dbURL: dbURL}
-		targets = append(targets, plain)
-	}
 
 	// The load generator shares the machine with what it measures. Its
 	// clients wait on the network almost all the time, and one P keeps
@@ -479,58 +485,118 @@ func receiverRounds(ctx context.Context, o options) error {
 	fmt.Printf(", %s each per round, taking turns\n", o.roundTime)
 	rounds := make([][]receiverRound, len(targets))
 	for i := range o.rounds {
-		results := make([]loadResult, len(targets))
-		// Every other round the other way round, so that no server always
-		// meets the load that arrives late in a round.
-		order := make([]int, len(targets))
-		for j := range order {
-			order[j] = j
-		}
-		if i%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, j := range order {
-			t := targets[j]
-			serverCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
-			pgCPU := backendsCPU(ctx, t.dbURL)
-			if results[j], err = postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, i); err != nil {
-				return fmt.Errorf("%s: %w", t.bin, err)
-			}
-			results[j].hookdCPU = processCPU(t.h.cmd.Process.Pid) - serverCPU
-			results[j].loadgenCPU = processCPU(os.Getpid()) - selfCPU
-			results[j].postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
+		results, err := loadRound(ctx, o, targets, i)
+		if err != nil {
+			return err
 		}
 		fmt.Printf("round %d: load %s\n", i+1, loadAverage())
 		for j, t := range targets {
-			res := results[j]
-			r := receiverRound{events: res.perSecond, p50: res.p50, p99: res.p99,
-				serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count)}
-			if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
+			r, err := reportReceiverRound(t, t == plain, results[j])
+			if err != nil {
 				return err
 			}
 			rounds[j] = append(rounds[j], r)
-			who := "hookd"
-			if t == plain {
-				who = "handler"
-			}
-			fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB"+
-				" | CPU per event: %s %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
-				t.bin, r.events, ms(r.p50), ms(r.p99), r.rssMiB, who, r.serverCPU, r.postgresCPU,
-				perEvent(res.loadgenCPU, res.count))
-			if n := res.notProcessed; n > 0 {
-				fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
-			}
 		}
 		if plain != nil {
-			p := rounds[len(targets)-1][i]
-			for j, t := range targets[:len(targets)-1] {
-				r := rounds[j][i]
-				fmt.Printf("  %s / plain handler: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
-					t.bin, r.events/p.events, r.postgresCPU/p.postgresCPU, r.serverCPU/p.serverCPU)
-			}
+			printOverPlain(targets, rounds, i)
 		}
 	}
-	fmt.Printf("medians of %d rounds:\n", o.rounds)
+	printReceiverMedians(targets, plain != nil, rounds)
+	return nil
+}
+
+// startReceivers starts the receiver rounds' hookds and, with -plain, the
+// plain handler, last of the targets it returns, each on a database of its
+// own; cleanup stops them and drops their databases.
+func startReceivers(ctx context.Context, o options) (targets []*target, plain *target, cleanup func(), err error) {
+	targets, cleanup, err = startTargets(ctx, o, "recv", "HOOKD_PROCESSOR=discard")
+	if err != nil || o.plain == "" {
+		return targets, nil, cleanup, err
+	}
+	dbURL, drop, err := createDatabase(ctx, o.server, "recvplain")
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	h, err := startPlain(ctx, o.plain, dbURL, o.clients)
+	if err != nil {
+		drop()
+		cleanup()
+		return nil, nil, nil, err
+	}
+	plain = &target{bin: o.plain, h: h, dbURL: dbURL}
+	stopHookds := cleanup
+	return append(targets, plain), plain, func() { h.stop(); drop(); stopHookds() }, nil
+}
+
+// loadRound posts to each target in turn for o.roundTime, and returns what
+// each answered with the CPU it and its database's backends used meanwhile.
+func loadRound(ctx context.Context, o options, targets []*target, round int) ([]loadResult, error) {
+	results := make([]loadResult, len(targets))
+	// Every other round the other way round, so that no server always
+	// meets the load that arrives late in a round.
+	order := make([]int, len(targets))
+	for j := range order {
+		order[j] = j
+	}
+	if round%2 == 1 {
+		slices.Reverse(order)
+	}
+	for _, j := range order {
+		t := targets[j]
+		serverCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
+		pgCPU := backendsCPU(ctx, t.dbURL)
+		res, err := postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, round)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", t.bin, err)
+		}
+		res.hookdCPU = processCPU(t.h.cmd.Process.Pid) - serverCPU
+		res.loadgenCPU = processCPU(os.Getpid()) - selfCPU
+		res.postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
+		results[j] = res
+	}
+	return results, nil
+}
+
+// reportReceiverRound prints one target's figures of a round and returns
+// them; isPlain says the target is the plain handler.
+func reportReceiverRound(t *target, isPlain bool, res loadResult) (receiverRound, error) {
+	r := receiverRound{events: res.perSecond, p50: res.p50, p99: res.p99,
+		serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count)}
+	var err error
+	if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
+		return r, err
+	}
+	who := "hookd"
+	if isPlain {
+		who = "handler"
+	}
+	fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB"+
+		" | CPU per event: %s %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
+		t.bin, r.events, ms(r.p50), ms(r.p99), r.rssMiB, who, r.serverCPU, r.postgresCPU,
+		perEvent(res.loadgenCPU, res.count))
+	if n := res.notProcessed; n > 0 {
+		fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
+	}
+	return r, nil
+}
+
+// printOverPlain prints each hookd's figures of round i over the plain
+// handler's, the last target's.
+func printOverPlain(targets []*target, rounds [][]receiverRound, i int) {
+	p := rounds[len(targets)-1][i]
+	for j, t := range targets[:len(targets)-1] {
+		r := rounds[j][i]
+		fmt.Printf("  %s / plain handler: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
+			t.bin, r.events/p.events, r.postgresCPU/p.postgresCPU, r.serverCPU/p.serverCPU)
+	}
+}
+
+// printReceiverMedians prints each target's medians over the rounds and,
+// with a plain handler (the last target), the medians of each hookd's
+// ratios to it.
+func printReceiverMedians(targets []*target, withPlain bool, rounds [][]receiverRound) {
+	fmt.Printf("medians of %d rounds:\n", len(rounds[0]))
 	for j, t := range targets {
 		med := func(f func(r receiverRound) float64) float64 { return median(rounds[j], f) }
 		fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB | CPU per event: %.0f µs, its postgres backends %.0f µs\n",
@@ -542,23 +608,23 @@ func receiverRounds(ctx context.Context, o options) error {
 			med(func(r receiverRound) float64 { return r.serverCPU }),
 			med(func(r receiverRound) float64 { return r.postgresCPU }))
 	}
-	if plain != nil {
-		p := rounds[len(targets)-1]
-		for j, t := range targets[:len(targets)-1] {
-			ratio := func(f func(r receiverRound) float64) float64 {
-				v := make([]float64, len(p))
-				for i := range p {
-					v[i] = f(rounds[j][i]) / f(p[i])
-				}
-				return median(v, func(x float64) float64 { return x })
-			}
-			fmt.Printf("  %s / plain handler, median of the rounds' ratios: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
-				t.bin, ratio(func(r receiverRound) float64 { return r.events }),
-				ratio(func(r receiverRound) float64 { return r.postgresCPU }),
-				ratio(func(r receiverRound) float64 { return r.serverCPU }))
-		}
+	if !withPlain {
+		return
 	}
-	return nil
+	p := rounds[len(targets)-1]
+	for j, t := range targets[:len(targets)-1] {
+		ratio := func(f func(r receiverRound) float64) float64 {
+			v := make([]float64, len(p))
+			for i := range p {
+				v[i] = f(rounds[j][i]) / f(p[i])
+			}
+			return median(v, func(x float64) float64 { return x })
+		}
+		fmt.Printf("  %s / plain handler, median of the rounds' ratios: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
+			t.bin, ratio(func(r receiverRound) float64 { return r.events }),
+			ratio(func(r receiverRound) float64 { return r.postgresCPU }),
+			ratio(func(r receiverRound) float64 { return r.serverCPU }))
+	}
 }
 
 type loadResult struct {
@@ -592,35 +658,17 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 	deadline := start.Add(d)
 	for c := range clients {
 		wg.Go(func() {
-			gen := newEventGen(fmt.Sprintf("%sc%d_", prefix, c))
-			client := &poster{addr: u.Host, path: u.Path}
-			defer client.close()
-			var mine []time.Duration
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				body := gen.next()
-				sig := stripeevent.Sign(body, webhookSecret, time.Now())
-				t0 := time.Now()
-				status, answer, err := client.post(body, sig)
-				if err == nil && status != http.StatusOK {
-					err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
-				}
-				if err != nil {
-					mu.Lock()
-					if firstErr == nil && ctx.Err() == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				if string(bytes.TrimSpace(answer)) != "processed" {
-					notProcessed.Add(1)
-				}
-				mine = append(mine, time.Since(t0))
-			}
+			mine, err := postUntil(ctx, u, fmt.Sprintf("%sc%d_", prefix, c), deadline, &notProcessed)
 			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil && ctx.Err() == nil {
+					firstErr = err
+				}
+				cancel()
+				return
+			}
 			latencies = append(latencies, mine...)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
@@ -642,6 +690,34 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 		p99:          latencies[len(latencies)*99/100],
 		notProcessed: notProcessed.Load(),
 	}, nil
+}
+
+// postUntil is one client of postEvents: it posts new events with ids
+// starting with prefix over one connection to u until deadline or until
+// ctx is done, counts the 200s that were not "processed" in notProcessed,
+// and returns how long each answer took. Any answer but 200 is an error.
+func postUntil(ctx context.Context, u *url.URL, prefix string, deadline time.Time, notProcessed *atomic.Int64) ([]time.Duration, error) {
+	gen := newEventGen(prefix)
+	client := &poster{addr: u.Host, path: u.Path}
+	defer client.close()
+	var took []time.Duration
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		body := gen.next()
+		sig := stripeevent.Sign(body, webhookSecret, time.Now())
+		t0 := time.Now()
+		status, answer, err := client.post(body, sig)
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
+		}
+		if err != nil {
+			return nil, err
+		}
+		if string(bytes.TrimSpace(answer)) != "processed" {
+			notProcessed.Add(1)
+		}
+		took = append(took, time.Since(t0))
+	}
+	return took, nil
 }
 
 // poster posts to hookd over one keep-alive HTTP/1.1 connection, as Stripe
@@ -765,6 +841,17 @@ type drainRound struct {
 	postgresCPU       time.Duration // of the database's backends
 }
 
+// drainBench is the drain rounds: hookd's targets and River's worker
+// counts, and each one's figures round by round.
+type drainBench struct {
+	o       options
+	sink    *sink
+	targets []*target
+	workers []int          // River's worker counts; none without -river
+	hookd   [][]drainRound // by target, then round
+	river   [][]drainRound // by worker count, then round
+}
+
 func drainRounds(ctx context.Context, o options) error {
 	sink, err := startSink()
 	if err != nil {
@@ -777,95 +864,119 @@ func drainRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
-	var workers []int
+	b := &drainBench{o: o, sink: sink, targets: targets, hookd: make([][]drainRound, len(targets))}
 	if o.river != "" {
-		workers = o.riverWork
+		b.workers = o.riverWork
 	}
+	b.river = make([][]drainRound, len(b.workers))
 
 	fmt.Printf("\ndrain: %d due events forwarded by hookd's retry loop over HTTP to a sink in another process (instant 200)", o.drainEvents)
-	if len(workers) > 0 {
+	if len(b.workers) > 0 {
 		fmt.Printf(";\n  beside it River v0.51.2 (%s) burning down as many jobs inserted at once, its worker POSTing each payload to the same sink,"+
-			" on a fresh database each run, at %s workers, FetchCooldown %s", o.river, strings.Trim(strings.ReplaceAll(fmt.Sprint(workers), " ", ", "), "[]"), o.riverFetch)
+			" on a fresh database each run, at %s workers, FetchCooldown %s", o.river, strings.Trim(strings.ReplaceAll(fmt.Sprint(b.workers), " ", ", "), "[]"), o.riverFetch)
 	}
 	fmt.Println()
-	rounds := make([][]drainRound, len(targets))
-	riverRounds := make([][]drainRound, len(workers))
 	for i := range o.drainRounds {
 		fmt.Printf("round %d:\n", i+1)
-		// The runs of a round, hookd's first in odd rounds and River's
-		// first in even ones.
-		var runs []func() error
-		for j, t := range targets {
-			runs = append(runs, func() error {
-				r, err := drainOnce(ctx, t, sink, o.drainEvents, i)
-				if err != nil {
-					return fmt.Errorf("%s: %w", t.bin, err)
-				}
-				rounds[j] = append(rounds[j], r)
-				fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
-					" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
-					t.bin, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
-					perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
-				return nil
-			})
-		}
-		for k, w := range workers {
-			runs = append(runs, func() error {
-				r, err := riverOnce(ctx, o, sink, w, i)
-				if err != nil {
-					return fmt.Errorf("%s: %w", o.river, err)
-				}
-				riverRounds[k] = append(riverRounds[k], r)
-				fmt.Printf("  River, %d workers: %d jobs in %.2f s = %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert) | load %s"+
-					" | CPU per job: riverbench %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
-					w, o.drainEvents, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
-					perEvent(r.hookdCPU, o.drainEvents), perEvent(r.postgresCPU, o.drainEvents), perEvent(r.sinkCPU, o.drainEvents))
-				return nil
-			})
-		}
-		if i%2 == 1 {
-			slices.Reverse(runs)
-		}
-		for _, run := range runs {
-			if err := run(); err != nil {
-				return err
-			}
-		}
-		if len(workers) > 0 {
-			best, bestW := bestRiver(riverRounds, workers, i)
-			rb := riverRounds[slices.Index(workers, bestW)][i]
-			for j, t := range targets {
-				r := rounds[j][i]
-				fmt.Printf("  %s / River's better (%d workers, %.0f jobs/s): events/s %.2f, CPU per event of the process and its postgres backends %.2f\n",
-					t.bin, bestW, best, r.perSecond/best, float64(r.hookdCPU+r.postgresCPU)/float64(rb.hookdCPU+rb.postgresCPU))
-			}
+		if err := b.round(ctx, i); err != nil {
+			return err
 		}
 	}
-	fmt.Printf("medians of %d rounds:\n", o.drainRounds)
-	for j, t := range targets {
-		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.bin,
-			median(rounds[j], func(r drainRound) float64 { return r.perSecond }),
-			100*median(rounds[j], func(r drainRound) float64 { return r.idle }),
-			rounds[j][len(rounds[j])-1].rssMiB)
+	b.printMedians()
+	return nil
+}
+
+// round runs round i: each hookd's drain and each of River's burn-downs,
+// hookd's first in odd rounds and River's first in even ones.
+func (b *drainBench) round(ctx context.Context, i int) error {
+	var runs []func() error
+	for j := range b.targets {
+		runs = append(runs, func() error { return b.drainHookd(ctx, j, i) })
 	}
-	for k, w := range workers {
-		fmt.Printf("  River, %d workers: %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert)\n", w,
-			median(riverRounds[k], func(r drainRound) float64 { return r.perSecond }),
-			100*median(riverRounds[k], func(r drainRound) float64 { return r.idle }),
-			median(riverRounds[k], func(r drainRound) float64 { return r.rssMiB }))
+	for k := range b.workers {
+		runs = append(runs, func() error { return b.burnRiver(ctx, k, i) })
 	}
-	if len(workers) > 0 {
-		for j, t := range targets {
-			ratios := make([]float64, o.drainRounds)
-			for i := range ratios {
-				best, _ := bestRiver(riverRounds, workers, i)
-				ratios[i] = rounds[j][i].perSecond / best
-			}
-			fmt.Printf("  %s / River's better configuration, median of the rounds' ratios: %.2f\n", t.bin,
-				median(ratios, func(x float64) float64 { return x }))
+	if i%2 == 1 {
+		slices.Reverse(runs)
+	}
+	for _, run := range runs {
+		if err := run(); err != nil {
+			return err
 		}
+	}
+	if len(b.workers) == 0 {
+		return nil
+	}
+	best, bestW := bestRiver(b.river, b.workers, i)
+	rb := b.river[slices.Index(b.workers, bestW)][i]
+	for j, t := range b.targets {
+		r := b.hookd[j][i]
+		fmt.Printf("  %s / River's better (%d workers, %.0f jobs/s): events/s %.2f, CPU per event of the process and its postgres backends %.2f\n",
+			t.bin, bestW, best, r.perSecond/best, float64(r.hookdCPU+r.postgresCPU)/float64(rb.hookdCPU+rb.postgresCPU))
 	}
 	return nil
+}
+
+// drainHookd runs target j's drain of round i and prints its figures.
+func (b *drainBench) drainHookd(ctx context.Context, j, i int) error {
+	t, n := b.targets[j], b.o.drainEvents
+	r, err := drainOnce(ctx, t, b.sink, n, i)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.bin, err)
+	}
+	b.hookd[j] = append(b.hookd[j], r)
+	fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
+		" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
+		t.bin, n, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+		perEvent(r.hookdCPU, n), perEvent(r.postgresCPU, n), perEvent(r.sinkCPU, n))
+	return nil
+}
+
+// burnRiver runs River's burn-down of round i at its k-th worker count
+// and prints its figures.
+func (b *drainBench) burnRiver(ctx context.Context, k, i int) error {
+	w, n := b.workers[k], b.o.drainEvents
+	r, err := riverOnce(ctx, b.o, b.sink, w, i)
+	if err != nil {
+		return fmt.Errorf("%s: %w", b.o.river, err)
+	}
+	b.river[k] = append(b.river[k], r)
+	fmt.Printf("  River, %d workers: %d jobs in %.2f s = %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert) | load %s"+
+		" | CPU per job: riverbench %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
+		w, n, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+		perEvent(r.hookdCPU, n), perEvent(r.postgresCPU, n), perEvent(r.sinkCPU, n))
+	return nil
+}
+
+// printMedians prints each hookd's and each River configuration's medians
+// over the rounds, and the median of each hookd's ratios to River's better
+// configuration of each round.
+func (b *drainBench) printMedians() {
+	fmt.Printf("medians of %d rounds:\n", b.o.drainRounds)
+	for j, t := range b.targets {
+		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.bin,
+			median(b.hookd[j], func(r drainRound) float64 { return r.perSecond }),
+			100*median(b.hookd[j], func(r drainRound) float64 { return r.idle }),
+			b.hookd[j][len(b.hookd[j])-1].rssMiB)
+	}
+	for k, w := range b.workers {
+		fmt.Printf("  River, %d workers: %6.0f jobs/s | CPU idle %4.1f%% | peak RSS %.1f MiB (with its insert)\n", w,
+			median(b.river[k], func(r drainRound) float64 { return r.perSecond }),
+			100*median(b.river[k], func(r drainRound) float64 { return r.idle }),
+			median(b.river[k], func(r drainRound) float64 { return r.rssMiB }))
+	}
+	if len(b.workers) == 0 {
+		return
+	}
+	for j, t := range b.targets {
+		ratios := make([]float64, b.o.drainRounds)
+		for i := range ratios {
+			best, _ := bestRiver(b.river, b.workers, i)
+			ratios[i] = b.hookd[j][i].perSecond / best
+		}
+		fmt.Printf("  %s / River's better configuration, median of the rounds' ratios: %.2f\n", t.bin,
+			median(ratios, func(x float64) float64 { return x }))
+	}
 }
 
 // bestRiver returns River's highest rate of round i and its worker count.
@@ -891,67 +1002,30 @@ func riverOnce(ctx context.Context, o options, sink *sink, workers, round int) (
 		return drainRound{}, err
 	}
 	defer drop()
-	// The same events as hookd's drain, one JSON string a line.
-	payloads, err := os.CreateTemp("", "loadgen-river-*.jsonl")
+	payloads, err := writeRiverPayloads(o.drainEvents, round)
 	if err != nil {
 		return drainRound{}, err
 	}
-	defer os.Remove(payloads.Name())
-	w := bufio.NewWriter(payloads)
-	gen := newEventGen(fmt.Sprintf("evt_river_%s_r%d_", randomHex(4), round))
-	for range o.drainEvents {
-		line, _ := json.Marshal(string(gen.next()))
-		w.Write(line)
-		w.WriteByte('\n')
-	}
-	if err := errors.Join(w.Flush(), payloads.Close()); err != nil {
-		return drainRound{}, err
-	}
-
-	cmd := exec.CommandContext(ctx, o.river, "-database-url", withPoolSize(dbURL, riverPoolSize), "-sink", sink.url,
-		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads.Name(), "-fetch-cooldown", o.riverFetch.String(), "-control")
-	stderr := &e2etest.SyncBuffer{}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	defer os.Remove(payloads)
+	rb, err := startRiverbench(ctx, o.river, "-database-url", withPoolSize(dbURL, riverPoolSize), "-sink", sink.url,
+		"-jobs", strconv.Itoa(o.drainEvents), "-workers", strconv.Itoa(workers), "-payloads", payloads,
+		"-fetch-cooldown", o.riverFetch.String(), "-control")
 	if err != nil {
 		return drainRound{}, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return drainRound{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return drainRound{}, err
-	}
-	exited := false
-	defer func() {
-		if !exited {
-			stdin.Close()
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	next := func(prefix string) (string, error) {
-		for lines.Scan() {
-			if rest, ok := strings.CutPrefix(lines.Text(), prefix); ok {
-				return rest, nil
-			}
-		}
-		return "", fmt.Errorf("no %q line: %v\n%s", prefix, lines.Err(), stderr)
-	}
-	if _, err := next("seeded "); err != nil {
+	defer rb.kill()
+	if _, err := rb.next("seeded "); err != nil {
 		return drainRound{}, err
 	}
 	sink.reset()
-	pid := cmd.Process.Pid
+	pid := rb.cmd.Process.Pid
 	riverCPU, selfCPU := processCPU(pid), processCPU(os.Getpid())
 	pgCPU := backendsCPU(ctx, dbURL)
 	startStat := readCPUStat()
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+	if _, err := io.WriteString(rb.stdin, "go\n"); err != nil {
 		return drainRound{}, err
 	}
-	line, err := next("riverbench ")
+	line, err := rb.next("riverbench ")
 	if err != nil {
 		return drainRound{}, err
 	}
@@ -963,26 +1037,111 @@ func riverOnce(ctx context.Context, o options, sink *sink, workers, round int) (
 	if r.rssMiB, err = peakRSS(pid); err != nil {
 		return drainRound{}, err
 	}
+	done, err := riverDone(line, o.drainEvents)
+	if err != nil {
+		return drainRound{}, err
+	}
+	if got := sink.requests.Load(); got != int64(o.drainEvents) {
+		return drainRound{}, fmt.Errorf("the sink got %d requests for %d jobs", got, o.drainEvents)
+	}
+	r.took = done.Sub(time.Unix(0, sink.first.Load()))
+	r.perSecond = float64(o.drainEvents) / r.took.Seconds()
+	return r, rb.finish()
+}
+
+// writeRiverPayloads writes n events like hookd's drain's to a new file,
+// one JSON string a line, as riverbench's -payloads reads them, and
+// returns its name.
+func writeRiverPayloads(n, round int) (string, error) {
+	payloads, err := os.CreateTemp("", "loadgen-river-*.jsonl")
+	if err != nil {
+		return "", err
+	}
+	w := bufio.NewWriter(payloads)
+	gen := newEventGen(fmt.Sprintf("evt_river_%s_r%d_", randomHex(4), round))
+	for range n {
+		line, _ := json.Marshal(string(gen.next()))
+		w.Write(line)
+		w.WriteByte('\n')
+	}
+	if err := errors.Join(w.Flush(), payloads.Close()); err != nil {
+		os.Remove(payloads.Name())
+		return "", err
+	}
+	return payloads.Name(), nil
+}
+
+// riverbench is a running riverbench -control: it waits on stdin, and
+// says how far it got on stdout.
+type riverbench struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  *bufio.Scanner
+	stderr *e2etest.SyncBuffer
+	exited bool
+}
+
+func startRiverbench(ctx context.Context, bin string, args ...string) (*riverbench, error) {
+	rb := &riverbench{cmd: exec.CommandContext(ctx, bin, args...), stderr: &e2etest.SyncBuffer{}}
+	rb.cmd.Stderr = rb.stderr
+	var err error
+	if rb.stdin, err = rb.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	stdout, err := rb.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := rb.cmd.Start(); err != nil {
+		return nil, err
+	}
+	rb.lines = bufio.NewScanner(stdout)
+	return rb, nil
+}
+
+// next reads stdout up to the line that starts with prefix and returns
+// the rest of that line.
+func (rb *riverbench) next(prefix string) (string, error) {
+	for rb.lines.Scan() {
+		if rest, ok := strings.CutPrefix(rb.lines.Text(), prefix); ok {
+			return rest, nil
+		}
+	}
+	return "", fmt.Errorf("no %q line: %v\n%s", prefix, rb.lines.Err(), rb.stderr)
+}
+
+// finish closes stdin, which lets riverbench stop, and waits for it.
+func (rb *riverbench) finish() error {
+	rb.stdin.Close()
+	rb.exited = true
+	if err := rb.cmd.Wait(); err != nil {
+		return fmt.Errorf("%v\n%s", err, rb.stderr)
+	}
+	return nil
+}
+
+// kill stops a riverbench that has not finished.
+func (rb *riverbench) kill() {
+	if !rb.exited {
+		rb.stdin.Close()
+		_ = rb.cmd.Process.Kill()
+		_ = rb.cmd.Wait()
+	}
+}
+
+// riverDone reads riverbench's result line and returns when its last job
+// was completed; a line that does not say all jobs completed is an error.
+func riverDone(line string, jobs int) (time.Time, error) {
 	fields := map[string]string{}
 	for _, f := range strings.Fields(line) {
 		k, v, _ := strings.Cut(f, "=")
 		fields[k] = v
 	}
 	done, err := strconv.ParseInt(fields["done_unix_ns"], 10, 64)
-	if err != nil || fields["completed"] != strconv.Itoa(o.drainEvents) {
-		return drainRound{}, fmt.Errorf("unexpected result %q", line)
+	if err != nil || fields["completed"] != strconv.Itoa(jobs) {
+		return time.Time{}, fmt.Errorf("unexpected result %q", line)
 	}
-	if got := sink.requests.Load(); got != int64(o.drainEvents) {
-		return drainRound{}, fmt.Errorf("the sink got %d requests for %d jobs", got, o.drainEvents)
-	}
-	r.took = time.Unix(0, done).Sub(time.Unix(0, sink.first.Load()))
-	r.perSecond = float64(o.drainEvents) / r.took.Seconds()
-	stdin.Close()
-	exited = true
-	if err := cmd.Wait(); err != nil {
-		return drainRound{}, fmt.Errorf("%v\n%s", err, stderr)
-	}
-	return r, nil
+	return time.Unix(0, done), nil
 }
 
 // drainOnce seeds n due events on t's database and times t's retry loop
