@@ -331,15 +331,12 @@ func (s *Store) EraseCustomer(ctx context.Context, customer, by string) (Erased,
 
 // LogEntry is one row of the event log, with where its event stands.
 type LogEntry struct {
-	EventID         string     `db:"event_id"`
-	EventType       string     `db:"event_type"`
-	Endpoint        string     `db:"endpoint"`
-	Livemode        *bool      `db:"livemode"`
-	Account         *string    `db:"account"`
-	APIVersion      *string    `db:"api_version"`
-	ObjectID        *string    `db:"object_id"`
-	ObjectType      *string    `db:"object_type"`
-	Customer        *string    `db:"customer"`
+	EventID   string `db:"event_id"`
+	EventType string `db:"event_type"`
+	// EventMeta is what the receiver read of the event, as a queue row
+	// holds it; the event log keeps no SnapshotEvent (PairOf finds the
+	// pair), so that one is nil.
+	EventMeta
 	Created         *time.Time `db:"stripe_created"`
 	ReceivedAt      time.Time  `db:"received_at"`
 	ProcessedAt     *time.Time `db:"processed_at"`
@@ -356,17 +353,10 @@ type LogEntry struct {
 	OutOfOrder bool `db:"out_of_order"`
 }
 
-// Meta is what the receiver read of the event, as a queue row's EventMeta
-// holds it; the event log keeps no SnapshotEvent (PairOf finds the pair).
-func (e LogEntry) Meta() EventMeta {
-	return EventMeta{Endpoint: e.Endpoint, Livemode: e.Livemode, Account: e.Account, APIVersion: e.APIVersion,
-		ObjectID: e.ObjectID, ObjectType: e.ObjectType, Customer: e.Customer}
-}
-
 // logEntrySQL selects LogEntry's columns of the event log rows l.
 var logEntrySQL = `
 	SELECT l.event_id, l.event_type, l.endpoint, l.livemode, l.account, l.api_version, l.object_id, l.object_type,
-	       l.customer, l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
+	       l.customer, NULL::text AS snapshot_event, l.stripe_created, l.received_at, l.processed_at, l.processed_how, l.processed_attempt,
 	       l.payload IS NOT NULL OR (l.processed_at IS NULL AND NOT EXISTS (
 	           SELECT 1 FROM webhook_events e WHERE e.source = '` + SourceStripe + `' AND e.event_id = l.event_id
 	             AND ` + payloadErasedSQL + `)) AS has_payload,

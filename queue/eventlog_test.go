@@ -600,7 +600,7 @@ func TestEventLog_ProcessedEventsKeepTheirAPIVersion(t *testing.T) {
 		}
 	}
 	if e, err := s.LogEntry(ctx, "evt_retried"); err != nil || e.APIVersion == nil || *e.APIVersion != version ||
-		e.Meta().APIVersion == nil || *e.Meta().APIVersion != version {
+		e.EventMeta.APIVersion == nil || *e.EventMeta.APIVersion != version {
 		t.Errorf("evt_retried's LogEntry: %+v, %v; want api_version %s", e, err, version)
 	}
 }

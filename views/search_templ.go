@@ -966,7 +966,7 @@ func Search(p Page, s SearchPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = eventFacts(e.EventID, e.Meta(), s.Payload, nil).Render(ctx, templ_7745c5c3_Buffer)
+					templ_7745c5c3_Err = eventFacts(e.EventID, e.EventMeta, s.Payload, nil).Render(ctx, templ_7745c5c3_Buffer)
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
