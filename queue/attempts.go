@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/hookd/hookd/internal/store"
 )
@@ -88,7 +87,7 @@ type NewAttempt struct {
 // statement, so the member whose finished_at is the attempt's attempted_at
 // (both that statement's now()) is the one the attempt delivered.
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
-	rows, err := s.db.Query(ctx, `
+	attempts, err := store.QueryAll[Attempt](ctx, s.db, `
 		SELECT a.source, a.event_id, a.attempted_at, a.duration_ms, a.outcome, a.http_status, a.error, a.path, a.attempt,
 		       r.id AS replay_id, r.name AS replay_name, a.trace_id
 		FROM webhook_attempts a
@@ -99,10 +98,6 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 		) r ON true
 		WHERE a.source = $1 AND a.event_id = $2
 		ORDER BY a.attempted_at, a.id`, source, eventID)
-	if err != nil {
-		return nil, fmt.Errorf("read attempts of %s: %w", eventID, err)
-	}
-	attempts, err := pgx.CollectRows(rows, pgx.RowToStructByName[Attempt])
 	if err != nil {
 		return nil, fmt.Errorf("read attempts of %s: %w", eventID, err)
 	}

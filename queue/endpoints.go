@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookd/hookd/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -221,7 +222,7 @@ type EndpointArrived struct {
 // written before thin and snapshot events were told apart counts as
 // neither.
 func (s *Store) EndpointsArrived(ctx context.Context, within time.Duration) ([]EndpointArrived, error) {
-	rows, err := s.db.Query(ctx, `
+	out, err := store.QueryAll[EndpointArrived](ctx, s.db, `
 		WITH since AS (SELECT now() - make_interval(secs => $1) AS at)
 		SELECT endpoint,
 		       coalesce(bool_or(last_thin_at >= since.at), false) AS thin,
@@ -229,10 +230,6 @@ func (s *Store) EndpointsArrived(ctx context.Context, within time.Duration) ([]E
 		       coalesce(bool_or(account <> ''), false) AS connect
 		FROM endpoint_activity, since WHERE last_event_at >= since.at
 		GROUP BY endpoint ORDER BY endpoint`, within.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("read what came through the endpoints: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[EndpointArrived])
 	if err != nil {
 		return nil, fmt.Errorf("read what came through the endpoints: %w", err)
 	}
@@ -251,14 +248,10 @@ type EndpointActivity struct {
 // EndpointsActivity returns, for each endpoint that brought an event or a
 // ping, when it last did, by label.
 func (s *Store) EndpointsActivity(ctx context.Context) ([]EndpointActivity, error) {
-	rows, err := s.db.Query(ctx, `
+	out, err := store.QueryAll[EndpointActivity](ctx, s.db, `
 		SELECT endpoint, max(last_event_at) AS last_event_at, max(last_ping_at) AS last_ping_at,
 		       count(*) FILTER (WHERE account <> '') AS accounts
 		FROM endpoint_activity GROUP BY endpoint ORDER BY endpoint`)
-	if err != nil {
-		return nil, fmt.Errorf("read endpoints' activity: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[EndpointActivity])
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints' activity: %w", err)
 	}

@@ -398,11 +398,7 @@ var historySQL = `
 // History returns every event of the event log about the object or
 // customer id, newest first, at most MaxHistory.
 func (s *Store) History(ctx context.Context, id string) ([]LogEntry, error) {
-	rows, err := s.db.Query(ctx, historySQL, id, MaxHistory)
-	if err != nil {
-		return nil, fmt.Errorf("read history of %s: %w", id, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[LogEntry])
+	out, err := store.QueryAll[LogEntry](ctx, s.db, historySQL, id, MaxHistory)
 	if err != nil {
 		return nil, fmt.Errorf("read history of %s: %w", id, err)
 	}

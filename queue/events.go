@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Status is where a queued event stands.
@@ -222,13 +222,9 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		limit = 50
 	}
 	args = append(args, limit, max(f.Offset, 0))
-	rows, err := s.db.Query(ctx, fmt.Sprintf(
+	events, err := store.QueryAll[Event](ctx, s.db, fmt.Sprintf(
 		`SELECT %s FROM webhook_events WHERE %s ORDER BY %s LIMIT $%d OFFSET $%d`,
 		eventColumns, where, order, len(args)-1, len(args)), args...)
-	if err != nil {
-		return EventPage{}, fmt.Errorf("list events: %w", err)
-	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
 	if err != nil {
 		return EventPage{}, fmt.Errorf("list events: %w", err)
 	}
@@ -394,7 +390,7 @@ type DeadEvent struct {
 // come after this transaction's start, and a mark older than the death
 // would announce it again.
 func (tx *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
-	rows, err := tx.db.Query(ctx, `
+	dead, err := store.QueryAll[DeadEvent](ctx, tx.db, `
 		WITH taken AS (
 			UPDATE webhook_events SET dead_alerted_at = clock_timestamp()
 			WHERE id = ANY (ARRAY(
@@ -404,10 +400,6 @@ func (tx *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
 			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
 		)
 		SELECT event_id, event_type, died_at FROM taken ORDER BY died_at, event_id`)
-	if err != nil {
-		return nil, fmt.Errorf("take newly dead events: %w", err)
-	}
-	dead, err := pgx.CollectRows(rows, pgx.RowToStructByName[DeadEvent])
 	if err != nil {
 		return nil, fmt.Errorf("take newly dead events: %w", err)
 	}

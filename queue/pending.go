@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/hookd/hookd/internal/store"
 )
 
 // PendingEvent is the oldest pending event, as an alert names it.
@@ -18,14 +18,10 @@ type PendingEvent struct {
 // OldestPending returns the failed or retrying event received first, and
 // how many are pending; nil when none is.
 func (s *Store) OldestPending(ctx context.Context) (*PendingEvent, int64, error) {
-	rows, err := s.db.Query(ctx, `
+	oldest, err := store.QueryAll[PendingEvent](ctx, s.db, `
 		SELECT event_id, event_type, created_at FROM webhook_events
 		WHERE `+pending+`
 		ORDER BY created_at LIMIT 1`)
-	if err != nil {
-		return nil, 0, fmt.Errorf("find the oldest pending event: %w", err)
-	}
-	oldest, err := pgx.CollectRows(rows, pgx.RowToStructByName[PendingEvent])
 	if err != nil {
 		return nil, 0, fmt.Errorf("find the oldest pending event: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/hookd/hookd/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -188,15 +189,13 @@ func (s *Store) PreviewReplay(ctx context.Context, f ReplayFilter) (ReplayPrevie
 		f.args()...).Scan(&p.Matching, &p.Unreplayable); err != nil {
 		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
 	}
-	rows, err := s.db.Query(ctx, `
+	sample := `
 		SELECT l.event_id, l.event_type, l.received_at,
 		       CASE WHEN q.status IS NULL THEN 'processed' WHEN q.status = 'dead' THEN 'dead' ELSE 'pending' END AS status,
-		       `+replayableSQL+` AS replayable`+matchSQL+`
-		ORDER BY l.received_at DESC, l.event_id LIMIT `+strconv.Itoa(ReplaySampleSize), f.args()...)
-	if err != nil {
-		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
-	}
-	if p.Sample, err = pgx.CollectRows(rows, pgx.RowToStructByName[ReplaySample]); err != nil {
+		       ` + replayableSQL + ` AS replayable` + matchSQL + `
+		ORDER BY l.received_at DESC, l.event_id LIMIT ` + strconv.Itoa(ReplaySampleSize)
+	var err error
+	if p.Sample, err = store.QueryAll[ReplaySample](ctx, s.db, sample, f.args()...); err != nil {
 		return ReplayPreview{}, fmt.Errorf("preview replay: %w", err)
 	}
 	return p, nil
@@ -334,11 +333,7 @@ const MaxReplaysListed = 100
 
 // Replays returns the latest replays, newest first.
 func (s *Store) Replays(ctx context.Context) ([]Replay, error) {
-	rows, err := s.db.Query(ctx, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, MaxReplaysListed)
-	if err != nil {
-		return nil, fmt.Errorf("read replays: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Replay])
+	out, err := store.QueryAll[Replay](ctx, s.db, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, MaxReplaysListed)
 	if err != nil {
 		return nil, fmt.Errorf("read replays: %w", err)
 	}
@@ -355,13 +350,9 @@ type RunningReplay struct {
 
 // RunningReplays returns the running replays, oldest first.
 func (s *Store) RunningReplays(ctx context.Context) ([]RunningReplay, error) {
-	rows, err := s.db.Query(ctx, `
+	out, err := store.QueryAll[RunningReplay](ctx, s.db, `
 		SELECT id, name, coalesce((filter->>'dead')::boolean, false) AS dead
 		FROM replays WHERE state = 'running' ORDER BY id`)
-	if err != nil {
-		return nil, fmt.Errorf("read running replays: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunningReplay])
 	if err != nil {
 		return nil, fmt.Errorf("read running replays: %w", err)
 	}
@@ -661,15 +652,11 @@ type ReplayOfEvent struct {
 
 // ReplaysOfEvent returns every replay eventID was part of, newest first.
 func (s *Store) ReplaysOfEvent(ctx context.Context, eventID string) ([]ReplayOfEvent, error) {
-	rows, err := s.db.Query(ctx, `
+	out, err := store.QueryAll[ReplayOfEvent](ctx, s.db, `
 		SELECT p.id, p.name, p.created_at, m.state, m.finished_at, m.http_status, m.error, p.state AS replay_state
 		FROM replay_events m JOIN replays p ON p.id = m.replay_id
 		WHERE m.event_id = $1
 		ORDER BY p.id DESC`, eventID)
-	if err != nil {
-		return nil, fmt.Errorf("read replays of %s: %w", eventID, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ReplayOfEvent])
 	if err != nil {
 		return nil, fmt.Errorf("read replays of %s: %w", eventID, err)
 	}
@@ -704,7 +691,7 @@ const MaxFailedMembersListed = 50
 // members kept look up their type in the event log, each by its id: the
 // LIMIT keeps the planner from joining the whole view.
 func (s *Store) FailedMembers(ctx context.Context, id int64) ([]FailedMember, error) {
-	rows, err := s.db.Query(ctx, `
+	out, err := store.QueryAll[FailedMember](ctx, s.db, `
 		WITH failed AS (
 			SELECT event_id, finished_at, http_status, error FROM replay_events
 			WHERE replay_id = $1 AND state = '`+string(MemberFailed)+`'
@@ -715,10 +702,6 @@ func (s *Store) FailedMembers(ctx context.Context, id int64) ([]FailedMember, er
 		FROM failed f
 		LEFT JOIN LATERAL (SELECT l.event_type FROM event_log l WHERE l.event_id = f.event_id LIMIT 1) l ON true
 		ORDER BY f.finished_at DESC, f.event_id`, id, MaxFailedMembersListed)
-	if err != nil {
-		return nil, fmt.Errorf("read failed members of replay %d: %w", id, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[FailedMember])
 	if err != nil {
 		return nil, fmt.Errorf("read failed members of replay %d: %w", id, err)
 	}

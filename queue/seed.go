@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hookd/hookd/internal/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -142,7 +143,7 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 	// The claimed ids are collected into an array first, so the UPDATE
 	// finds each row by primary key; joining a CTE instead let the planner
 	// hash the whole table on every claim.
-	rows, err := s.db.Query(ctx, `
+	events, err := store.QueryAll[Event](ctx, s.db, `
 		UPDATE webhook_events
 		SET next_retry_at = now() + make_interval(secs => $2), claims = claims + 1
 		WHERE id = ANY (ARRAY(
@@ -155,10 +156,6 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 			FOR UPDATE SKIP LOCKED))
 		RETURNING `+eventColumns,
 		batchSize, claimWindow.Seconds(), MaxAttempts)
-	if err != nil {
-		return nil, fmt.Errorf("claim due events: %w", err)
-	}
-	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
 	if err != nil {
 		return nil, fmt.Errorf("claim due events: %w", err)
 	}

@@ -77,3 +77,14 @@ func QueryOne[T any](ctx context.Context, db DBTX, sql string, args ...any) (v T
 	}
 	return v, err == nil, err
 }
+
+// QueryAll runs sql on db and reads all its rows into Ts, column by field
+// name (pgx.RowToStructByName): every store's read of a list, so that
+// each says only what the list is.
+func QueryAll[T any](ctx context.Context, db DBTX, sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
+}

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hookd/hookd/internal/store"
@@ -140,7 +139,7 @@ func (s *Store) Buckets(ctx context.Context, r Range) ([]Bucket, error) {
 	}
 	// The rows are summed per bucket first and joined to the series of
 	// buckets afterwards, so the range is one scan of the primary key.
-	rows, err := s.db.Query(ctx, `
+	buckets, err := store.QueryAll[Bucket](ctx, s.db, `
 		WITH bounds AS (
 			SELECT date_bin($2, coalesce($1::timestamptz, now()), timestamptz 'epoch') AS last
 		), sums AS (
@@ -161,10 +160,6 @@ func (s *Store) Buckets(ctx context.Context, r Range) ([]Bucket, error) {
 		LEFT JOIN sums s ON s.start = b.start
 		ORDER BY b.start`,
 		end, r.Step, r.Buckets)
-	if err != nil {
-		return nil, fmt.Errorf("read activity: %w", err)
-	}
-	buckets, err := pgx.CollectRows(rows, pgx.RowToStructByName[Bucket])
 	if err != nil {
 		return nil, fmt.Errorf("read activity: %w", err)
 	}

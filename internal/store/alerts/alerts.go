@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Condition names one condition hookd alerts on.
@@ -54,14 +56,10 @@ type State struct {
 // being checked by another replica right now and is left out, so each
 // change of a condition is seen, and announced, by one replica only.
 func Lock(ctx context.Context, tx pgx.Tx) ([]State, time.Time, error) {
-	rows, err := tx.Query(ctx, `
+	states, err := store.QueryAll[State](ctx, tx, `
 		SELECT condition, active, since, last_seen_at, count, created_at FROM alert_conditions
 		ORDER BY condition
 		FOR UPDATE SKIP LOCKED`)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("lock alert conditions: %w", err)
-	}
-	states, err := pgx.CollectRows(rows, pgx.RowToStructByName[State])
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock alert conditions: %w", err)
 	}

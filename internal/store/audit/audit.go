@@ -93,13 +93,9 @@ func New(db store.DBTX) *Log {
 
 // Read returns a page of the audit log, newest first.
 func (l *Log) Read(ctx context.Context, limit, offset int) (Page, error) {
-	rows, err := l.db.Query(ctx, `
+	entries, err := store.QueryAll[Entry](ctx, l.db, `
 		SELECT id, at, user_email, action, target, count FROM audit_log
 		ORDER BY at DESC, id DESC LIMIT $1 OFFSET $2`, limit, max(offset, 0))
-	if err != nil {
-		return Page{}, fmt.Errorf("read audit log: %w", err)
-	}
-	entries, err := pgx.CollectRows(rows, pgx.RowToStructByName[Entry])
 	if err != nil {
 		return Page{}, fmt.Errorf("read audit log: %w", err)
 	}

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/hookd/hookd/internal/store"
 )
 
@@ -163,14 +161,13 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 		limit = 50
 	}
 	args = append(args, limit, max(f.Offset, 0))
-	rows, err := s.db.Query(ctx, fmt.Sprintf(`SELECT %s FROM webhook_rejections WHERE %s
-		ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, rejectionColumns, where, len(args)-1, len(args)), args...)
+	list := fmt.Sprintf(`SELECT %s FROM webhook_rejections WHERE %s
+		ORDER BY at DESC, id DESC LIMIT $%d OFFSET $%d`, rejectionColumns, where, len(args)-1, len(args))
+	rejections, err := store.QueryAll[Rejection](ctx, s.db, list, args...)
 	if err != nil {
 		return Page{}, fmt.Errorf("list rejections: %w", err)
 	}
-	if page.Rejections, err = pgx.CollectRows(rows, pgx.RowToStructByName[Rejection]); err != nil {
-		return Page{}, fmt.Errorf("list rejections: %w", err)
-	}
+	page.Rejections = rejections
 	return page, nil
 }
 
@@ -183,14 +180,10 @@ type ReasonCount struct {
 // ByReason counts the deliveries refused in the last window, by
 // reason, most frequent first.
 func (s *Store) ByReason(ctx context.Context, window time.Duration) ([]ReasonCount, error) {
-	rows, err := s.db.Query(ctx, `
+	counts, err := store.QueryAll[ReasonCount](ctx, s.db, `
 		SELECT reason, sum(count)::bigint AS count FROM webhook_rejections
 		WHERE at > now() - make_interval(secs => $1)
 		GROUP BY reason ORDER BY count DESC, reason`, window.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("count rejections by reason: %w", err)
-	}
-	counts, err := pgx.CollectRows(rows, pgx.RowToStructByName[ReasonCount])
 	if err != nil {
 		return nil, fmt.Errorf("count rejections by reason: %w", err)
 	}

@@ -61,13 +61,9 @@ func (s *Store) List(ctx context.Context, limit int) ([]Notice, int64, error) {
 	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM stripe_generation_failures`).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count event-generation failures: %w", err)
 	}
-	rows, err := s.db.Query(ctx, `
+	notices, err := store.QueryAll[Notice](ctx, s.db, `
 		SELECT event_id, received_at, livemode, lost_type, object_id, summary
 		FROM stripe_generation_failures ORDER BY received_at DESC, event_id LIMIT $1`, limit)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list event-generation failures: %w", err)
-	}
-	notices, err := pgx.CollectRows(rows, pgx.RowToStructByName[Notice])
 	if err != nil {
 		return nil, 0, fmt.Errorf("list event-generation failures: %w", err)
 	}
@@ -79,7 +75,7 @@ func (s *Store) List(ctx context.Context, limit int) ([]Notice, int64, error) {
 // whichever replica makes it: the mark is a row update under the row's
 // lock.
 func TakeUnannounced(ctx context.Context, tx pgx.Tx) ([]Notice, error) {
-	rows, err := tx.Query(ctx, `
+	notices, err := store.QueryAll[Notice](ctx, tx, `
 		WITH taken AS (
 			UPDATE stripe_generation_failures SET alerted_at = now()
 			WHERE event_id = ANY (ARRAY(
@@ -88,10 +84,6 @@ func TakeUnannounced(ctx context.Context, tx pgx.Tx) ([]Notice, error) {
 			RETURNING event_id, received_at, livemode, lost_type, object_id, summary
 		)
 		SELECT * FROM taken ORDER BY received_at, event_id`)
-	if err != nil {
-		return nil, fmt.Errorf("take event-generation failures: %w", err)
-	}
-	notices, err := pgx.CollectRows(rows, pgx.RowToStructByName[Notice])
 	if err != nil {
 		return nil, fmt.Errorf("take event-generation failures: %w", err)
 	}
