@@ -67,18 +67,16 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
-	case "serve":
-		cfg, err := parseConfig("serve", args, getenv, stderr)
+	case "serve", "migrate":
+		// The two commands that take the whole Config, every setting.
+		cfg, err := parseConfig(cmd, args, getenv, stderr)
 		if err != nil {
 			return err
+		}
+		if cmd == "migrate" {
+			return migrate(ctx, cfg, stdout)
 		}
 		return serve(ctx, cfg, stdout, stderr)
-	case "migrate":
-		cfg, err := parseConfig("migrate", args, getenv, stderr)
-		if err != nil {
-			return err
-		}
-		return migrate(ctx, cfg, stdout)
 	case "send-test-event":
 		return sendTestEvent(ctx, args, getenv, stdout, stderr)
 	case "demo-app":

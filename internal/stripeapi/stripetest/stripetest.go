@@ -180,23 +180,12 @@ func (s *Server) AddEndpoint(e Endpoint) Endpoint {
 // AddEvent adds an event and returns its id and the exact JSON the API
 // serves for it, which is what hookd forwards when it recovers the event.
 func (s *Server) AddEvent(e Event) (id string, raw []byte) {
-	if e.ID == "" {
-		e.ID = "evt_" + randomID()
-	}
-	if e.Type == "" {
-		e.Type = "invoice.paid"
-	}
-	if e.Created.IsZero() {
-		e.Created = time.Now().Add(-10 * time.Minute)
-	}
+	fillEvent(&e.ID, &e.Type, &e.Created, "evt_", "invoice.paid")
 	if e.APIVersion == "" {
 		e.APIVersion = APIVersion
 	}
 	if e.Object == nil {
-		e.Object = map[string]any{
-			"id": "in_" + randomID(), "object": "invoice", "amount_paid": 2000, "currency": "usd",
-			"customer": "cus_" + randomID(), "livemode": false, "status": "paid",
-		}
+		e.Object = newInvoice()
 	}
 	object, err := json.Marshal(e.Object)
 	if err != nil {
@@ -210,6 +199,29 @@ func (s *Server) AddEvent(e Event) (id string, raw []byte) {
 	s.sorted = false
 	s.putObjectLocked(e.Account, e.Object, object, false)
 	return e.ID, raw
+}
+
+// fillEvent gives an added event, classic or thin, what it leaves empty:
+// a new id after prefix, typ, and a creation ten minutes ago.
+func fillEvent(id, typ *string, created *time.Time, prefix, defaultType string) {
+	if *id == "" {
+		*id = prefix + randomID()
+	}
+	if *typ == "" {
+		*typ = defaultType
+	}
+	if created.IsZero() {
+		*created = time.Now().Add(-10 * time.Minute)
+	}
+}
+
+// newInvoice is what an added event is about when it says nothing: a new
+// paid invoice of a new customer.
+func newInvoice() map[string]any {
+	return map[string]any{
+		"id": "in_" + randomID(), "object": "invoice", "amount_paid": 2000, "currency": "usd",
+		"customer": "cus_" + randomID(), "livemode": false, "status": "paid",
+	}
 }
 
 // FailNext makes the next n requests answer status with Stripe's error

@@ -1,6 +1,7 @@
 package stripetest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -116,20 +117,11 @@ type storedThin struct {
 // AddThinEvent adds a thin event and returns its id and the exact JSON the
 // API serves for it.
 func (s *Server) AddThinEvent(e ThinEvent) (id string, raw []byte) {
-	if e.ID == "" {
-		e.ID = "evt_test_" + randomID()
-	}
-	if e.Type == "" {
-		e.Type = "v1.invoice.paid"
-	}
-	if e.Created.IsZero() {
-		e.Created = time.Now().Add(-10 * time.Minute)
-	}
+	fillEvent(&e.ID, &e.Type, &e.Created, "evt_test_", "v1.invoice.paid")
 	var object map[string]any
 	if e.Related.ID == "" {
-		e.Related = stripeevent.RelatedObject{ID: "in_" + randomID(), Type: "invoice"}
-		object = map[string]any{"id": e.Related.ID, "object": "invoice", "amount_paid": 2000, "currency": "usd",
-			"customer": "cus_" + randomID(), "livemode": false, "status": "paid"}
+		object = newInvoice()
+		e.Related = stripeevent.RelatedObject{ID: object["id"].(string), Type: "invoice"}
 	}
 	if e.Related.URL == "" {
 		e.Related.URL = ObjectURL(e.Related.Type, e.Related.ID)
@@ -215,12 +207,9 @@ func (s *Server) listThin(w http.ResponseWriter, q url.Values, context string) {
 		}
 		limit = n
 	}
-	var bounds [4]*time.Time // gte, gt, lte, lt
-	for i, op := range []string{"gte", "gt", "lte", "lt"} {
-		v := q.Get("created[" + op + "]")
-		if v == "" {
-			v = q.Get("created." + op)
-		}
+	f := thinFilter{context: context, types: listParam(q, "types"), objectID: q.Get("object_id")}
+	for i, op := range createdOps {
+		v := cmp.Or(q.Get("created["+op+"]"), q.Get("created."+op))
 		if v == "" {
 			continue
 		}
@@ -230,10 +219,41 @@ func (s *Server) listThin(w http.ResponseWriter, q url.Values, context string) {
 				fmt.Sprintf("created.%s must be an ISO-8601 timestamp, got %q.", op, v))
 			return
 		}
-		bounds[i] = &t
+		f.created[i] = &t
 	}
-	types := listParam(q, "types")
-	objectID := q.Get("object_id")
+	data, next := s.thinPage(f, start, limit)
+	var nextURL any
+	if next >= 0 {
+		token := "page_" + randomID()
+		s.pages[token] = pageState{query: q, context: context, start: next}
+		nextURL = "/v2/core/events?page=" + token
+	}
+	writeJSON(w, map[string]any{"data": data, "next_page_url": nextURL, "previous_page_url": nil})
+}
+
+// createdOps are the bounds a list of thin events takes on created, in
+// thinFilter.created's order.
+var createdOps = [4]string{"gte", "gt", "lte", "lt"}
+
+// thinFilter is what a list of thin events asks for.
+type thinFilter struct {
+	context  string
+	types    []string
+	objectID string
+	created  [4]*time.Time // gte, gt, lte, lt; nil for no bound
+}
+
+func (f thinFilter) matches(e storedThin) bool {
+	gte, gt, lte, lt := f.created[0], f.created[1], f.created[2], f.created[3]
+	return e.context == f.context && (len(f.types) == 0 || slices.Contains(f.types, e.typ)) &&
+		(f.objectID == "" || e.objectID == f.objectID) &&
+		(gte == nil || !e.created.Before(*gte)) && (gt == nil || e.created.After(*gt)) &&
+		(lte == nil || !e.created.After(*lte)) && (lt == nil || e.created.Before(*lt))
+}
+
+// thinPage returns the first limit thin events f matches from start on,
+// newest first, and where the next page starts: -1 when none is left.
+func (s *Server) thinPage(f thinFilter, start, limit int) (data []json.RawMessage, next int) {
 	if !s.thinSorted {
 		slices.SortStableFunc(s.thin, func(a, b storedThin) int {
 			if c := b.created.Compare(a.created); c != 0 {
@@ -243,27 +263,17 @@ func (s *Server) listThin(w http.ResponseWriter, q url.Values, context string) {
 		})
 		s.thinSorted = true
 	}
-	in := func(e storedThin) bool {
-		return e.context == context && (len(types) == 0 || slices.Contains(types, e.typ)) &&
-			(objectID == "" || e.objectID == objectID) &&
-			(bounds[0] == nil || !e.created.Before(*bounds[0])) && (bounds[1] == nil || e.created.After(*bounds[1])) &&
-			(bounds[2] == nil || !e.created.After(*bounds[2])) && (bounds[3] == nil || e.created.Before(*bounds[3]))
-	}
-	data := []json.RawMessage{}
-	var next any
+	data = []json.RawMessage{}
 	for i := start; i < len(s.thin); i++ {
-		if !in(s.thin[i]) {
+		if !f.matches(s.thin[i]) {
 			continue
 		}
 		if len(data) == limit {
-			token := "page_" + randomID()
-			s.pages[token] = pageState{query: q, context: context, start: i}
-			next = "/v2/core/events?page=" + token
-			break
+			return data, i
 		}
 		data = append(data, s.thin[i].raw)
 	}
-	writeJSON(w, map[string]any{"data": data, "next_page_url": next, "previous_page_url": nil})
+	return data, -1
 }
 
 // listParam reads an array parameter however it is written: types=a&types=b,
