@@ -66,6 +66,9 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 	if len(args) > 0 && !isFlag(args[0]) {
 		cmd, args = args[0], args[1:]
 	}
+	if command, ok := commands[cmd]; ok {
+		return command(ctx, args, getenv, stdout, stderr)
+	}
 	switch cmd {
 	case "serve", "migrate":
 		// The two commands that take the whole Config, every setting.
@@ -77,20 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 			return migrate(ctx, cfg, stdout)
 		}
 		return serve(ctx, cfg, stdout, stderr)
-	case "send-test-event":
-		return sendTestEvent(ctx, args, getenv, stdout, stderr)
-	case "demo-app":
-		return demoApp(ctx, args, getenv, stdout, stderr)
-	case "doctor":
-		return doctorCommand(ctx, args, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
-	case "keys":
-		return keysCommand(ctx, args, getenv, stdout, stderr)
-	case "reconcile":
-		return reconcileCommand(ctx, args, getenv, stdout, stderr)
-	case "erase":
-		return eraseCommand(ctx, args, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookd", buildVersion())
 		return nil
@@ -100,6 +91,17 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 	default:
 		return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 	}
+}
+
+// commands are the subcommands that read their own flags and settings
+// from the arguments after their name and from getenv.
+var commands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
+	"send-test-event": sendTestEvent,
+	"demo-app":        demoApp,
+	"doctor":          doctorCommand,
+	"keys":            keysCommand,
+	"reconcile":       reconcileCommand,
+	"erase":           eraseCommand,
 }
 
 const usage = `Usage: hookd <command> [flags]

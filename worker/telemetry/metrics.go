@@ -48,34 +48,29 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 			Name: string(metricRetries),
 			Help: "Retries committed by the retry loop, by result (" + results + ").",
 		}, []string{"result"}),
-		dead: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: string(metricDeadLetters),
-			Help: "Events that used up their retries and became dead.",
-		}),
-		pruned: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: string(metricMarkersPruned),
-			Help: "Dedup markers deleted by the pruner.",
-		}),
+		dead:   metricDeadLetters.counter("Events that used up their retries and became dead."),
+		pruned: metricMarkersPruned.counter("Dedup markers deleted by the pruner."),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    string(metricReceiverBatch),
 			Help:    "Deliveries per receiver batch: the deliveries whose leases were taken together in one short transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
 		}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(metricReceiverWaiting),
-			Help: "Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes.",
-		}),
-		reading: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(metricReceiverBodiesReading),
-			Help: "Deliveries whose body the receiver is reading now; many that stay are slow or silent senders.",
-		}),
-		bodyMem: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: string(metricReceiverBodyMemory),
-			Help: "Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory).",
-		}),
+		waiting: metricReceiverWaiting.gauge("Verified deliveries waiting for the receiver's next short transaction: to take their leases, or to write their outcomes."),
+		reading: metricReceiverBodiesReading.gauge("Deliveries whose body the receiver is reading now; many that stay are slow or silent senders."),
+		bodyMem: metricReceiverBodyMemory.gauge("Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory)."),
 	}
 	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
 	return m
+}
+
+// counter makes the counter named n.
+func (n metricName) counter(help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: string(n), Help: help})
+}
+
+// gauge makes the gauge named n.
+func (n metricName) gauge(help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: string(n), Help: help})
 }
 
 // none is what a nil *Metrics records into: the same metrics, registered
