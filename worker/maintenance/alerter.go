@@ -318,60 +318,84 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, n
 	case alerts.GenerationFailures:
 		return a.evaluateGenerationFailures(ctx, tx, st, now)
 	case alerts.PendingAge:
-		oldest, pending, err := tx.OldestPending(ctx)
-		if err != nil {
-			return st, "", err
-		}
-		holds := oldest != nil && now.Sub(oldest.ReceivedAt) > a.cfg.PendingAge
-		return transition(st, holds, now, func() string {
-			return fmt.Sprintf("hookd: the oldest pending event, %s (%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending. %s",
-				escape(oldest.EventID), escape(oldest.EventType), humanize.Duration(now.Sub(oldest.ReceivedAt)), humanize.Duration(a.cfg.PendingAge),
-				plural(pending, "event is", "events are"), a.link("/events?status=pending"))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
-				humanize.Duration(a.cfg.PendingAge), a.link("/events?status=pending"))
-		})
+		return a.evaluatePendingAge(ctx, tx, st, now)
 	case alerts.RetrierStalled:
-		ws, err := tx.WorkerStatus(ctx)
-		if err != nil {
-			return st, "", err
-		}
-		holds := ws.RetrierTick != nil && now.Sub(*ws.RetrierTick) > a.cfg.StalledAfter
-		return transition(st, holds, now, func() string {
-			return fmt.Sprintf("hookd: the retry loop is stalled: no replica has looked for due events since %s (%s ago), so failed events are not retried. Check that hookd is running and its log. %s",
-				ws.RetrierTick.UTC().Format("15:04:05 UTC"), humanize.Duration(now.Sub(*ws.RetrierTick)), a.link("/"))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
-		})
+		return a.evaluateRetrierStalled(ctx, tx, st, now)
 	case alerts.BreakerOpen:
-		dc, err := tx.ReadDeliveryControl(ctx)
-		if err != nil {
-			return st, "", err
-		}
-		return transition(st, dc.BreakerOpen(), now, func() string {
-			return fmt.Sprintf("hookd: the circuit breaker is open: %d deliveries in a row said the app is down (last: %s), "+
-				"so delivery is paused and events wait on the queue with no attempt spent. hookd probes the app with one event "+
-				"and resumes on its first success. %s",
-				a.cfg.BreakerFailures, escape(dc.BreakerError), a.link("/"))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: the circuit breaker closed, the app answers again; the queue drains at HOOKD_FORWARD_RATE. %s",
-				a.link("/events?status=pending"))
-		})
+		return a.evaluateBreaker(ctx, tx, st, now)
 	case alerts.SignatureFailures:
-		n, err := activity.New(tx.PgxTx()).SignatureFailures(ctx, SignatureWindow)
-		if err != nil {
-			return st, "", err
-		}
-		holds := n >= SignatureBurst || (st.Active && n >= SignatureBurst/2)
-		return transition(st, holds, now, func() string {
-			return fmt.Sprintf("hookd: %s failed the Stripe signature check in the last %s: is STRIPE_WEBHOOK_SECRET right? %s",
-				plural(n, "delivery", "deliveries"), humanize.Duration(SignatureWindow), a.link("/rejections"))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: signature failures are down to %d in the last %s. %s",
-				n, humanize.Duration(SignatureWindow), a.link("/rejections"))
-		})
+		return a.evaluateSignatureFailures(ctx, tx, st, now)
 	}
 	return st, "", nil
+}
+
+// evaluatePendingAge: the oldest pending event has waited longer than
+// HOOKD_ALERT_PENDING_AGE.
+func (a *Alerter) evaluatePendingAge(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	oldest, pending, err := tx.OldestPending(ctx)
+	if err != nil {
+		return st, "", err
+	}
+	holds := oldest != nil && now.Sub(oldest.ReceivedAt) > a.cfg.PendingAge
+	return transition(st, holds, now, func() string {
+		return fmt.Sprintf("hookd: the oldest pending event, %s (%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending. %s",
+			escape(oldest.EventID), escape(oldest.EventType), humanize.Duration(now.Sub(oldest.ReceivedAt)), humanize.Duration(a.cfg.PendingAge),
+			plural(pending, "event is", "events are"), a.link("/events?status=pending"))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
+			humanize.Duration(a.cfg.PendingAge), a.link("/events?status=pending"))
+	})
+}
+
+// evaluateRetrierStalled: no replica's retry loop has looked for due
+// events for longer than StalledAfter.
+func (a *Alerter) evaluateRetrierStalled(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	ws, err := tx.WorkerStatus(ctx)
+	if err != nil {
+		return st, "", err
+	}
+	holds := ws.RetrierTick != nil && now.Sub(*ws.RetrierTick) > a.cfg.StalledAfter
+	return transition(st, holds, now, func() string {
+		return fmt.Sprintf("hookd: the retry loop is stalled: no replica has looked for due events since %s (%s ago), so failed events are not retried. Check that hookd is running and its log. %s",
+			ws.RetrierTick.UTC().Format("15:04:05 UTC"), humanize.Duration(now.Sub(*ws.RetrierTick)), a.link("/"))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: the retry loop is running again. %s", a.link("/"))
+	})
+}
+
+// evaluateBreaker: the circuit breaker is open, delivery paused.
+func (a *Alerter) evaluateBreaker(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	dc, err := tx.ReadDeliveryControl(ctx)
+	if err != nil {
+		return st, "", err
+	}
+	return transition(st, dc.BreakerOpen(), now, func() string {
+		return fmt.Sprintf("hookd: the circuit breaker is open: %d deliveries in a row said the app is down (last: %s), "+
+			"so delivery is paused and events wait on the queue with no attempt spent. hookd probes the app with one event "+
+			"and resumes on its first success. %s",
+			a.cfg.BreakerFailures, escape(dc.BreakerError), a.link("/"))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: the circuit breaker closed, the app answers again; the queue drains at HOOKD_FORWARD_RATE. %s",
+			a.link("/events?status=pending"))
+	})
+}
+
+// evaluateSignatureFailures: SignatureBurst deliveries failed the
+// signature check within SignatureWindow; once started, the condition
+// holds until they are down to half that.
+func (a *Alerter) evaluateSignatureFailures(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
+	n, err := activity.New(tx.PgxTx()).SignatureFailures(ctx, SignatureWindow)
+	if err != nil {
+		return st, "", err
+	}
+	holds := n >= SignatureBurst || (st.Active && n >= SignatureBurst/2)
+	return transition(st, holds, now, func() string {
+		return fmt.Sprintf("hookd: %s failed the Stripe signature check in the last %s: is STRIPE_WEBHOOK_SECRET right? %s",
+			plural(n, "delivery", "deliveries"), humanize.Duration(SignatureWindow), a.link("/rejections"))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: signature failures are down to %d in the last %s. %s",
+			n, humanize.Duration(SignatureWindow), a.link("/rejections"))
+	})
 }
 
 // transition is the start-and-clear rule of a condition that holds or not.

@@ -159,67 +159,82 @@ func (a *Alerter) expectedVersion(ctx context.Context, ep endpoint.Endpoint, pre
 // active condition of it clears.
 func (a *Alerter) evaluateEndpoint(ctx context.Context, tx *queue.Tx, st alerts.State, kind, label string, now time.Time) (alerts.State, string, error) {
 	ep, err := endpoint.Find(a.cfg.Endpoints, label)
-	configured := err == nil
-	gone := func() string {
+	switch {
+	case err != nil:
+	case kind == alerts.Declaration:
+		return a.evaluateDeclaration(ctx, tx, st, ep, label, now)
+	case kind == alerts.Quiet:
+		if a.quiet(ep) > 0 {
+			return a.evaluateQuiet(ctx, tx, st, ep, label, now)
+		}
+	case a.watched(ep):
+		return a.evaluateAtStripe(ctx, tx, st, kind, ep, label, now)
+	}
+	return transition(st, false, now, nil, func() string {
 		return fmt.Sprintf("hookd: cleared: endpoint %s is no longer watched (%s). %s", escape(label), kind, a.link("/"))
-	}
-	if kind == alerts.Declaration {
-		if !configured {
-			return transition(st, false, now, nil, gone)
-		}
-		if ep.Undeclared {
-			return transition(st, false, now, nil, func() string {
-				return fmt.Sprintf("hookd: cleared: HOOKD_ENDPOINTS no longer declares endpoint %s: its kind and connect are "+
-					"learned from what arrives. %s", escape(label), a.link("/"))
-			})
-		}
-		arrived, err := tx.EndpointsArrived(ctx, endpoint.ArrivedWindow)
-		if err != nil {
-			return st, "", err
-		}
-		says := ep.Contradictions(endpoint.ArrivedThrough(arrived, label))
-		return transition(st, len(says) > 0, now, func() string {
-			return fmt.Sprintf("hookd: %s. Every such event is still accepted and processed; set the endpoint's kind and "+
-				"connect in HOOKD_ENDPOINTS to what it receives (hookd doctor checks it). %s",
-				escape(strings.Join(says, "; ")), a.link("/events?endpoint="+label))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: what arrives through endpoint %s is what HOOKD_ENDPOINTS declares. %s",
-				escape(label), a.link("/events?endpoint="+label))
+	})
+}
+
+// evaluateDeclaration evaluates whether what arrives through ep
+// contradicts what HOOKD_ENDPOINTS declares of it; an endpoint it no
+// longer declares holds no such condition.
+func (a *Alerter) evaluateDeclaration(ctx context.Context, tx *queue.Tx, st alerts.State, ep endpoint.Endpoint, label string, now time.Time) (alerts.State, string, error) {
+	if ep.Undeclared {
+		return transition(st, false, now, nil, func() string {
+			return fmt.Sprintf("hookd: cleared: HOOKD_ENDPOINTS no longer declares endpoint %s: its kind and connect are "+
+				"learned from what arrives. %s", escape(label), a.link("/"))
 		})
 	}
-	if kind == alerts.Quiet {
-		quiet := a.quiet(ep)
-		if !configured || quiet <= 0 {
-			return transition(st, false, now, nil, gone)
-		}
-		last, seen, err := tx.LastEventAt(ctx, label)
-		if err != nil {
-			return st, "", err
-		}
-		from := st.CreatedAt
+	arrived, err := tx.EndpointsArrived(ctx, endpoint.ArrivedWindow)
+	if err != nil {
+		return st, "", err
+	}
+	says := ep.Contradictions(endpoint.ArrivedThrough(arrived, label))
+	return transition(st, len(says) > 0, now, func() string {
+		return fmt.Sprintf("hookd: %s. Every such event is still accepted and processed; set the endpoint's kind and "+
+			"connect in HOOKD_ENDPOINTS to what it receives (hookd doctor checks it). %s",
+			escape(strings.Join(says, "; ")), a.link("/events?endpoint="+label))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: what arrives through endpoint %s is what HOOKD_ENDPOINTS declares. %s",
+			escape(label), a.link("/events?endpoint="+label))
+	})
+}
+
+// evaluateQuiet evaluates whether no event came through ep for longer
+// than its quiet period, counted from when the condition was first
+// checked when none ever came.
+func (a *Alerter) evaluateQuiet(ctx context.Context, tx *queue.Tx, st alerts.State, ep endpoint.Endpoint, label string, now time.Time) (alerts.State, string, error) {
+	quiet := a.quiet(ep)
+	last, seen, err := tx.LastEventAt(ctx, label)
+	if err != nil {
+		return st, "", err
+	}
+	from := st.CreatedAt
+	if seen {
+		from = last
+	}
+	return transition(st, now.Sub(from) > quiet, now, func() string {
+		lastly := "none has ever come through it"
 		if seen {
-			from = last
+			lastly = "the last came at " + last.UTC().Format("2006-01-02 15:04 UTC")
 		}
-		return transition(st, now.Sub(from) > quiet, now, func() string {
-			lastly := "none has ever come through it"
-			if seen {
-				lastly = "the last came at " + last.UTC().Format("2006-01-02 15:04 UTC")
-			}
-			return fmt.Sprintf("hookd: no event has come through endpoint %s for %s, its quiet period (%s): is Stripe still sending? "+
-				"hookd doctor checks the endpoint at Stripe. %s", escape(label), humanize.Duration(quiet), lastly, a.link("/"))
-		}, func() string {
-			return fmt.Sprintf("hookd: cleared: events come through endpoint %s again. %s", escape(label), a.link("/"))
-		})
-	}
-	if !configured || !a.watched(ep) {
-		return transition(st, false, now, nil, gone)
-	}
+		return fmt.Sprintf("hookd: no event has come through endpoint %s for %s, its quiet period (%s): is Stripe still sending? "+
+			"hookd doctor checks the endpoint at Stripe. %s", escape(label), humanize.Duration(quiet), lastly, a.link("/"))
+	}, func() string {
+		return fmt.Sprintf("hookd: cleared: events come through endpoint %s again. %s", escape(label), a.link("/"))
+	})
+}
+
+// evaluateAtStripe evaluates a condition of what Stripe said of ep when
+// it was last read (watch): disabled, or an API version other than the
+// one the app gets. Before the first read nothing is known, and an active
+// condition stands.
+func (a *Alerter) evaluateAtStripe(ctx context.Context, tx *queue.Tx, st alerts.State, kind string, ep endpoint.Endpoint, label string, now time.Time) (alerts.State, string, error) {
 	w, ok, err := alerts.NewWatchStore(tx.PgxTx()).Get(ctx, label)
 	if err != nil {
 		return st, "", err
 	}
 	if !ok || w.ReadAt == nil || w.StripeID != ep.StripeID || w.Status == nil {
-		// Never read yet: nothing is known, and an active condition stands.
 		return st, "", nil
 	}
 	name := fmt.Sprintf("%s (%s)", escape(label), escape(ep.StripeID))
