@@ -29,50 +29,22 @@ import (
 // error from Stripe's API is one line on stderr and a non-zero exit, with
 // nothing changed.
 func reconcileCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	var since time.Duration
-	var dryRun bool
-	var eventID, account string
-	cfg, err := parseConfig("reconcile", args, getenv, stderr, func(fs *flag.FlagSet) {
-		fs.Func("since", "how far back to look, like 72h (default: $HOOKD_RECONCILE_WINDOW; at most 720h)", func(v string) error {
-			return parseReconcileWindow(&since, v)
-		})
-		fs.BoolVar(&dryRun, "dry-run", false, "list and count the events, but process nothing and record nothing")
-		fs.StringVar(&eventID, "event", "", "pull this one event (evt_...) from Stripe instead of a window")
-		fs.StringVar(&account, "account", "", "with -event: the event is of this connected account (acct_...), "+
-			"and came through a Connect endpoint")
-	})
+	var f reconcileFlags
+	cfg, err := parseConfig("reconcile", args, getenv, stderr, f.define)
 	if err != nil {
 		return err
 	}
-	if cfg.StripeAPIKey == "" || !slices.ContainsFunc(reconcileEndpoints(cfg), func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
-		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID (or a stripe_id in HOOKD_ENDPOINTS): both are needed " +
-			"to reconcile (a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
-	}
-	if eventID != "" && (dryRun || since != 0) {
-		return errors.New("-event pulls one event: it takes neither -since nor -dry-run")
-	}
-	if eventID != "" && !strings.HasPrefix(eventID, "evt_") {
-		return fmt.Errorf("-event: %q is not a Stripe event id (evt_...)", eventID)
-	}
-	if account != "" && eventID == "" {
-		return errors.New("-account names the connected account of the one event -event pulls: it needs -event")
-	}
-	if account != "" && !strings.HasPrefix(account, "acct_") {
-		return fmt.Errorf("-account: %q is not a Stripe account id (acct_...)", account)
-	}
-	if err := reconcile.CheckWindow("-since", since, cfg.MarkerRetention); err != nil {
+	if err := f.check(cfg); err != nil {
 		return err
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	open := func() (*pgxpool.Pool, error) {
-		pool, _, err := openMigrated(ctx, cfg)
-		return pool, err
+	var pool *pgxpool.Pool
+	if f.dryRun {
+		pool, err = openCurrent(ctx, cfg)
+	} else {
+		pool, _, err = openMigrated(ctx, cfg)
 	}
-	if dryRun {
-		open = func() (*pgxpool.Pool, error) { return openCurrent(ctx, cfg) }
-	}
-	pool, err := open()
 	if err != nil {
 		return err
 	}
@@ -81,32 +53,80 @@ func reconcileCommand(ctx context.Context, args []string, getenv func(string) st
 	if err != nil {
 		return err
 	}
-	var store *queue.Store
-	var hb *worker.Heartbeat
-	if dryRun {
-		store = queue.New(pool)
-	} else {
-		// The command recovers events as hookd serve does: a replica of
-		// its own, whose heartbeat keeps its leases live while it runs.
-		store = queue.New(pool, queue.WithReplica(uuid.New()))
-		hb = worker.NewHeartbeat(store, logger)
-		if err := hb.Register(ctx); err != nil {
-			return err
-		}
-		beatCtx, stopBeating := context.WithCancel(ctx)
-		beating := make(chan struct{})
-		go func() { defer close(beating); _ = hb.Run(beatCtx) }()
-		defer func() { stopBeating(); <-beating }()
+	store, hb, stop, err := reconcileReplica(ctx, pool, f.dryRun, logger)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	receiver := receiver.New(store, logger, receiver.Config{
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
 		Heartbeat: hb})
 	r := newReconciler(cfg, newStripeClient(cfg, logger), store, receiver, logger)
 
-	if eventID != "" {
-		return pullCommand(ctx, r, eventID, account, stdout)
+	if f.eventID != "" {
+		return pullCommand(ctx, r, f.eventID, f.account, stdout)
 	}
-	return reconcileWindow(ctx, r, since, dryRun, stdout, stderr)
+	return reconcileWindow(ctx, r, f.since, f.dryRun, stdout, stderr)
+}
+
+// reconcileFlags are the flags of `hookd reconcile` beside the settings.
+type reconcileFlags struct {
+	since            time.Duration
+	dryRun           bool
+	eventID, account string
+}
+
+func (f *reconcileFlags) define(fs *flag.FlagSet) {
+	fs.Func("since", "how far back to look, like 72h (default: $HOOKD_RECONCILE_WINDOW; at most 720h)", func(v string) error {
+		return parseReconcileWindow(&f.since, v)
+	})
+	fs.BoolVar(&f.dryRun, "dry-run", false, "list and count the events, but process nothing and record nothing")
+	fs.StringVar(&f.eventID, "event", "", "pull this one event (evt_...) from Stripe instead of a window")
+	fs.StringVar(&f.account, "account", "", "with -event: the event is of this connected account (acct_...), "+
+		"and came through a Connect endpoint")
+}
+
+// check says what stops a reconciliation with f and cfg before it starts:
+// no key or no endpoint to ask Stripe about, flags that do not go
+// together, or a window longer than the markers are kept.
+func (f *reconcileFlags) check(cfg Config) error {
+	if cfg.StripeAPIKey == "" || !slices.ContainsFunc(reconcileEndpoints(cfg), func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
+		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID (or a stripe_id in HOOKD_ENDPOINTS): both are needed " +
+			"to reconcile (a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
+	}
+	if f.eventID != "" && (f.dryRun || f.since != 0) {
+		return errors.New("-event pulls one event: it takes neither -since nor -dry-run")
+	}
+	if f.eventID != "" && !strings.HasPrefix(f.eventID, "evt_") {
+		return fmt.Errorf("-event: %q is not a Stripe event id (evt_...)", f.eventID)
+	}
+	if f.account != "" && f.eventID == "" {
+		return errors.New("-account names the connected account of the one event -event pulls: it needs -event")
+	}
+	if f.account != "" && !strings.HasPrefix(f.account, "acct_") {
+		return fmt.Errorf("-account: %q is not a Stripe account id (acct_...)", f.account)
+	}
+	return reconcile.CheckWindow("-since", f.since, cfg.MarkerRetention)
+}
+
+// reconcileReplica returns the store the command works through. A dry run
+// takes no lease and needs no replica. Otherwise the command recovers
+// events as hookd serve does: a replica of its own, whose heartbeat keeps
+// its leases live while it runs, until stop.
+func reconcileReplica(ctx context.Context, pool *pgxpool.Pool, dryRun bool, logger *slog.Logger) (
+	store *queue.Store, hb *worker.Heartbeat, stop func(), err error) {
+	if dryRun {
+		return queue.New(pool), nil, func() {}, nil
+	}
+	store = queue.New(pool, queue.WithReplica(uuid.New()))
+	hb = worker.NewHeartbeat(store, logger)
+	if err := hb.Register(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	beatCtx, stopBeating := context.WithCancel(ctx)
+	beating := make(chan struct{})
+	go func() { defer close(beating); _ = hb.Run(beatCtx) }()
+	return store, hb, func() { stopBeating(); <-beating }, nil
 }
 
 // pullCommand is `hookd reconcile -event [-account]`: it pulls one event
