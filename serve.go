@@ -150,23 +150,11 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 	// app's to process, on every path an event runs.
 	proc = stripehealth.Processor(proc, st.ungenerated)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		telemetry.NewQueueCollector(logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
 	store, accts := st.queue, st.accounts
-	// The replica's heartbeat, on a connection of its own, is registered
-	// before anything takes a lease.
-	beatPool, err := openBeatPool(ctx, cfg)
-	if err != nil {
+	if err := s.registerHeartbeat(ctx, store); err != nil {
 		return nil, err
 	}
-	s.closers = append(s.closers, beatPool.Close)
-	s.heartbeat = worker.NewHeartbeat(queue.New(beatPool, queue.WithReplica(store.Replica())), logger)
-	if err := s.heartbeat.Register(ctx); err != nil {
-		return nil, err
-	}
-	activity := telemetry.NewActivity(st.counts, logger, telemetry.ActivityConfig{})
-	metrics := telemetry.NewMetrics(reg, activity)
+	reg, metrics, rejections := s.observe(st)
 	// One Pace for every path that delivers to the app: the receiver (and
 	// reconciliation through it), the retry loop and replays share the rate.
 	pace := worker.NewPace(cfg.ForwardRate)
@@ -186,23 +174,15 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
-	rejections := telemetry.NewRejectionLog(st.refused, logger, telemetry.RejectionLogConfig{Secrets: endpointSecrets(cfg.Endpoints)})
 	// One client, on one budget, for reconciliation and the dashboard.
 	stripeClient := newStripeClient(cfg, logger)
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
 	s.loops = append(s.loops, st.control.Run, retrier.Run, replayer.Run, pruner.Run)
-	if cfg.AlertURL != "" {
-		alerter := maintenance.NewAlerter(store, logger, maintenance.AlerterConfig{
-			URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
-			StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures),
-			Endpoints: cfg.Endpoints, Stripe: stripeClient, Quiet: cfg.AlertQuiet})
-		s.loops = append(s.loops, alerter.Run)
-	}
+	s.addAlerter(store, stripeClient)
 	if reconciler != nil {
 		s.loops = append(s.loops, reconciler.Run)
 	}
-	s.flushes = append(s.flushes, activity.Run, rejections.Run)
 
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
 		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer})
@@ -210,6 +190,47 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 		return nil, err
 	}
 	return s, nil
+}
+
+// addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its
+// alerts go.
+func (s *server) addAlerter(store *queue.Store, stripeClient *stripeapi.Client) {
+	cfg := s.cfg
+	if cfg.AlertURL == "" {
+		return
+	}
+	alerter := maintenance.NewAlerter(store, s.logger, maintenance.AlerterConfig{
+		URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
+		StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures),
+		Endpoints: cfg.Endpoints, Stripe: stripeClient, Quiet: cfg.AlertQuiet})
+	s.loops = append(s.loops, alerter.Run)
+}
+
+// registerHeartbeat registers this replica's heartbeat, the replica of
+// store, on a connection of its own: before anything takes a lease.
+func (s *server) registerHeartbeat(ctx context.Context, store *queue.Store) error {
+	beatPool, err := openBeatPool(ctx, s.cfg)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, beatPool.Close)
+	s.heartbeat = worker.NewHeartbeat(queue.New(beatPool, queue.WithReplica(store.Replica())), s.logger)
+	return s.heartbeat.Register(ctx)
+}
+
+// observe makes what records the pipeline's facts: the Prometheus
+// registry, with the Go, process and queue collectors; the metrics, which
+// also count the charts' activity; and the rejection log. The activity's
+// and the log's writers are flushes: they run until everything else has
+// stopped.
+func (s *server) observe(st stores) (*prometheus.Registry, *telemetry.Metrics, *telemetry.RejectionLog) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		telemetry.NewQueueCollector(s.logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
+	activity := telemetry.NewActivity(st.counts, s.logger, telemetry.ActivityConfig{})
+	rejections := telemetry.NewRejectionLog(st.refused, s.logger, telemetry.RejectionLogConfig{Secrets: endpointSecrets(s.cfg.Endpoints)})
+	s.flushes = append(s.flushes, activity.Run, rejections.Run)
+	return reg, telemetry.NewMetrics(reg, activity), rejections
 }
 
 // pipeline is what build wires that the HTTP handler serves.
