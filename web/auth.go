@@ -427,65 +427,22 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		email := strings.TrimSpace(c.FormValue("email"))
 		password := c.FormValue("password")
 		next := localPath(c.FormValue("next"), "/")
-		addr := netblock.Of(c.RealIP())
-
-		refuse := func(status int, msg string) error {
-			p := d.page(c, "Sign in", "")
-			var err error
-			if p.CSRF, err = d.loginCSRF(c); err != nil {
-				return err
-			}
-			p.Error = msg
-			return render(c, status, views.Login(p, email, next, d.signInMethods()))
+		if status, msg := d.loginRefused(email); status != 0 {
+			return d.refuseLogin(c, email, next, status, msg)
 		}
-		tooMany := func(wait time.Duration, msg string) error {
+		keys, release, wait, why, err := d.admitLogin(c, email)
+		defer release()
+		if err != nil {
+			return err
+		}
+		if wait > 0 {
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(wait, time.Second).Round(time.Second).Seconds())))
-			return refuse(http.StatusTooManyRequests, msg)
-		}
-
-		// No address is that long (RFC 5321), and a longer one would only
-		// be a large key to store: refused before anything else.
-		if len(email) > maxEmailLen {
-			return refuse(http.StatusBadRequest, fmt.Sprintf("An email address has at most %d characters.", maxEmailLen))
-		}
-		// With password sign-in off, only the emergency admin's email gets
-		// as far as a count or a password check.
-		if d.opts.PasswordSignInOff && (d.opts.EmergencyAdmin == "" || !strings.EqualFold(email, d.opts.EmergencyAdmin)) {
-			return refuse(http.StatusForbidden, "Password sign-in is off: sign in with your identity provider. "+
-				"Only the emergency admin account signs in with a password.")
-		}
-		device, known, err := d.knownDevice(c, email)
-		if err != nil {
-			return err
-		}
-		// A slot first, so a flood costs neither memory nor a write.
-		holder := "address " + addr
-		if known {
-			holder = "device " + device
-		}
-		if !d.passwordChecks.take(holder, known) {
-			return tooMany(time.Second, "Too many sign-ins at once. Try again in a second.")
-		}
-		defer d.passwordChecks.release(holder)
-
-		keys, wait, why, err := d.signInCounts(ctx, email, addr, device, known)
-		if err != nil {
-			return err
-		}
-		if wait > 0 {
-			return tooMany(wait, why)
-		}
-		wait, err = d.accounts.AdmitLogin(ctx, keys...)
-		if err != nil {
-			return err
-		}
-		if wait > 0 {
-			return tooMany(wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)))
+			return d.refuseLogin(c, email, next, http.StatusTooManyRequests, why)
 		}
 
 		u, err := d.accounts.Authenticate(ctx, email, password)
 		if errors.Is(err, accounts.ErrBadCredentials) {
-			return refuse(http.StatusUnauthorized, "Wrong email or password.")
+			return d.refuseLogin(c, email, next, http.StatusUnauthorized, "Wrong email or password.")
 		}
 		if err != nil {
 			return err
@@ -496,6 +453,69 @@ func (d *dashboard) handleLogin() echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, next)
 	}
+}
+
+// loginRefused says, with a status and a message, why a sign-in as email
+// is refused before anything is counted or checked; status 0 lets it go on.
+func (d *dashboard) loginRefused(email string) (status int, msg string) {
+	// No address is that long (RFC 5321), and a longer one would only
+	// be a large key to store: refused before anything else.
+	if len(email) > maxEmailLen {
+		return http.StatusBadRequest, fmt.Sprintf("An email address has at most %d characters.", maxEmailLen)
+	}
+	// With password sign-in off, only the emergency admin's email gets
+	// as far as a count or a password check.
+	if d.opts.PasswordSignInOff && (d.opts.EmergencyAdmin == "" || !strings.EqualFold(email, d.opts.EmergencyAdmin)) {
+		return http.StatusForbidden, "Password sign-in is off: sign in with your identity provider. " +
+			"Only the emergency admin account signs in with a password."
+	}
+	return 0, ""
+}
+
+// admitLogin decides whether the sign-in as email may check its password
+// now. It takes one of the password checks' slots, of the browser when it
+// is one known to have signed in as email and of the address otherwise,
+// then asks the counts of failed sign-ins. It returns the keys the attempt
+// counts under and the release of its slot (always callable), or how long
+// to wait and why.
+func (d *dashboard) admitLogin(c echo.Context, email string) (keys []accounts.LoginKey, release func(), wait time.Duration, why string, err error) {
+	ctx := c.Request().Context()
+	release = func() {}
+	addr := netblock.Of(c.RealIP())
+	device, known, err := d.knownDevice(c, email)
+	if err != nil {
+		return nil, release, 0, "", err
+	}
+	// A slot first, so a flood costs neither memory nor a write.
+	holder := "address " + addr
+	if known {
+		holder = "device " + device
+	}
+	if !d.passwordChecks.take(holder, known) {
+		return nil, release, time.Second, "Too many sign-ins at once. Try again in a second.", nil
+	}
+	release = func() { d.passwordChecks.release(holder) }
+
+	keys, wait, why, err = d.signInCounts(ctx, email, addr, device, known)
+	if err != nil || wait > 0 {
+		return nil, release, wait, why, err
+	}
+	if wait, err = d.accounts.AdmitLogin(ctx, keys...); err != nil || wait > 0 {
+		return nil, release, wait, fmt.Sprintf("Too many failed sign-ins. Try again in %s.", waitText(wait)), err
+	}
+	return keys, release, 0, "", nil
+}
+
+// refuseLogin answers status with the sign-in form again, email and next
+// kept, saying msg.
+func (d *dashboard) refuseLogin(c echo.Context, email, next string, status int, msg string) error {
+	p := d.page(c, "Sign in", "")
+	var err error
+	if p.CSRF, err = d.loginCSRF(c); err != nil {
+		return err
+	}
+	p.Error = msg
+	return render(c, status, views.Login(p, email, next, d.signInMethods()))
 }
 
 // startSession signs u in: the attempt's counts forgiven and the sign-in

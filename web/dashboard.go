@@ -299,50 +299,22 @@ func listURL(f queue.EventFilter, page int) string {
 func (d *dashboard) handleEvents() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
-		status := queue.Status(c.QueryParam("status"))
-		switch status {
-		case "":
-			status = queue.StatusDead
-		case queue.StatusDead, queue.StatusPending, queue.StatusFailed, queue.StatusRetrying:
-		default:
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(
-				"There is no list of %q events: the lists are dead, pending, failed and retrying.", status))
+		status, err := listStatus(c.QueryParam("status"))
+		if err != nil {
+			return err
 		}
 		pageNum := pageParam(c)
 		f := listFilter(c, status)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
 		delivery := d.opts.Control.State()
-		var err error
 		if status != queue.StatusDead {
 			if f.Wait, err = d.dueWait(ctx, delivery); err != nil {
 				return err
 			}
 		}
-		page, err := d.reads.Events(ctx, f)
+		l, err := d.eventList(ctx, status, f, pageNum)
 		if err != nil {
 			return err
-		}
-		l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
-			Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter, Wait: f.Wait}
-		ids := make([]string, len(page.Events))
-		for i, e := range page.Events {
-			ids[i] = e.EventID
-		}
-		if l.InFlight, err = d.reads.EventsInFlight(ctx, ids); err != nil {
-			return err
-		}
-		if len(page.Events) == 0 && f.EventID != "" {
-			// Searched for an id this list does not have: say where the
-			// event is, so nobody has to try every list.
-			if l.Search, err = d.findEvent(ctx, f.EventID); err != nil {
-				return err
-			}
-		}
-		if pageNum > 1 {
-			l.Prev = listURL(f, pageNum-1)
-		}
-		if int64(f.Offset+len(page.Events)) < page.Total {
-			l.Next = listURL(f, pageNum+1)
 		}
 		title, nav := "Dead events", "dead"
 		if status != queue.StatusDead {
@@ -362,6 +334,52 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		}
 		return render(c, http.StatusOK, views.Events(p, l))
 	}
+}
+
+// listStatus is the list a status parameter names: dead when it names
+// none; a status with no list is a 400.
+func listStatus(param string) (queue.Status, error) {
+	switch status := queue.Status(param); status {
+	case "":
+		return queue.StatusDead, nil
+	case queue.StatusDead, queue.StatusPending, queue.StatusFailed, queue.StatusRetrying:
+		return status, nil
+	default:
+		return "", echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf(
+			"There is no list of %q events: the lists are dead, pending, failed and retrying.", status))
+	}
+}
+
+// eventList reads page pageNum of the list of status f selects, which of
+// its events are in flight, and its neighbouring pages' URLs. When f
+// searched for an id the list does not have, it says where the event is,
+// so nobody has to try every list.
+func (d *dashboard) eventList(ctx context.Context, status queue.Status, f queue.EventFilter, pageNum int) (views.EventList, error) {
+	page, err := d.reads.Events(ctx, f)
+	if err != nil {
+		return views.EventList{}, err
+	}
+	l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
+		Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter, Wait: f.Wait}
+	ids := make([]string, len(page.Events))
+	for i, e := range page.Events {
+		ids[i] = e.EventID
+	}
+	if l.InFlight, err = d.reads.EventsInFlight(ctx, ids); err != nil {
+		return views.EventList{}, err
+	}
+	if len(page.Events) == 0 && f.EventID != "" {
+		if l.Search, err = d.findEvent(ctx, f.EventID); err != nil {
+			return views.EventList{}, err
+		}
+	}
+	if pageNum > 1 {
+		l.Prev = listURL(f, pageNum-1)
+	}
+	if int64(f.Offset+len(page.Events)) < page.Total {
+		l.Next = listURL(f, pageNum+1)
+	}
+	return l, nil
 }
 
 // contradictions says where the declarations of the endpoints, or of the

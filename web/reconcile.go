@@ -142,13 +142,9 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		eventID := strings.TrimSpace(c.FormValue("event_id"))
-		if !strings.HasPrefix(eventID, "evt_") || eventjson.CheckID(eventID) != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
-		}
-		account := strings.TrimSpace(c.FormValue("account"))
-		if account != "" && (!strings.HasPrefix(account, "acct_") || eventjson.CheckID(account) != nil) {
-			return echo.NewHTTPError(http.StatusBadRequest, "account must be empty or a Stripe connected account id, acct_...")
+		eventID, account, err := pullForm(c)
+		if err != nil {
+			return err
 		}
 		back := localPath(c.FormValue("back"), "/search?"+url.Values{"q": {eventID}}.Encode())
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), dashboardRunTimeout)
@@ -164,26 +160,7 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		case err != nil:
 			return err
 		}
-		changed := int64(0)
-		if p.Outcome == receiver.Processed || p.Outcome == receiver.Queued {
-			changed = 1
-		}
-		// A dead event whose payload was erased is on the queue with
-		// nothing to deliver: Stripe's copy takes its payload's place, and
-		// it goes back to the queue, in the transaction of the audit entry.
-		var refilled bool
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if p.Outcome == receiver.AlreadyQueued {
-				var err error
-				if refilled, err = tx.RetryErased(ctx, eventID, p.Event.Payload); err != nil {
-					return err
-				}
-				if refilled {
-					changed = 1
-				}
-			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Pull, eventID, changed)
-		})
+		refilled, err := d.recordPull(ctx, c, eventID, p)
 		if err != nil {
 			return err
 		}
@@ -205,6 +182,44 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		}
 		return c.Redirect(http.StatusSeeOther, back)
 	}
+}
+
+// pullForm reads the event id, and the connected account if any, of a
+// pull; anything but Stripe ids is a 400.
+func pullForm(c echo.Context) (eventID, account string, err error) {
+	eventID = strings.TrimSpace(c.FormValue("event_id"))
+	if !strings.HasPrefix(eventID, "evt_") || eventjson.CheckID(eventID) != nil {
+		return "", "", echo.NewHTTPError(http.StatusBadRequest, "event_id must be a Stripe event id, evt_...")
+	}
+	account = strings.TrimSpace(c.FormValue("account"))
+	if account != "" && (!strings.HasPrefix(account, "acct_") || eventjson.CheckID(account) != nil) {
+		return "", "", echo.NewHTTPError(http.StatusBadRequest, "account must be empty or a Stripe connected account id, acct_...")
+	}
+	return eventID, account, nil
+}
+
+// recordPull audits pull p of eventID, counting the event when the pull
+// changed it. A dead event whose payload was erased is on the queue with
+// nothing to deliver: Stripe's copy takes its payload's place, and it goes
+// back to the queue, in the transaction of the audit entry (refilled).
+func (d *dashboard) recordPull(ctx context.Context, c echo.Context, eventID string, p reconcile.Pulled) (refilled bool, err error) {
+	changed := int64(0)
+	if p.Outcome == receiver.Processed || p.Outcome == receiver.Queued {
+		changed = 1
+	}
+	err = d.store.InTx(ctx, func(tx *queue.Tx) error {
+		if p.Outcome == receiver.AlreadyQueued {
+			var err error
+			if refilled, err = tx.RetryErased(ctx, eventID, p.Event.Payload); err != nil {
+				return err
+			}
+			if refilled {
+				changed = 1
+			}
+		}
+		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Pull, eventID, changed)
+	})
+	return refilled, err
 }
 
 // recordAudit records an action whose changes committed already, each recovered

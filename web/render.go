@@ -97,7 +97,35 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	status, msg := http.StatusInternalServerError, "Something went wrong on our side. It has been logged; try again in a moment."
+	status, msg := d.errorAnswer(c, err)
+	// Machines get plain text; the error pages are for people.
+	if path := c.Request().URL.Path; strings.HasPrefix(path, "/webhooks/") || strings.HasPrefix(path, "/static/") ||
+		path == "/metrics" || path == "/healthz" || path == "/readyz" {
+		_ = c.String(status, msg+"\n")
+		return
+	}
+	// An error is about this moment; nobody should be shown it again.
+	noStore(c)
+	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
+	if p.User != nil {
+		// The layout's sign-out form needs the token, and its banner says
+		// whether delivery is held, as on every page. Delivery control is
+		// this replica's copy in memory: reading it cannot fail, so the
+		// banner never costs the error page.
+		p.CSRF = sessionCSRF(c)
+		p.Delivery = d.opts.Control.State()
+	}
+	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
+		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
+		_ = c.String(status, msg+"\n")
+	}
+}
+
+// errorAnswer maps err to the status and the message its answer gives,
+// and logs it when it is hookd's failure: a 5xx, once, with the request
+// id. A read stopped at its time limit is logged as a warning instead.
+func (d *dashboard) errorAnswer(c echo.Context, err error) (status int, msg string) {
+	status, msg = http.StatusInternalServerError, "Something went wrong on our side. It has been logged; try again in a moment."
 	var he *echo.HTTPError
 	var slow *queue.ReadTimeoutError
 	switch {
@@ -131,28 +159,7 @@ func (d *dashboard) handleError(err error, c echo.Context) {
 			"method", c.Request().Method, "path", c.Request().URL.Path,
 			"request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 	}
-
-	// Machines get plain text; the error pages are for people.
-	if path := c.Request().URL.Path; strings.HasPrefix(path, "/webhooks/") || strings.HasPrefix(path, "/static/") ||
-		path == "/metrics" || path == "/healthz" || path == "/readyz" {
-		_ = c.String(status, msg+"\n")
-		return
-	}
-	// An error is about this moment; nobody should be shown it again.
-	noStore(c)
-	p := views.Page{Title: titleFor(status), User: signedIn(c), Now: time.Now(), DemoBackoff: d.store.DemoBackoff()}
-	if p.User != nil {
-		// The layout's sign-out form needs the token, and its banner says
-		// whether delivery is held, as on every page. Delivery control is
-		// this replica's copy in memory: reading it cannot fail, so the
-		// banner never costs the error page.
-		p.CSRF = sessionCSRF(c)
-		p.Delivery = d.opts.Control.State()
-	}
-	if rerr := render(c, status, views.ErrorPage(p, status, msg)); rerr != nil {
-		d.logger.ErrorContext(c.Request().Context(), "render error page", "err", rerr)
-		_ = c.String(status, msg+"\n")
-	}
+	return status, msg
 }
 
 func titleFor(status int) string {

@@ -25,14 +25,8 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
 		stripeevent.ReceiverPath, handleStripeWebhookMethod(opts.Rejections))
 
-	// The dashboard. Middleware is given per route, not per echo group: a
-	// group with middleware also claims every unmatched path and method,
-	// which would turn the receiver's 405s into redirects to /login.
-	session := []echo.MiddlewareFunc{d.loadSession, d.checkCSRF}
-	viewer := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleViewer)})
-	operator := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleOperator)})
-	admin := slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(accounts.RoleAdmin)})
-
+	// The dashboard, its middleware given per route (see chains).
+	session, viewer, operator, admin := d.chains()
 	e.GET("/login", d.handleLoginPage(), session...)
 	e.POST("/login", d.handleLogin(), session...)
 	if opts.OIDC != nil {
@@ -76,6 +70,19 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/accounts/:id/remove/preview", d.handleRemovePreview(), admin...)
 	e.POST("/accounts/:id/remove", d.handleRemove(), admin...)
 	e.POST("/accounts/:id/sessions/end", d.handleEndSessions(), admin...)
+}
+
+// chains are the dashboard's middleware: session for the pages anyone may
+// load (the sign-in), and the session with a role check for the rest. It is
+// given per route, not per echo group: a group with middleware also claims
+// every unmatched path and method, which would turn the receiver's 405s
+// into redirects to /login.
+func (d *dashboard) chains() (session, viewer, operator, admin []echo.MiddlewareFunc) {
+	session = []echo.MiddlewareFunc{d.loadSession, d.checkCSRF}
+	role := func(r accounts.Role) []echo.MiddlewareFunc {
+		return slices.Concat(session, []echo.MiddlewareFunc{d.requireRole(r)})
+	}
+	return session, role(accounts.RoleViewer), role(accounts.RoleOperator), role(accounts.RoleAdmin)
 }
 
 // traced is the middleware that makes each request to route a server

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,45 +42,55 @@ func (d *dashboard) handleSearch() echo.HandlerFunc {
 			}
 			s.HistoryOf, s.History = s.Query, history
 		default:
-			eventID := s.Query
-			if id, err := uuid.Parse(s.Query); err == nil {
-				// A queue id: search by the Stripe id of its row, if any.
-				e, err := d.reads.Event(ctx, id)
-				switch {
-				case err == nil:
-					eventID = e.EventID
-				case !errors.Is(err, queue.ErrNotFound):
-					return err
-				}
-			}
-			found, err := d.reads.FindEvent(ctx, eventID)
-			if err != nil {
-				return err
-			}
-			s.Found = &found
-			if l := found.Log; l != nil && l.ProcessedAt != nil && l.HasPayload {
-				// A processed event's facts are this answer: a thin one's
-				// related object, context and reason are in its payload.
-				switch payload, err := d.reads.LoggedPayload(ctx, eventID); {
-				case err == nil:
-					s.Payload = string(payload)
-				case !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, queue.ErrPayloadGone):
-					return err
-				}
-			}
-			if s.InFlight, err = d.reads.EventInFlight(ctx, eventID); err != nil {
-				return err
-			}
-			if s.Replays, err = d.reads.ReplaysOfEvent(ctx, eventID); err != nil {
-				return err
-			}
-			switch pair, err := d.reads.PairOf(ctx, eventID); {
-			case err == nil:
-				s.Pair = &pair
-			case !errors.Is(err, queue.ErrNotFound):
+			if err := d.findForSearch(ctx, &s); err != nil {
 				return err
 			}
 		}
 		return render(c, status, views.Search(d.page(c, "Find an event", "search"), s))
 	}
+}
+
+// findForSearch fills s with where the event s.Query names stands: its
+// queue row or marker, a processed one's payload, whether a delivery holds
+// it now, the replays it was part of and the event it is a pair of. A
+// queue row's uuid names the event of that row.
+func (d *dashboard) findForSearch(ctx context.Context, s *views.SearchPage) error {
+	eventID := s.Query
+	if id, err := uuid.Parse(s.Query); err == nil {
+		e, err := d.reads.Event(ctx, id)
+		switch {
+		case err == nil:
+			eventID = e.EventID
+		case !errors.Is(err, queue.ErrNotFound):
+			return err
+		}
+	}
+	found, err := d.reads.FindEvent(ctx, eventID)
+	if err != nil {
+		return err
+	}
+	s.Found = &found
+	if l := found.Log; l != nil && l.ProcessedAt != nil && l.HasPayload {
+		// A processed event's facts are this answer: a thin one's
+		// related object, context and reason are in its payload.
+		switch payload, err := d.reads.LoggedPayload(ctx, eventID); {
+		case err == nil:
+			s.Payload = string(payload)
+		case !errors.Is(err, queue.ErrNotFound) && !errors.Is(err, queue.ErrPayloadGone):
+			return err
+		}
+	}
+	if s.InFlight, err = d.reads.EventInFlight(ctx, eventID); err != nil {
+		return err
+	}
+	if s.Replays, err = d.reads.ReplaysOfEvent(ctx, eventID); err != nil {
+		return err
+	}
+	switch pair, err := d.reads.PairOf(ctx, eventID); {
+	case err == nil:
+		s.Pair = &pair
+	case !errors.Is(err, queue.ErrNotFound):
+		return err
+	}
+	return nil
 }
