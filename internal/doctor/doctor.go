@@ -567,6 +567,13 @@ func Stripe(ctx context.Context, cfg Config) (key, endpoint Result) {
 		key.Status, key.Detail = Warn, "Stripe takes it, but it is a secret key, which can do anything in the account: "+
 			"hookd only reads, so give it a restricted key (rk_...) with Read access to Events and Webhook Endpoints"
 	}
+	endpoint.Status, endpoint.Detail = webhookEndpointLine(ep)
+	return key, endpoint
+}
+
+// webhookEndpointLine says whether webhook endpoint ep is enabled and
+// sends to a path where hookd receives.
+func webhookEndpointLine(ep stripeapi.Endpoint) (Status, string) {
 	version := ep.APIVersion
 	if version == "" {
 		version = "the account's default"
@@ -577,18 +584,15 @@ func Stripe(ctx context.Context, cfg Config) (key, endpoint Result) {
 	}
 	switch {
 	case ep.Status != "enabled":
-		endpoint.Status, endpoint.Detail = Fail, fmt.Sprintf("%s is %s: Stripe sends it nothing (it disables an endpoint "+
+		return Fail, fmt.Sprintf("%s is %s: Stripe sends it nothing (it disables an endpoint "+
 			"that keeps failing); enable it on its page in Stripe's dashboard, then run hookd reconcile for what it missed",
 			ep.ID, ep.Status)
 	case !strings.HasSuffix(strings.TrimRight(ep.URL, "/"), stripeevent.ReceiverPath):
-		endpoint.Status, endpoint.Detail = Warn, fmt.Sprintf("%s sends to %s, which does not end in %s where hookd "+
+		return Warn, fmt.Sprintf("%s sends to %s, which does not end in %s where hookd "+
 			"receives: unless a proxy rewrites the path, change the endpoint's URL; API version %s", ep.ID, ep.URL,
 			stripeevent.ReceiverPath, version)
-	default:
-		endpoint.Status, endpoint.Detail = OK, fmt.Sprintf("%s is enabled and sends %s to %s; API version %s",
-			ep.ID, types, ep.URL, version)
 	}
-	return key, endpoint
+	return OK, fmt.Sprintf("%s is enabled and sends %s to %s; API version %s", ep.ID, types, ep.URL, version)
 }
 
 // keyKind says what sort of key an API key is, from its prefix.

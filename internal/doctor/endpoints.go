@@ -59,49 +59,53 @@ func Endpoints(ctx context.Context, cfg Config) []Result {
 		secret := SigningSecret(ep.Secrets)
 		secret.Check = name(secret.Check)
 		results = append(results, secret, declarationLine(name("endpoint declaration"), ep, arrived, arrivedErr))
-		if client == nil && cfg.StripeAPIKey == "" {
-			continue
+		if cfg.StripeAPIKey != "" {
+			results = append(results, atStripe(ctx, cfg, client, ep, one, name, &key)...)
 		}
-		if ep.StripeID == "" {
-			r := Result{name("stripe endpoint"), Warn, "no stripe_id: set HOOKD_ENDPOINTS " + ep.Label + ":stripe_id=we_... (or the " +
-				"destination's ed_...) so doctor, reconciliation and the watch alerts read it at Stripe"}
-			if one {
-				r = Result{name("stripe endpoint"), Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set: set it to the we_... id of the endpoint hookd serves"}
-			}
-			results = append(results, r)
-			continue
-		}
-		side, err := readSide(ctx, client, ep)
-		var apiErr *stripeapi.APIError
-		switch {
-		case errors.Is(err, stripeapi.ErrNotFound):
-			if key.Status == "" {
-				key.Status, key.Detail = keyTaken(cfg.StripeAPIKey)
-			}
-			results = append(results, Result{name("stripe endpoint"), Fail, err.Error()})
-			continue
-		case errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden):
-			key.Status, key.Detail = Fail, err.Error()
-			results = append(results, Result{name("stripe endpoint"), Skip, "not read: the key was refused"})
-			continue
-		case err != nil:
-			if key.Status == "" {
-				key.Status, key.Detail = Warn, fmt.Sprintf("could not check it: %v", err)
-			}
-			results = append(results, Result{name("stripe endpoint"), Skip, "not read: " + err.Error()})
-			continue
-		}
-		if key.Status == "" || key.Status == Warn && strings.HasPrefix(key.Detail, "could not") {
-			key.Status, key.Detail = keyTaken(cfg.StripeAPIKey)
-		}
-		results = append(results,
-			enabledLine(name("stripe endpoint"), side),
-			publicURLLine(name("public url"), side, cfg.PublicURL),
-			versionLine(ctx, name("api version"), side, ep, cfg.DatabaseURL),
-			kindLine(name("endpoint kind"), side, ep))
 	}
 	results[0] = key
 	return results
+}
+
+// atStripe checks ep at Stripe, its lines named by name: that it has a
+// stripe_id (the one endpoint must), and what Stripe says of it. Each read
+// tells key, the API key's line, what it can of the key: taken, refused,
+// or not checked.
+func atStripe(ctx context.Context, cfg Config, client *stripeapi.Client, ep endpoint.Endpoint, one bool,
+	name func(string) string, key *Result) []Result {
+	if ep.StripeID == "" {
+		if one {
+			return []Result{{name("stripe endpoint"), Fail, "STRIPE_WEBHOOK_ENDPOINT_ID is not set: set it to the we_... id of the endpoint hookd serves"}}
+		}
+		return []Result{{name("stripe endpoint"), Warn, "no stripe_id: set HOOKD_ENDPOINTS " + ep.Label + ":stripe_id=we_... (or the " +
+			"destination's ed_...) so doctor, reconciliation and the watch alerts read it at Stripe"}}
+	}
+	side, err := readSide(ctx, client, ep)
+	var apiErr *stripeapi.APIError
+	switch {
+	case errors.Is(err, stripeapi.ErrNotFound):
+		if key.Status == "" {
+			key.Status, key.Detail = keyTaken(cfg.StripeAPIKey)
+		}
+		return []Result{{name("stripe endpoint"), Fail, err.Error()}}
+	case errors.As(err, &apiErr) && (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden):
+		key.Status, key.Detail = Fail, err.Error()
+		return []Result{{name("stripe endpoint"), Skip, "not read: the key was refused"}}
+	case err != nil:
+		if key.Status == "" {
+			key.Status, key.Detail = Warn, fmt.Sprintf("could not check it: %v", err)
+		}
+		return []Result{{name("stripe endpoint"), Skip, "not read: " + err.Error()}}
+	}
+	if key.Status == "" || key.Status == Warn && strings.HasPrefix(key.Detail, "could not") {
+		key.Status, key.Detail = keyTaken(cfg.StripeAPIKey)
+	}
+	return []Result{
+		enabledLine(name("stripe endpoint"), side),
+		publicURLLine(name("public url"), side, cfg.PublicURL),
+		versionLine(ctx, name("api version"), side, ep, cfg.DatabaseURL),
+		kindLine(name("endpoint kind"), side, ep),
+	}
 }
 
 func anyStripeID(eps []endpoint.Endpoint) bool {
