@@ -65,42 +65,25 @@ func decode(raw []byte, v *any) error {
 	return d.Decode(v)
 }
 
+// walk records in r how the values at path differ: b before, a after,
+// hasB and hasA false for a side where the field is absent.
 func walk(r *Result, path string, b, a any, hasB, hasA bool) {
 	if r.Truncated {
 		return
 	}
-	bm, bIsMap := b.(map[string]any)
-	am, aIsMap := a.(map[string]any)
-	if hasB && hasA && bIsMap && aIsMap {
-		keys := slices.Sorted(maps.Keys(bm))
-		for k := range am {
-			if _, ok := bm[k]; !ok {
-				keys = append(keys, k)
-			}
+	if hasB && hasA {
+		bm, bIsMap := b.(map[string]any)
+		am, aIsMap := a.(map[string]any)
+		if bIsMap && aIsMap {
+			walkObjects(r, path, bm, am)
+			return
 		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			bv, okB := bm[k]
-			av, okA := am[k]
-			walk(r, join(path, k), bv, av, okB, okA)
+		bl, bIsList := b.([]any)
+		al, aIsList := a.([]any)
+		if bIsList && aIsList {
+			walkLists(r, path, bl, al)
+			return
 		}
-		return
-	}
-	bl, bIsList := b.([]any)
-	al, aIsList := a.([]any)
-	if hasB && hasA && bIsList && aIsList {
-		for i := range max(len(bl), len(al)) {
-			p := path + "[" + strconv.Itoa(i) + "]"
-			switch {
-			case i >= len(bl):
-				walk(r, p, nil, al[i], false, true)
-			case i >= len(al):
-				walk(r, p, bl[i], nil, true, false)
-			default:
-				walk(r, p, bl[i], al[i], true, true)
-			}
-		}
-		return
 	}
 	// A field present on one side only is reported at each of its scalar
 	// leaves, so a new nested object shows what it holds.
@@ -116,6 +99,45 @@ func walk(r *Result, path string, b, a any, hasB, hasA bool) {
 			return
 		}
 	}
+	r.add(path, b, a, hasB, hasA)
+}
+
+// walkObjects walks the fields of two objects, of either or both, in
+// key order.
+func walkObjects(r *Result, path string, bm, am map[string]any) {
+	keys := slices.Sorted(maps.Keys(bm))
+	for k := range am {
+		if _, ok := bm[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		bv, okB := bm[k]
+		av, okA := am[k]
+		walk(r, join(path, k), bv, av, okB, okA)
+	}
+}
+
+// walkLists walks two arrays element by element: the longer one's extra
+// elements were added or removed.
+func walkLists(r *Result, path string, bl, al []any) {
+	for i := range max(len(bl), len(al)) {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case i >= len(bl):
+			walk(r, p, nil, al[i], false, true)
+		case i >= len(al):
+			walk(r, p, bl[i], nil, true, false)
+		default:
+			walk(r, p, bl[i], al[i], true, true)
+		}
+	}
+}
+
+// add records the field at path as a change when its JSON text differs,
+// or it is on one side only; past MaxChanges, r is truncated instead.
+func (r *Result) add(path string, b, a any, hasB, hasA bool) {
 	bt, at := text(b, hasB), text(a, hasA)
 	if hasB == hasA && bt == at {
 		return
