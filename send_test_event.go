@@ -50,19 +50,6 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	typeOf := func(i int) string {
-		switch {
-		case kind.ping:
-			return stripeevent.PingType
-		case kind.notice:
-			return stripeevent.GenerationFailureType
-		case *eventType != "":
-			return *eventType
-		case *count == 1:
-			return "invoice.paid"
-		}
-		return stripeevent.Mix(i)
-	}
 
 	client := &http.Client{Timeout: 30 * time.Second}
 	if *outageFor != 0 {
@@ -70,19 +57,45 @@ func sendTestEvent(ctx context.Context, args []string, getenv func(string) strin
 			return err
 		}
 	}
+	typeOf := kind.types(*eventType, *count)
 	if *count == 1 {
-		res := postTestEvent(ctx, client, *target, secret, kind, typeOf(0))
-		if res.err != nil {
-			return res.err
-		}
-		fmt.Fprintf(stdout, "sent %s (%s) to %s\n%s: %s\n", res.id, res.eventType, *target, res.status, res.body)
-		if res.code != http.StatusOK {
-			return fmt.Errorf("the receiver answered %s", res.status)
-		}
-		return nil
+		return sendOneTestEvent(ctx, client, *target, secret, kind, typeOf(0), stdout)
 	}
-
 	return sendTestEvents(ctx, client, *target, secret, kind, *count, typeOf, stdout)
+}
+
+// types returns the type of the i-th of count events of kind: a ping or a
+// notice when kind is one, eventType when it is set, otherwise
+// invoice.paid for one event and a realistic mix for more.
+func (kind testEventKind) types(eventType string, count int) func(i int) string {
+	return func(i int) string {
+		switch {
+		case kind.ping:
+			return stripeevent.PingType
+		case kind.notice:
+			return stripeevent.GenerationFailureType
+		case eventType != "":
+			return eventType
+		case count == 1:
+			return "invoice.paid"
+		}
+		return stripeevent.Mix(i)
+	}
+}
+
+// sendOneTestEvent posts one event of eventType and prints the answer,
+// which must be a 200.
+func sendOneTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind,
+	eventType string, stdout io.Writer) error {
+	res := postTestEvent(ctx, client, target, secret, kind, eventType)
+	if res.err != nil {
+		return res.err
+	}
+	fmt.Fprintf(stdout, "sent %s (%s) to %s\n%s: %s\n", res.id, res.eventType, target, res.status, res.body)
+	if res.code != http.StatusOK {
+		return fmt.Errorf("the receiver answered %s", res.status)
+	}
+	return nil
 }
 
 // startDemoOutage asks the demo app where HOOKD_FORWARD_URL points to be
