@@ -62,7 +62,7 @@ type Attempt struct {
 }
 
 // NewAttempt describes an attempt for the history, as SettleDeliveries and
-// SettleAttempts record it with its outcome.
+// SettleAndStart record it with its outcome.
 type NewAttempt struct {
 	Source     string
 	EventID    string

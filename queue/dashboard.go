@@ -81,7 +81,7 @@ const (
 // An event in flight (its lease is live: an attempt is running) is not
 // made due, which would only have every claim skip it until the attempt
 // ends; it is marked, and the attempt's failure makes it due at once
-// (SettleAttempts), never a claim window later. The answer comes from the
+// (SettleAndStart), never a claim window later. The answer comes from the
 // statement that made the change, so it says what was done even when the
 // attempt ends at that very moment.
 func (s *Store) RetryNow(ctx context.Context, id uuid.UUID) (Hastening, error) {

@@ -31,8 +31,8 @@
 //
 //	receive.go    the receiver's short transaction (SettleAndTake), and the one
 //	              read of an event's marker and queue state (markedSQL, queuedSQL)
-//	retries.go    the retry loop's claim (ClaimAttempts), start (StartAttempts) and
-//	              settle (SettleAttempts)
+//	retries.go    the retry loop's claim (ClaimAttempts), and its settle and start
+//	              (SettleAndStart)
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
 //	search.go     where one event is, across the tables (Locate, FindEvent)
 //	reconcile.go  reconciliation's reads: the database's clock, which events it has seen

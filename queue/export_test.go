@@ -14,11 +14,27 @@ var (
 	HistorySQL    = historySQL
 )
 
+// LeaseGrace is how long no lease is granted after the database lost them.
+const LeaseGrace = leaseGrace
+
 // TakeDeliveries is SettleAndTake with nothing to settle, for the tests of
 // taking leases alone.
 func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
 	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
 	return d, err
+}
+
+// StartAttempts is SettleAndStart with nothing to settle, and
+// SettleAttempts SettleAndStart with nothing to start: each half of it,
+// for the tests of one step at a time.
+func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
+	_, started, err := s.SettleAndStart(ctx, nil, claimed)
+	return started, err
+}
+
+func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]SettledState, error) {
+	states, _, err := s.SettleAndStart(ctx, settled, nil)
+	return states, err
 }
 
 // Pending is the number of events waiting for a retry.

@@ -7,7 +7,7 @@ import (
 
 // The retry policy: how long a failed event waits before each retry, and
 // how many retries it gets before it is dead. It is Go, not SQL: the retry
-// loop (through SettleAttempts), the seed's ScheduleRetry, the dashboard,
+// loop (through SettleAndStart), the seed's ScheduleRetry, the dashboard,
 // hookd doctor and the tests all read it here, and the statements are given
 // its answers as arguments.
 

@@ -328,12 +328,12 @@ func (s *Store) Replay(ctx context.Context, id int64) (Replay, error) {
 	return oneRow[Replay](ctx, s.db, fmt.Sprintf("read replay %d", id), `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
 }
 
-// MaxReplaysListed bounds the list of replays.
-const MaxReplaysListed = 100
+// maxReplaysListed bounds the list of replays.
+const maxReplaysListed = 100
 
 // Replays returns the latest replays, newest first.
 func (s *Store) Replays(ctx context.Context) ([]Replay, error) {
-	out, err := store.QueryAll[Replay](ctx, s.db, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, MaxReplaysListed)
+	out, err := store.QueryAll[Replay](ctx, s.db, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, maxReplaysListed)
 	if err != nil {
 		return nil, fmt.Errorf("read replays: %w", err)
 	}

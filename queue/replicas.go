@@ -31,12 +31,12 @@ const (
 	// replica cancels its processors: a second before ReplicaSilence, for
 	// the cancellation to reach them and the clocks' rates to differ.
 	FenceAfter = ReplicaSilence - time.Second
-	// LeaseGrace is how long no lease is granted after the database lost
+	// leaseGrace is how long no lease is granted after the database lost
 	// them (crash recovery empties the unlogged lease table, and a promoted
 	// standby has none): longer than any holder from before can run a
 	// processor, since each either beats and finds its replica gone, or
 	// fences itself FenceAfter its last beat.
-	LeaseGrace = ReplicaSilence + LeaseMargin
+	leaseGrace = ReplicaSilence + LeaseMargin
 )
 
 // replicaID is a Store's replica.
@@ -74,11 +74,11 @@ func intervalSQL(d time.Duration) string {
 
 // grantableSQL is true when a lease may be granted to the replica whose id
 // (or NULL) the SQL expression replica gives: the lease table has been
-// whole for LeaseGrace (lease_epoch's row is there and old enough), and the
+// whole for leaseGrace (lease_epoch's row is there and old enough), and the
 // replica has a beat recent enough that it fences itself before its new
 // lease could be taken over.
 func grantableSQL(replica string) string {
-	return `EXISTS (SELECT 1 FROM lease_epoch WHERE one AND began_at <= now() - ` + intervalSQL(LeaseGrace) + `)
+	return `EXISTS (SELECT 1 FROM lease_epoch WHERE one AND began_at <= now() - ` + intervalSQL(leaseGrace) + `)
 		AND (` + replica + `::uuid IS NULL OR EXISTS (
 			SELECT 1 FROM hookd_replicas rep
 			WHERE rep.id = ` + replica + `::uuid AND rep.beat_at > now() - ` + intervalSQL(FenceAfter) + `))`

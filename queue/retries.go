@@ -47,7 +47,7 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 // statement: it selects them FOR UPDATE SKIP LOCKED, so other claims skip
 // them, takes each one's lease for a processor run of processFor (not yet
 // started) and pushes the event's next_retry_at to when the lease expires.
-// Each attempt counts from when its own run starts (StartAttempts marks
+// Each attempt counts from when its own run starts (SettleAndStart marks
 // its lease), not from the claim: a crash counts the attempts that had
 // started, and none of the batch's others. The claim that takes over a
 // lease whose run started and never reported records that attempt in the
@@ -57,7 +57,7 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 //
 // An event whose lease another holder has (a delivery or recovery of the
 // same event at this moment) is left as it is, due, for a later claim.
-// Give each claimed event back with SettleAttempts.
+// Give each claimed event back with SettleAndStart.
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
@@ -148,17 +148,6 @@ var claimAttemptsSQL = `
 	          e.trace_parent, c.manual_retry,
 	          ` + markedSQL("e.event_id")
 
-// StartAttempts records that the runs of claimed events start now, each
-// on its lease, and returns for each whether it may run: false when its
-// lease is no longer its owner's. From here the attempt counts, whatever
-// becomes of the process: its outcome counts it on the queue row, and if
-// the process dies first, the claim that takes its lease over counts it as
-// interrupted.
-func (s *Store) StartAttempts(ctx context.Context, claimed []Claimed) ([]bool, error) {
-	_, started, err := s.SettleAndStart(ctx, nil, claimed)
-	return started, err
-}
-
 // startOp is the starting part of SettleAndStart's short transaction.
 type startOp struct {
 	ids    []string
@@ -219,7 +208,7 @@ const (
 	SettleReleased SettleKind = "released"
 )
 
-// Settled is a claimed event after its attempt, as SettleAttempts takes it.
+// Settled is a claimed event after its attempt, as SettleAndStart takes it.
 type Settled struct {
 	Claimed Claimed
 	Kind    SettleKind
@@ -227,7 +216,7 @@ type Settled struct {
 	Attempt *NewAttempt
 }
 
-// SettledState is what SettleAttempts made of one settled event.
+// SettledState is what SettleAndStart made of one settled event.
 type SettledState struct {
 	// Written is false when the event's lease was no longer its owner's:
 	// nothing of its outcome was written (ErrLeaseLost).
@@ -239,26 +228,28 @@ type SettledState struct {
 	Hastened bool
 }
 
-// SettleAttempts writes the outcomes of claimed events and gives their
-// leases back, in one statement, and returns what became of each, in
-// order. A success deletes the row and writes the marker together; a
-// failure makes the event retrying with the backoff of its attempt, or dead
-// at MaxAttempts (without its payload, if its customer's payloads were
-// erased while it waited: see payloadErasedSQL), unless a person asked for a retry while it ran (see
-// RetryNow): then it is due at once, and a dead one starts its attempts
-// over as RetryDead would.
-//
-// One statement means one outcome's failure fails all of them; the caller
-// settles each alone when that happens.
-func (s *Store) SettleAttempts(ctx context.Context, settled []Settled) ([]SettledState, error) {
-	states, _, err := s.SettleAndStart(ctx, settled, nil)
-	return states, err
-}
-
-// SettleAndStart does what SettleAttempts does for settled, then what
-// StartAttempts does for start, in one short transaction: a retry worker
+// SettleAndStart settles the claimed events settled, then starts the runs
+// of the claimed events start, in one short transaction: a retry worker
 // writes the outcome of its event and starts its next in one round trip,
-// with the other workers that reach the database at that moment.
+// with the other workers that reach the database at that moment. Either
+// may be empty.
+//
+// Settling writes the outcomes and gives the leases back, in one
+// statement, and returns what became of each, in order. A success deletes
+// the row and writes the marker together; a failure makes the event
+// retrying with the backoff of its attempt, or dead at MaxAttempts
+// (without its payload, if its customer's payloads were erased while it
+// waited: see payloadErasedSQL), unless a person asked for a retry while
+// it ran (see RetryNow): then it is due at once, and a dead one starts its
+// attempts over as RetryDead would. One statement means one outcome's
+// failure fails all of them; the caller settles each alone when that
+// happens.
+//
+// Starting records that the runs start now, each on its lease, and
+// returns for each whether it may run: false when its lease is no longer
+// its owner's. From there the attempt counts, whatever becomes of the
+// process: its outcome counts it on the queue row, and if the process dies
+// first, the claim that takes its lease over counts it as interrupted.
 func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []Claimed) ([]SettledState, []bool, error) {
 	settling, starting := s.newRetrySettle(settled), newStartOp(start)
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
@@ -374,7 +365,7 @@ func (op *retrySettleOp) states() []SettledState {
 // attempt to record, and those attempts follow from $11 on. It returns
 // each released row with a failure's new status and whether a person
 // hastened it. The attempt of a run that started (its lease says so:
-// StartAttempts), or that brings its record, is counted here, with its
+// SettleAndStart), or that brings its record, is counted here, with its
 // outcome; a release, or a success found already processed, counts none.
 var settleAttemptsSQL = `
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `

@@ -18,11 +18,11 @@ import (
 //
 //	the seed's              here            what production calls instead
 //	try_lock_event          TryLockEvent    SettleAndTake (receive.go), ClaimAttempts (retries.go)
-//	mark_event_processed    MarkProcessed   SettleDeliveries (receive.go), SettleAttempts (retries.go)
+//	mark_event_processed    MarkProcessed   SettleDeliveries (receive.go), SettleAndStart (retries.go)
 //	insert_failed_event     Enqueue         SettleDeliveries (receive.go)
 //	get_retryable_events    ClaimDue        ClaimAttempts (retries.go)
-//	mark_processed          Resolve         SettleAttempts (retries.go)
-//	schedule_retry          ScheduleRetry   SettleAttempts (retries.go)
+//	mark_processed          Resolve         SettleAndStart (retries.go)
+//	schedule_retry          ScheduleRetry   SettleAndStart (retries.go)
 //	get_dead_events         DeadEvents      Events (events.go)
 //	is_event_processed      IsProcessed     SettleAndTake's state read (receive.go), Locate (search.go)
 //
@@ -42,11 +42,11 @@ import (
 //	TestContract_ClaimDefersRowsToTheLeaseExpiry         ClaimAttempts
 //	TestContract_ConcurrentClaimsNeverClaimARowTwice     ClaimAttempts
 //	TestContract_ClaimsExcludeFutureDeadAndExhaustedRows ClaimAttempts
-//	TestContract_FailedAttemptRetriesAfterTheBackoff     SettleAttempts, with RetryDelay (policy.go)
-//	TestContract_FifthFailureMakesTheEventDead           SettleAttempts, ClaimAttempts, Events
+//	TestContract_FailedAttemptRetriesAfterTheBackoff     SettleAndStart, with RetryDelay (policy.go)
+//	TestContract_FifthFailureMakesTheEventDead           SettleAndStart, ClaimAttempts, Events
 //	TestContract_RetryDeadResurrectsOnlyDeadRows         RetryDead, ClaimAttempts
 //	TestContract_DoneAttemptRemovesTheRowAndWritesTheMarker, TestContract_DoneAttemptIsAtomic
-//	                                                     SettleAttempts
+//	                                                     SettleAndStart
 //
 // These functions stay for the tests, here and in other packages, that put
 // rows and leases in place with them; seed_api_test.go tests them, so each
@@ -96,7 +96,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // event's side effects are durable. It is idempotent: a concurrent duplicate
 // or a redelivery leaves the one existing row as it is. It is the seed's
 // call: the receiver and the retry loop write markers with their outcomes,
-// under the event's lease (SettleDeliveries, SettleAttempts).
+// under the event's lease (SettleDeliveries, SettleAndStart).
 func (s *Store) MarkProcessed(ctx context.Context, eventID string) error {
 	if _, err := s.db.Exec(ctx, `INSERT INTO processed_webhook_events (event_id) VALUES ($1) ON CONFLICT DO NOTHING`,
 		eventID); err != nil {
@@ -137,7 +137,7 @@ func (s *Store) Enqueue(ctx context.Context, e FailedEvent) (inserted bool, err 
 // replica skips them instead of running the processor a second time. The
 // caller then resolves each claimed event (Resolve) or reschedules it
 // (ScheduleRetry); the retry loop does both for a batch, under leases
-// (ClaimAttempts, SettleAttempts). A worker that dies in between leaves its events due again
+// (ClaimAttempts, SettleAndStart). A worker that dies in between leaves its events due again
 // once the window has passed: processing is at least once, never lost.
 func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Duration) ([]Event, error) {
 	// The claimed ids are collected into an array first, so the UPDATE
@@ -168,7 +168,7 @@ func (s *Store) ClaimDue(ctx context.Context, batchSize int, claimWindow time.Du
 // processed again) or both. It returns ErrNotFound when the row is gone.
 //
 // It is the seed's call, and takes no lease: the retry loop settles its
-// claims with SettleAttempts, which writes the same under the lease.
+// claims with SettleAndStart, which writes the same under the lease.
 func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
 	var deleted int
 	err := s.db.QueryRow(ctx, `
@@ -192,7 +192,7 @@ func (s *Store) Resolve(ctx context.Context, id uuid.UUID) error {
 // MaxAttempts it becomes dead. It returns the new status, or ErrNotFound.
 //
 // It is the seed's call, and takes no lease: the retry loop settles its
-// claims with SettleAttempts.
+// claims with SettleAndStart.
 func (s *Store) ScheduleRetry(ctx context.Context, id uuid.UUID, attempts int, lastError string) (Status, error) {
 	status, wait := s.afterFailure(attempts)
 	tag, err := s.db.Exec(ctx, `

@@ -27,7 +27,7 @@ func claimOne(t *testing.T, b *testBundle) queue.Attempts {
 		t.Fatalf("claimed %d events, want 1", len(a.Claimed))
 	}
 	// Its run starts: the attempt is in flight, and counts from here.
-	if _, err := b.store.StartAttempts(context.Background(), a.Claimed); err != nil {
+	if _, _, err := b.store.SettleAndStart(context.Background(), nil, a.Claimed); err != nil {
 		t.Fatal(err)
 	}
 	return a
@@ -45,8 +45,8 @@ func TestEventDetail_SaysWhileAnAttemptIsInFlight(t *testing.T) {
 			a := claimOne(t, b)
 			return "In flight: attempt 3 of 5 is running now (the retry loop), started just now, lease expires in ",
 				func() {
-					_, err := b.store.SettleAttempts(context.Background(),
-						[]queue.Settled{{Claimed: a.Claimed[0], Kind: queue.SettleReleased}})
+					_, _, err := b.store.SettleAndStart(context.Background(),
+						[]queue.Settled{{Claimed: a.Claimed[0], Kind: queue.SettleReleased}}, nil)
 					if err != nil {
 						t.Fatal(err)
 					}

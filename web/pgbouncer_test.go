@@ -172,7 +172,7 @@ func TestThreeReplicasBehindPgBouncer(t *testing.T) {
 		if err != nil || len(claim.Claimed) != events {
 			t.Fatalf("claim: got %d events, %v; want %d", len(claim.Claimed), err, events)
 		}
-		if _, err := b.replicas[0].store.StartAttempts(t.Context(), claim.Claimed); err != nil {
+		if _, _, err := b.replicas[0].store.SettleAndStart(t.Context(), nil, claim.Claimed); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range claim.Claimed {

@@ -97,8 +97,9 @@ func NewDatabaseURL(t testing.TB) string {
 // PostgreSQL empties unlogged tables in crash recovery, the template's too,
 // so a template built before the server last crashed clones into a database
 // whose lease_epoch says leases were just lost: every lease would be
-// refused for queue.LeaseGrace. A clone is a new database no replica has
-// leased in, which is what the migration's row says.
+// refused for the lease grace (queue/replicas.go). A clone is a new
+// database no replica has leased in, which is what the migration's row
+// says.
 func seedUnlogged(ctx context.Context, dbURL string) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
