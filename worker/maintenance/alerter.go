@@ -312,21 +312,20 @@ func (a *Alerter) evaluate(ctx context.Context, tx *queue.Tx, st alerts.State, n
 	if kind, label, ok := st.Condition.Endpoint(); ok {
 		return a.evaluateEndpoint(ctx, tx, st, kind, label, now)
 	}
-	switch st.Condition {
-	case alerts.Dead:
-		return a.evaluateDead(ctx, tx, st, now)
-	case alerts.GenerationFailures:
-		return a.evaluateGenerationFailures(ctx, tx, st, now)
-	case alerts.PendingAge:
-		return a.evaluatePendingAge(ctx, tx, st, now)
-	case alerts.RetrierStalled:
-		return a.evaluateRetrierStalled(ctx, tx, st, now)
-	case alerts.BreakerOpen:
-		return a.evaluateBreaker(ctx, tx, st, now)
-	case alerts.SignatureFailures:
-		return a.evaluateSignatureFailures(ctx, tx, st, now)
+	if eval, ok := evaluators[st.Condition]; ok {
+		return eval(a, ctx, tx, st, now)
 	}
 	return st, "", nil
+}
+
+// evaluators evaluate each condition that is not an endpoint's.
+var evaluators = map[alerts.Condition]func(*Alerter, context.Context, *queue.Tx, alerts.State, time.Time) (alerts.State, string, error){
+	alerts.Dead:               (*Alerter).evaluateDead,
+	alerts.GenerationFailures: (*Alerter).evaluateGenerationFailures,
+	alerts.PendingAge:         (*Alerter).evaluatePendingAge,
+	alerts.RetrierStalled:     (*Alerter).evaluateRetrierStalled,
+	alerts.BreakerOpen:        (*Alerter).evaluateBreaker,
+	alerts.SignatureFailures:  (*Alerter).evaluateSignatureFailures,
 }
 
 // evaluatePendingAge: the oldest pending event has waited longer than
