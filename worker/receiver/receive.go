@@ -353,9 +353,8 @@ type delivery struct {
 	// rate is reached, so the event is queued unprocessed, with this
 	// reason.
 	deferred string
-	// settling: the delivery's next turn at the database writes its
-	// outcome; before, it takes its lease.
-	settling bool
+	// turn is what the delivery's next turn at the database does.
+	turn turn
 	// span is the span of the delivery's turn at the database (its lease,
 	// then its outcome), and traceParent the delivery's own span's W3C
 	// traceparent, kept with a queue row; a non-recording span and "" with
@@ -363,14 +362,14 @@ type delivery struct {
 	span        trace.Span
 	traceParent string
 
-	// Set by takeLeases: the event's state, and the lease when it is new.
+	// Set by exchange: the event's state, and the lease when it is new.
 	state    queue.DeliveryState
 	owner    uuid.UUID
 	deadline time.Time
 	// interrupted is the path of a run of the event that started under
 	// the lease this delivery took over and never reported.
 	interrupted queue.AttemptPath
-	// Set by settle: the outcome to write, then whether it was written.
+	// The outcome to write, then whether it was written.
 	outcome queue.Received
 	written bool
 
@@ -392,6 +391,12 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.Event(ev.ID, ev.Type, ep.Label, 0, string(path))...)
 		d.traceParent = r.tracer.Parent(ctx)
+	}
+	if outcome, how, ok := r.markable(d); ok {
+		if got, done, err := r.mark(d, outcome, how); done || err != nil {
+			return got, err
+		}
+		// A lease is on the event: the leased way finds out what it is.
 	}
 	if path == queue.PathInline {
 		// The inline slots bound the deliveries waiting for the app while
@@ -420,7 +425,7 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 	}
 
 	outcome, res := r.run(d)
-	d.settling = true
+	d.turn = turnSettle
 	_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
 	r.outcomes.Do(d)
 	d.span.End()
@@ -485,7 +490,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	}
 	var res worker.Result
 	var took time.Duration
-	if r.proc != worker.Discard {
+	if !worker.Skips(r.proc, d.ev.Type) {
 		// The lease outlasts this deadline, so no other run of the event
 		// can start before this one has ended.
 		ctx, unbind := r.heartbeat.Bind(d.ctx)
@@ -526,9 +531,9 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	return outcome, res
 }
 
-// exchange writes the outcomes of the settling deliveries of a batch and
-// takes the leases and reads the states of the others, in one short
-// transaction (a batch of r.leases holds only the latter, one of
+// exchange writes the outcomes of the deliveries of a batch that settle or
+// mark, and takes the leases and reads the states of the others, in one
+// short transaction (a batch of r.leases holds only the latter, one of
 // r.outcomes only the former). A delivery whose sender hung up before its
 // lease was taken is answered without one: Stripe delivers again. When the
 // transaction fails, each delivery is tried alone, so that one event's bad
@@ -539,13 +544,15 @@ func (r *Receiver) exchange(batch []*delivery) {
 	takes := 0
 	for _, d := range batch {
 		switch {
-		case d.settling:
+		case d.turn == turnSettle:
 			live = append(live, d)
 		case d.ctx.Err() != nil:
 			d.err = d.ctx.Err()
 		default:
 			live = append(live, d)
-			takes++
+			if d.turn == turnTake {
+				takes++
+			}
 		}
 	}
 	if takes > 0 {
@@ -563,32 +570,35 @@ func (r *Receiver) exchange(batch []*delivery) {
 
 func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	ctx = traceGroup(ctx, group)
-	var settle, take []*delivery
+	x := queue.Exchange{Source: queue.SourceStripe, ProcessFor: r.timeout}
 	for _, d := range group {
-		if d.settling {
-			settle = append(settle, d)
-		} else {
-			take = append(take, d)
+		switch d.turn {
+		case turnSettle:
+			x.Settle = append(x.Settle, d.outcome)
+		case turnMark:
+			x.Mark = append(x.Mark, d.outcome)
+		default:
+			x.Take = append(x.Take, queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""})
 		}
 	}
-	outcomes := make([]queue.Received, len(settle))
-	for i, d := range settle {
-		outcomes[i] = d.outcome
-	}
-	events := make([]queue.Delivery, len(take))
-	for i, d := range take {
-		events[i] = queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""}
-	}
-	written, leased, err := r.store.SettleAndTake(ctx, queue.SourceStripe, outcomes, events, r.timeout)
+	got, err := r.store.Exchange(ctx, x)
 	if err != nil {
 		return err
 	}
-	for i, d := range settle {
-		d.written = written[i]
-	}
-	for i, d := range take {
-		d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
-		d.interrupted = leased.Interrupted[i]
+	var settled, marked, taken int
+	for _, d := range group {
+		switch d.turn {
+		case turnSettle:
+			d.written = got.Written[settled]
+			settled++
+		case turnMark:
+			d.state = got.Marked[marked]
+			marked++
+		default:
+			d.state, d.owner, d.deadline = got.Taken.States[taken], got.Taken.Owner, got.Taken.Deadline
+			d.interrupted = got.Taken.Interrupted[taken]
+			taken++
+		}
 	}
 	return nil
 }
