@@ -376,9 +376,10 @@ type delivery struct {
 	err error
 }
 
-// receive runs a verified event through the leased part of the pipeline:
-// it takes the event's lease with the deliveries that reach the database
-// at the same moment, runs the processor with no transaction open, then
+// receive runs a verified event through the rest of the pipeline: one
+// that runs no processor writes its marker without a lease; any other
+// takes the event's lease with the deliveries that reach the database at
+// the same moment, runs the processor with no transaction open, then
 // writes the outcome with the lease's release, again with whoever is
 // writing theirs at that moment. A delivery waits only for its own
 // processor and for the short transactions it is part of.
@@ -409,6 +410,12 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 			d.deferred = r.deferReason()
 		}
 	}
+	return r.leased(d)
+}
+
+// leased takes d's lease and, when its event is new, runs it and writes
+// its outcome with the lease's release.
+func (r *Receiver) leased(d *delivery) (Outcome, error) {
 	_, d.span = r.tracer.Start(d.ctx, tracing.SpanLease)
 	r.leases.Do(d)
 	d.span.End()
@@ -453,21 +460,10 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
-	o := queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin), Pair: r.pairOf(d)}
-	if d.ev.mode == modeTest {
-		switch d.ep.TestEvents {
-		case endpoint.DiscardTestEvents:
-			o.Log = logged(d, queue.LogTestDiscarded)
-			d.outcome = o
-			return TestDiscarded, worker.Result{}
-		case endpoint.QueueTestEvents:
-			fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
-				"retry it to forward it", d.ep.Label))
-			fe.Held = true
-			o.Queue = &fe
-			d.outcome = o
-			return Held, worker.Result{}
-		}
+	d.outcome = queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin),
+		Pair: r.pairOf(d)}
+	if outcome, ok := r.testModeOutcome(d); ok {
+		return outcome, worker.Result{}
 	}
 	if d.interrupted != "" {
 		// The run before this one started and hookd never heard back:
@@ -475,8 +471,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// inline again; the retry queue takes it, with that run counted.
 		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: interruptedError}
 		fe := failedEvent(d, interruptedError)
-		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
-		d.outcome = o
+		d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
 		return Queued, worker.Result{Err: errors.New(interruptedError)}
 	}
 	if d.deferred == "" {
@@ -484,51 +479,79 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	}
 	if d.deferred != "" {
 		fe := failedEvent(d, d.deferred)
-		o.Queue = &fe
-		d.outcome = o
+		d.outcome.Queue = &fe
 		return Deferred, worker.Result{}
 	}
-	var res worker.Result
-	var took time.Duration
-	if !worker.Skips(r.proc, d.ev.Type) {
-		// The lease outlasts this deadline, so no other run of the event
-		// can start before this one has ended.
-		ctx, unbind := r.heartbeat.Bind(d.ctx)
-		ctx, cancel := context.WithDeadline(ctx, d.deadline)
-		res, took = worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
-			EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
-			Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
-		})
-		cancel()
-		unbind()
+	res, took := r.process(d)
+	return r.processed(d, res, took), res
+}
+
+// testModeOutcome is the outcome of a test-mode event whose endpoint does
+// not forward test events: discarded, or held on the queue for a person.
+func (r *Receiver) testModeOutcome(d *delivery) (Outcome, bool) {
+	if d.ev.mode != modeTest {
+		return 0, false
 	}
+	switch d.ep.TestEvents {
+	case endpoint.DiscardTestEvents:
+		d.outcome.Log = logged(d, queue.LogTestDiscarded)
+		return TestDiscarded, true
+	case endpoint.QueueTestEvents:
+		fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
+			"retry it to forward it", d.ep.Label))
+		fe.Held = true
+		d.outcome.Queue = &fe
+		return Held, true
+	}
+	return 0, false
+}
+
+// process runs the processor on a leased event, unless it skips the
+// event, bound to the heartbeat and ending before the lease does.
+func (r *Receiver) process(d *delivery) (worker.Result, time.Duration) {
+	if worker.Skips(r.proc, d.ev.Type) {
+		return worker.Result{}, 0
+	}
+	// The lease outlasts this deadline, so no other run of the event can
+	// start before this one has ended.
+	ctx, unbind := r.heartbeat.Bind(d.ctx)
+	defer unbind()
+	ctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+	return worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
+		EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+		Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
+	})
+}
+
+// processed sets the outcome of a processor run: the marker of a success,
+// or the queue row and attempt of a failure.
+func (r *Receiver) processed(d *delivery, res worker.Result, took time.Duration) Outcome {
 	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.key, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
 		AppDown: worker.IsAppDown(res.Err), TraceID: tracing.TraceID(d.ctx),
 	}
-	outcome := Processed
 	switch {
 	case attempt.Succeeded && d.path == queue.PathInline:
 		// Processed on its first delivery: the marker, with the event
 		// log's columns, is its whole record.
-		o.Log = logged(d, queue.LogInline)
+		d.outcome.Log = logged(d, queue.LogInline)
+		return Processed
 	case attempt.Succeeded:
 		// Recovered by reconciliation: its attempt is what says so, since
 		// a marker alone means a first delivery.
-		o.Attempt, o.Log = &attempt, logged(d, queue.LogReconcile)
-	default:
-		// Failed: from here on the event keeps its history, starting with
-		// this attempt.
-		attempt.Error = worker.ErrorText(res.Err)
-		tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
-		fe := failedEvent(d, attempt.Error)
-		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
-		outcome = Queued
+		d.outcome.Attempt, d.outcome.Log = &attempt, logged(d, queue.LogReconcile)
+		return Processed
 	}
-	d.outcome = o
-	return outcome, res
+	// Failed: from here on the event keeps its history, starting with this
+	// attempt.
+	attempt.Error = worker.ErrorText(res.Err)
+	tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
+	fe := failedEvent(d, attempt.Error)
+	d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
+	return Queued
 }
 
 // exchange writes the outcomes of the deliveries of a batch that settle or
