@@ -278,25 +278,16 @@ func traceOutcome(span trace.Span, outcome Outcome, err error) {
 	}
 }
 
-// Recover runs an event that Stripe's delivery never brought, read from
-// Stripe's Events API, through the same pipeline as a delivery: the event's
-// lease, dedup, the processor, then the marker or the queue row. Its
-// attempt is recorded with path reconcile, which is what tells a recovered
-// event apart afterwards. There is no signature to verify: the payload came
-// from Stripe's API, over TLS, read with hookd's own key.
+// RecoverThrough runs an event that Stripe's delivery never brought, read
+// from Stripe's Events API, through the same pipeline as a delivery of the
+// endpoint labelled label, which it is recorded as having come through: the
+// event's lease, dedup, the processor, then the marker or the queue row.
+// Its attempt is recorded with path reconcile, which is what tells a
+// recovered event apart afterwards. There is no signature to verify: the
+// payload came from Stripe's API, over TLS, read with hookd's own key.
 //
 // Its results are Receive's: queue.ErrEventLocked means a delivery of the
 // event is being handled at this moment.
-func (r *Receiver) Recover(ctx context.Context, payload []byte) (Outcome, error) {
-	label := endpoint.DefaultLabel
-	if len(r.endpoints) > 0 {
-		label = r.endpoints[0].Label
-	}
-	return r.RecoverThrough(ctx, label, payload)
-}
-
-// RecoverThrough is Recover for an event of the endpoint labelled label,
-// which it is recorded as having come through.
 func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []byte) (Outcome, error) {
 	ep, err := endpoint.Find(r.endpoints, label)
 	if err != nil {
