@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/queue"
 )
 
@@ -40,6 +41,7 @@ type Control struct {
 	// Observe changes the state before the row is read, so the state
 	// before a read cannot say whether the change was logged.
 	breakerLogged atomic.Bool
+	reads         *startstop.Service
 }
 
 // NewControl returns a Control over store, which holds nothing until its
@@ -47,6 +49,7 @@ type Control struct {
 func NewControl(store *queue.Store, logger *slog.Logger) *Control {
 	c := &Control{store: store, logger: logger.With("component", "delivery-control"), refresh: make(chan struct{}, 1)}
 	c.state.Store(&queue.DeliveryControl{})
+	c.reads = startstop.New(c.run)
 	return c
 }
 
@@ -133,14 +136,14 @@ func (c *Control) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run reads the row every ControlRefresh, and when poked, until ctx is
-// cancelled. A failed read keeps the last state: the database being away
-// stops deliveries' writes anyway.
-func (c *Control) Run(ctx context.Context) error {
-	t := time.NewTicker(ControlRefresh)
-	defer t.Stop()
+// Run reads the row at once, then every ControlRefresh, and when poked,
+// until ctx is cancelled, and returns nil. A failed read keeps the last
+// state: the database being away stops deliveries' writes anyway.
+func (c *Control) Run(ctx context.Context) error { return c.reads.Run(ctx) }
+
+func (c *Control) run(ctx context.Context) {
 	var failing bool
-	for {
+	startstop.Loop(ctx, c.refresh, func(ctx context.Context) time.Duration {
 		err := c.Refresh(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -150,13 +153,8 @@ func (c *Control) Run(ctx context.Context) error {
 			c.logger.InfoContext(ctx, "delivery control read again")
 			failing = false
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-c.refresh:
-		}
-	}
+		return ControlRefresh
+	})
 }
 
 // HeldReason is the last error of an event queued without an attempt
