@@ -141,9 +141,14 @@ func (c *Control) Refresh(ctx context.Context) error {
 // state: the database being away stops deliveries' writes anyway.
 func (c *Control) Run(ctx context.Context) error { return c.reads.Run(ctx) }
 
+// run reads at a steady rate, not ControlRefresh after each read, so that
+// a slow read does not slow how soon a pause reaches this replica; a poke
+// reads between two ticks.
 func (c *Control) run(ctx context.Context) {
+	t := time.NewTicker(ControlRefresh)
+	defer t.Stop()
 	var failing bool
-	startstop.Loop(ctx, c.refresh, func(ctx context.Context) time.Duration {
+	for {
 		err := c.Refresh(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil && !failing:
@@ -153,8 +158,13 @@ func (c *Control) run(ctx context.Context) {
 			c.logger.InfoContext(ctx, "delivery control read again")
 			failing = false
 		}
-		return ControlRefresh
-	})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.refresh:
+		}
+	}
 }
 
 // HeldReason is the last error of an event queued without an attempt

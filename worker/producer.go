@@ -60,8 +60,8 @@ type ProducerConfig struct {
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
 	// Tracer, when set, makes each job a trace of its own (tracing.SpanRetry,
-	// tracing.SpanReplay), linked to the delivery that queued the event;
-	// nil traces nothing.
+	// tracing.SpanReplay), linked to the delivery that queued the event
+	// while it is queued; nil traces nothing.
 	Tracer *tracing.Tracer
 }
 

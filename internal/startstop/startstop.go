@@ -1,8 +1,8 @@
 // Package startstop is how every long-running loop of hookd serve starts,
 // ticks and stops, after River's rivershared/startstop: a Service runs one
 // loop in a goroutine of its own and stops it, waiting until it has ended;
-// Every and Loop are the two ways a loop waits between its turns. A loop
-// that must finish its work past its context's end (the retry loop's
+// Every and Loop are the two usual ways a loop waits between its turns. A
+// loop that must finish its work past its context's end (the retry loop's
 // batches, the alerts in flight, the last flush) does so inside the loop,
 // before it returns: Stop, and so Run, waits for it.
 package startstop
