@@ -79,6 +79,24 @@ type discard struct{}
 
 func (discard) Process(context.Context, Delivery) Result { return Result{} }
 
+func (discard) Skips(string) bool { return true }
+
+// A Skipper is a Processor that knows, before any run, that it would do
+// nothing with some events and accept them: Discard does with every event.
+// Such an event is marked processed without a run, and so without a lease:
+// a lease keeps a processor run to one at a time, and with no run there is
+// nothing to keep. A Processor that wraps another is a Skipper when the one
+// it wraps is, for the events it hands on untouched.
+type Skipper interface {
+	Skips(eventType string) bool
+}
+
+// Skips reports whether p would do nothing with an event of eventType.
+func Skips(p Processor, eventType string) bool {
+	s, ok := p.(Skipper)
+	return ok && s.Skips(eventType)
+}
+
 // DefaultProcessTimeout bounds one processor run unless configured: it is
 // HOOKD_FORWARD_TIMEOUT's default, well within the time Stripe waits for
 // an answer.

@@ -144,7 +144,8 @@ func InsertLogged(t testing.TB, pool *pgxpool.Pool, events []LoggedOpts) {
 			}
 			take[i] = queue.Delivery{EventID: e.EventID, Path: queue.PathInline}
 		}
-		_, d, err := s.SettleAndTake(ctx, queue.SourceStripe, nil, take, time.Minute)
+		x, err := s.Exchange(ctx, queue.Exchange{Source: queue.SourceStripe, Take: take, ProcessFor: time.Minute})
+		d := x.Taken
 		if err != nil {
 			t.Fatalf("queuetest: lease events: %v", err)
 		}
