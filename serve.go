@@ -174,15 +174,16 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
 		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
 		Heartbeat: s.heartbeat, Tracer: tracer})
-	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
-		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
-		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
-	// Replays deliver through the same processor, under the same delivery
-	// control and rate.
-	replayer := worker.NewReplayer(store, logger, worker.ReplayerConfig{
-		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
+	// The retry loop and replays run on the one producer: they deliver
+	// through the same processor, under the same delivery control, rate
+	// and heartbeat; the retry loop's interval, batch and concurrency are
+	// settings, the replays' the worker's defaults.
+	delivering := worker.ProducerConfig{ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout,
+		Processor: proc, Metrics: metrics, Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer}
+	retries := delivering
+	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
+	retrier := worker.NewRetrier(store, logger, retries)
+	replayer := worker.NewReplayer(store, logger, delivering)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})

@@ -1,9 +1,14 @@
 // Package worker runs processors on events: the Processor interface and
 // Discard, the forwarder that posts an event to the user's app, and the
-// retry loop (Retrier) that runs the events on the retry queue again until
-// they succeed or are dead. The receiver, which runs a delivery while Stripe
-// waits, is worker/receiver; what is counted and logged of both is
-// worker/telemetry.
+// producer (ProducerConfig) that claims leased work, runs it and settles
+// it, on which run the retry loop (Retrier), which runs the events on the
+// retry queue again until they succeed or are dead and probes the app
+// while the circuit breaker is open, and the replay runner (Replayer). It
+// also holds what every path that delivers shares: the replica's
+// Heartbeat, its copy of delivery control (Control) and the delivery rate
+// (Pace). Each long-running loop runs on internal/startstop. The receiver,
+// which runs a delivery while Stripe waits, is worker/receiver; what is
+// counted and logged of them is worker/telemetry.
 //
 // Its guarantee: at most one processor runs per event id at any time,
 // across the receiver, the retry loop and any number of replicas: every run
