@@ -162,15 +162,7 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
 		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
 		Heartbeat: s.heartbeat, Tracer: tracer})
-	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{
-		Interval: cfg.RetryInterval, BatchSize: int(cfg.RetryBatch), Concurrency: int(cfg.RetryConcurrency),
-		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
-	// Replays deliver through the same processor, under the same delivery
-	// control and rate.
-	replayer := worker.NewReplayer(store, logger, worker.ReplayerConfig{
-		ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout, Processor: proc, Metrics: metrics,
-		Control: st.control, Pace: pace, Heartbeat: s.heartbeat, Tracer: tracer})
+	retrier, replayer := s.producers(store, proc, metrics, st.control, pace)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -190,6 +182,20 @@ func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing
 		return nil, err
 	}
 	return s, nil
+}
+
+// producers makes the retry loop and the replay runner, which run on the
+// one producer: they deliver through the same processor, under the same
+// delivery control, rate and heartbeat; the retry loop's interval, batch
+// and concurrency are settings, the replays' the worker's defaults.
+func (s *server) producers(store *queue.Store, proc worker.Processor, metrics *telemetry.Metrics, control *worker.Control,
+	pace *worker.Pace) (*worker.Retrier, *worker.Replayer) {
+	cfg := s.cfg
+	delivering := worker.ProducerConfig{ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout,
+		Processor: proc, Metrics: metrics, Control: control, Pace: pace, Heartbeat: s.heartbeat, Tracer: s.tracer}
+	retries := delivering
+	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
+	return worker.NewRetrier(store, s.logger, retries), worker.NewReplayer(store, s.logger, delivering)
 }
 
 // addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its

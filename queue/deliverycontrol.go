@@ -182,6 +182,19 @@ func (t *breakerTally) add(a *NewAttempt, processed bool) {
 	}
 }
 
+// merge adds the outcomes o counted to t's, as if they came after them.
+func (t *breakerTally) merge(o breakerTally) {
+	t.answered, t.succeeded, t.failedOther = t.answered || o.answered, t.succeeded || o.succeeded, t.failedOther || o.failedOther
+	if o.answered {
+		t.down = o.down
+	} else {
+		t.down += o.down
+	}
+	if o.down > 0 {
+		t.lastError = o.lastError
+	}
+}
+
 // queue adds the breaker's update to a short transaction, last, so that
 // the transactions writing it wait for each other only at their end; it
 // changes (and locks) the row only when there is something to change, so

@@ -29,7 +29,7 @@
 // an outcome, its marker or queue row, its attempt and its lease's release
 // commit together, have a file each rather than being split by table:
 //
-//	receive.go    the receiver's short transaction (SettleAndTake), and the one
+//	receive.go    the receiver's short transaction (Exchange), and the one
 //	              read of an event's marker and queue state (markedSQL, queuedSQL)
 //	retries.go    the retry loop's claim (ClaimAttempts), and its settle and start
 //	              (SettleAndStart)

@@ -17,11 +17,11 @@ var (
 // LeaseGrace is how long no lease is granted after the database lost them.
 const LeaseGrace = leaseGrace
 
-// TakeDeliveries is SettleAndTake with nothing to settle, for the tests of
+// TakeDeliveries is Exchange with only leases to take, for the tests of
 // taking leases alone.
 func (s *Store) TakeDeliveries(ctx context.Context, source string, batch []Delivery, processFor time.Duration) (Deliveries, error) {
-	_, d, err := s.SettleAndTake(ctx, source, nil, batch, processFor)
-	return d, err
+	x, err := s.Exchange(ctx, Exchange{Source: source, Take: batch, ProcessFor: processFor})
+	return x.Taken, err
 }
 
 // StartAttempts is SettleAndStart with nothing to settle, and

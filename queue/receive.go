@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// DeliveryState is where a delivered event stands once SettleAndTake has
-// tried its lease.
+// DeliveryState is where a delivered event stands once Exchange has tried
+// its lease or its marker.
 type DeliveryState int
 
 const (
@@ -27,10 +27,17 @@ const (
 	// DeliveryBusy: another holder has a live lease on the event, or the
 	// event came twice in one batch; answer that it is being handled.
 	DeliveryBusy
+	// DeliveryMarked: an outcome to mark (Exchange.Mark) was written: the
+	// event had no marker, no queue row and no lease, and has its marker.
+	DeliveryMarked
+	// DeliveryLeased: an outcome to mark was not written because a lease,
+	// live or expired, is on the event: its delivery takes the lease, as
+	// one that runs a processor does, and finds out from that.
+	DeliveryLeased
 )
 
-// Deliveries is a batch of deliveries after SettleAndTake: their leases,
-// all with one owner token, and each event's state, in order.
+// Deliveries is a batch of deliveries after Exchange: their leases, all
+// with one owner token, and each event's state, in order.
 type Deliveries struct {
 	Owner uuid.UUID
 	// Deadline is when every processor run under these leases must have
@@ -45,7 +52,7 @@ type Deliveries struct {
 	Interrupted []AttemptPath
 }
 
-// Delivery is one event of a batch to SettleAndTake: its id, and who
+// Delivery is one event of a batch to take the lease of: its id, and who
 // brings it, which the lease records.
 type Delivery struct {
 	EventID string
@@ -55,24 +62,60 @@ type Delivery struct {
 	Runs bool
 }
 
+// Exchange is what one of the receiver's short transactions writes and
+// reads: under load the receiver writes the outcomes of the deliveries
+// whose processors just ended, takes the leases of those that just arrived,
+// and marks those that need no processor run, in one round trip and one
+// commit.
+type Exchange struct {
+	// Source is the source of the events to take and to mark.
+	Source string
+	// Settle holds the outcomes of leased deliveries, each written with
+	// its lease's release.
+	Settle []Received
+	// Take holds the deliveries whose leases to take, for processor runs
+	// of at most ProcessFor.
+	Take       []Delivery
+	ProcessFor time.Duration
+	// Mark holds the outcomes of new deliveries that run no processor (a
+	// test-mode event an endpoint discards, any event under the discard
+	// processor): a marker with its event log columns and no attempt. Each
+	// is written only when the event has no marker, no queue row and no
+	// lease; a lease protects a processor run, and with no run there is
+	// nothing for one to keep to one at a time, so such a delivery costs
+	// what the seed's does: one statement, one commit.
+	Mark []Received
+}
+
+// Exchanged is what an Exchange wrote and read, each in its order.
+type Exchanged struct {
+	// Written says, for each outcome of Settle, whether it was written:
+	// false when its lease was no longer its owner's (ErrLeaseLost), and
+	// then nothing of it was.
+	Written []bool
+	// Taken is the Take deliveries' leases and states.
+	Taken Deliveries
+	// Marked is each Mark outcome's state: DeliveryMarked,
+	// DeliveryProcessed, DeliveryQueued, or DeliveryLeased.
+	Marked []DeliveryState
+}
+
 // SettleDeliveries writes the outcomes of leased deliveries and gives their
 // leases back, in one short transaction, and returns for each whether it
 // was written: false when its lease was no longer its owner's
 // (ErrLeaseLost), and then nothing of it was. Every write is idempotent: a
 // marker or a queue row that exists is left as it is.
 func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, error) {
-	written, _, err := s.SettleAndTake(ctx, "", rs, nil, 0)
-	return written, err
+	x, err := s.Exchange(ctx, Exchange{Settle: rs})
+	return x.Written, err
 }
 
-// SettleAndTake does what SettleDeliveries does for settle, then reads
-// whether each delivered event of source in take has a marker or a queue
-// row and takes the lease of each that has neither, for a processor run of
-// at most processFor, in one short transaction: under load the receiver
-// writes the outcomes of the deliveries whose processors just ended and
-// takes the leases of those that just arrived in one round trip and one
-// commit. The outcomes are written first, so a redelivery in take of an
-// event settled in settle finds its marker.
+// Exchange does, in one short transaction, what x asks: writes the Settle
+// outcomes as SettleDeliveries does; reads whether each Take event has a
+// marker or a queue row and takes the lease of each that has neither; and
+// writes the Mark outcomes of events that have no marker, no queue row and
+// no lease. The outcomes are written first, so a redelivery in Take or
+// Mark of an event settled in Settle finds its marker.
 //
 // Read before write: a redelivery of an event processed or queued is
 // answered from its state, with no lease, no transaction id and no WAL,
@@ -85,35 +128,145 @@ func (s *Store) SettleDeliveries(ctx context.Context, rs []Received) ([]bool, er
 // One transaction means one statement's failure fails all of it; the
 // caller then does each delivery alone, so that one event's bad write never
 // changes another's outcome.
-func (s *Store) SettleAndTake(ctx context.Context, source string, settle []Received, take []Delivery,
-	processFor time.Duration) ([]bool, Deliveries, error) {
-	st := newSettleOp(settle)
+func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
+	st := newSettleOp(x.Settle)
 	defer st.log.release()
-	tk := newTakeOp(take, processFor)
-	if len(st.eventID)+len(tk.ids) == 0 {
-		return st.written(), tk.result(), nil
+	tk := newTakeOp(x.Take, x.ProcessFor)
+	mk := newMarkOp(x.Mark)
+	defer mk.log.release()
+	if len(st.eventID)+len(tk.ids)+len(mk.ids) == 0 {
+		return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result()}, nil
 	}
 	var counted bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
 		st.queue(b)
-		tk.queue(b, source, s.replica.arg())
+		tk.queue(b, x.Source, s.replica.arg())
+		mk.queue(b, x.Source)
+		st.tally.merge(mk.tally)
 		counted = st.tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) error {
 		if err := st.read(br); err != nil {
 			return err
 		}
-		if err := tk.read(br); err != nil || !counted {
+		if err := tk.read(br); err != nil {
+			return err
+		}
+		if err := mk.read(br); err != nil || !counted {
 			return err
 		}
 		return st.tally.read(br, s.breaker)
 	})
 	if err != nil {
-		return nil, Deliveries{}, fmt.Errorf("settle and lease deliveries: %w", err)
+		return Exchanged{}, fmt.Errorf("settle, lease and mark deliveries: %w", err)
 	}
-	return st.written(), tk.result(), nil
+	return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result()}, nil
 }
 
-// takeOp is the taking part of SettleAndTake's short transaction.
+// markOp is the marking part of Exchange's short transaction.
+type markOp struct {
+	// ids holds each event once, with its log columns in log; at[i] is
+	// the place in ids of the batch's i-th outcome.
+	ids   []string
+	log   logColumns
+	at    []int
+	seen  activityColumns
+	tally breakerTally
+	found []markedState
+}
+
+// markedState is what markUnleasedSQL read and wrote of one event.
+type markedState struct {
+	Processed, Queued, Leased, Marked bool
+}
+
+func newMarkOp(rs []Received) *markOp {
+	op := &markOp{}
+	if len(rs) == 0 {
+		return op
+	}
+	op.at = make([]int, len(rs))
+	place := make(map[string]int, len(rs))
+	op.log.grow(len(rs))
+	for i, r := range rs {
+		if p, ok := place[r.EventID]; ok {
+			op.at[i] = p
+			continue
+		}
+		place[r.EventID] = len(op.ids)
+		op.at[i] = len(op.ids)
+		op.ids = append(op.ids, r.EventID)
+		op.log.add(r.Log)
+		op.tally.add(nil, true)
+		if r.Seen != nil {
+			op.seen.add(*r.Seen)
+		}
+	}
+	return op
+}
+
+func (op *markOp) queue(b *pgx.Batch, source string) {
+	if len(op.ids) > 0 {
+		b.Queue(markUnleasedSQL, append([]any{source, op.ids}, op.log.args()...)...)
+		op.seen.queue(b)
+	}
+}
+
+func (op *markOp) read(br pgx.BatchResults) (err error) {
+	if len(op.ids) == 0 {
+		return nil
+	}
+	if op.found, err = collect(br, pgx.RowToStructByPos[markedState]); err != nil {
+		return err
+	}
+	return op.seen.read(br)
+}
+
+// result is each outcome's state. An event marked twice in one batch is
+// written once: its second outcome finds it processed.
+func (op *markOp) result() []DeliveryState {
+	if len(op.at) == 0 {
+		return nil
+	}
+	out := make([]DeliveryState, len(op.at))
+	first := make([]bool, len(op.ids))
+	for i, p := range op.at {
+		f := op.found[p]
+		switch {
+		case f.Marked && !first[p]:
+			out[i] = DeliveryMarked
+			first[p] = true
+		case f.Queued:
+			out[i] = DeliveryQueued
+		case f.Leased:
+			out[i] = DeliveryLeased
+		default:
+			// Processed before, or by a delivery that wrote the marker
+			// first and committed while this one waited on it.
+			out[i] = DeliveryProcessed
+		}
+	}
+	return out
+}
+
+// markUnleasedSQL writes the markers, with their event log columns ($3-$13,
+// as logColumns orders them), of the events $2 of source $1 that have no
+// marker, no queue row and no lease, and returns, in the order of $2, what
+// it read of each and whether it wrote its marker. A marker written
+// meanwhile by another transaction is waited for and kept.
+var markUnleasedSQL = `
+	WITH l AS MATERIALIZED (
+		SELECT l.*, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued,
+		       (SELECT true FROM webhook_leases x WHERE x.event_id = l.event_id) IS NOT NULL AS leased
+		FROM unnest($2::text[], ` + logUnnestSQL(3) + `) WITH ORDINALITY AS l(event_id, ` + logNamesSQL + `, ord)
+	), marked AS (` + insertMarkersSQL(`
+		FROM l WHERE NOT l.processed AND NOT l.queued AND NOT l.leased`) + `
+		RETURNING event_id
+	)
+	SELECT l.processed, l.queued, l.leased, m.event_id IS NOT NULL
+	FROM l LEFT JOIN marked m ON m.event_id = l.event_id
+	ORDER BY l.ord`
+
+// takeOp is the taking part of Exchange's short transaction.
 type takeOp struct {
 	batch      []Delivery
 	processFor time.Duration
@@ -312,7 +465,7 @@ type Received struct {
 	Log *LoggedEvent
 }
 
-// settleOp is SettleDeliveries' part of a short transaction.
+// settleOp is the settling part of Exchange's short transaction.
 type settleOp struct {
 	// log is the markers' event log columns, whose buffer goes back to
 	// its pool once the statement has been sent.

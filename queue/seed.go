@@ -17,14 +17,14 @@ import (
 // transactions of the other files:
 //
 //	the seed's              here            what production calls instead
-//	try_lock_event          TryLockEvent    SettleAndTake (receive.go), ClaimAttempts (retries.go)
+//	try_lock_event          TryLockEvent    Exchange (receive.go), ClaimAttempts (retries.go)
 //	mark_event_processed    MarkProcessed   SettleDeliveries (receive.go), SettleAndStart (retries.go)
 //	insert_failed_event     Enqueue         SettleDeliveries (receive.go)
 //	get_retryable_events    ClaimDue        ClaimAttempts (retries.go)
 //	mark_processed          Resolve         SettleAndStart (retries.go)
 //	schedule_retry          ScheduleRetry   SettleAndStart (retries.go)
 //	get_dead_events         DeadEvents      Events (events.go)
-//	is_event_processed      IsProcessed     SettleAndTake's state read (receive.go), Locate (search.go)
+//	is_event_processed      IsProcessed     Exchange's state read (receive.go), Locate (search.go)
 //
 // The seed's other functions are production's own:
 // prune_processed_events is PruneProcessed (markers.go), retry_dead_event
@@ -34,11 +34,11 @@ import (
 // calls, not against these:
 //
 //	contract test                                        runs against
-//	TestContract_ProcessedEventIsFoundProcessed          SettleAndTake, SettleDeliveries, IsProcessed
-//	TestContract_RedeliveriesLeaveOneMarker              SettleAndTake, SettleDeliveries
-//	TestContract_ConcurrentDuplicatesLeaveOneMarker      SettleAndTake, SettleDeliveries
-//	TestContract_LeaseTurnsASecondDeliveryAwayAtOnce     SettleAndTake, SettleDeliveries
-//	TestContract_PruneRespectsTheRetentionBoundary       PruneProcessed, IsProcessed, SettleAndTake
+//	TestContract_ProcessedEventIsFoundProcessed          Exchange, SettleDeliveries, IsProcessed
+//	TestContract_RedeliveriesLeaveOneMarker              Exchange, SettleDeliveries
+//	TestContract_ConcurrentDuplicatesLeaveOneMarker      Exchange, SettleDeliveries
+//	TestContract_LeaseTurnsASecondDeliveryAwayAtOnce     Exchange, SettleDeliveries
+//	TestContract_PruneRespectsTheRetentionBoundary       PruneProcessed, IsProcessed, Exchange
 //	TestContract_ClaimDefersRowsToTheLeaseExpiry         ClaimAttempts
 //	TestContract_ConcurrentClaimsNeverClaimARowTwice     ClaimAttempts
 //	TestContract_ClaimsExcludeFutureDeadAndExhaustedRows ClaimAttempts

@@ -3,7 +3,7 @@ package queue_test
 // The twelve contract tests of the seed's db::webhook_events module, ported
 // with the same intent, and the atomicity of a success's outcome that hookd
 // adds to the seed's resolve, each held against what production calls in
-// the seed's place: the receiver's take and settle (SettleAndTake,
+// the seed's place: the receiver's take and settle (Exchange,
 // SettleDeliveries), the retry loop's claim and settle (ClaimAttempts,
 // SettleAttempts), and the seed's functions production kept as its own
 // (IsProcessed, PruneProcessed, RetryDead). seed.go's header maps each
@@ -195,12 +195,13 @@ func TestContract_RedeliveriesLeaveOneMarker(t *testing.T) {
 	if d.States[0] != queue.DeliveryNew {
 		t.Fatalf("first delivery: %v, want new", d.States[0])
 	}
-	written, next, err := s.SettleAndTake(t.Context(), queue.SourceStripe,
-		[]queue.Received{{EventID: id, Owner: d.Owner}}, []queue.Delivery{{EventID: id, Path: queue.PathInline}}, time.Minute)
-	if err != nil || !written[0] {
-		t.Fatalf("settle with a redelivery: written %v, %v", written, err)
+	x, err := s.Exchange(t.Context(), queue.Exchange{Source: queue.SourceStripe,
+		Settle: []queue.Received{{EventID: id, Owner: d.Owner}},
+		Take:   []queue.Delivery{{EventID: id, Path: queue.PathInline}}, ProcessFor: time.Minute})
+	if err != nil || !x.Written[0] {
+		t.Fatalf("settle with a redelivery: written %v, %v", x.Written, err)
 	}
-	if next.States[0] != queue.DeliveryProcessed {
+	if next := x.Taken; next.States[0] != queue.DeliveryProcessed {
 		t.Fatalf("a redelivery in the settling round trip: %v, want processed: the outcome is written first", next.States[0])
 	}
 	for i := range 3 {

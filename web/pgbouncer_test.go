@@ -309,7 +309,7 @@ func startBouncedReplicas(t *testing.T, app worker.Processor) *bouncedReplicas {
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: l, Stores: storesOn(store, pool),
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
-		b.replicas[i] = bouncedReplica{srv: srv, store: store, retrier: worker.NewRetrier(store, l, worker.RetrierConfig{
+		b.replicas[i] = bouncedReplica{srv: srv, store: store, retrier: worker.NewRetrier(store, l, worker.ProducerConfig{
 			Processor: app, BatchSize: 7, Interval: 5 * time.Millisecond,
 		})}
 	}

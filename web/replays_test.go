@@ -141,7 +141,7 @@ func runReplayToEnd(t *testing.T, b *testBundle, name string, app http.HandlerFu
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayer := worker.NewReplayer(b.store, discardLogger, worker.ReplayerConfig{Processor: fwd, Interval: 50 * time.Millisecond})
+	replayer := worker.NewReplayer(b.store, discardLogger, worker.ProducerConfig{Processor: fwd, Interval: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = replayer.Run(ctx); close(done) }()

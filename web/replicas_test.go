@@ -78,7 +78,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 		srv := httptest.NewServer(web.NewServer(web.Options{Logger: discardLogger, Stores: storesOn(store, pool),
 			Receiver: receiver, Gatherer: prometheus.NewRegistry()}))
 		t.Cleanup(srv.Close)
-		replicas = append(replicas, replica{srv, worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
+		replicas = append(replicas, replica{srv, worker.NewRetrier(store, discardLogger, worker.ProducerConfig{
 			Processor: down, BatchSize: 7, Interval: 5 * time.Millisecond,
 		})})
 	}

@@ -130,7 +130,7 @@ func newTracedHookd(t *testing.T, failFirst int) *tracedHookd {
 	srv := httptest.NewServer(web.NewServer(web.Options{Logger: logger, Stores: web.Stores{Queue: store},
 		Receiver: rcv, Tracer: tracer}))
 	t.Cleanup(srv.Close)
-	retrier := worker.NewRetrier(store, logger, worker.RetrierConfig{Processor: fwd, Tracer: tracer})
+	retrier := worker.NewRetrier(store, logger, worker.ProducerConfig{Processor: fwd, Tracer: tracer})
 	return &tracedHookd{srv: srv, store: store, pool: pool, spans: spans, retrier: retrier, app: app,
 		provider: provider, tracer: tracer, forwarder: fwd, logs: logs, logsMu: mu}
 }
@@ -453,7 +453,7 @@ func TestTracing_ReplayIsATraceLinkedToTheDelivery(t *testing.T) {
 	id, _, _ := h.deliver(t, "queued")
 	deliver := h.span(t, tracing.SpanDeliver, func(s tracetest.SpanStub) bool { return attr(s, "hookd.event_id") == id })
 
-	replayer := worker.NewReplayer(h.store, slog.New(slog.DiscardHandler), worker.ReplayerConfig{
+	replayer := worker.NewReplayer(h.store, slog.New(slog.DiscardHandler), worker.ProducerConfig{
 		Interval: 50 * time.Millisecond, Processor: h.forwarder, Tracer: h.tracer})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -19,7 +19,7 @@ func BenchmarkRetrierDrain(b *testing.B) {
 	for _, batch := range []int{100, 250, 500, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			bundle := setup(b)
-			r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{BatchSize: batch})
+			r := worker.NewRetrier(bundle.store, discardLogger, worker.ProducerConfig{BatchSize: batch})
 			ctx := context.Background()
 			var drained time.Duration
 			for b.Loop() {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/queue"
 )
 
@@ -40,6 +41,7 @@ type Control struct {
 	// Observe changes the state before the row is read, so the state
 	// before a read cannot say whether the change was logged.
 	breakerLogged atomic.Bool
+	reads         *startstop.Service
 }
 
 // NewControl returns a Control over store, which holds nothing until its
@@ -47,6 +49,7 @@ type Control struct {
 func NewControl(store *queue.Store, logger *slog.Logger) *Control {
 	c := &Control{store: store, logger: logger.With("component", "delivery-control"), refresh: make(chan struct{}, 1)}
 	c.state.Store(&queue.DeliveryControl{})
+	c.reads = startstop.New(c.run)
 	return c
 }
 
@@ -133,10 +136,15 @@ func (c *Control) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run reads the row every ControlRefresh, and when poked, until ctx is
-// cancelled. A failed read keeps the last state: the database being away
-// stops deliveries' writes anyway.
-func (c *Control) Run(ctx context.Context) error {
+// Run reads the row at once, then every ControlRefresh, and when poked,
+// until ctx is cancelled, and returns nil. A failed read keeps the last
+// state: the database being away stops deliveries' writes anyway.
+func (c *Control) Run(ctx context.Context) error { return c.reads.Run(ctx) }
+
+// run reads at a steady rate, not ControlRefresh after each read, so that
+// a slow read does not slow how soon a pause reaches this replica; a poke
+// reads between two ticks.
+func (c *Control) run(ctx context.Context) {
 	t := time.NewTicker(ControlRefresh)
 	defer t.Stop()
 	var failing bool
@@ -152,7 +160,7 @@ func (c *Control) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		case <-c.refresh:
 		}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/queue"
 )
 
@@ -35,6 +36,8 @@ type Heartbeat struct {
 	cancel context.CancelCauseFunc
 	// fence fires FenceAfter after the last good beat was sent.
 	fence *time.Timer
+
+	beats *startstop.Service
 }
 
 // NewHeartbeat returns the Heartbeat of store's replica (queue.WithReplica).
@@ -43,6 +46,10 @@ func NewHeartbeat(store *queue.Store, logger *slog.Logger) *Heartbeat {
 	h := &Heartbeat{store: store, logger: logger.With("component", "heartbeat", "replica", store.Replica())}
 	h.gen, h.cancel = context.WithCancelCause(context.Background())
 	h.cancel(errFenced)
+	h.beats = startstop.New(func(ctx context.Context) {
+		startstop.Every(ctx, queue.BeatInterval, h.beat)
+		h.stop()
+	})
 	return h
 }
 
@@ -60,19 +67,7 @@ func (h *Heartbeat) Register(ctx context.Context) error {
 // Run beats until ctx is cancelled, then removes the replica, once every
 // run bound to it has ended (the caller stops them first). A replica not
 // registered yet registers with its first beat.
-func (h *Heartbeat) Run(ctx context.Context) error {
-	ticker := time.NewTicker(queue.BeatInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			h.stop()
-			return nil
-		case <-ticker.C:
-		}
-		h.beat(ctx)
-	}
-}
+func (h *Heartbeat) Run(ctx context.Context) error { return h.beats.Run(ctx) }
 
 func (h *Heartbeat) beat(ctx context.Context) {
 	sent := time.Now()

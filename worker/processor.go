@@ -1,9 +1,14 @@
 // Package worker runs processors on events: the Processor interface and
 // Discard, the forwarder that posts an event to the user's app, and the
-// retry loop (Retrier) that runs the events on the retry queue again until
-// they succeed or are dead. The receiver, which runs a delivery while Stripe
-// waits, is worker/receiver; what is counted and logged of both is
-// worker/telemetry.
+// producer (ProducerConfig) that claims leased work, runs it and settles
+// it, on which run the retry loop (Retrier), which runs the events on the
+// retry queue again until they succeed or are dead and probes the app
+// while the circuit breaker is open, and the replay runner (Replayer). It
+// also holds what every path that delivers shares: the replica's
+// Heartbeat, its copy of delivery control (Control) and the delivery rate
+// (Pace). Each long-running loop runs on internal/startstop. The receiver,
+// which runs a delivery while Stripe waits, is worker/receiver; what is
+// counted and logged of them is worker/telemetry.
 //
 // Its guarantee: at most one processor runs per event id at any time,
 // across the receiver, the retry loop and any number of replicas: every run
@@ -73,6 +78,24 @@ var Discard Processor = discard{}
 type discard struct{}
 
 func (discard) Process(context.Context, Delivery) Result { return Result{} }
+
+func (discard) Skips(string) bool { return true }
+
+// A Skipper is a Processor that knows, before any run, that it would do
+// nothing with some events and accept them: Discard does with every event.
+// Such an event is marked processed without a run, and so without a lease:
+// a lease keeps a processor run to one at a time, and with no run there is
+// nothing to keep. A Processor that wraps another is a Skipper when the one
+// it wraps is, for the events it hands on untouched.
+type Skipper interface {
+	Skips(eventType string) bool
+}
+
+// Skips reports whether p would do nothing with an event of eventType.
+func Skips(p Processor, eventType string) bool {
+	s, ok := p.(Skipper)
+	return ok && s.Skips(eventType)
+}
 
 // DefaultProcessTimeout bounds one processor run unless configured: it is
 // HOOKD_FORWARD_TIMEOUT's default, well within the time Stripe waits for

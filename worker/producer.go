@@ -1,11 +1,81 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hookd/hookd/internal/startstop"
+	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/worker/tracing"
 )
+
+// ProducerConfig configures a loop that runs on the producer: the retry
+// loop (NewRetrier) or the replay runner (NewReplayer). Zero fields get the
+// defaults of the loop it configures.
+type ProducerConfig struct {
+	// Interval is how long an idle loop waits before it looks for work
+	// again: the retry loop after a batch that was not full, the replay
+	// runner for a running replay (one started on this replica wakes it at
+	// once: Replayer.Wake). Default: DefaultRetryInterval,
+	// DefaultReplayInterval.
+	Interval time.Duration
+	// BatchSize is how many jobs one claim takes, each with its lease. The
+	// leases last until the batch's last job must have ended
+	// (producer.leaseFor), or until the replica stops beating: a replica
+	// that dies mid-batch leaves its jobs to the others seconds later.
+	// Default: DefaultRetryBatch (at most MaxRetryBatch),
+	// DefaultReplayBatch.
+	BatchSize int
+	// Concurrency is how many jobs of one batch run at once. Default:
+	// DefaultRetryConcurrency, DefaultReplayConcurrency.
+	Concurrency int
+	// ProcessTimeout bounds one processor run. Default:
+	// DefaultProcessTimeout.
+	ProcessTimeout time.Duration
+	// StopTimeout is how long, once Run's context is cancelled, the jobs
+	// in flight may keep running before their processors are cancelled
+	// too. The jobs cut short then, and those not started, are given back:
+	// an event due again at once with its attempts unchanged, a replay's
+	// member pending. Default: 10 s.
+	StopTimeout time.Duration
+	// Processor handles each job. Default: Discard.
+	Processor Processor
+	// Metrics, when set, times the processor runs and counts retries and
+	// dead letters.
+	Metrics *telemetry.Metrics
+	// Control, when set, holds delivery: while a person paused it or the
+	// circuit breaker is open no job starts, and one that failed because
+	// the app is down is given back uncounted; while the breaker is open
+	// the retry loop claims one event per probe.
+	Control *Control
+	// Pace, when set, bounds the deliveries to the app a second, shared
+	// with the receiver and every other path that delivers: each job takes
+	// its token, and a batch claims no more than the rate lets start within
+	// one processor run.
+	Pace *Pace
+	// Heartbeat, when set, keeps the leases live while the replica beats,
+	// and cancels every processor run when it cannot (worker.Heartbeat).
+	Heartbeat *Heartbeat
+	// Tracer, when set, makes each job a trace of its own (tracing.SpanRetry,
+	// tracing.SpanReplay), linked to the delivery that queued the event
+	// while it is queued; nil traces nothing.
+	Tracer *tracing.Tracer
+}
+
+// withDefaults is cfg with its zero fields set: a loop's own interval,
+// batch size and concurrency, and the defaults every loop shares.
+func (cfg ProducerConfig) withDefaults(interval time.Duration, batchSize, concurrency int) ProducerConfig {
+	cfg.Interval = cmp.Or(cfg.Interval, interval)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, batchSize)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, concurrency)
+	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
+	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
+	cfg.Processor = cmp.Or[Processor](cfg.Processor, Discard)
+	return cfg
+}
 
 // producer is the machine the retry loop and the replay runner both run
 // on, as River's producer is for its queues: it claims a batch of jobs,
@@ -14,15 +84,10 @@ import (
 // its batch's leases, and has each worker write the outcome of its last
 // job together with the start of its next. A path keeps only what differs:
 // what it claims, how it runs and writes one job (a jobRunner), and what
-// it reports.
+// it reports. Its loop runs on service (startstop.Service), within run.
 type producer struct {
-	batchSize      int
-	concurrency    int
-	processTimeout time.Duration
-	stopTimeout    time.Duration
-	control        *Control
-	pace           *Pace
-	heartbeat      *Heartbeat
+	cfg     ProducerConfig
+	service *startstop.Service
 }
 
 // run calls loop with ctx, which stops new claims when cancelled, and
@@ -33,7 +98,7 @@ func (p *producer) run(ctx context.Context, loop func(ctx, workCtx context.Conte
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(p.stopTimeout, cancelWork)
+		t := time.AfterFunc(p.cfg.StopTimeout, cancelWork)
 		context.AfterFunc(workCtx, func() { t.Stop() })
 	})
 	defer stop()
@@ -44,10 +109,10 @@ func (p *producer) run(ctx context.Context, loop func(ctx, workCtx context.Conte
 // only as many as the rate lets start within one processor run, so that
 // the last of them does not wait for its turn past its lease.
 func (p *producer) claimSize() int {
-	if rate := p.pace.PerSecond(); rate > 0 {
-		return min(p.batchSize, max(1, int(rate*p.processTimeout.Seconds())))
+	if rate := p.cfg.Pace.PerSecond(); rate > 0 {
+		return min(p.cfg.BatchSize, max(1, int(rate*p.cfg.ProcessTimeout.Seconds())))
 	}
-	return p.batchSize
+	return p.cfg.BatchSize
 }
 
 // leaseFor is how long a claim leases its jobs for: the longest its last
@@ -59,32 +124,32 @@ func (p *producer) claimSize() int {
 // too late for its run to fit is given back), so the leases last one run
 // longer.
 func (p *producer) leaseFor() time.Duration {
-	rounds := (p.claimSize() + p.concurrency - 1) / p.concurrency
-	if p.pace != nil {
+	rounds := (p.claimSize() + p.cfg.Concurrency - 1) / p.cfg.Concurrency
+	if p.cfg.Pace != nil {
 		rounds++
 	}
-	return time.Duration(rounds) * p.processTimeout
+	return time.Duration(rounds) * p.cfg.ProcessTimeout
 }
 
 // takeTurn waits for a job's turn under the Pace, as long as the
 // processor run still fits within the lease after it.
 func (p *producer) takeTurn(ctx context.Context, deadline time.Time) bool {
-	if p.pace == nil {
+	if p.cfg.Pace == nil {
 		return true
 	}
-	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-p.processTimeout))
+	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-p.cfg.ProcessTimeout))
 	defer cancel()
-	return p.pace.Wait(waitCtx) == nil
+	return p.cfg.Pace.Wait(waitCtx) == nil
 }
 
-// process runs proc on d under the replica's heartbeat (a replica that
-// cannot beat cancels it) and within the lease's deadline.
-func (p *producer) process(ctx context.Context, proc Processor, deadline time.Time, d Delivery) (Result, time.Duration) {
-	runCtx, unbind := p.heartbeat.Bind(ctx)
+// process runs the Processor on d under the replica's heartbeat (a
+// replica that cannot beat cancels it) and within the lease's deadline.
+func (p *producer) process(ctx context.Context, deadline time.Time, d Delivery) (Result, time.Duration) {
+	runCtx, unbind := p.cfg.Heartbeat.Bind(ctx)
 	defer unbind()
 	runCtx, cancel := context.WithDeadline(runCtx, deadline)
 	defer cancel()
-	return Process(runCtx, proc, p.processTimeout, d)
+	return Process(runCtx, p.cfg.Processor, p.cfg.ProcessTimeout, d)
 }
 
 // jobRunner is what a path gives the producer's workers for one claimed
@@ -118,7 +183,7 @@ type jobRunner interface {
 func (p *producer) work(ctx context.Context, n int, r jobRunner) {
 	var next atomic.Int64
 	var workers sync.WaitGroup
-	for range min(p.concurrency, n) {
+	for range min(p.cfg.Concurrency, n) {
 		workers.Go(func() {
 			last := -1
 			for {

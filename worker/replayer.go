@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -11,47 +10,11 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
-	"github.com/hookd/hookd/worker/telemetry"
 	"github.com/hookd/hookd/worker/tracing"
 )
-
-// ReplayerConfig configures a Replayer. Zero fields get the defaults below.
-type ReplayerConfig struct {
-	// Interval is how often an idle Replayer looks for a running replay;
-	// a replay started on this replica wakes it at once (Replayer.Wake).
-	// Default: DefaultReplayInterval.
-	Interval time.Duration
-	// BatchSize is how many members of a replay one claim leases.
-	// Default: DefaultReplayBatch.
-	BatchSize int
-	// Concurrency is how many deliveries of a batch run at once. Default:
-	// DefaultReplayConcurrency.
-	Concurrency int
-	// ProcessTimeout bounds one delivery. Default: DefaultProcessTimeout.
-	ProcessTimeout time.Duration
-	// StopTimeout is how long, once Run's context is cancelled, the
-	// deliveries in flight may finish before they are cut short; the
-	// members cut short, and those not started, stay pending. Default:
-	// 10 s.
-	StopTimeout time.Duration
-	Processor   Processor
-	Metrics     *telemetry.Metrics
-	// Control, when set, holds replays while delivery is paused or the
-	// circuit breaker is open: a replay delivers to the same app.
-	Control *Control
-	// Pace is HOOKD_FORWARD_RATE, shared with the receiver and the retry
-	// loop: a replay's delivery takes its token like any other.
-	Pace *Pace
-	// Heartbeat, when set, keeps the leases live while the replica beats,
-	// and cancels every processor run when it cannot (worker.Heartbeat).
-	Heartbeat *Heartbeat
-	// Tracer, when set, makes each delivery of a replay a trace of its own
-	// (tracing.SpanReplay), linked to the delivery that queued the event
-	// when it is still queued; nil traces nothing.
-	Tracer *tracing.Tracer
-}
 
 const (
 	// DefaultReplayInterval is how often an idle replica looks for a
@@ -81,8 +44,6 @@ type Replayer struct {
 	producer
 	store  *queue.Store
 	logger *slog.Logger
-	cfg    ReplayerConfig
-	proc   Processor
 	wake   chan struct{}
 	// running is the batch running now: its replay and whether that was
 	// cancelled, which Cancelled sets at once.
@@ -91,22 +52,12 @@ type Replayer struct {
 }
 
 // NewReplayer returns a Replayer over store.
-func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ReplayerConfig) *Replayer {
-	cfg.Interval = cmp.Or(cfg.Interval, DefaultReplayInterval)
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultReplayBatch)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultReplayConcurrency)
-	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
-	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
-	r := &Replayer{
-		producer: producer{batchSize: cfg.BatchSize, concurrency: cfg.Concurrency, processTimeout: cfg.ProcessTimeout,
-			stopTimeout: cfg.StopTimeout, control: cfg.Control, pace: cfg.Pace, heartbeat: cfg.Heartbeat},
-		store:  store,
-		logger: logger.With("component", "replayer"),
-		cfg:    cfg,
-		proc:   cmp.Or[Processor](cfg.Processor, Discard),
-		wake:   make(chan struct{}, 1),
-	}
+func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Replayer {
+	cfg = cfg.withDefaults(DefaultReplayInterval, DefaultReplayBatch, DefaultReplayConcurrency)
+	r := &Replayer{producer: producer{cfg: cfg}, store: store, logger: logger.With("component", "replayer"),
+		wake: make(chan struct{}, 1)}
 	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
+	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loop) })
 	return r
 }
 
@@ -144,23 +95,13 @@ func (r *Replayer) Cancelled(id int64) {
 // it lets the deliveries in flight finish for up to StopTimeout, gives the
 // rest back, and returns nil. A database error is logged and retried after
 // Interval.
-func (r *Replayer) Run(ctx context.Context) error {
-	r.run(ctx, r.loop)
-	return nil
-}
+func (r *Replayer) Run(ctx context.Context) error { return r.service.Run(ctx) }
 
 // loop runs batch after batch of the running replays until ctx is
-// cancelled.
+// cancelled: at once after one that worked, after Interval when there was
+// nothing to do, and after ControlRefresh while delivery is held.
 func (r *Replayer) loop(ctx, workCtx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-timer.C:
-		}
+	startstop.Loop(ctx, r.wake, func(ctx context.Context) time.Duration {
 		wait := r.cfg.Interval
 		switch worked, err := r.runOnce(ctx, workCtx); {
 		case err != nil && ctx.Err() == nil:
@@ -171,8 +112,8 @@ func (r *Replayer) loop(ctx, workCtx context.Context) {
 		if r.cfg.Control.Held() {
 			wait = ControlRefresh
 		}
-		timer.Reset(wait)
-	}
+		return wait
+	})
 }
 
 // runOnce runs one batch of the oldest running replay that has members
@@ -228,9 +169,9 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 	r.running.Store(batch)
 	defer r.running.Store(nil)
 	cancelled := &batch.cancelled
-	watchCtx, stopWatching := context.WithCancel(workCtx)
-	defer stopWatching()
-	go r.watchCancel(watchCtx, run.ID, cancelled)
+	watch := r.watchCancel(run.ID, cancelled)
+	watch.Start(workCtx)
+	defer watch.Stop()
 
 	b := &replayBatch{r: r, replay: run, claimCtx: claimCtx, deadline: claim.Deadline, cancelled: cancelled,
 		members: claim.Members, todo: make([]*replaying, len(claim.Members))}
@@ -248,22 +189,18 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 }
 
 // watchCancel sets cancelled once replay id is no longer running,
-// rereading it every cancelCheck, until ctx ends.
-func (r *Replayer) watchCancel(ctx context.Context, id int64, cancelled *atomic.Bool) {
-	t := time.NewTicker(cancelCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		running, err := r.store.ReplayRunning(ctx, id)
-		if err == nil && !running {
-			cancelled.Store(true)
-			return
-		}
-	}
+// rereading it every cancelCheck until it is stopped.
+func (r *Replayer) watchCancel(id int64, cancelled *atomic.Bool) *startstop.Service {
+	return startstop.New(func(ctx context.Context) {
+		startstop.Every(ctx, cancelCheck, func(ctx context.Context) {
+			if cancelled.Load() {
+				return
+			}
+			if running, err := r.store.ReplayRunning(ctx, id); err == nil && !running {
+				cancelled.Store(true)
+			}
+		})
+	})
 }
 
 // replayBatch runs a claimed batch of a replay's members on the
@@ -291,7 +228,7 @@ func (b *replayBatch) prepare(ctx context.Context, i int) bool {
 		t.s.Kind = queue.ReplaySettleSkipped
 		return false
 	}
-	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.control.Held() && b.r.takeTurn(ctx, b.deadline)
+	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.cfg.Control.Held() && b.r.takeTurn(ctx, b.deadline)
 }
 
 func (b *replayBatch) step(settle, start int) bool {
@@ -327,7 +264,7 @@ func (b *replayBatch) settled(context.Context, int) {}
 // it short or it failed because the app is down while delivery is held
 // (the member is tried again once delivery resumes).
 func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember, s *queue.ReplaySettled, deadline time.Time) {
-	res, took := r.process(ctx, r.proc, deadline, Delivery{
+	res, took := r.process(ctx, deadline, Delivery{
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
 		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
 	})

@@ -54,7 +54,7 @@ func (a *replayApp) forwarder(t *testing.T) worker.Processor {
 }
 
 // runReplayer runs a Replayer until the test ends.
-func runReplayer(t *testing.T, store *queue.Store, cfg worker.ReplayerConfig) *worker.Replayer {
+func runReplayer(t *testing.T, store *queue.Store, cfg worker.ProducerConfig) *worker.Replayer {
 	t.Helper()
 	cfg.Interval = 50 * time.Millisecond
 	r := worker.NewReplayer(store, discardLogger, cfg)
@@ -129,7 +129,7 @@ func TestReplay_DeliversEachProcessedEventOnceWithItsHeader(t *testing.T) {
 
 	app := newReplayApp(t, 0)
 	for range 2 {
-		runReplayer(t, b.store, worker.ReplayerConfig{Processor: app.forwarder(t)})
+		runReplayer(t, b.store, worker.ProducerConfig{Processor: app.forwarder(t)})
 	}
 	r = waitReplay(t, b.store, r.ID, 3*time.Minute)
 	if r.State != queue.ReplayDone || r.Delivered != n || r.Failed != 0 || r.Skipped != 0 {
@@ -202,9 +202,9 @@ func TestReplay_NeverRunsAnEventAtOnceWithTheRetryLoop(t *testing.T) {
 	makeDue(t, b.pool)
 
 	p := &overlapProcessor{inFlight: map[string]bool{}, runs: map[string]int{}, replays: map[string]int{}}
-	runReplayer(t, b.store, worker.ReplayerConfig{Processor: p})
-	runReplayer(t, b.store, worker.ReplayerConfig{Processor: p})
-	retrier := worker.NewRetrier(b.store, discardLogger, worker.RetrierConfig{Processor: p, BatchSize: 50, Interval: 10 * time.Millisecond})
+	runReplayer(t, b.store, worker.ProducerConfig{Processor: p})
+	runReplayer(t, b.store, worker.ProducerConfig{Processor: p})
+	retrier := worker.NewRetrier(b.store, discardLogger, worker.ProducerConfig{Processor: p, BatchSize: 50, Interval: 10 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = retrier.Run(ctx); close(done) }()
@@ -250,7 +250,7 @@ func TestReplay_CancelStopsBetweenDeliveries(t *testing.T) {
 	queuetest.InsertLogged(t, b.pool, processedEvents(n, "evt_cancel"))
 	r := startReplay(t, b.store, "to cancel", queue.ReplayFilter{Processed: true})
 	app := newReplayApp(t, 5*time.Millisecond)
-	runner := runReplayer(t, b.store, worker.ReplayerConfig{Processor: app.forwarder(t)})
+	runner := runReplayer(t, b.store, worker.ProducerConfig{Processor: app.forwarder(t)})
 	queuetest.WaitFor(t, time.Minute, "the replay's first deliveries", func() bool { return app.reqs.Load() >= 100 })
 
 	if _, err := b.store.CancelReplay(t.Context(), r.ID, "ops@example.com"); err != nil {
@@ -292,7 +292,7 @@ func TestReplay_CancelOnAnotherReplicaStopsItWithinASecond(t *testing.T) {
 	queuetest.InsertLogged(t, b.pool, processedEvents(n, "evt_remote"))
 	r := startReplay(t, b.store, "cancelled elsewhere", queue.ReplayFilter{Processed: true})
 	app := newReplayApp(t, 0)
-	runReplayer(t, b.store, worker.ReplayerConfig{Processor: app.forwarder(t), Pace: worker.NewPace(rate)})
+	runReplayer(t, b.store, worker.ProducerConfig{Processor: app.forwarder(t), Pace: worker.NewPace(rate)})
 	queuetest.WaitFor(t, time.Minute, "the replay's first deliveries", func() bool { return app.reqs.Load() >= 20 })
 
 	if _, err := b.store.CancelReplay(t.Context(), r.ID, "ops@example.com"); err != nil {

@@ -10,54 +10,11 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/groupcommit"
-	"github.com/hookd/hookd/worker/telemetry"
 	"github.com/hookd/hookd/worker/tracing"
 )
-
-// RetrierConfig configures a Retrier. Zero fields get the defaults below.
-type RetrierConfig struct {
-	// Interval is how long the loop waits after a batch that was not full
-	// before it looks for due events again. Default: DefaultRetryInterval.
-	Interval time.Duration
-	// BatchSize is how many due events one claim takes, each with its
-	// lease, capped at MaxRetryBatch. The leases last until the batch's
-	// last event must have ended (producer.leaseFor), or until the replica
-	// stops beating: a replica that dies mid-batch leaves its events due
-	// again seconds later. Default: DefaultRetryBatch.
-	BatchSize int
-	// Concurrency is how many processors of one batch run at once. Default:
-	// DefaultRetryConcurrency.
-	Concurrency int
-	// ProcessTimeout bounds one processor run. Default:
-	// DefaultProcessTimeout.
-	ProcessTimeout time.Duration
-	// StopTimeout is how long, once Run's context is cancelled, the events
-	// in flight may keep running before their processors are cancelled too.
-	// The events cut short then, and those not started, go back to the queue
-	// due at once with their attempts unchanged. Default: 10 s.
-	StopTimeout time.Duration
-	// Processor handles each event. Default: Discard.
-	Processor Processor
-	// Metrics, when set, counts retries and dead letters.
-	Metrics *telemetry.Metrics
-	// Control, when set, holds delivery: while a person paused it the loop
-	// claims nothing; while the circuit breaker is open it claims one
-	// event per probe.
-	Control *Control
-	// Pace, when set, bounds the deliveries to the app a second, shared
-	// with the receiver; a batch claims no more than the rate lets start
-	// within one processor run.
-	Pace *Pace
-	// Heartbeat, when set, keeps the leases live while the replica beats,
-	// and cancels every processor run when it cannot (worker.Heartbeat).
-	Heartbeat *Heartbeat
-	// Tracer, when set, makes each attempt a trace of its own
-	// (tracing.SpanRetry), linked to the delivery that queued the event;
-	// nil traces nothing.
-	Tracer *tracing.Tracer
-}
 
 // MaxProbeWait is how long the circuit breaker's probes come apart at most:
 // the wait doubles after each probe from HOOKD_BREAKER_PROBE up to this.
@@ -91,11 +48,8 @@ const tickRecordEvery = time.Second
 // its lease, processes them, and resolves or reschedules each as it ends.
 type Retrier struct {
 	producer
-	store   *queue.Store
-	logger  *slog.Logger
-	cfg     RetrierConfig
-	proc    Processor
-	metrics *telemetry.Metrics
+	store  *queue.Store
+	logger *slog.Logger
 	// steps gathers the outcomes and the starts that the workers reach at
 	// one moment into one short transaction.
 	steps *groupcommit.Batcher[*step]
@@ -104,22 +58,12 @@ type Retrier struct {
 }
 
 // NewRetrier returns a Retrier over store.
-func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Retrier {
-	cfg.Interval = cmp.Or(cfg.Interval, DefaultRetryInterval)
-	cfg.BatchSize = min(cmp.Or(cfg.BatchSize, DefaultRetryBatch), MaxRetryBatch)
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultRetryConcurrency)
-	cfg.ProcessTimeout = cmp.Or(cfg.ProcessTimeout, DefaultProcessTimeout)
-	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, 10*time.Second)
-	r := &Retrier{
-		producer: producer{batchSize: cfg.BatchSize, concurrency: cfg.Concurrency, processTimeout: cfg.ProcessTimeout,
-			stopTimeout: cfg.StopTimeout, control: cfg.Control, pace: cfg.Pace, heartbeat: cfg.Heartbeat},
-		store:   store,
-		logger:  logger.With("component", "retrier"),
-		cfg:     cfg,
-		proc:    cmp.Or[Processor](cfg.Processor, Discard),
-		metrics: cfg.Metrics,
-	}
+func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Retrier {
+	cfg = cfg.withDefaults(DefaultRetryInterval, DefaultRetryBatch, DefaultRetryConcurrency)
+	cfg.BatchSize = min(cfg.BatchSize, MaxRetryBatch)
+	r := &Retrier{producer: producer{cfg: cfg}, store: store, logger: logger.With("component", "retrier")}
 	r.steps = groupcommit.New(cfg.BatchSize, r.step)
+	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
 	return r
 }
 
@@ -128,19 +72,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg RetrierConfig) *Ret
 // runs batchLoops loops of batches; in each, batches follow each other at
 // once while they come back full, and after a short one it waits Interval.
 // A database error is logged and retried after Interval.
-func (r *Retrier) Run(ctx context.Context) error {
-	r.logger.InfoContext(ctx, "retry loop started", "interval", r.cfg.Interval,
-		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "batch_loops", batchLoops)
-	r.run(ctx, func(ctx, workCtx context.Context) {
-		var wg sync.WaitGroup
-		for range batchLoops {
-			wg.Go(func() { r.loop(ctx, workCtx) })
-		}
-		wg.Wait()
-	})
-	r.logger.Info("retry loop stopped")
-	return nil
-}
+func (r *Retrier) Run(ctx context.Context) error { return r.service.Run(ctx) }
 
 // batchLoops is how many batches are in flight at once. A batch spends its
 // time in turns on the database (claim, lock, settle) and on the app
@@ -149,39 +81,42 @@ func (r *Retrier) Run(ctx context.Context) error {
 // The claim keeps the batches apart, as it does across replicas.
 const batchLoops = 2
 
-// loop claims and settles batches one after another until ctx is cancelled.
-func (r *Retrier) loop(ctx, workCtx context.Context) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		if ctx.Err() != nil {
-			continue
-		}
-		if st := r.cfg.Control.State(); st.Held() {
-			// A held loop still says it is alive: it is waiting on
-			// purpose, not stalled.
-			r.recordTick(ctx)
-			if r.probe(ctx, workCtx, st) != nil && ctx.Err() == nil {
-				r.logger.ErrorContext(ctx, "probe of the app failed to run")
-			}
-			timer.Reset(ControlRefresh)
-			continue
-		}
-		n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
-		wait := r.cfg.Interval
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
-		case n == r.claimSize() || hastened:
-			wait = 0
-		}
-		timer.Reset(wait)
+// loops runs batchLoops loops of turns until ctx is cancelled and their
+// batches have ended.
+func (r *Retrier) loops(ctx, workCtx context.Context) {
+	r.logger.InfoContext(ctx, "retry loop started", "interval", r.cfg.Interval,
+		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "batch_loops", batchLoops)
+	var wg sync.WaitGroup
+	for range batchLoops {
+		wg.Go(func() {
+			startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.turn(ctx, workCtx) })
+		})
 	}
+	wg.Wait()
+	r.logger.Info("retry loop stopped")
+}
+
+// turn is one turn of a loop: a batch, or a probe while delivery is held.
+// It returns how long to wait before the next: none after a full batch or
+// one a person hastened, Interval after a short one.
+func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
+	if st := r.cfg.Control.State(); st.Held() {
+		// A held loop still says it is alive: it is waiting on purpose,
+		// not stalled.
+		r.recordTick(ctx)
+		if r.probe(ctx, workCtx, st) != nil && ctx.Err() == nil {
+			r.logger.ErrorContext(ctx, "probe of the app failed to run")
+		}
+		return ControlRefresh
+	}
+	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
+	case n == r.claimSize() || hastened:
+		return 0
+	}
+	return r.cfg.Interval
 }
 
 // RunBatch claims one batch of due events and processes it, as one turn of
@@ -235,7 +170,7 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 	for _, c := range claim.Claimed {
 		switch {
 		case c.Dead:
-			r.metrics.CountDead()
+			r.cfg.Metrics.CountDead()
 			r.logger.ErrorContext(workCtx, "event is dead: its last attempt was interrupted", "event_id", c.Event.EventID,
 				"event_type", c.Event.EventType, "attempt", c.Event.Attempts)
 		case c.Processed:
@@ -310,7 +245,7 @@ type retryBatch struct {
 }
 
 func (b *retryBatch) prepare(ctx context.Context, i int) bool {
-	return (b.probe || !b.r.control.Held()) && b.r.takeTurn(ctx, b.deadline)
+	return (b.probe || !b.r.cfg.Control.Held()) && b.r.takeTurn(ctx, b.deadline)
 }
 
 func (b *retryBatch) step(settle, start int) bool {
@@ -337,7 +272,7 @@ func (b *retryBatch) step(settle, start int) bool {
 func (b *retryBatch) run(ctx context.Context, i int) {
 	t := b.todo[i]
 	b.r.attempt(ctx, t, b.deadline)
-	if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (b.probe || b.r.control.Held()) {
+	if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (b.probe || b.r.cfg.Control.Held()) {
 		t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
 	}
 }
@@ -364,7 +299,7 @@ func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) 
 			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(path))...)
 		ctx = t.ctx
 	}
-	res, took := r.process(ctx, r.proc, deadline, Delivery{
+	res, took := r.process(ctx, deadline, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
 		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account),
 	})
@@ -372,7 +307,7 @@ func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) 
 		s.Kind = queue.SettleReleased
 		return
 	}
-	r.metrics.ObserveProcess(path, res.Err == nil, took)
+	r.cfg.Metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),
@@ -449,17 +384,17 @@ func (r *Retrier) report(ctx context.Context, t *settling) {
 	switch s.Kind {
 	case queue.SettleDone:
 		if s.Attempt != nil {
-			r.metrics.CountRetries(1, 0)
+			r.cfg.Metrics.CountRetries(1, 0)
 		}
 	case queue.SettleFailed:
-		r.metrics.CountRetries(0, 1)
+		r.cfg.Metrics.CountRetries(0, 1)
 		e := s.Claimed.Event
 		switch {
 		case t.state.Hastened:
 			r.logger.WarnContext(ctx, "retry failed; a person asked for another, due now", "event_id", e.EventID,
 				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
 		case t.state.Status == queue.StatusDead:
-			r.metrics.CountDead()
+			r.cfg.Metrics.CountDead()
 			r.logger.ErrorContext(ctx, "event is dead: no retries left", "event_id", e.EventID,
 				"event_type", e.EventType, "attempt", s.Attempt.Number, "err", s.Attempt.Error)
 		default:

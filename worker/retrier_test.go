@@ -21,7 +21,7 @@ import (
 )
 
 func newRetrier(store *queue.Store, p worker.Processor, batch int) *worker.Retrier {
-	return worker.NewRetrier(store, discardLogger, worker.RetrierConfig{
+	return worker.NewRetrier(store, discardLogger, worker.ProducerConfig{
 		Processor: p, BatchSize: batch, Interval: 10 * time.Millisecond,
 	})
 }
@@ -471,7 +471,7 @@ func TestRetrier(t *testing.T) {
 		before := read()
 
 		p := newBlockingProcessor()
-		r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{
+		r := worker.NewRetrier(bundle.store, discardLogger, worker.ProducerConfig{
 			Processor: p, StopTimeout: time.Millisecond, Concurrency: 2, BatchSize: 10,
 		})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -523,7 +523,7 @@ func TestRetrier_CountsRetriesAndDeathsWhenCommitted(t *testing.T) {
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 1})
 	p := &countingProcessor{}
 	p.fail.Store(true)
-	r := worker.NewRetrier(bundle.store, discardLogger, worker.RetrierConfig{Processor: p, Metrics: metrics})
+	r := worker.NewRetrier(bundle.store, discardLogger, worker.ProducerConfig{Processor: p, Metrics: metrics})
 	if n, err := r.RunBatch(t.Context()); err != nil || n != 2 {
 		t.Fatalf("batch: %d, %v; want 2 claimed", n, err)
 	}

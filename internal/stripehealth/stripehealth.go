@@ -24,19 +24,31 @@ import (
 // would, under the event's lease, so a notice is kept before its marker is
 // written, exactly once however often Stripe delivers it.
 func Processor(next worker.Processor, store *ungenerated.Store) worker.Processor {
-	return worker.ProcessorFunc(func(ctx context.Context, d worker.Delivery) worker.Result {
-		if d.EventType != ungenerated.NoticeType {
-			return next.Process(ctx, d)
-		}
-		n, err := Parse(d.Payload)
-		if err != nil {
-			return worker.Result{Err: err}
-		}
-		if err := store.Record(ctx, n); err != nil {
-			return worker.Result{Err: err}
-		}
-		return worker.Result{}
-	})
+	return noticeKeeper{next: next, store: store}
+}
+
+type noticeKeeper struct {
+	next  worker.Processor
+	store *ungenerated.Store
+}
+
+func (p noticeKeeper) Process(ctx context.Context, d worker.Delivery) worker.Result {
+	if d.EventType != ungenerated.NoticeType {
+		return p.next.Process(ctx, d)
+	}
+	n, err := Parse(d.Payload)
+	if err != nil {
+		return worker.Result{Err: err}
+	}
+	if err := p.store.Record(ctx, n); err != nil {
+		return worker.Result{Err: err}
+	}
+	return worker.Result{}
+}
+
+// Skips is next's answer for every event but a notice, which is kept.
+func (p noticeKeeper) Skips(eventType string) bool {
+	return eventType != ungenerated.NoticeType && worker.Skips(p.next, eventType)
 }
 
 // Parse reads a notice: its id and mode, and, when it carries its data (a

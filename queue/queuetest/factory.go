@@ -120,6 +120,30 @@ type LoggedOpts struct {
 	Customer string
 }
 
+// received is e's outcome under the lease of owner, as the receiver hands
+// it over: processed with its event log row, or queued after a failed
+// attempt.
+func (e LoggedOpts) received(owner uuid.UUID) queue.Received {
+	meta := queue.EventMeta{Endpoint: queue.DefaultEndpoint}
+	if e.ObjectID != "" {
+		meta.ObjectID = &e.ObjectID
+	}
+	if e.Customer != "" {
+		meta.Customer = &e.Customer
+	}
+	r := queue.Received{EventID: e.EventID, Owner: owner,
+		Log: &queue.LoggedEvent{EventType: e.EventType, Payload: []byte(e.Payload), Meta: meta, How: queue.LogInline}}
+	if e.Queued {
+		r.Log = nil // its queue row is its entry
+		r.Wait = time.Hour
+		r.Queue = &queue.FailedEvent{Source: queue.SourceStripe, EventID: e.EventID, EventType: e.EventType,
+			Payload: []byte(e.Payload), Error: "downstream answered 500", Meta: meta}
+		r.Attempt = &queue.NewAttempt{Source: queue.SourceStripe, EventID: e.EventID, Path: queue.PathInline,
+			Error: "downstream answered 500", HTTPStatus: 500}
+	}
+	return r
+}
+
 // InsertLogged writes events as the receiver does on their first delivery,
 // through its own calls: each one's lease, then its outcome with its event
 // log row (and payload), in batches.
@@ -144,7 +168,8 @@ func InsertLogged(t testing.TB, pool *pgxpool.Pool, events []LoggedOpts) {
 			}
 			take[i] = queue.Delivery{EventID: e.EventID, Path: queue.PathInline}
 		}
-		_, d, err := s.SettleAndTake(ctx, queue.SourceStripe, nil, take, time.Minute)
+		x, err := s.Exchange(ctx, queue.Exchange{Source: queue.SourceStripe, Take: take, ProcessFor: time.Minute})
+		d := x.Taken
 		if err != nil {
 			t.Fatalf("queuetest: lease events: %v", err)
 		}
@@ -153,24 +178,7 @@ func InsertLogged(t testing.TB, pool *pgxpool.Pool, events []LoggedOpts) {
 			if d.States[i] != queue.DeliveryNew {
 				t.Fatalf("queuetest: %s is not new: state %d", e.EventID, d.States[i])
 			}
-			meta := queue.EventMeta{Endpoint: queue.DefaultEndpoint}
-			if e.ObjectID != "" {
-				meta.ObjectID = &e.ObjectID
-			}
-			if e.Customer != "" {
-				meta.Customer = &e.Customer
-			}
-			r := queue.Received{EventID: e.EventID, Owner: d.Owner,
-				Log: &queue.LoggedEvent{EventType: e.EventType, Payload: []byte(e.Payload), Meta: meta, How: queue.LogInline}}
-			if e.Queued {
-				r.Log = nil // its queue row is its entry
-				r.Wait = time.Hour
-				r.Queue = &queue.FailedEvent{Source: queue.SourceStripe, EventID: e.EventID, EventType: e.EventType,
-					Payload: []byte(e.Payload), Error: "downstream answered 500", Meta: meta}
-				r.Attempt = &queue.NewAttempt{Source: queue.SourceStripe, EventID: e.EventID, Path: queue.PathInline,
-					Error: "downstream answered 500", HTTPStatus: 500}
-			}
-			settle[i] = r
+			settle[i] = e.received(d.Owner)
 		}
 		written, err := s.SettleDeliveries(ctx, settle)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/alerts"
 	"github.com/hookd/hookd/internal/stripeapi"
@@ -100,12 +101,12 @@ const firstDeadIDs = 5
 // of their own from a bounded queue, so a slow or failing endpoint delays
 // nothing but other alerts.
 type Alerter struct {
-	Service
-	store  *queue.Store
-	logger *slog.Logger
-	cfg    AlerterConfig
-	client *http.Client
-	outbox chan string
+	service *startstop.Service
+	store   *queue.Store
+	logger  *slog.Logger
+	cfg     AlerterConfig
+	client  *http.Client
+	outbox  chan string
 }
 
 // NewAlerter returns an Alerter over store.
@@ -135,9 +136,14 @@ func NewAlerter(store *queue.Store, logger *slog.Logger, cfg AlerterConfig) *Ale
 		},
 		outbox: make(chan string, cfg.QueueSize),
 	}
-	a.Service = newService(a.run)
+	a.service = startstop.New(a.run)
 	return a
 }
+
+// Run checks the conditions and posts the alerts until ctx is cancelled,
+// then lets the alerts waiting be sent for up to StopTimeout, and returns
+// nil.
+func (a *Alerter) Run(ctx context.Context) error { return a.service.Run(ctx) }
 
 // run checks the conditions at once and then every Interval, and posts the
 // alerts, until ctx is cancelled. It then stops checking and lets the
@@ -155,11 +161,13 @@ func (a *Alerter) run(ctx context.Context) {
 		defer close(sent)
 		a.send(sendCtx, ctx.Done())
 	}()
-	every(ctx, a.cfg.Interval, func(ctx context.Context) {
+	check := func(ctx context.Context) {
 		if err := a.Check(ctx); err != nil && ctx.Err() == nil {
 			a.logger.ErrorContext(ctx, "alert check failed", "err", err)
 		}
-	})
+	}
+	check(ctx)
+	startstop.Every(ctx, a.cfg.Interval, check)
 	<-sent
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/rejections"
@@ -59,7 +60,7 @@ const staleLeaseAge = time.Hour
 // Pruner deletes old dedup markers on a schedule, and with them the attempt
 // history of resolved events. Dead and pending events keep their history.
 type Pruner struct {
-	Service
+	service    *startstop.Service
 	store      *queue.Store
 	accounts   *accounts.Store
 	activity   *activity.Store
@@ -85,12 +86,19 @@ func NewPruner(store *queue.Store, accts *accounts.Store, act *activity.Store, r
 		logger:     logger.With("component", "pruner"),
 		cfg:        cfg,
 	}
-	p.Service = newService(func(ctx context.Context) { every(ctx, p.cfg.Interval, p.prune) })
+	p.service = startstop.New(func(ctx context.Context) {
+		p.prune(ctx)
+		startstop.Every(ctx, p.cfg.Interval, p.prune)
+	})
 	return p
 }
 
+// Run prunes at once and then every Interval until ctx is cancelled, and
+// returns nil once the run in progress has ended.
+func (p *Pruner) Run(ctx context.Context) error { return p.service.Run(ctx) }
+
 // prune is one scheduled run: a failed run is logged and tried again at
-// the next tick. The Service runs it at once and then every Interval.
+// the next tick.
 func (p *Pruner) prune(ctx context.Context) {
 	if _, err := p.RunOnce(ctx); err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		p.logger.ErrorContext(ctx, "prune failed", "err", err)

@@ -93,7 +93,7 @@ func newReplica(t *testing.T, pool *pgxpool.Pool, app *testApp, cfg replicaConfi
 	r.receiver = receiver.New(r.store, discardLogger, receiver.Config{
 		Secrets: []string{testSecret}, Processor: fwd, ProcessTimeout: timeout,
 		Control: r.control, Pace: cfg.pace})
-	r.retrier = worker.NewRetrier(r.store, logger, worker.RetrierConfig{
+	r.retrier = worker.NewRetrier(r.store, logger, worker.ProducerConfig{
 		Interval: 50 * time.Millisecond, ProcessTimeout: timeout, Processor: fwd,
 		Control: r.control, Pace: cfg.pace})
 	return r
@@ -424,7 +424,7 @@ func paceHolds(t *testing.T, replay bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replayer := worker.NewReplayer(r.store, discardLogger, worker.ReplayerConfig{Interval: 50 * time.Millisecond,
+		replayer := worker.NewReplayer(r.store, discardLogger, worker.ProducerConfig{Interval: 50 * time.Millisecond,
 			ProcessTimeout: 2 * time.Second, Processor: fwd, Control: r.control, Pace: pace})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -301,7 +301,7 @@ func TestReceive_QueueRowKeepsWhatWasRead(t *testing.T) {
 	a.mu.Lock()
 	a.status = http.StatusOK
 	a.mu.Unlock()
-	retrier := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: proc})
+	retrier := worker.NewRetrier(store, discardLogger, worker.ProducerConfig{Processor: proc})
 	if n, err := retrier.RunBatch(t.Context()); err != nil || n != 1 {
 		t.Fatalf("RunBatch = %d, %v; want 1 event claimed", n, err)
 	}

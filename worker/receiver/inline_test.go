@@ -94,7 +94,7 @@ func TestReceive_BusyAppDefersToTheQueue(t *testing.T) {
 			t.Errorf("in-flight %s: got %v, %v; want Processed once the app answered", a.id, a.outcome, a.err)
 		}
 	}
-	if n, err := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p, BatchSize: events}).RunBatch(t.Context()); err != nil || n != events-slots {
+	if n, err := worker.NewRetrier(store, discardLogger, worker.ProducerConfig{Processor: p, BatchSize: events}).RunBatch(t.Context()); err != nil || n != events-slots {
 		t.Fatalf("retry loop: claimed %d, %v; want the %d deferred", n, err, events-slots)
 	}
 	if q, m := bundle.queued(t), queuetest.Markers(t, bundle.pool); q != 0 || m != events {

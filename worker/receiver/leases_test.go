@@ -237,7 +237,7 @@ func groupWithOneBadWrite(t *testing.T, badAction string, hold func(*pgxpool.Con
 	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := worker.NewRetrier(store, discardLogger, worker.RetrierConfig{Processor: p}).RunBatch(ctx); err != nil || n != 1 {
+	if n, err := worker.NewRetrier(store, discardLogger, worker.ProducerConfig{Processor: p}).RunBatch(ctx); err != nil || n != 1 {
 		t.Fatalf("retry: claimed %d, %v; want the event", n, err)
 	}
 	if n := p.runsOf(bad); n != 2 || queuetest.Markers(t, bundle.pool) != good+2 {

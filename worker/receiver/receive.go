@@ -278,25 +278,16 @@ func traceOutcome(span trace.Span, outcome Outcome, err error) {
 	}
 }
 
-// Recover runs an event that Stripe's delivery never brought, read from
-// Stripe's Events API, through the same pipeline as a delivery: the event's
-// lease, dedup, the processor, then the marker or the queue row. Its
-// attempt is recorded with path reconcile, which is what tells a recovered
-// event apart afterwards. There is no signature to verify: the payload came
-// from Stripe's API, over TLS, read with hookd's own key.
+// RecoverThrough runs an event that Stripe's delivery never brought, read
+// from Stripe's Events API, through the same pipeline as a delivery of the
+// endpoint labelled label, which it is recorded as having come through: the
+// event's lease, dedup, the processor, then the marker or the queue row.
+// Its attempt is recorded with path reconcile, which is what tells a
+// recovered event apart afterwards. There is no signature to verify: the
+// payload came from Stripe's API, over TLS, read with hookd's own key.
 //
 // Its results are Receive's: queue.ErrEventLocked means a delivery of the
 // event is being handled at this moment.
-func (r *Receiver) Recover(ctx context.Context, payload []byte) (Outcome, error) {
-	label := endpoint.DefaultLabel
-	if len(r.endpoints) > 0 {
-		label = r.endpoints[0].Label
-	}
-	return r.RecoverThrough(ctx, label, payload)
-}
-
-// RecoverThrough is Recover for an event of the endpoint labelled label,
-// which it is recorded as having come through.
 func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []byte) (Outcome, error) {
 	ep, err := endpoint.Find(r.endpoints, label)
 	if err != nil {
@@ -353,9 +344,8 @@ type delivery struct {
 	// rate is reached, so the event is queued unprocessed, with this
 	// reason.
 	deferred string
-	// settling: the delivery's next turn at the database writes its
-	// outcome; before, it takes its lease.
-	settling bool
+	// turn is what the delivery's next turn at the database does.
+	turn turn
 	// span is the span of the delivery's turn at the database (its lease,
 	// then its outcome), and traceParent the delivery's own span's W3C
 	// traceparent, kept with a queue row; a non-recording span and "" with
@@ -363,23 +353,24 @@ type delivery struct {
 	span        trace.Span
 	traceParent string
 
-	// Set by takeLeases: the event's state, and the lease when it is new.
+	// Set by exchange: the event's state, and the lease when it is new.
 	state    queue.DeliveryState
 	owner    uuid.UUID
 	deadline time.Time
 	// interrupted is the path of a run of the event that started under
 	// the lease this delivery took over and never reported.
 	interrupted queue.AttemptPath
-	// Set by settle: the outcome to write, then whether it was written.
+	// The outcome to write, then whether it was written.
 	outcome queue.Received
 	written bool
 
 	err error
 }
 
-// receive runs a verified event through the leased part of the pipeline:
-// it takes the event's lease with the deliveries that reach the database
-// at the same moment, runs the processor with no transaction open, then
+// receive runs a verified event through the rest of the pipeline: one
+// that runs no processor writes its marker without a lease; any other
+// takes the event's lease with the deliveries that reach the database at
+// the same moment, runs the processor with no transaction open, then
 // writes the outcome with the lease's release, again with whoever is
 // writing theirs at that moment. A delivery waits only for its own
 // processor and for the short transactions it is part of.
@@ -393,6 +384,12 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 		span.SetAttributes(tracing.Event(ev.ID, ev.Type, ep.Label, 0, string(path))...)
 		d.traceParent = r.tracer.Parent(ctx)
 	}
+	if outcome, how, ok := r.markable(d); ok {
+		if got, done, err := r.mark(d, outcome, how); done || err != nil {
+			return got, err
+		}
+		// A lease is on the event: the leased way finds out what it is.
+	}
 	if path == queue.PathInline {
 		// The inline slots bound the deliveries waiting for the app while
 		// Stripe waits. A recovery has no one waiting and its own bound,
@@ -404,6 +401,12 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 			d.deferred = r.deferReason()
 		}
 	}
+	return r.leased(d)
+}
+
+// leased takes d's lease and, when its event is new, runs it and writes
+// its outcome with the lease's release.
+func (r *Receiver) leased(d *delivery) (Outcome, error) {
 	_, d.span = r.tracer.Start(d.ctx, tracing.SpanLease)
 	r.leases.Do(d)
 	d.span.End()
@@ -420,7 +423,7 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 	}
 
 	outcome, res := r.run(d)
-	d.settling = true
+	d.turn = turnSettle
 	_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
 	r.outcomes.Do(d)
 	d.span.End()
@@ -448,21 +451,10 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
-	o := queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin), Pair: r.pairOf(d)}
-	if d.ev.mode == modeTest {
-		switch d.ep.TestEvents {
-		case endpoint.DiscardTestEvents:
-			o.Log = logged(d, queue.LogTestDiscarded)
-			d.outcome = o
-			return TestDiscarded, worker.Result{}
-		case endpoint.QueueTestEvents:
-			fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
-				"retry it to forward it", d.ep.Label))
-			fe.Held = true
-			o.Queue = &fe
-			d.outcome = o
-			return Held, worker.Result{}
-		}
+	d.outcome = queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin),
+		Pair: r.pairOf(d)}
+	if outcome, ok := r.testModeOutcome(d); ok {
+		return outcome, worker.Result{}
 	}
 	if d.interrupted != "" {
 		// The run before this one started and hookd never heard back:
@@ -470,8 +462,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// inline again; the retry queue takes it, with that run counted.
 		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: interruptedError}
 		fe := failedEvent(d, interruptedError)
-		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
-		d.outcome = o
+		d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
 		return Queued, worker.Result{Err: errors.New(interruptedError)}
 	}
 	if d.deferred == "" {
@@ -479,56 +470,84 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	}
 	if d.deferred != "" {
 		fe := failedEvent(d, d.deferred)
-		o.Queue = &fe
-		d.outcome = o
+		d.outcome.Queue = &fe
 		return Deferred, worker.Result{}
 	}
-	var res worker.Result
-	var took time.Duration
-	if r.proc != worker.Discard {
-		// The lease outlasts this deadline, so no other run of the event
-		// can start before this one has ended.
-		ctx, unbind := r.heartbeat.Bind(d.ctx)
-		ctx, cancel := context.WithDeadline(ctx, d.deadline)
-		res, took = worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
-			EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
-			Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
-		})
-		cancel()
-		unbind()
+	res, took := r.process(d)
+	return r.processed(d, res, took), res
+}
+
+// testModeOutcome is the outcome of a test-mode event whose endpoint does
+// not forward test events: discarded, or held on the queue for a person.
+func (r *Receiver) testModeOutcome(d *delivery) (Outcome, bool) {
+	if d.ev.mode != modeTest {
+		return 0, false
 	}
+	switch d.ep.TestEvents {
+	case endpoint.DiscardTestEvents:
+		d.outcome.Log = logged(d, queue.LogTestDiscarded)
+		return TestDiscarded, true
+	case endpoint.QueueTestEvents:
+		fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
+			"retry it to forward it", d.ep.Label))
+		fe.Held = true
+		d.outcome.Queue = &fe
+		return Held, true
+	}
+	return 0, false
+}
+
+// process runs the processor on a leased event, unless it skips the
+// event, bound to the heartbeat and ending before the lease does.
+func (r *Receiver) process(d *delivery) (worker.Result, time.Duration) {
+	if worker.Skips(r.proc, d.ev.Type) {
+		return worker.Result{}, 0
+	}
+	// The lease outlasts this deadline, so no other run of the event can
+	// start before this one has ended.
+	ctx, unbind := r.heartbeat.Bind(d.ctx)
+	defer unbind()
+	ctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+	return worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
+		EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
+		Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
+	})
+}
+
+// processed sets the outcome of a processor run: the marker of a success,
+// or the queue row and attempt of a failure.
+func (r *Receiver) processed(d *delivery, res worker.Result, took time.Duration) Outcome {
 	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.key, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,
 		AppDown: worker.IsAppDown(res.Err), TraceID: tracing.TraceID(d.ctx),
 	}
-	outcome := Processed
 	switch {
 	case attempt.Succeeded && d.path == queue.PathInline:
 		// Processed on its first delivery: the marker, with the event
 		// log's columns, is its whole record.
-		o.Log = logged(d, queue.LogInline)
+		d.outcome.Log = logged(d, queue.LogInline)
+		return Processed
 	case attempt.Succeeded:
 		// Recovered by reconciliation: its attempt is what says so, since
 		// a marker alone means a first delivery.
-		o.Attempt, o.Log = &attempt, logged(d, queue.LogReconcile)
-	default:
-		// Failed: from here on the event keeps its history, starting with
-		// this attempt.
-		attempt.Error = worker.ErrorText(res.Err)
-		tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
-		fe := failedEvent(d, attempt.Error)
-		o.Queue, o.Wait, o.Attempt = &fe, r.store.RetryDelay(0), &attempt
-		outcome = Queued
+		d.outcome.Attempt, d.outcome.Log = &attempt, logged(d, queue.LogReconcile)
+		return Processed
 	}
-	d.outcome = o
-	return outcome, res
+	// Failed: from here on the event keeps its history, starting with this
+	// attempt.
+	attempt.Error = worker.ErrorText(res.Err)
+	tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
+	fe := failedEvent(d, attempt.Error)
+	d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
+	return Queued
 }
 
-// exchange writes the outcomes of the settling deliveries of a batch and
-// takes the leases and reads the states of the others, in one short
-// transaction (a batch of r.leases holds only the latter, one of
+// exchange writes the outcomes of the deliveries of a batch that settle or
+// mark, and takes the leases and reads the states of the others, in one
+// short transaction (a batch of r.leases holds only the latter, one of
 // r.outcomes only the former). A delivery whose sender hung up before its
 // lease was taken is answered without one: Stripe delivers again. When the
 // transaction fails, each delivery is tried alone, so that one event's bad
@@ -539,13 +558,15 @@ func (r *Receiver) exchange(batch []*delivery) {
 	takes := 0
 	for _, d := range batch {
 		switch {
-		case d.settling:
+		case d.turn == turnSettle:
 			live = append(live, d)
 		case d.ctx.Err() != nil:
 			d.err = d.ctx.Err()
 		default:
 			live = append(live, d)
-			takes++
+			if d.turn == turnTake {
+				takes++
+			}
 		}
 	}
 	if takes > 0 {
@@ -563,32 +584,35 @@ func (r *Receiver) exchange(batch []*delivery) {
 
 func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	ctx = traceGroup(ctx, group)
-	var settle, take []*delivery
+	x := queue.Exchange{Source: queue.SourceStripe, ProcessFor: r.timeout}
 	for _, d := range group {
-		if d.settling {
-			settle = append(settle, d)
-		} else {
-			take = append(take, d)
+		switch d.turn {
+		case turnSettle:
+			x.Settle = append(x.Settle, d.outcome)
+		case turnMark:
+			x.Mark = append(x.Mark, d.outcome)
+		default:
+			x.Take = append(x.Take, queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""})
 		}
 	}
-	outcomes := make([]queue.Received, len(settle))
-	for i, d := range settle {
-		outcomes[i] = d.outcome
-	}
-	events := make([]queue.Delivery, len(take))
-	for i, d := range take {
-		events[i] = queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""}
-	}
-	written, leased, err := r.store.SettleAndTake(ctx, queue.SourceStripe, outcomes, events, r.timeout)
+	got, err := r.store.Exchange(ctx, x)
 	if err != nil {
 		return err
 	}
-	for i, d := range settle {
-		d.written = written[i]
-	}
-	for i, d := range take {
-		d.state, d.owner, d.deadline = leased.States[i], leased.Owner, leased.Deadline
-		d.interrupted = leased.Interrupted[i]
+	var settled, marked, taken int
+	for _, d := range group {
+		switch d.turn {
+		case turnSettle:
+			d.written = got.Written[settled]
+			settled++
+		case turnMark:
+			d.state = got.Marked[marked]
+			marked++
+		default:
+			d.state, d.owner, d.deadline = got.Taken.States[taken], got.Taken.Owner, got.Taken.Deadline
+			d.interrupted = got.Taken.Interrupted[taken]
+			taken++
+		}
 	}
 	return nil
 }

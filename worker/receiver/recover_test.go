@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/receiver"
@@ -35,7 +36,7 @@ func TestRecover_TakesNoInlineSlot(t *testing.T) {
 	var outcome receiver.Outcome
 	go func() {
 		var err error
-		outcome, err = r.Recover(t.Context(), stripeevent.Minimal(recovered, "invoice.paid"))
+		outcome, err = r.RecoverThrough(t.Context(), endpoint.DefaultLabel, stripeevent.Minimal(recovered, "invoice.paid"))
 		done <- err
 	}()
 	if got := <-p.started; got != recovered {

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
@@ -92,6 +93,7 @@ type Reconciler struct {
 	receiver *receiver.Receiver
 	logger   *slog.Logger
 	cfg      Config
+	schedule *startstop.Service
 }
 
 // New returns a Reconciler that recovers events through receiver.
@@ -99,7 +101,9 @@ func New(store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger, c
 	cfg.MaxWindow = min(cmp.Or(cfg.MaxWindow, MaxWindow), MaxWindow)
 	cfg.Window = min(cmp.Or(cfg.Window, DefaultWindow), cfg.MaxWindow)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, defaultConcurrency)
-	return &Reconciler{store: store, runs: reconcileruns.New(store.DB()), receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
+	r := &Reconciler{store: store, runs: reconcileruns.New(store.DB()), receiver: receiver, logger: logger.With("component", "reconcile"), cfg: cfg}
+	r.schedule = startstop.New(r.runSchedule)
+	return r
 }
 
 // Window is the window scheduled runs use, and the default of the others.
@@ -219,8 +223,9 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 			return res, err
 		}
 		defer lock.Release(context.WithoutCancel(ctx))
-		stopRenewing := r.renewWhileRunning(ctx, lock)
-		defer stopRenewing()
+		renew := r.renewWhileRunning(lock)
+		renew.Start(context.WithoutCancel(ctx))
+		defer renew.Stop()
 		if opts.Trigger == reconcileruns.TriggerSchedule {
 			// Checked under the lease, which a run holds until its record
 			// commits: a replica that found a run due just before another
@@ -257,28 +262,17 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 	return res, err
 }
 
-// renewWhileRunning renews the run's lease until the returned function is
-// called. A renewal that fails is logged: the run goes on, since a second
-// run at once costs only Stripe API reads.
-func (r *Reconciler) renewWhileRunning(ctx context.Context, lock *reconcileruns.Lease) (stop func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(reconcileruns.LeaseFor / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := lock.Renew(ctx); err != nil && ctx.Err() == nil {
-					r.logger.Warn("cannot renew the reconcile run's lease", "err", err)
-				}
+// renewWhileRunning renews the run's lease every third of its length
+// while it runs. A renewal that fails is logged: the run goes on, since a
+// second run at once costs only Stripe API reads.
+func (r *Reconciler) renewWhileRunning(lock *reconcileruns.Lease) *startstop.Service {
+	return startstop.New(func(ctx context.Context) {
+		startstop.Every(ctx, reconcileruns.LeaseFor/3, func(ctx context.Context) {
+			if err := lock.Renew(ctx); err != nil && ctx.Err() == nil {
+				r.logger.Warn("cannot renew the reconcile run's lease", "err", err)
 			}
-		}
-	}()
-	return func() { cancel(); <-done }
+		})
+	})
 }
 
 func (r *Reconciler) record(ctx context.Context, lock *reconcileruns.Lease, trigger reconcileruns.Trigger,
@@ -649,11 +643,18 @@ const pollEvery = time.Minute
 // only when the last run of any replica finished an Interval ago or more,
 // so the replicas together run once per Interval. A failed run is logged
 // and kept, and the next comes an Interval later. The first look is at
-// start, so a new deployment reconciles at once.
+// start, so a new deployment reconciles at once. Without an Interval it
+// returns at once.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if r.cfg.Interval <= 0 {
 		return nil
 	}
+	return r.schedule.Run(ctx)
+}
+
+// runSchedule looks whether a run is due at once, and then every Interval,
+// or pollEvery when that is shorter, until ctx is cancelled.
+func (r *Reconciler) runSchedule(ctx context.Context) {
 	var labels []string
 	for _, e := range r.cfg.Endpoints {
 		if e.StripeID != "" {
@@ -662,14 +663,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	r.logger.InfoContext(ctx, "reconcile schedule started", "interval", r.cfg.Interval,
 		"window", humanize.Typed(r.cfg.Window), "endpoints", strings.Join(labels, ","))
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-timer.C:
-		}
+	startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration {
 		res, err := r.RunOnce(ctx, Options{Trigger: reconcileruns.TriggerSchedule})
 		switch {
 		case err == nil:
@@ -678,8 +672,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		default:
 			r.logger.ErrorContext(ctx, "reconcile run failed", "err", err)
 		}
-		timer.Reset(min(r.cfg.Interval, pollEvery))
-	}
+		return min(r.cfg.Interval, pollEvery)
+	})
 }
 
 // errNotDue is RunOnce's answer to the schedule when the last run, of any

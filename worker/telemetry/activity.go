@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/store/activity"
 )
 
@@ -38,6 +39,7 @@ type Activity struct {
 	logger  *slog.Logger
 	cfg     ActivityConfig
 	pending [numActivityFields]atomic.Int64
+	flushes *startstop.Service
 }
 
 // The counted facts, in the order of activity.Counts' fields.
@@ -57,7 +59,9 @@ func NewActivity(store *activity.Store, logger *slog.Logger, cfg ActivityConfig)
 	cfg.Replica = cmp.Or(cfg.Replica, defaultReplica())
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, 5*time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, DefaultStopTimeout)
-	return &Activity{store: store, logger: logger.With("component", "activity"), cfg: cfg}
+	a := &Activity{store: store, logger: logger.With("component", "activity"), cfg: cfg}
+	a.flushes = flushLoop(cfg.FlushInterval, cfg.StopTimeout, a.Flush, a.flushFailed)
+	return a
 }
 
 func defaultReplica() string {
@@ -144,16 +148,15 @@ func (a *Activity) Flush(ctx context.Context) error {
 // more, bounded by StopTimeout, and returns nil. Cancel ctx after the
 // receiver and the retry loop have stopped, so the last flush holds their
 // last counts. A failed flush is logged; its counts wait for the next.
-func (a *Activity) Run(ctx context.Context) error {
-	runFlushes(ctx, a.cfg.FlushInterval, a.cfg.StopTimeout, a.Flush, func(err error, last bool) {
-		switch {
-		case last:
-			a.logger.Warn("last activity counts lost at stop", "err", err)
-		case errors.Is(err, activity.ErrNotAdded):
-			a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
-		default:
-			a.logger.WarnContext(ctx, "activity counts of the last few seconds lost", "err", err)
-		}
-	})
-	return nil
+func (a *Activity) Run(ctx context.Context) error { return a.flushes.Run(ctx) }
+
+func (a *Activity) flushFailed(ctx context.Context, err error, last bool) {
+	switch {
+	case last:
+		a.logger.Warn("last activity counts lost at stop", "err", err)
+	case errors.Is(err, activity.ErrNotAdded):
+		a.logger.WarnContext(ctx, "cannot store activity counts; keeping them for the next flush", "err", err)
+	default:
+		a.logger.WarnContext(ctx, "activity counts of the last few seconds lost", "err", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/internal/netblock"
+	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/stripeevent"
 )
@@ -89,6 +90,8 @@ type RejectionLog struct {
 	admittedFrom map[clientKey]int
 	pending      []rejections.Rejection
 	extra        map[summaryKey]*rejections.Rejection
+
+	flushes *startstop.Service
 }
 
 // clientKey is one client's share of one budget.
@@ -112,7 +115,7 @@ func NewRejectionLog(store *rejections.Store, logger *slog.Logger, cfg Rejection
 	cfg.PerAddress = cmp.Or(cfg.PerAddress, 3)
 	cfg.FlushInterval = cmp.Or(cfg.FlushInterval, time.Second)
 	cfg.StopTimeout = cmp.Or(cfg.StopTimeout, DefaultStopTimeout)
-	return &RejectionLog{
+	l := &RejectionLog{
 		store:        store,
 		logger:       logger.With("component", "rejections"),
 		cfg:          cfg,
@@ -120,6 +123,8 @@ func NewRejectionLog(store *rejections.Store, logger *slog.Logger, cfg Rejection
 		admittedFrom: map[clientKey]int{},
 		extra:        map[summaryKey]*rejections.Rejection{},
 	}
+	l.flushes = flushLoop(cfg.FlushInterval, cfg.StopTimeout, l.Flush, l.flushFailed)
+	return l
 }
 
 // Record notes a refused delivery for the next write.
@@ -198,15 +203,14 @@ func (l *RejectionLog) Flush(ctx context.Context) error {
 
 // Run writes every FlushInterval until ctx is cancelled, then once more,
 // bounded by StopTimeout, and returns nil. A failed write is logged.
-func (l *RejectionLog) Run(ctx context.Context) error {
-	runFlushes(ctx, l.cfg.FlushInterval, l.cfg.StopTimeout, l.Flush, func(err error, last bool) {
-		if last {
-			l.logger.Warn("last refused deliveries not logged at stop", "err", err)
-			return
-		}
-		l.logger.WarnContext(ctx, "refused deliveries since the last write not logged", "err", err)
-	})
-	return nil
+func (l *RejectionLog) Run(ctx context.Context) error { return l.flushes.Run(ctx) }
+
+func (l *RejectionLog) flushFailed(ctx context.Context, err error, last bool) {
+	if last {
+		l.logger.Warn("last refused deliveries not logged at stop", "err", err)
+		return
+	}
+	l.logger.WarnContext(ctx, "refused deliveries since the last write not logged", "err", err)
 }
 
 // signatureCheck is what a refusal shows of its Stripe-Signature header.
