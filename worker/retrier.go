@@ -196,7 +196,7 @@ func (r *Retrier) recordTick(ctx context.Context) {
 	}
 }
 
-// settling is a claimed event on its way to SettleAttempts, and what that
+// settling is a claimed event on its way to SettleAndStart, and what that
 // made of it.
 type settling struct {
 	s queue.Settled
