@@ -300,6 +300,13 @@ func TestPause_DuringLoadLosesNothingAndSpendsNoAttempt(t *testing.T) {
 	queuetest.WaitFor(t, 15*time.Second, "both replicas to hold delivery", func() bool {
 		return replicas[0].control.Held() && replicas[1].control.Held()
 	})
+	// A retry batch that a replica began before it read the pause (of
+	// events the other replica had deferred already) runs the attempts it
+	// started to their end, and starts no other: from when no retry holds
+	// a lease, nothing may reach the app.
+	queuetest.WaitFor(t, 15*time.Second, "the retries begun before the pause to end", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_leases WHERE path IN ('retry', 'manual')`) == 0
+	})
 	// Before the pause an inline delivery may have failed (the app is
 	// slow on a loaded machine) and spent its attempt; from here on none
 	// may.
