@@ -33,13 +33,11 @@ func (r *Receiver) markable(d *delivery) (Outcome, queue.LogHow, bool) {
 	if d.path != queue.PathInline || d.ev.snapshot != "" {
 		return 0, "", false
 	}
-	if d.ev.mode == modeTest {
-		switch d.ep.TestEvents {
-		case endpoint.DiscardTestEvents:
-			return TestDiscarded, queue.LogTestDiscarded, true
-		case endpoint.QueueTestEvents:
-			return 0, "", false
-		}
+	switch d.testEvents() {
+	case endpoint.DiscardTestEvents:
+		return TestDiscarded, queue.LogTestDiscarded, true
+	case endpoint.QueueTestEvents:
+		return 0, "", false
 	}
 	if worker.Skips(r.proc, d.ev.Type) && r.pace == nil && !r.control.Held() {
 		return Processed, queue.LogInline, true

@@ -480,10 +480,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 // testModeOutcome is the outcome of a test-mode event whose endpoint does
 // not forward test events: discarded, or held on the queue for a person.
 func (r *Receiver) testModeOutcome(d *delivery) (Outcome, bool) {
-	if d.ev.mode != modeTest {
-		return 0, false
-	}
-	switch d.ep.TestEvents {
+	switch d.testEvents() {
 	case endpoint.DiscardTestEvents:
 		d.outcome.Log = logged(d, queue.LogTestDiscarded)
 		return TestDiscarded, true
@@ -495,6 +492,15 @@ func (r *Receiver) testModeOutcome(d *delivery) (Outcome, bool) {
 		return Held, true
 	}
 	return 0, false
+}
+
+// testEvents is what d's endpoint does with it as a test-mode event;
+// empty for a live-mode one.
+func (d *delivery) testEvents() endpoint.TestEvents {
+	if d.ev.mode != modeTest {
+		return ""
+	}
+	return d.ep.TestEvents
 }
 
 // process runs the processor on a leased event, unless it skips the
