@@ -1171,7 +1171,7 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 	r.sinkCPU = processCPU(os.Getpid()) - selfCPU
 	r.postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
 	if got := sink.requests.Load(); got != int64(n) {
-		return drainRound{}, fmt.Errorf("the sink got %d requests for %d events", got, n)
+		return drainRound{}, fmt.Errorf("the sink got %d requests for %d events; %s's log:\n%s", got, n, t.bin, t.h.logs)
 	}
 	r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid)
 	return r, err
