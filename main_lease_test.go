@@ -515,8 +515,9 @@ func TestLeases_SessionLossNeverRunsAnEventTwiceAtOnce(t *testing.T) {
 		// answer, not hookd's timeout.
 		"HOOKD_FORWARD_TIMEOUT": "4s",
 		"HOOKD_RETRY_INTERVAL":  "100ms",
-		// One round of 4 s per claim: leases of 9 s, so an outcome lost
-		// with its session is retried within the test.
+		// One round of 4 s per claim, and one more for the other batch in
+		// flight, whose runs share the 40: leases of 13 s, so an outcome
+		// lost with its session is retried within the test.
 		"HOOKD_RETRY_BATCH":       "40",
 		"HOOKD_RETRY_CONCURRENCY": "40",
 	})

@@ -29,8 +29,9 @@ type ProducerConfig struct {
 	// Default: DefaultRetryBatch (at most MaxRetryBatch),
 	// DefaultReplayBatch.
 	BatchSize int
-	// Concurrency is how many jobs of one batch run at once. Default:
-	// DefaultRetryConcurrency, DefaultReplayConcurrency.
+	// Concurrency is how many jobs run at once, of all the batches in
+	// flight (the retry loop keeps two): the most the app gets together.
+	// Default: DefaultRetryConcurrency, DefaultReplayConcurrency.
 	Concurrency int
 	// ProcessTimeout bounds one processor run. Default:
 	// DefaultProcessTimeout.
@@ -88,6 +89,18 @@ func (cfg ProducerConfig) withDefaults(interval time.Duration, batchSize, concur
 type producer struct {
 	cfg     ProducerConfig
 	service *startstop.Service
+	// batches is how many batches the path keeps in flight at once.
+	batches int
+	// slots holds a token for each job running, Concurrency in all,
+	// whichever batch in flight it is of: Concurrency bounds what the app
+	// gets at once, not what each batch sends it.
+	slots chan struct{}
+}
+
+// newProducer is a producer for cfg, with defaults set, that keeps batches
+// batches in flight.
+func newProducer(cfg ProducerConfig, batches int) producer {
+	return producer{cfg: cfg, batches: batches, slots: make(chan struct{}, cfg.Concurrency)}
 }
 
 // run calls loop with ctx, which stops new claims when cancelled, and
@@ -122,13 +135,15 @@ func (p *producer) claimSize() int {
 // turns, at most one processor run in all since claimSize bounds the batch
 // so (more when the receiver shares the rate: a job whose turn would come
 // too late for its run to fit is given back), so the leases last one run
-// longer.
+// longer. The batches in flight share the Concurrency slots, so a batch's
+// jobs may also wait out the others' runs: the leases last that many times
+// as long.
 func (p *producer) leaseFor() time.Duration {
 	rounds := (p.claimSize() + p.cfg.Concurrency - 1) / p.cfg.Concurrency
 	if p.cfg.Pace != nil {
 		rounds++
 	}
-	return time.Duration(rounds) * p.cfg.ProcessTimeout
+	return time.Duration(p.batches*rounds) * p.cfg.ProcessTimeout
 }
 
 // takeTurn waits for a job's turn under the Pace, as long as the
@@ -172,6 +187,29 @@ type jobRunner interface {
 	settled(ctx context.Context, i int)
 }
 
+// takeSlot waits for a job's slot (producer.slots) until ctx is done, and
+// reports whether it has it. A worker that must wait writes the outcome of
+// its last job first, alone, and leaves *last -1: a run that ended never
+// waits unwritten on another batch's runs.
+func (p *producer) takeSlot(ctx context.Context, r jobRunner, last *int) bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if *last >= 0 {
+		r.step(*last, -1)
+		r.settled(ctx, *last)
+		*last = -1
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // work runs the n jobs of a batch with Concurrency workers, which take
 // them in turn rather than a goroutine each: a worker's stack grows once to
 // what an HTTP call needs, not once per job, which a profile of the drain
@@ -179,7 +217,10 @@ type jobRunner interface {
 // outcome of the worker's last job and starts its next, so a worker never
 // starts a job while the outcome of its last is unwritten: a crash
 // interrupts no job but the ones running, and an outcome never waits for a
-// slower job of its batch. Once ctx is cancelled no job starts.
+// slower job of its batch. A job runs in one of the Concurrency slots the
+// batches in flight share (takeSlot), held from before its start is
+// written until its run ends, so a crash interrupts no more than
+// Concurrency runs. Once ctx is cancelled no job starts.
 func (p *producer) work(ctx context.Context, n int, r jobRunner) {
 	var next atomic.Int64
 	var workers sync.WaitGroup
@@ -191,12 +232,19 @@ func (p *producer) work(ctx context.Context, n int, r jobRunner) {
 				if i >= n {
 					i = -1
 				}
-				if i >= 0 && ctx.Err() == nil && r.prepare(ctx, i) {
-					start = i
+				if i >= 0 && ctx.Err() == nil && p.takeSlot(ctx, r, &last) {
+					if r.prepare(ctx, i) {
+						start = i
+					} else {
+						<-p.slots
+					}
 				}
 				started := false
 				if last >= 0 || start >= 0 {
 					started = r.step(last, start)
+				}
+				if start >= 0 && !started {
+					<-p.slots
 				}
 				if last >= 0 {
 					r.settled(ctx, last)
@@ -207,6 +255,7 @@ func (p *producer) work(ctx context.Context, n int, r jobRunner) {
 				last = i
 				if start >= 0 && started {
 					r.run(ctx, i)
+					<-p.slots
 				}
 			}
 		})

@@ -54,7 +54,7 @@ type Replayer struct {
 // NewReplayer returns a Replayer over store.
 func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Replayer {
 	cfg = cfg.withDefaults(DefaultReplayInterval, DefaultReplayBatch, DefaultReplayConcurrency)
-	r := &Replayer{producer: producer{cfg: cfg}, store: store, logger: logger.With("component", "replayer"),
+	r := &Replayer{producer: newProducer(cfg, 1), store: store, logger: logger.With("component", "replayer"),
 		wake: make(chan struct{}, 1)}
 	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loop) })

@@ -35,9 +35,10 @@ const (
 	// MaxRetryBatch bounds how long a batch's leases last, and so how long
 	// the events of a replica that died mid-batch wait to be taken over.
 	MaxRetryBatch = 1000
-	// DefaultRetryConcurrency is enough parallel processors to keep a batch
-	// of forwards to a slow downstream from running one at a time.
-	DefaultRetryConcurrency = 32
+	// DefaultRetryConcurrency is enough parallel processors to keep
+	// forwards to a slow downstream from running one at a time, and the
+	// two batches in flight busy while a backlog drains: 32 runs for each.
+	DefaultRetryConcurrency = 64
 )
 
 // tickRecordEvery bounds how often the loop reports that it is alive, so a
@@ -61,7 +62,7 @@ type Retrier struct {
 func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Retrier {
 	cfg = cfg.withDefaults(DefaultRetryInterval, DefaultRetryBatch, DefaultRetryConcurrency)
 	cfg.BatchSize = min(cfg.BatchSize, MaxRetryBatch)
-	r := &Retrier{producer: producer{cfg: cfg}, store: store, logger: logger.With("component", "retrier")}
+	r := &Retrier{producer: newProducer(cfg, batchLoops), store: store, logger: logger.With("component", "retrier")}
 	r.steps = groupcommit.New(cfg.BatchSize, r.step)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
 	return r

@@ -544,3 +544,61 @@ func TestRetrier_CountsRetriesAndDeathsWhenCommitted(t *testing.T) {
 		t.Errorf("got %d retried, %d processed, %d dead; want 3, 1, 1", retried, processed, dead)
 	}
 }
+
+// concurrencyProcessor succeeds after a moment of work and records how
+// many runs were under way at once, at the most, and each event's runs.
+type concurrencyProcessor struct {
+	mu            sync.Mutex
+	running, most int
+	runs          map[string]int
+}
+
+func (p *concurrencyProcessor) Process(_ context.Context, d worker.Delivery) worker.Result {
+	p.mu.Lock()
+	p.running++
+	p.most = max(p.most, p.running)
+	p.runs[d.EventID]++
+	p.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // the app's work, long enough for the runs to overlap
+	p.mu.Lock()
+	p.running--
+	p.mu.Unlock()
+	return worker.Result{HTTPStatus: 200}
+}
+
+// HOOKD_RETRY_CONCURRENCY bounds the runs the app gets at once, not the
+// runs of each batch: the retry loop keeps two batches in flight, and
+// their runs share the Concurrency slots.
+func TestRetrier_ConcurrencyBoundsTheRunsOfEveryBatchInFlight(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	const events, concurrency = 60, 3
+	for range events {
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
+	}
+	p := &concurrencyProcessor{runs: map[string]int{}}
+	r := worker.NewRetrier(bundle.store, discardLogger, worker.ProducerConfig{
+		Processor: p, BatchSize: 4, Concurrency: concurrency, Interval: 10 * time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	queuetest.WaitFor(t, time.Minute, "every event processed", func() bool { return bundle.queued(t) == 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.most > concurrency {
+		t.Errorf("%d runs at once, want at most %d", p.most, concurrency)
+	}
+	if len(p.runs) != events {
+		t.Errorf("%d events run, want %d", len(p.runs), events)
+	}
+	for id, n := range p.runs {
+		if n != 1 {
+			t.Errorf("%s run %d times, want once", id, n)
+		}
+	}
+}
