@@ -295,6 +295,25 @@ func TestDatabaseOutageNeverAnswers200WithoutCommitting(t *testing.T) {
 	if marked != len(processedIDs) || queued != len(failingIDs) || both != 0 {
 		t.Errorf("of %d events answered 200: %d marked of %d the app took, %d queued of %d it failed, %d with both or neither; want all, all, 0",
 			len(served), marked, len(processedIDs), queued, len(failingIDs), both)
+		// What the queue says of the events the app takes: why each is
+		// there instead of marked.
+		rows, err := bundle.pool.Query(t.Context(), `
+			SELECT event_id, attempts, coalesce(last_error, '') FROM webhook_events WHERE event_id = ANY ($1)`, processedIDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, lastError string
+			var attempts int
+			if err := rows.Scan(&id, &attempts, &lastError); err != nil {
+				t.Fatal(err)
+			}
+			t.Errorf("%s, which the app takes, is queued after %d attempts: %s", id, attempts, lastError)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("hookd's log:\n%s", stderr)
 	}
 	t.Logf("%d deliveries: %d answered 200, %d made and answered during the outages", len(deliveries), len(served), len(during))
 

@@ -85,6 +85,12 @@ type Exchange struct {
 	// nothing for one to keep to one at a time, so such a delivery costs
 	// what the seed's does: one statement, one commit.
 	Mark []Received
+	// Beat also moves the Store's replica's beat to now, before the leases
+	// are taken (worker.Heartbeat's Overdue): the transaction proves the
+	// replica reaches the database as a beat does, and the leases it takes
+	// are granted on that beat, not on an older one the replica's own
+	// clock may have given up on.
+	Beat bool
 }
 
 // Exchanged is what an Exchange wrote and read, each in its order.
@@ -98,6 +104,10 @@ type Exchanged struct {
 	// Marked is each Mark outcome's state: DeliveryMarked,
 	// DeliveryProcessed, DeliveryQueued, or DeliveryLeased.
 	Marked []DeliveryState
+	// Beaten: Beat moved the replica's beat. It does not when the
+	// replica's row is gone (Store.Beat's registered), and the Store's own
+	// heartbeat registers it again.
+	Beaten bool
 }
 
 // SettleDeliveries writes the outcomes of leased deliveries and gives their
@@ -138,13 +148,25 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 		return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result()}, nil
 	}
 	var counted bool
+	beat := x.Beat && s.replica != nil
+	var beaten bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		if beat {
+			b.Queue(beatSQL, s.replica.arg())
+		}
 		st.queue(b)
 		tk.queue(b, x.Source, s.replica.arg())
 		mk.queue(b, x.Source)
 		st.tally.merge(mk.tally)
 		counted = st.tally.queue(b, s.breaker)
 	}, func(br pgx.BatchResults) error {
+		if beat {
+			tag, err := br.Exec()
+			if err != nil {
+				return err
+			}
+			beaten = tag.RowsAffected() == 1
+		}
 		if err := st.read(br); err != nil {
 			return err
 		}
@@ -159,7 +181,7 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 	if err != nil {
 		return Exchanged{}, fmt.Errorf("settle, lease and mark deliveries: %w", err)
 	}
-	return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result()}, nil
+	return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result(), Beaten: beaten}, nil
 }
 
 // markOp is the marking part of Exchange's short transaction.

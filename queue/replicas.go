@@ -105,7 +105,7 @@ func (s *Store) Register(ctx context.Context) error {
 func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO lease_epoch (began_at) VALUES (now()) ON CONFLICT (one) DO NOTHING`)
-	b.Queue(`UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`, s.replica.arg())
+	b.Queue(beatSQL, s.replica.arg())
 	b.Queue(reapSilentSQL)
 	if s.pool == nil {
 		return false, errors.New("queue: a beat needs a Store over a pool, not a transaction")
@@ -124,6 +124,10 @@ func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
 	}
 	return tag.RowsAffected() == 1, br.Close()
 }
+
+// beatSQL moves the beat of replica $1 to now; it changes no row when the
+// replica's row is gone.
+const beatSQL = `UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`
 
 // reapSilentSQL forgets the replicas silent past ReplicaSilence, deletes
 // their leases whose runs never started, and makes the queue rows of all

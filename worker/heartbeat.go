@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/internal/startstop"
@@ -36,6 +37,9 @@ type Heartbeat struct {
 	cancel context.CancelCauseFunc
 	// fence fires FenceAfter after the last good beat was sent.
 	fence *time.Timer
+	// good is when the last good beat was sent, in Unix nanoseconds,
+	// read without the lock by Overdue on every receiver's exchange.
+	good atomic.Int64
 
 	beats *startstop.Service
 }
@@ -105,10 +109,40 @@ func (h *Heartbeat) beat(ctx context.Context) {
 	}
 }
 
-// beaten notes a beat sent at sent that succeeded.
+// overdueAfter is how long after the last good beat was sent Overdue
+// reports true: two beats missed, half of FenceAfter.
+const overdueAfter = 2 * queue.BeatInterval
+
+// Overdue reports whether the replica's last good beat was sent more than
+// two BeatIntervals ago (or never): its own beats are failing or slow, as
+// on a loaded machine or just after the database came back, and it fences
+// itself soon or has. A write the replica makes anyway can carry a beat
+// (queue.Exchange's Beat, then Beaten): a replica whose deliveries commit
+// is not silent, and it never takes a lease the database grants on a beat
+// its own clock has already given up on. A nil Heartbeat is never overdue.
+func (h *Heartbeat) Overdue() bool {
+	return h != nil && time.Since(time.Unix(0, h.good.Load())) > overdueAfter
+}
+
+// Beaten notes that a beat of the replica sent at sent succeeded, the
+// heartbeat's own or one another write carried (Overdue): a fenced replica
+// runs again, and its fence moves to FenceAfter after sent.
+func (h *Heartbeat) Beaten(sent time.Time) {
+	if h != nil {
+		h.beaten(sent)
+	}
+}
+
+// beaten notes a beat sent at sent that succeeded. Beats carried by other
+// writes may end out of order: one sent before the last good beat moves
+// nothing.
 func (h *Heartbeat) beaten(sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if sent.UnixNano() < h.good.Load() {
+		return
+	}
+	h.good.Store(sent.UnixNano())
 	if h.gen.Err() != nil {
 		h.gen, h.cancel = context.WithCancelCause(context.Background())
 	}

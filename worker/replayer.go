@@ -119,7 +119,9 @@ func (r *Replayer) loop(ctx, workCtx context.Context) {
 // runOnce runs one batch of the oldest running replay that has members
 // this replica can lease now, and reports whether it ran any.
 func (r *Replayer) runOnce(ctx, workCtx context.Context) (bool, error) {
-	if r.cfg.Control.Held() {
+	if r.cfg.Control.Held() || r.cfg.Heartbeat.Overdue() {
+		// Held, or the replica's beats are late and it would soon cancel
+		// what it claimed now (Retrier.turn).
 		return false, nil
 	}
 	runs, err := r.store.RunningReplays(ctx)

@@ -110,6 +110,13 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		}
 		return ControlRefresh
 	}
+	if r.cfg.Heartbeat.Overdue() {
+		// The replica's beats are late: it would soon cancel what it
+		// claimed now, each run spending an attempt on nothing. It claims
+		// again once a beat gets through.
+		r.recordTick(ctx)
+		return queue.BeatInterval
+	}
 	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
 	switch {
 	case err != nil && ctx.Err() == nil:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -600,5 +601,52 @@ func TestRetrier_ConcurrencyBoundsTheRunsOfEveryBatchInFlight(t *testing.T) {
 		if n != 1 {
 			t.Errorf("%s run %d times, want once", id, n)
 		}
+	}
+}
+
+// A replica whose beats are late claims nothing: its fence would cancel
+// each run as it starts, spending an attempt the app never saw. Its loop
+// still ticks, and it claims again once a beat gets through.
+func TestRetrier_AReplicaWhoseBeatsAreLateClaimsNothing(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	id := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{}).EventID
+	store := queue.New(bundle.pool, queue.WithReplica(uuid.New()))
+	// Registered, then never beating: as if every beat of its own failed.
+	hb := worker.NewHeartbeat(store, discardLogger)
+	if err := hb.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 2*queue.ReplicaSilence, "the replica's beats to be overdue", hb.Overdue)
+
+	p := &countingProcessor{}
+	r := worker.NewRetrier(store, discardLogger, worker.ProducerConfig{
+		Processor: p, BatchSize: 10, Interval: 10 * time.Millisecond, Heartbeat: hb,
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	queuetest.WaitFor(t, 30*time.Second, "the retry loop's tick", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM worker_status WHERE component = 'retrier'`) == 1
+	})
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND claims = 0 AND attempts = 0`, id); n != 1 {
+		t.Errorf("the due event was claimed by a replica whose beats are late")
+	}
+	if n := p.runs.Load(); n != 0 {
+		t.Errorf("processor runs while the beats are late: got %d, want 0", n)
+	}
+
+	if err := hb.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 30*time.Second, "the event processed once the replica beats", func() bool { return bundle.queued(t) == 0 })
+	if n := p.runs.Load(); n != 1 {
+		t.Errorf("processor runs: got %d, want 1", n)
 	}
 }

@@ -590,7 +590,12 @@ func (r *Receiver) exchange(batch []*delivery) {
 
 func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	ctx = traceGroup(ctx, group)
-	x := queue.Exchange{Source: queue.SourceStripe, ProcessFor: r.timeout}
+	// While the heartbeat's own beats are late, the exchange carries one:
+	// the leases it takes are then granted on a beat the heartbeat knows
+	// of, so their runs are not cancelled as they start by a fence the
+	// database has not seen yet.
+	x := queue.Exchange{Source: queue.SourceStripe, ProcessFor: r.timeout, Beat: r.heartbeat.Overdue()}
+	sent := time.Now()
 	for _, d := range group {
 		switch d.turn {
 		case turnSettle:
@@ -604,6 +609,9 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	got, err := r.store.Exchange(ctx, x)
 	if err != nil {
 		return err
+	}
+	if got.Beaten {
+		r.heartbeat.Beaten(sent)
 	}
 	var settled, marked, taken int
 	for _, d := range group {
