@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hookd/hookd/internal/store"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // DefaultEndpoint is the endpoint label of an event that came through the
@@ -155,12 +156,8 @@ func (s *Store) PairOf(ctx context.Context, eventID string) (Pair, error) {
 // PrunePairs deletes the links older than olderThan, the markers'
 // retention: past it neither event of a pair is deduplicated any more.
 func (s *Store) PrunePairs(ctx context.Context, olderThan time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM event_pairs WHERE linked_at < now() - make_interval(secs => $1)`,
-		olderThan.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("prune event pairs: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return store.Delete(ctx, s.db, "prune event pairs",
+		`DELETE FROM event_pairs WHERE linked_at < now() - make_interval(secs => $1)`, olderThan.Seconds())
 }
 
 // RecordPing notes that Stripe pinged endpoint now

@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Leases: one run of an event's processor at a time, with no transaction
@@ -54,11 +56,7 @@ var (
 )
 
 func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []uuid.UUID) (int64, error) {
-	tag, err := s.db.Exec(ctx, releaseLeasesSQL("$1", "$2"), eventIDs, uuidArray(owners))
-	if err != nil {
-		return 0, fmt.Errorf("release leases: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return store.Delete(ctx, s.db, "release leases", releaseLeasesSQL("$1", "$2"), eventIDs, uuidArray(owners))
 }
 
 // TryLease takes the lease of key (an event id, or a key no event id can
@@ -258,12 +256,8 @@ func (s *Store) EventsInFlight(ctx context.Context, eventIDs []string) (map[stri
 // whose holder died before it could give them back and that no one has
 // taken over since. A live lease, or one just expired, is never touched.
 func (s *Store) PruneLeases(ctx context.Context, olderThan time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM webhook_leases WHERE expires_at < now() - make_interval(secs => $1)`,
-		olderThan.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("prune leases: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return store.Delete(ctx, s.db, "prune leases",
+		`DELETE FROM webhook_leases WHERE expires_at < now() - make_interval(secs => $1)`, olderThan.Seconds())
 }
 
 // plansSQL makes the statements of a short transaction run on plans made

@@ -11,9 +11,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/hookd/hookd/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Replays: events of the event log, chosen by a filter, delivered to the
@@ -712,10 +713,7 @@ func (s *Store) FailedMembers(ctx context.Context, id int64) ([]FailedMember, er
 // (HOOKD_MARKER_RETENTION, the event log's), with their members, and
 // returns how many it deleted.
 func (s *Store) PruneReplays(ctx context.Context, olderThan time.Duration) (int64, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM replays WHERE state <> 'running' AND finished_at < now() - make_interval(secs => $1)`,
+	return store.Delete(ctx, s.db, "prune replays",
+		`DELETE FROM replays WHERE state <> 'running' AND finished_at < now() - make_interval(secs => $1)`,
 		olderThan.Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("prune replays: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }

@@ -36,7 +36,7 @@ type Control struct {
 	store   *queue.Store
 	logger  *slog.Logger
 	state   atomic.Pointer[queue.DeliveryControl]
-	refresh chan struct{}
+	refresh startstop.Wake
 	// breakerLogged is the breaker's state this replica last logged:
 	// Observe changes the state before the row is read, so the state
 	// before a read cannot say whether the change was logged.
@@ -47,7 +47,7 @@ type Control struct {
 // NewControl returns a Control over store, which holds nothing until its
 // first read.
 func NewControl(store *queue.Store, logger *slog.Logger) *Control {
-	c := &Control{store: store, logger: logger.With("component", "delivery-control"), refresh: make(chan struct{}, 1)}
+	c := &Control{store: store, logger: logger.With("component", "delivery-control"), refresh: startstop.NewWake()}
 	c.state.Store(&queue.DeliveryControl{})
 	c.reads = startstop.New(c.run)
 	return c
@@ -102,10 +102,7 @@ func (c *Control) Poke() {
 	if c == nil {
 		return
 	}
-	select {
-	case c.refresh <- struct{}{}:
-	default:
-	}
+	c.refresh.Signal()
 }
 
 // Refresh reads the row now.

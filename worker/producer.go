@@ -108,13 +108,8 @@ func newProducer(cfg ProducerConfig, batches int) producer {
 // ctx by stopTimeout, so a stop lets the jobs in flight end before their
 // processors are cancelled too. It returns when loop does.
 func (p *producer) run(ctx context.Context, loop func(ctx, workCtx context.Context)) {
-	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	workCtx, cancelWork := startstop.Outlive(ctx, p.cfg.StopTimeout)
 	defer cancelWork()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(p.cfg.StopTimeout, cancelWork)
-		context.AfterFunc(workCtx, func() { t.Stop() })
-	})
-	defer stop()
 	loop(ctx, workCtx)
 }
 

@@ -44,7 +44,7 @@ type Replayer struct {
 	producer
 	store  *queue.Store
 	logger *slog.Logger
-	wake   chan struct{}
+	wake   startstop.Wake
 	// running is the batch running now: its replay and whether that was
 	// cancelled, which Cancelled sets at once.
 	running atomic.Pointer[runningBatch]
@@ -55,7 +55,7 @@ type Replayer struct {
 func NewReplayer(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Replayer {
 	cfg = cfg.withDefaults(DefaultReplayInterval, DefaultReplayBatch, DefaultReplayConcurrency)
 	r := &Replayer{producer: newProducer(cfg, 1), store: store, logger: logger.With("component", "replayer"),
-		wake: make(chan struct{}, 1)}
+		wake: startstop.NewWake()}
 	r.settles = groupcommit.New(cfg.BatchSize, r.settle)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loop) })
 	return r
@@ -73,10 +73,7 @@ func (r *Replayer) Wake() {
 	if r == nil {
 		return
 	}
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.wake.Signal()
 }
 
 // Cancelled tells this replica's runner that replay id was cancelled: a

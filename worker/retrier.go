@@ -336,7 +336,14 @@ func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) 
 // the processors' side effects happened.
 func (r *Retrier) step(batch []*step) {
 	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*step) error {
-		ctx = traceSteps(ctx, group)
+		// The group's statements are child spans of the outcome span of
+		// its first traced attempt.
+		ctx = tracing.Group(ctx, group, func(st *step) trace.Span {
+			if st.settle == nil {
+				return nil
+			}
+			return st.settle.outcome
+		})
 		var settled []queue.Settled
 		var starting []queue.Claimed
 		for _, st := range group {
@@ -447,25 +454,6 @@ func (t *settling) endSpans() {
 	}
 	tracing.Outcome(t.span, outcome)
 	t.span.End()
-}
-
-// traceSteps is ctx under the outcome span of the first traced attempt
-// whose outcome a group of steps writes, so that the group's statements
-// are its child spans; every such span says how many shared them.
-func traceSteps(ctx context.Context, group []*step) context.Context {
-	var first trace.Span
-	for _, st := range group {
-		if t := st.settle; t != nil && t.outcome != nil && t.outcome.IsRecording() {
-			t.outcome.SetAttributes(tracing.AttrGroup.Int(len(group)))
-			if first == nil {
-				first = t.outcome
-			}
-		}
-	}
-	if first == nil {
-		return ctx
-	}
-	return trace.ContextWithSpan(ctx, first)
 }
 
 // context is the attempt's traced context, so that what is logged of it

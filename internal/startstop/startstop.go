@@ -89,6 +89,21 @@ func Every(ctx context.Context, interval time.Duration, job func(ctx context.Con
 	}
 }
 
+// Wake wakes a loop waiting between its turns (Loop's wake): Signal never
+// blocks, and the signals sent while the loop is busy wake it once.
+type Wake chan struct{}
+
+// NewWake returns a Wake with room for the one signal that counts.
+func NewWake() Wake { return make(Wake, 1) }
+
+// Signal wakes the loop, or leaves it to wake when it next waits.
+func (w Wake) Signal() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
 // Loop calls job at once, and then again once the wait it returned has
 // passed (at once for 0), or as soon as wake receives, until ctx is
 // cancelled. A loop whose work decides its pace (a batch that came back
@@ -108,5 +123,22 @@ func Loop(ctx context.Context, wake <-chan struct{}, job func(ctx context.Contex
 			return
 		}
 		timer.Reset(job(ctx))
+	}
+}
+
+// Outlive returns a context that is cancelled grace after ctx is, or when
+// cancel is called: the work a loop has in flight when it is told to stop
+// (a batch's processor runs, the alerts waiting to be sent) finishes on it,
+// and is cut short only if it outlasts the grace. Call cancel once that
+// work has ended.
+func Outlive(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	outliving, end := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(grace, end)
+		context.AfterFunc(outliving, func() { t.Stop() })
+	})
+	return outliving, func() {
+		stop()
+		end()
 	}
 }

@@ -127,3 +127,28 @@ func TestLoop_RunsAtOnceThenAfterItsWaitOrAWake(t *testing.T) {
 		<-done
 	})
 }
+
+// An outliving context lives on after its parent is cancelled, for its
+// grace, and ends at once when its own cancel is called.
+func TestOutlive_EndsGraceAfterItsParentOrWhenCancelled(t *testing.T) {
+	parent, cancelParent := context.WithCancel(context.Background())
+	long, cancelLong := startstop.Outlive(parent, time.Hour)
+	short, cancelShort := startstop.Outlive(parent, time.Millisecond)
+	defer cancelShort()
+	if long.Err() != nil || short.Err() != nil {
+		t.Fatal("an outliving context ended before its parent")
+	}
+	cancelParent()
+	select {
+	case <-short.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the context with a short grace did not end after its parent")
+	}
+	if long.Err() != nil {
+		t.Fatal("the context with an hour's grace ended with its parent")
+	}
+	cancelLong()
+	if long.Err() == nil {
+		t.Fatal("cancel did not end the outliving context")
+	}
+}

@@ -1,8 +1,9 @@
 // Package store is what every store of hookd shares, defined once: what
-// their statements run on (the pool, or one transaction of it) and the
-// batched DELETE their prunes run. It is a package of its own, below them
-// all, so that no store needs to import queue for it and queue may import
-// the stores it reads beside its own tables.
+// their statements run on (the pool, or one transaction of it), their
+// reads of one row or a list, and the DELETEs their prunes run, whole or
+// in batches. It is a package of its own, below them all, so that no store
+// needs to import queue for it and queue may import the stores it reads
+// beside its own tables.
 package store
 
 import (
@@ -60,6 +61,16 @@ func DeleteInBatches(ctx context.Context, db DBTX, what, sql string, args ...any
 			return total, nil
 		}
 	}
+}
+
+// Delete runs sql, one DELETE, and returns how many rows it deleted; what
+// names the statement in its error.
+func Delete(ctx context.Context, db DBTX, what, sql string, args ...any) (int64, error) {
+	tag, err := db.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // QueryOne runs sql on db and reads its one row into a T, column by field

@@ -149,13 +149,8 @@ func (a *Alerter) Run(ctx context.Context) error { return a.service.Run(ctx) }
 // alerts, until ctx is cancelled. It then stops checking and lets the
 // alerts waiting be sent for up to StopTimeout.
 func (a *Alerter) run(ctx context.Context) {
-	sendCtx, cancelSend := context.WithCancel(context.WithoutCancel(ctx))
+	sendCtx, cancelSend := startstop.Outlive(ctx, a.cfg.StopTimeout)
 	defer cancelSend()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(a.cfg.StopTimeout, cancelSend)
-		context.AfterFunc(sendCtx, func() { t.Stop() })
-	})
-	defer stop()
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)

@@ -589,7 +589,9 @@ func (r *Receiver) exchange(batch []*delivery) {
 }
 
 func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
-	ctx = traceGroup(ctx, group)
+	// The group's statements are child spans of its first traced
+	// delivery's lease or outcome.
+	ctx = tracing.Group(ctx, group, func(d *delivery) trace.Span { return d.span })
 	// While the heartbeat's own beats are late, the exchange carries one:
 	// the leases it takes are then granted on a beat the heartbeat knows
 	// of, so their runs are not cancelled as they start by a fence the
@@ -715,24 +717,4 @@ func storedSignature(header string) string {
 		b.WriteString(value)
 	}
 	return b.String()
-}
-
-// traceGroup is ctx under the span of the first traced delivery of a group
-// sharing one short transaction, so that its statements are child spans
-// of that delivery's lease or outcome; every delivery's span says how many
-// shared it.
-func traceGroup(ctx context.Context, group []*delivery) context.Context {
-	var first trace.Span
-	for _, d := range group {
-		if d.span != nil && d.span.IsRecording() {
-			d.span.SetAttributes(tracing.AttrGroup.Int(len(group)))
-			if first == nil {
-				first = d.span
-			}
-		}
-	}
-	if first == nil {
-		return ctx
-	}
-	return trace.ContextWithSpan(ctx, first)
 }

@@ -184,3 +184,24 @@ func Outcome(span trace.Span, outcome string) {
 		span.SetAttributes(AttrOutcome.String(outcome))
 	}
 }
+
+// Group is ctx under the first recording span of a group of deliveries
+// that share one short transaction (group commit), so that the
+// transaction's statements are child spans of that delivery's; every
+// recording span of the group says how many shared it (AttrGroup). span
+// gives each delivery's span, nil for one not traced.
+func Group[T any](ctx context.Context, group []T, span func(T) trace.Span) context.Context {
+	var first trace.Span
+	for _, d := range group {
+		if s := span(d); s != nil && s.IsRecording() {
+			s.SetAttributes(AttrGroup.Int(len(group)))
+			if first == nil {
+				first = s
+			}
+		}
+	}
+	if first == nil {
+		return ctx
+	}
+	return trace.ContextWithSpan(ctx, first)
+}

@@ -185,13 +185,9 @@ func (s *Store) SignatureFailures(ctx context.Context, within time.Duration) (in
 // at most a day's rows per replica when the pruner runs hourly, so one
 // statement.
 func (s *Store) Prune(ctx context.Context) (int64, error) {
-	tag, err := s.db.Exec(ctx, `
+	return store.Delete(ctx, s.db, "prune activity", `
 		WITH hours AS (
 			DELETE FROM activity_hours WHERE hour < now() - $1::interval
 		)
 		DELETE FROM activity_minutes WHERE minute < now() - $1::interval`, Retention)
-	if err != nil {
-		return 0, fmt.Errorf("prune activity: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
