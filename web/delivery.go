@@ -29,22 +29,11 @@ func (d *dashboard) handlePauseDelivery() echo.HandlerFunc {
 			return echo.NewHTTPError(http.StatusBadRequest, "The reason is longer than 200 characters; shorten it.")
 		}
 		email := currentUser(c).Email
-		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if err := tx.PauseDelivery(ctx, email, reason); err != nil {
-				return err
-			}
-			return audit.Record(ctx, tx.PgxTx(), email, audit.DeliveryPause, reason, 0)
-		})
-		switch {
-		case errors.Is(err, queue.ErrAlreadyPaused):
-			flash(c, "Delivery was paused already.")
-		case err != nil:
-			return err
-		default:
-			flash(c, "Delivery paused: deliveries wait on the queue until it is resumed.")
-		}
-		d.refreshControl(c)
-		return c.Redirect(http.StatusSeeOther, "/")
+		return d.changeDelivery(c, func(tx *queue.Tx) error { return tx.PauseDelivery(ctx, email, reason) },
+			audit.DeliveryPause, reason, deliveryFlash{
+				unchanged: queue.ErrAlreadyPaused, was: "Delivery was paused already.",
+				done: "Delivery paused: deliveries wait on the queue until it is resumed.",
+			})
 	}
 }
 
@@ -54,29 +43,47 @@ func (d *dashboard) handlePauseDelivery() echo.HandlerFunc {
 func (d *dashboard) handleResumeDelivery() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx := c.Request().Context()
-		before := d.opts.Control.State()
-		email := currentUser(c).Email
-		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if err := tx.ResumeDelivery(ctx); err != nil {
-				return err
-			}
-			target := "pause"
-			if !before.Paused() && before.BreakerOpen() {
-				target = "circuit breaker"
-			}
-			return audit.Record(ctx, tx.PgxTx(), email, audit.DeliveryResume, target, 0)
-		})
-		switch {
-		case errors.Is(err, queue.ErrNotHeld):
-			flash(c, "Delivery was not paused.")
-		case err != nil:
-			return err
-		default:
-			flash(c, "Delivery resumed: the queue drains at the delivery rate.")
+		target := "pause"
+		if before := d.opts.Control.State(); !before.Paused() && before.BreakerOpen() {
+			target = "circuit breaker"
 		}
-		d.refreshControl(c)
-		return c.Redirect(http.StatusSeeOther, "/")
+		return d.changeDelivery(c, func(tx *queue.Tx) error { return tx.ResumeDelivery(ctx) },
+			audit.DeliveryResume, target, deliveryFlash{
+				unchanged: queue.ErrNotHeld, was: "Delivery was not paused.",
+				done: "Delivery resumed: the queue drains at the delivery rate.",
+			})
 	}
+}
+
+// deliveryFlash is what the page after a pause or a resume says: was when
+// the change returned unchanged (delivery was so already), done otherwise.
+type deliveryFlash struct {
+	unchanged error
+	was, done string
+}
+
+// changeDelivery makes change to delivery_control and audits it as action
+// on target, in one transaction, then shows the overview with what it did.
+func (d *dashboard) changeDelivery(c echo.Context, change func(*queue.Tx) error, action audit.Action, target string,
+	say deliveryFlash) error {
+	ctx := c.Request().Context()
+	email := currentUser(c).Email
+	err := d.store.InTx(ctx, func(tx *queue.Tx) error {
+		if err := change(tx); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx.PgxTx(), email, action, target, 0)
+	})
+	switch {
+	case errors.Is(err, say.unchanged):
+		flash(c, say.was)
+	case err != nil:
+		return err
+	default:
+		flash(c, say.done)
+	}
+	d.refreshControl(c)
+	return c.Redirect(http.StatusSeeOther, "/")
 }
 
 // refreshControl rereads delivery_control, so the page after the action
