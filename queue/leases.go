@@ -49,6 +49,13 @@ var (
 	// ErrEventLocked is returned by TryLockEvent when another delivery,
 	// retry or recovery of the same event holds its lease.
 	ErrEventLocked = errors.New("event is leased by another delivery")
+	// ErrNotGranted is returned when no lease may be granted to this
+	// replica at the moment, whoever holds the event: its heartbeat has not
+	// reached the database lately (it registers again within a second), or
+	// the database lost its leases (crash recovery, a promoted standby)
+	// within the grace after which it grants them again.
+	ErrNotGranted = errors.New("no lease can be granted yet: this replica's heartbeat has not reached the database lately, " +
+		"or the database lost its leases moments ago")
 
 	// ErrLeaseLost is returned for an outcome whose lease had expired and
 	// was taken over, or was released already: nothing of it was written.

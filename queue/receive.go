@@ -34,6 +34,9 @@ const (
 	// live or expired, is on the event: its delivery takes the lease, as
 	// one that runs a processor does, and finds out from that.
 	DeliveryLeased
+	// DeliveryUngranted: no lease may be granted to the Store's replica
+	// now (grantableSQL), whoever holds the event: answer ErrNotGranted.
+	DeliveryUngranted
 )
 
 // Deliveries is a batch of deliveries after Exchange: their leases, all
@@ -310,6 +313,7 @@ type rechecked struct {
 type takenState struct {
 	Processed, Queued, Taken bool
 	Interrupted              *string
+	Grantable                bool
 }
 
 func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
@@ -382,6 +386,8 @@ func (op *takeOp) result() Deliveries {
 			stateOf[id] = DeliveryProcessed
 		case f.Queued:
 			stateOf[id] = DeliveryQueued
+		case !f.Taken && !f.Grantable:
+			stateOf[id] = DeliveryUngranted
 		case !f.Taken:
 			stateOf[id] = DeliveryBusy
 		default:
@@ -432,16 +438,18 @@ var eventStatesSQL = `
 // recorded). An event processed or queued is never written to, so its
 // redelivery costs a read.
 var takeDeliveriesSQL = `
-	WITH d AS MATERIALIZED (
+	WITH g AS MATERIALIZED (
+		SELECT ` + grantableSQL("$7") + ` AS ok
+	), d AS MATERIALIZED (
 		SELECT d.id, d.path, d.runs, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$4", "d.id") + ` AS queued
 		FROM unnest($1::text[], $2::text[], $3::bool[]) WITH ORDINALITY AS d(id, path, runs, ord)
 	), taken AS (` + insertLeasesSQL(`
 		SELECT d.id, $5::uuid, d.path, now() + make_interval(secs => $6), $7::uuid, CASE WHEN d.runs THEN now() END
 		FROM d
-		WHERE NOT d.processed AND NOT d.queued AND `+grantableSQL("$7")+`
+		WHERE NOT d.processed AND NOT d.queued AND (SELECT ok FROM g)
 		ORDER BY d.id`) + `
 	)
-	SELECT d.processed, d.queued, t.event_id IS NOT NULL, t.interrupted
+	SELECT d.processed, d.queued, t.event_id IS NOT NULL, t.interrupted, (SELECT ok FROM g)
 	FROM d LEFT JOIN taken t ON t.event_id = d.id
 	ORDER BY d.ord`
 

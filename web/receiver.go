@@ -88,6 +88,8 @@ func receiveAnswer(outcome receiver.Outcome, err error) (status int, label telem
 		return http.StatusBadRequest, telemetry.OutcomeBadPayload, err.Error()
 	case errors.Is(err, queue.ErrEventLocked):
 		return http.StatusServiceUnavailable, telemetry.OutcomeLocked, "event is being handled by another delivery"
+	case errors.Is(err, queue.ErrNotGranted):
+		return http.StatusServiceUnavailable, telemetry.OutcomeUnavailable, "cannot take the event's lease yet; deliver it again shortly"
 	case errors.Is(err, receiver.ErrNoSecret):
 		return http.StatusServiceUnavailable, telemetry.OutcomeNoSecret, "no signing secret configured"
 	default:

@@ -2,6 +2,7 @@ package receiver_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,35 @@ func TestReceive_AFencedReplicaWhoseDeliveriesCommitBeatsThroughThem(t *testing.
 	defer unbind()
 	if run.Err() != nil {
 		t.Errorf("a run bound after the delivery's beat: %v, want it running", context.Cause(run))
+	}
+}
+
+// While the database grants no lease (here: it lost its unlogged lease
+// tables, as crash recovery does, and the grace after has not passed), a
+// delivery is answered that its lease cannot be taken yet, not that
+// another delivery holds it: no other delivery does, and the operator
+// reading the 503s and the metrics must not go looking for one.
+func TestReceive_NoLeaseGrantedIsNotAnotherDelivery(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	store := queue.New(bundle.pool, queue.WithReplica(uuid.New()))
+	if err := store.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bundle.pool.Exec(t.Context(), `TRUNCATE webhook_leases, hookd_replicas, lease_epoch`); err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProcessor{}
+	r := newReceiver(store, p)
+	body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+	got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
+	if !errors.Is(err, queue.ErrNotGranted) || errors.Is(err, queue.ErrEventLocked) {
+		t.Fatalf("a delivery no lease can be granted for: got %v, %v; want ErrNotGranted", got, err)
+	}
+	if n := p.runs.Load(); n != 0 {
+		t.Errorf("processor runs: got %d, want 0", n)
+	}
+	if n := queuetest.Markers(t, bundle.pool) + bundle.queued(t); n != 0 {
+		t.Errorf("markers and queue rows: got %d, want none", n)
 	}
 }

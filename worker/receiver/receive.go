@@ -416,6 +416,8 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 	switch d.state {
 	case queue.DeliveryBusy:
 		return 0, queue.ErrEventLocked
+	case queue.DeliveryUngranted:
+		return 0, queue.ErrNotGranted
 	case queue.DeliveryProcessed:
 		return Duplicate, r.linkSecond(d)
 	case queue.DeliveryQueued:
