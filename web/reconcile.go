@@ -154,7 +154,7 @@ func (d *dashboard) handlePull() echo.HandlerFunc {
 		case errors.Is(err, queue.ErrEventLocked):
 			flash(c, eventID+" is being handled by a delivery right now; nothing was pulled.")
 			return c.Redirect(http.StatusSeeOther, back)
-		case errors.Is(err, reconcile.ErrNotReceived), isStripeError(err):
+		case errors.Is(err, reconcile.ErrNotReceived), errors.Is(err, queue.ErrNotGranted), isStripeError(err):
 			flash(c, "Nothing was pulled: "+err.Error())
 			return c.Redirect(http.StatusSeeOther, back)
 		case err != nil:
