@@ -642,9 +642,14 @@ func TestRetrier_AReplicaWhoseBeatsAreLateClaimsNothing(t *testing.T) {
 		t.Errorf("processor runs while the beats are late: got %d, want 0", n)
 	}
 
+	// The replica beats again, and keeps beating.
 	if err := hb.Register(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	beatCtx, stopBeating := context.WithCancel(context.Background())
+	beating := make(chan struct{})
+	go func() { defer close(beating); _ = hb.Run(beatCtx) }()
+	defer func() { stopBeating(); <-beating }()
 	queuetest.WaitFor(t, 30*time.Second, "the event processed once the replica beats", func() bool { return bundle.queued(t) == 0 })
 	if n := p.runs.Load(); n != 1 {
 		t.Errorf("processor runs: got %d, want 1", n)
