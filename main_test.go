@@ -275,16 +275,34 @@ func setup(t testing.TB) *testBundle {
 // function that cancels the context and returns run's error.
 func startServe(t testing.TB, env map[string]string) (string, func() error, *e2etest.SyncBuffer) {
 	t.Helper()
-	addr := freeAddr(t)
 	if env["DATABASE_URL"] == "" {
 		env["DATABASE_URL"] = setup(t).dbURL
 	}
-	env["HOOKD_ADDR"] = addr
 	if env["HOOKD_METRICS_ADDR"] == "" {
 		// The default, 127.0.0.1:9090, is one port for every hookd of the
 		// tests running at once.
 		env["HOOKD_METRICS_ADDR"] = "127.0.0.1:0"
 	}
+	for attempt := 1; ; attempt++ {
+		base, stop, stderr, err := tryServe(t, env)
+		if err == nil {
+			return base, stop, stderr
+		}
+		// freeAddr's port is free when it returns, but another process
+		// (any outgoing connection takes an ephemeral port) may take it
+		// before hookd binds it: a new port, then.
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("run returned early: %v\n%s", err, stderr)
+		}
+	}
+}
+
+// tryServe is one try of startServe on a port freeAddr picks: run's error
+// when it returned before /readyz answered 200.
+func tryServe(t testing.TB, env map[string]string) (string, func() error, *e2etest.SyncBuffer, error) {
+	t.Helper()
+	addr := freeAddr(t)
+	env["HOOKD_ADDR"] = addr
 	getenv := func(k string) string { return env[k] }
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -301,10 +319,15 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *e2e
 		}
 	}
 	base := "http://" + addr
+	var early error
 	queuetest.WaitFor(t, 10*time.Second, "/readyz to answer 200", func() bool {
 		select {
 		case err := <-done:
-			t.Fatalf("run returned early: %v\n%s", err, stderr)
+			early = err
+			if early == nil {
+				early = errors.New("run returned nil before /readyz answered")
+			}
+			return true
 		default:
 		}
 		resp, err := http.Get(base + "/readyz")
@@ -314,7 +337,11 @@ func startServe(t testing.TB, env map[string]string) (string, func() error, *e2e
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return base, stop, stderr
+	if early != nil {
+		cancel()
+		return "", nil, stderr, early
+	}
+	return base, stop, stderr, nil
 }
 
 func TestRunServeStartsAndShutsDownCleanly(t *testing.T) {
