@@ -527,6 +527,7 @@ func newProcessor(cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (work
 	if err != nil {
 		return nil, fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
 	}
+	f.KeepConns(int(cfg.RetryConcurrency+cfg.InlineConcurrency) + worker.DefaultReplayConcurrency)
 	f.Traced(tracer)
 	return f, nil
 }

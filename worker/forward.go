@@ -31,27 +31,35 @@ type Forwarder struct {
 	url    string
 	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
 	client *http.Client
-	now    func() time.Time
+	// transport is the client's own, under any tracing wrapper (Traced).
+	transport *http.Transport
+	now       func() time.Time
 }
+
+// DefaultForwardConns is how many idle connections to the app a Forwarder
+// keeps for reuse until KeepConns says how many calls can run at once.
+const DefaultForwardConns = 64
 
 // NewForwarder returns a Forwarder posting to target. When secret is set
 // (whsec_<base64>, the Standard Webhooks format), each request carries the
 // Standard Webhooks signature headers so the app can verify it came from
 // hookd. The time limit is the caller's context.
 func NewForwarder(target, secret string) (*Forwarder, error) {
+	transport := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		// Retries and inline deliveries run many at once against one host;
+		// the default of 2 idle connections per host would open and close
+		// a connection for most of them.
+		MaxIdleConnsPerHost: DefaultForwardConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
 	f := &Forwarder{
-		url: target,
+		url:       target,
+		transport: transport,
 		client: &http.Client{
-			Transport: &http.Transport{
-				Proxy: http.ProxyFromEnvironment,
-				// Retries and inline deliveries run many at once against one
-				// host; the default of 2 idle connections per host would open
-				// and close a connection for most of them.
-				MaxIdleConnsPerHost: 64,
-				IdleConnTimeout:     90 * time.Second,
-				TLSHandshakeTimeout: 10 * time.Second,
-				ForceAttemptHTTP2:   true,
-			},
+			Transport: transport,
 			// A redirect is never followed: the client would turn the POST
 			// into a body-less GET (301, 302, 303), and a 2xx to that would
 			// mark processed an event the app never saw. The 3xx comes back
@@ -66,6 +74,16 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 	}
 	f.key = key
 	return f, nil
+}
+
+// KeepConns keeps up to n idle connections to the app for reuse: as many
+// as hookd's paths can have calls to it at once (the retry loop's, the
+// inline deliveries', the replays'), so that no call past
+// DefaultForwardConns closes its connection when it ends and the next one
+// opens another. An idle connection closes after 90 s. Call it before the
+// first Process.
+func (f *Forwarder) KeepConns(n int) {
+	f.transport.MaxIdleConnsPerHost = max(n, DefaultForwardConns)
 }
 
 // Traced makes each call to the app a client span of the attempt's trace

@@ -6,11 +6,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/worker"
 )
@@ -220,6 +223,80 @@ func TestDisplayURL_ShowsNoSecret(t *testing.T) {
 	} {
 		if got := worker.DisplayURL(raw); got != want {
 			t.Errorf("DisplayURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// More calls at once than DefaultForwardConns each keep their connection
+// for the next call once KeepConns says so: a drain at a high
+// HOOKD_RETRY_CONCURRENCY reuses its connections rather than opening one
+// for most calls.
+func TestForwarder_KeepsAConnectionForEachCallAtOnce(t *testing.T) {
+	t.Parallel()
+	const atOnce = worker.DefaultForwardConns + 36
+	var opened atomic.Int64
+	arrived := make(chan struct{}, atOnce)
+	release := make(chan struct{})
+	var held atomic.Bool
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.Load() {
+			arrived <- struct{}{}
+			<-release
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f, err := worker.NewForwarder(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.KeepConns(atOnce)
+
+	// round sends atOnce calls that the app holds until all of them have
+	// arrived, so each is on a connection of its own, and returns how many
+	// connections the round opened.
+	round := func() int64 {
+		before := opened.Load()
+		held.Store(true)
+		var calls sync.WaitGroup
+		for i := range atOnce {
+			calls.Go(func() {
+				d := worker.Delivery{EventID: fmt.Sprintf("evt_%d", i), EventType: "invoice.paid", Payload: []byte(`{}`), Attempt: 1}
+				if res := f.Process(t.Context(), d); res.Err != nil {
+					t.Errorf("call %d: %v", i, res.Err)
+				}
+			})
+		}
+		for range atOnce {
+			<-arrived
+		}
+		held.Store(false)
+		for range atOnce {
+			release <- struct{}{}
+		}
+		calls.Wait()
+		return opened.Load() - before
+	}
+	if n := round(); n != atOnce {
+		t.Fatalf("first round opened %d connections, want %d", n, atOnce)
+	}
+	// A connection goes back to the pool just after its call returns, so a
+	// round that starts at once may open one or two; a later round opens
+	// none. With DefaultForwardConns kept, every round opens 36.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n := round()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a round of %d calls at once still opened %d connections", atOnce, n)
 		}
 	}
 }
