@@ -36,9 +36,9 @@ type Forwarder struct {
 	now       func() time.Time
 }
 
-// DefaultForwardConns is how many idle connections to the app a Forwarder
+// defaultForwardConns is how many idle connections to the app a Forwarder
 // keeps for reuse until KeepConns says how many calls can run at once.
-const DefaultForwardConns = 64
+const defaultForwardConns = 64
 
 // NewForwarder returns a Forwarder posting to target. When secret is set
 // (whsec_<base64>, the Standard Webhooks format), each request carries the
@@ -50,7 +50,7 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 		// Retries and inline deliveries run many at once against one host;
 		// the default of 2 idle connections per host would open and close
 		// a connection for most of them.
-		MaxIdleConnsPerHost: DefaultForwardConns,
+		MaxIdleConnsPerHost: defaultForwardConns,
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
@@ -76,14 +76,14 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 	return f, nil
 }
 
-// KeepConns keeps up to n idle connections to the app for reuse: as many
-// as hookd's paths can have calls to it at once (the retry loop's, the
-// inline deliveries', the replays'), so that no call past
-// DefaultForwardConns closes its connection when it ends and the next one
-// opens another. An idle connection closes after 90 s. Call it before the
-// first Process.
+// KeepConns keeps up to n idle connections to the app for reuse (never
+// fewer than the 64 a Forwarder keeps by default): as many as hookd's
+// paths can have calls to it at once (the retry loop's, the inline
+// deliveries', the replays'), so that no call closes its connection when
+// it ends and the next one opens another. An idle connection closes after
+// 90 s. Call it before the first Process.
 func (f *Forwarder) KeepConns(n int) {
-	f.transport.MaxIdleConnsPerHost = max(n, DefaultForwardConns)
+	f.transport.MaxIdleConnsPerHost = max(n, defaultForwardConns)
 }
 
 // Traced makes each call to the app a client span of the attempt's trace

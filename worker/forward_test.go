@@ -227,13 +227,14 @@ func TestDisplayURL_ShowsNoSecret(t *testing.T) {
 	}
 }
 
-// More calls at once than DefaultForwardConns each keep their connection
-// for the next call once KeepConns says so: a drain at a high
+// More calls at once than the 64 a Forwarder keeps connections for by
+// default each keep their connection for the next call once KeepConns says
+// so: a drain at a high
 // HOOKD_RETRY_CONCURRENCY reuses its connections rather than opening one
 // for most calls.
 func TestForwarder_KeepsAConnectionForEachCallAtOnce(t *testing.T) {
 	t.Parallel()
-	const atOnce = worker.DefaultForwardConns + 36
+	const atOnce = 100
 	var opened atomic.Int64
 	arrived := make(chan struct{}, atOnce)
 	release := make(chan struct{})
@@ -288,7 +289,7 @@ func TestForwarder_KeepsAConnectionForEachCallAtOnce(t *testing.T) {
 	}
 	// A connection goes back to the pool just after its call returns, so a
 	// round that starts at once may open one or two; a later round opens
-	// none. With DefaultForwardConns kept, every round opens 36.
+	// none. With the default 64 kept, every round opens 36.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n := round()
