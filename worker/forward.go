@@ -99,6 +99,13 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	if err != nil {
 		return Result{Err: fmt.Errorf("build forward request: %w", err)}
 	}
+	// An app server closes a kept-alive connection after a few idle seconds
+	// (Node's 5, gunicorn's 2), and a call sent on it as it closes gets no
+	// answer. net/http sends a call again on a new connection then only if
+	// the call may be repeated: an Idempotency-Key with no value says so
+	// and is not sent. It may: an attempt that fails is repeated anyway, a
+	// minute later, and the lease keeps it one call at a time.
+	req.Header["Idempotency-Key"] = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookd")
 	req.Header.Set("Hookd-Event-Id", d.EventID)
