@@ -95,39 +95,10 @@ func (f *Forwarder) Traced(t *tracing.Tracer) {
 
 // Process forwards d.
 func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(d.Payload))
+	req, err := f.request(ctx, d)
 	if err != nil {
 		return Result{Err: fmt.Errorf("build forward request: %w", err)}
 	}
-	// An app server closes a kept-alive connection after a few idle seconds
-	// (Node's 5, gunicorn's 2), and a call sent on it as it closes gets no
-	// answer. net/http sends a call again on a new connection then only if
-	// the call may be repeated: an Idempotency-Key with no value says so
-	// and is not sent. It may: an attempt that fails is repeated anyway, a
-	// minute later, and the lease keeps it one call at a time.
-	req.Header["Idempotency-Key"] = nil
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "hookd")
-	req.Header.Set("Hookd-Event-Id", d.EventID)
-	req.Header.Set("Hookd-Event-Type", d.EventType)
-	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
-	if d.Endpoint != "" {
-		req.Header.Set("Hookd-Endpoint", d.Endpoint)
-	}
-	if d.Livemode != nil {
-		req.Header.Set("Hookd-Livemode", strconv.FormatBool(*d.Livemode))
-	}
-	if d.Account != "" {
-		req.Header.Set("Hookd-Stripe-Account", d.Account)
-	}
-	if d.Replay != "" {
-		// The app may tell a replay from Stripe's delivery, and which one.
-		req.Header.Set("Hookd-Replay", d.Replay)
-	}
-	if f.key != nil {
-		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
-	}
-
 	resp, err := f.client.Do(req)
 	if err != nil {
 		err = fmt.Errorf("no answer from downstream: %w", WithoutURL(err))
@@ -158,6 +129,44 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 		err = &appDownError{Err: err}
 	}
 	return Result{HTTPStatus: resp.StatusCode, Err: err}
+}
+
+// request is the POST of d's exact payload to the app, with hookd's
+// headers and, with a secret, its Standard Webhooks signature.
+func (f *Forwarder) request(ctx context.Context, d Delivery) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(d.Payload))
+	if err != nil {
+		return nil, err
+	}
+	// An app server closes a kept-alive connection after a few idle seconds
+	// (Node's 5, gunicorn's 2), and a call sent on it as it closes gets no
+	// answer. net/http sends a call again on a new connection then only if
+	// the call may be repeated: an Idempotency-Key with no value says so
+	// and is not sent. It may: an attempt that fails is repeated anyway, a
+	// minute later, and the lease keeps it one call at a time.
+	req.Header["Idempotency-Key"] = nil
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "hookd")
+	req.Header.Set("Hookd-Event-Id", d.EventID)
+	req.Header.Set("Hookd-Event-Type", d.EventType)
+	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
+	if d.Endpoint != "" {
+		req.Header.Set("Hookd-Endpoint", d.Endpoint)
+	}
+	if d.Livemode != nil {
+		req.Header.Set("Hookd-Livemode", strconv.FormatBool(*d.Livemode))
+	}
+	if d.Account != "" {
+		req.Header.Set("Hookd-Stripe-Account", d.Account)
+	}
+	if d.Replay != "" {
+		// The app may tell a replay from Stripe's delivery, and which one.
+		req.Header.Set("Hookd-Replay", d.Replay)
+	}
+	if f.key != nil {
+		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
+	}
+	return req, nil
 }
 
 // errorLocation is a redirect's Location header, relative to the request's
