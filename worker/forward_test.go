@@ -1,7 +1,7 @@
 package worker_test
 
 import (
-	"bufio"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -307,40 +307,27 @@ func TestForwarder_KeepsAConnectionForEachCallAtOnce(t *testing.T) {
 // it (Node's 5 s keepAliveTimeout, gunicorn's 2 s, racing the next call)
 // never answers that call: the call is sent again on a new connection,
 // within its attempt, instead of failing with EOF and waiting a minute for
-// its retry. The app below answers a connection's first request, reads the
-// second and closes the connection, as such a server does.
+// its retry. The app below answers a connection's first call and closes
+// the connection unanswered at its second, as such a server does.
 func TestForwarder_SendsAgainWhenTheAppClosesAKeptConnection(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	type connCalls struct{}
 	var answered atomic.Int64
-	var mu sync.Mutex
-	var conns []net.Conn
-	var served sync.WaitGroup
-	served.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(connCalls{}).(*atomic.Int64).Add(1) > 1 {
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
 			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-			served.Go(func() { closeAfterFirstAnswer(conn, &answered) })
+			return
 		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		served.Wait()
-	})
-	f, err := worker.NewForwarder("http://"+ln.Addr().String()+"/hook", "")
+		answered.Add(1)
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, connCalls{}, new(atomic.Int64))
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	f, err := worker.NewForwarder(srv.URL, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,26 +339,5 @@ func TestForwarder_SendsAgainWhenTheAppClosesAKeptConnection(t *testing.T) {
 	}
 	if n := answered.Load(); n != 3 {
 		t.Fatalf("the app answered %d calls, want 3", n)
-	}
-}
-
-// closeAfterFirstAnswer answers the first request on conn with 200, keeps
-// the connection open, and closes it when the next request arrives.
-func closeAfterFirstAnswer(conn net.Conn, answered *atomic.Int64) {
-	defer conn.Close()
-	br := bufio.NewReader(conn)
-	for i := 0; ; i++ {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		_, _ = io.Copy(io.Discard, req.Body)
-		if i > 0 {
-			return
-		}
-		answered.Add(1) // before the answer, which the test may count at once
-		if _, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
-			return
-		}
 	}
 }
