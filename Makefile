@@ -95,7 +95,7 @@ test: db pgbouncer browser stripe-mock oidc-provider jaeger check
 
 # Benchmarks, for comparing with benchstat; not part of `make test`.
 bench: db
-	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/ ./worker/receiver/
+	go test -run '^$$' -bench . -benchmem -count 6 ./queue/ ./worker/ ./internal/receiver/
 
 # The built binary under load from outside (.ci/bench/README.md): the
 # receiver taking turns with the seed's handler written plainly in Go, then

@@ -19,16 +19,16 @@ import (
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // Config is every setting of hookd, parsed once, here, from the environment

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/internal/doctor"
-	"github.com/hookd/hookd/worker/tracing"
+	"github.com/hookd/hookd/internal/tracing"
 )
 
 func TestParseConfig_Traces(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // openPool connects to DATABASE_URL and checks it answers: pgxpool.New does

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // doctorCommand runs `hookd doctor`: every check of package doctor against

@@ -11,10 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // These tests kill the real binary (SIGKILL: it records nothing) while its

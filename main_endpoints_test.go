@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/internal/endpoint"
-	"github.com/hookd/hookd/worker/receiver"
+	"github.com/hookd/hookd/internal/receiver"
 )
 
 func TestParseConfig_Endpoints(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // The Jaeger that .ci/jaeger.sh (make jaeger) runs: OTLP over HTTP in,

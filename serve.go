@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
@@ -26,14 +27,13 @@ import (
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripehealth"
+	"github.com/hookd/hookd/internal/telemetry"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/telemetry"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // serve runs `hookd serve` until ctx is cancelled: build wires the stores,

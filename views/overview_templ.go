@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
 )
 

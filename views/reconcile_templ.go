@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hookd/hookd/queue/reconcileruns"
+	"github.com/hookd/hookd/internal/store/reconcileruns"
 )
 
 // ReconcileForm is the state of the overview's "Reconcile with Stripe"

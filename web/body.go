@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
-	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/internal/telemetry"
 )
 
 // DefaultMaxBodyMemory is HOOKD_MAX_BODY_MEMORY's default, 32 MiB: room for

@@ -17,12 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/e2e/e2etest"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // The pipeline's guarantees hold for replicas that reach PostgreSQL through

@@ -7,9 +7,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/receiver"
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // lockedRetryAfter is the Retry-After, in seconds, of a delivery that found

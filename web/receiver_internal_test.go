@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // Each 503 the receiver sends says which of its causes it is, in its

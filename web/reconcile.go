@@ -14,12 +14,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/eventjson"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 )
 

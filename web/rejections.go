@@ -8,9 +8,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/views"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // rejectionsURL is the URL of one page of the rejection log under f.

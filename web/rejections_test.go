@@ -14,13 +14,13 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
-	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // rejectionBundle is the receiver and the dashboard with a rejection log.

@@ -9,7 +9,7 @@ import (
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeevent"
-	"github.com/hookd/hookd/worker/tracing"
+	"github.com/hookd/hookd/internal/tracing"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.

@@ -1,6 +1,6 @@
 // Package web is hookd's HTTP surface: the Stripe receiver, the operations
 // endpoints and the support dashboard. It stays thin: the receiver's pipeline
-// lives in worker/receiver, every query in the store packages (queue and below it),
+// lives in internal/receiver, every query in the store packages (queue and below it),
 // every page in views.
 //
 // Its guarantee to Stripe: a 2xx means the event was processed or is durably
@@ -22,19 +22,19 @@ import (
 
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/telemetry"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
-	"github.com/hookd/hookd/worker/telemetry"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // Stores are the stores the server reads and writes, all over one database.

@@ -10,12 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/receiver"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // The "is STRIPE_WEBHOOK_SECRET right?" alert counts only deliveries whose

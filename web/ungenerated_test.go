@@ -12,6 +12,7 @@ import (
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -19,7 +20,6 @@ import (
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // An event-generation-failure notice is Stripe telling hookd about Stripe:

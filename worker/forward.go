@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/forwardsig"
-	"github.com/hookd/hookd/worker/tracing"
+	"github.com/hookd/hookd/internal/tracing"
 )
 
 // MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the

@@ -9,7 +9,7 @@ import (
 
 // Pace is HOOKD_FORWARD_RATE: a token bucket that every path delivering to
 // the app takes a token from before it calls the processor (the receiver's
-// inline path and reconciliation through worker/receiver, the retry loop,
+// inline path and reconciliation through internal/receiver, the retry loop,
 // and whatever else delivers), so that a drain after an outage does not
 // flood the app. It is per process: with N replicas the app sees up to N
 // times the rate. A nil Pace lets everything through at once.

@@ -7,8 +7,8 @@
 // also holds what every path that delivers shares: the replica's
 // Heartbeat, its copy of delivery control (Control) and the delivery rate
 // (Pace). Each long-running loop runs on internal/startstop. The receiver,
-// which runs a delivery while Stripe waits, is worker/receiver; what is
-// counted and logged of them is worker/telemetry.
+// which runs a delivery while Stripe waits, is internal/receiver; what is
+// counted and logged of them is internal/telemetry.
 //
 // Its guarantee: at most one processor runs per event id at any time,
 // across the receiver, the retry loop and any number of replicas: every run

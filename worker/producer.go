@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/startstop"
-	"github.com/hookd/hookd/worker/telemetry"
-	"github.com/hookd/hookd/worker/tracing"
+	"github.com/hookd/hookd/internal/telemetry"
+	"github.com/hookd/hookd/internal/tracing"
 )
 
 // ProducerConfig configures a loop that runs on the producer: the retry

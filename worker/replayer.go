@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookd/hookd/internal/groupcommit"
 	"github.com/hookd/hookd/internal/startstop"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/groupcommit"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 const (

@@ -10,10 +10,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookd/hookd/internal/groupcommit"
 	"github.com/hookd/hookd/internal/startstop"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/groupcommit"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // MaxProbeWait is how long the circuit breaker's probes come apart at most:

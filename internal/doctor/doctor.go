@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -35,7 +36,6 @@ import (
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // Status is the verdict of one check.

@@ -19,10 +19,10 @@ import (
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/alerts"
 	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 // AlerterConfig configures an Alerter. Zero fields get the defaults below.

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/receiver"
 	"github.com/hookd/hookd/worker/reconcile"
 )
 

@@ -30,13 +30,13 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/startstop"
+	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/queue/reconcileruns"
 	"github.com/hookd/hookd/views/humanize"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 const (

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/rejections"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // Every refusal error maps to its own reason, wrapped or not, and whatever

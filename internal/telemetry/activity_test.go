@@ -10,8 +10,8 @@ import (
 
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/telemetry"
 )
 
 func TestActivity(t *testing.T) {

@@ -10,7 +10,7 @@
 // dedup marker, or the queue row), and refuses, storing nothing, what can
 // never succeed. No transaction is open and no connection held while the
 // processor runs; the deliveries that reach the database at one moment
-// share its short transactions (worker/groupcommit).
+// share its short transactions (internal/groupcommit).
 package receiver
 
 import (
@@ -26,12 +26,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/groupcommit"
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/internal/telemetry"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/groupcommit"
-	"github.com/hookd/hookd/worker/telemetry"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // writeTimeout bounds each short transaction: the one that takes leases

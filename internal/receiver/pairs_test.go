@@ -5,10 +5,10 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // deliverUntilAnswered delivers body until it is answered: a delivery

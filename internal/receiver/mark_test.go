@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/internal/stripehealth"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // countLeaseTakes makes the test's database count every lease ever taken,

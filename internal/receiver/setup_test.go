@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // TestMain fails the package's tests when any goroutine outlives them: a

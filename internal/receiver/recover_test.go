@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // TestRecover_TakesNoInlineSlot: while every inline slot is held by a

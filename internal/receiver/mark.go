@@ -2,9 +2,9 @@ package receiver
 
 import (
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
-	"github.com/hookd/hookd/worker/tracing"
 )
 
 // turn is what a delivery's next turn at the database does.

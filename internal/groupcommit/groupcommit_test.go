@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hookd/hookd/worker/groupcommit"
+	"github.com/hookd/hookd/internal/groupcommit"
 )
 
 func TestMain(m *testing.M) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/internal/store/rejections"
-	"github.com/hookd/hookd/worker/telemetry"
+	"github.com/hookd/hookd/internal/telemetry"
 )
 
 // A flood of refusals between two writes becomes PerFlush rows for the

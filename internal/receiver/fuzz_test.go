@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/worker/receiver"
 )
 
 // FuzzReceive feeds Receive arbitrary bodies and signature headers. Bodies

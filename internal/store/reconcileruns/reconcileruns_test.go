@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
-	"github.com/hookd/hookd/queue/reconcileruns"
 )
 
 // testBundle is the run records of a fresh, migrated database of the
