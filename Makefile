@@ -29,7 +29,7 @@ DEV_ENV := .cache/dev.env
 # back, closes it.
 DEMO_ENV := .ci/demo.env
 
-.PHONY: run test db pgbouncer browser stripe-mock oidc-provider jaeger build check bench bench-load
+.PHONY: run test docs db pgbouncer browser stripe-mock oidc-provider jaeger build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
@@ -78,6 +78,11 @@ run: db build $(DEV_ENV)
 	  echo "HOOKD_FORWARD_SECRET=whsec_$$(head -c 24 /dev/urandom | base64)" >> $(DEV_ENV)
 	@DATABASE_URL="$${DATABASE_URL:-$(DEV_DATABASE_URL)}" DEV_ENV=$(DEV_ENV) DEMO_ENV=$(DEMO_ENV) DEMO_DOWN=$(DEMO_DOWN) \
 	  bash .ci/make-run.sh
+
+# The settings tables of README.md and docs/configuration.md, rendered from
+# hookd's settings table (internal/config/docs.go).
+docs:
+	go test ./internal/config -run TestDocs_TablesAreGenerated -update
 
 # Static checks first: they are cheap and say most precisely what is wrong.
 check:

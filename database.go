@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
@@ -16,7 +17,7 @@ import (
 
 // openPool connects to DATABASE_URL and checks it answers: pgxpool.New does
 // not connect, and a wrong DATABASE_URL should stop the program at start.
-func openPool(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, error) {
+func openPool(ctx context.Context, cfg config.Config, opts ...poolOption) (*pgxpool.Pool, error) {
 	// A delivery holds a connection only for its two short transactions,
 	// never while the app runs, but the receiver's two group commits, the
 	// retry loop's claims and outcomes, the dashboard and /readyz all run
@@ -46,15 +47,10 @@ const defaultMaxConns = 30
 // migrations, one for the heartbeat of goose's lock row.
 const migrateConns = 2
 
-// defaultDashboardConns is HOOKD_DASHBOARD_CONNS's default: enough for a
-// few people's pages at once, each page's queries running one after
-// another on one connection.
-const defaultDashboardConns = 4
-
 // openDashboardPool opens the dashboard's own pool on DATABASE_URL, of
 // HOOKD_DASHBOARD_CONNS connections whatever pool_max_conns says: that
 // sizes the receiver's pool, and the point of this one is to stay small.
-func openDashboardPool(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, error) {
+func openDashboardPool(ctx context.Context, cfg config.Config, opts ...poolOption) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
@@ -70,7 +66,7 @@ func openDashboardPool(ctx context.Context, cfg Config, opts ...poolOption) (*pg
 // openBeatPool opens the heartbeat's own connection: a beat that waited for
 // one of the main pool's behind a burst of work would let this replica's
 // leases look silent, and fence its processors, for nothing.
-func openBeatPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func openBeatPool(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %v", err)
@@ -111,21 +107,12 @@ func open(ctx context.Context, setting string, pcfg *pgxpool.Config) (*pgxpool.P
 	return pool, nil
 }
 
-// migrateURL is where migrations run, and the setting it comes from:
-// HOOKD_MIGRATE_DATABASE_URL, or DATABASE_URL when that is unset.
-func (c Config) migrateURL() (setting, connString string) {
-	if c.MigrateDatabaseURL != "" {
-		return "HOOKD_MIGRATE_DATABASE_URL", c.MigrateDatabaseURL
-	}
-	return "DATABASE_URL", c.DatabaseURL
-}
-
 // applyMigrations applies the pending migrations over the migrate URL, on a
 // pool of its own closed before it returns, and returns the files it
 // applied. goose's lock is a row of a table, not a session lock, so the
 // migrate URL may go through PgBouncer in transaction pooling mode too.
-func applyMigrations(ctx context.Context, cfg Config) ([]string, error) {
-	setting, connString := cfg.migrateURL()
+func applyMigrations(ctx context.Context, cfg config.Config) ([]string, error) {
+	setting, connString := cfg.MigrateURL()
 	pool, err := connect(ctx, setting, connString, migrateConns)
 	if err != nil {
 		return nil, err
@@ -137,7 +124,7 @@ func applyMigrations(ctx context.Context, cfg Config) ([]string, error) {
 // openMigrated applies the pending migrations, then opens the pool on
 // DATABASE_URL, returning the files it applied: every command that touches
 // the database starts so.
-func openMigrated(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool.Pool, []string, error) {
+func openMigrated(ctx context.Context, cfg config.Config, opts ...poolOption) (*pgxpool.Pool, []string, error) {
 	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -153,7 +140,7 @@ func openMigrated(ctx context.Context, cfg Config, opts ...poolOption) (*pgxpool
 // and changes nothing: for a command that promises to change nothing (a
 // dry run), it is an error to find migrations pending, since applying
 // them is a change, and one the upgrade steps order with the replicas.
-func openCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func openCurrent(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -171,7 +158,7 @@ func openCurrent(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-func migrate(ctx context.Context, cfg Config, stdout io.Writer) error {
+func migrate(ctx context.Context, cfg config.Config, stdout io.Writer) error {
 	applied, err := applyMigrations(ctx, cfg)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/internal/forwardsig"
 )
@@ -23,7 +24,7 @@ import (
 // listens where HOOKD_FORWARD_URL points, so the demo's hookd and its app
 // share one setting, and checks signatures with HOOKD_FORWARD_SECRET.
 func demoApp(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
-	fs := newFlagSet("demo-app", "Takes most events; answers some with a 500, lets some time out, and rejects\n"+
+	fs := config.NewFlagSet("demo-app", "Takes most events; answers some with a 500, lets some time out, and rejects\n"+
 		demoapp.RejectedType+" with a 422 until it is dead. For make run's demo only.", stderr)
 	addr := fs.String("addr", "", "listen address (default: the host and port of $HOOKD_FORWARD_URL)")
 	down := fs.Duration("down", 0, "answer every delivery 503 for this long from the first one, an outage that opens hookd's circuit breaker (0: none)")
@@ -33,7 +34,7 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	cfg, err := readSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
+	cfg, err := config.ReadSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
 	if err != nil {
 		return err
 	}

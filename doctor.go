@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/tracing"
@@ -17,16 +18,16 @@ import (
 // the configuration hookd serve would run with, one line each. It exits
 // non-zero only when a check fails.
 func doctorCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseConfig("doctor", args, getenv, stderr)
+	cfg, err := config.Parse("doctor", args, getenv, stderr)
 	if err != nil {
 		return err
 	}
 	results := doctor.Run(ctx, doctor.Config{
 		DatabaseURL:       cfg.DatabaseURL,
 		AdminEmail:        cfg.AdminEmail,
-		StripeSecrets:     reveal(cfg.StripeSecrets),
+		StripeSecrets:     config.Reveal(cfg.StripeSecrets),
 		Endpoints:         cfg.Endpoints,
-		Discard:           cfg.Processor == processorDiscard,
+		Discard:           cfg.Processor == config.ProcessorDiscard,
 		ForwardURL:        cfg.ForwardURL,
 		ForwardSecret:     cfg.ForwardSecret.Reveal(),
 		ForwardTimeout:    cfg.ForwardTimeout,
@@ -43,7 +44,7 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		MetricsAddr:       cfg.MetricsAddr,
 		MetricsPublic:     cfg.MetricsPublic,
 		OIDC: doctor.OIDC{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
-			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: oidcRedirectURL(cfg),
+			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: config.OIDCRedirectURL(cfg),
 			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin},
 	})
 	results = append(results, traceCheck(ctx, cfg.Trace))

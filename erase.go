@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
 )
@@ -19,7 +20,7 @@ func eraseCommand(ctx context.Context, args []string, getenv func(string) string
 	var customer string
 	// Only the database's settings: -h lists erase's own flags, not every
 	// one of serve's.
-	cfg, _, err := parseFlags("erase", settingsOf("DATABASE_URL", "HOOKD_MIGRATE_DATABASE_URL"), args, getenv, stderr,
+	cfg, err := config.ParseOnly("erase", []string{"DATABASE_URL", "HOOKD_MIGRATE_DATABASE_URL"}, args, getenv, stderr,
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&customer, "customer", "", "the Stripe customer (cus_...) whose events' payloads to erase")
 		})

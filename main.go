@@ -27,7 +27,7 @@
 // `hookd serve -h` lists them.
 //
 // This file is the entry point; the rest of the command sits beside it, a
-// file for each thing: config.go (Config and the settings table),
+// file for each thing: config.go (config.Config and the settings table),
 // serve.go (the wiring of hookd serve), database.go, and one file per
 // subcommand.
 package main
@@ -42,6 +42,8 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/hookd/hookd/internal/config"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -71,8 +73,8 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 	}
 	switch cmd {
 	case "serve", "migrate":
-		// The two commands that take the whole Config, every setting.
-		cfg, err := parseConfig(cmd, args, getenv, stderr)
+		// The two commands that take the whole config.Config, every setting.
+		cfg, err := config.Parse(cmd, args, getenv, stderr)
 		if err != nil {
 			return err
 		}
@@ -131,18 +133,6 @@ Run "hookd <command> -h" for a command's flags.
 `
 
 func isFlag(arg string) bool { return len(arg) > 0 && arg[0] == '-' }
-
-// newFlagSet returns the flag set of `hookd cmd`, whose -h prints a usage
-// line, about, and the flags.
-func newFlagSet(cmd, about string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("hookd "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: hookd %s [flags]\n\n%s\n\n", cmd, about)
-		fs.PrintDefaults()
-	}
-	return fs
-}
 
 func buildVersion() string {
 	if version != "" {

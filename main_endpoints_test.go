@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/receiver"
 )
@@ -15,7 +16,7 @@ func TestParseConfig_Endpoints(t *testing.T) {
 	t.Parallel()
 	t.Run("OneSecretIsTheDefaultEndpoint", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := parseConfig("serve", nil, envOf(map[string]string{
+		cfg, err := config.Parse("serve", nil, envOf(map[string]string{
 			"STRIPE_WEBHOOK_SECRET": "whsec_a,whsec_b", "HOOKD_TEST_EVENTS": "discard",
 		}), new(bytes.Buffer))
 		if err != nil {
@@ -38,18 +39,18 @@ func TestParseConfig_Endpoints(t *testing.T) {
 			"STRIPE_WEBHOOK_SECRETS": "account=whsec_a;thin=whsec_c",
 			"STRIPE_API_KEY":         "rk_test_" + strings.Repeat("x", 24),
 		}
-		if _, err := parseConfig("serve", nil, envOf(env), new(bytes.Buffer)); err == nil ||
+		if _, err := config.Parse("serve", nil, envOf(env), new(bytes.Buffer)); err == nil ||
 			!strings.Contains(err.Error(), "STRIPE_WEBHOOK_ENDPOINT_ID: required with STRIPE_API_KEY, or a stripe_id") {
 			t.Errorf("no endpoint with a Stripe id: got %v", err)
 		}
 		env["HOOKD_ENDPOINTS"] = "thin:kind=thin,stripe_id=ed_1"
-		if _, err := parseConfig("serve", nil, envOf(env), new(bytes.Buffer)); err != nil {
+		if _, err := config.Parse("serve", nil, envOf(env), new(bytes.Buffer)); err != nil {
 			t.Errorf("a stripe_id in HOOKD_ENDPOINTS: %v", err)
 		}
 	})
 	t.Run("LabelledEndpointsWithTheirSettings", func(t *testing.T) {
 		t.Parallel()
-		cfg, err := parseConfig("serve", nil, envOf(map[string]string{
+		cfg, err := config.Parse("serve", nil, envOf(map[string]string{
 			"STRIPE_WEBHOOK_SECRETS": "account=whsec_a;connect=whsec_b;thin=whsec_c",
 			"HOOKD_ENDPOINTS":        "connect:connect=true,test_events=queue-only;thin:kind=thin,stripe_id=ed_1",
 			"HOOKD_TEST_EVENTS":      "discard",
@@ -103,7 +104,7 @@ func TestParseConfig_Endpoints(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := parseConfig("serve", nil, envOf(tc.env), new(bytes.Buffer))
+			_, err := config.Parse("serve", nil, envOf(tc.env), new(bytes.Buffer))
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("err = %v, want one saying %q", err, tc.says)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -42,14 +43,14 @@ func TestParseConfig_MigrateDatabaseURL(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, err := parseConfig("serve", tc.args, envOf(tc.env), io.Discard)
+			cfg, err := config.Parse("serve", tc.args, envOf(tc.env), io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if cfg.DatabaseURL != pooled {
 				t.Errorf("DATABASE_URL = %q, want %q whatever migrations use", cfg.DatabaseURL, pooled)
 			}
-			if setting, u := cfg.migrateURL(); setting != tc.wantSetting || u != tc.wantURL {
+			if setting, u := cfg.MigrateURL(); setting != tc.wantSetting || u != tc.wantURL {
 				t.Errorf("migrations use %s = %q, want %s = %q", setting, u, tc.wantSetting, tc.wantURL)
 			}
 		})
@@ -57,7 +58,7 @@ func TestParseConfig_MigrateDatabaseURL(t *testing.T) {
 
 	// A secret, like DATABASE_URL: -h lists it without the environment's value.
 	var help bytes.Buffer
-	_, err := parseConfig("serve", []string{"-h"}, envOf(map[string]string{"HOOKD_MIGRATE_DATABASE_URL": direct}), &help)
+	_, err := config.Parse("serve", []string{"-h"}, envOf(map[string]string{"HOOKD_MIGRATE_DATABASE_URL": direct}), &help)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: err = %v, want flag.ErrHelp", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 )
 
@@ -220,7 +221,7 @@ func TestReconcileCommand_APIErrorIsOneLineAndChangesNothing(t *testing.T) {
 
 func TestParseConfig_Reconcile(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig("serve", nil, envOf(nil), io.Discard)
+	cfg, err := config.Parse("serve", nil, envOf(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestParseConfig_Reconcile(t *testing.T) {
 			cfg.ReconcileWindow, cfg.StripeAPIURL)
 	}
 	ok := map[string]string{"STRIPE_API_KEY": "rk_live_abcdef123456", "STRIPE_WEBHOOK_ENDPOINT_ID": "we_123", "HOOKD_RECONCILE_INTERVAL": "0"}
-	if cfg, err = parseConfig("serve", nil, envOf(ok), io.Discard); err != nil || cfg.ReconcileInterval != 0 {
+	if cfg, err = config.Parse("serve", nil, envOf(ok), io.Discard); err != nil || cfg.ReconcileInterval != 0 {
 		t.Errorf("interval 0: %v, %s; want accepted as off", err, cfg.ReconcileInterval)
 	}
 	for _, tc := range []struct {
@@ -245,7 +246,7 @@ func TestParseConfig_Reconcile(t *testing.T) {
 		{map[string]string{"HOOKD_RECONCILE_INTERVAL": "-1m"}, "HOOKD_RECONCILE_INTERVAL: must not be negative"},
 		{map[string]string{"HOOKD_STRIPE_API_URL": "api.stripe.com"}, "HOOKD_STRIPE_API_URL: not an absolute"},
 	} {
-		_, err := parseConfig("serve", nil, envOf(tc.env), io.Discard)
+		_, err := config.Parse("serve", nil, envOf(tc.env), io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
 		}
@@ -295,11 +296,11 @@ func TestReconcileCommand_TenThousandEvents(t *testing.T) {
 
 func TestParseConfig_StripeAPIRateAndReconcileAccounts(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig("serve", nil, envOf(nil), io.Discard)
+	cfg, err := config.Parse("serve", nil, envOf(nil), io.Discard)
 	if err != nil || cfg.StripeAPIRate != 20 || cfg.ReconcileAccounts != nil {
 		t.Fatalf("defaults: rate %v, accounts %v, %v; want 20 and none", cfg.StripeAPIRate, cfg.ReconcileAccounts, err)
 	}
-	cfg, err = parseConfig("serve", nil, envOf(map[string]string{
+	cfg, err = config.Parse("serve", nil, envOf(map[string]string{
 		"HOOKD_STRIPE_API_RATE": "0.5", "HOOKD_RECONCILE_ACCOUNTS": "acct_1A, acct_1B,"}), io.Discard)
 	if err != nil || cfg.StripeAPIRate != 0.5 || strings.Join(cfg.ReconcileAccounts, ",") != "acct_1A,acct_1B" {
 		t.Errorf("got rate %v, accounts %v, %v", cfg.StripeAPIRate, cfg.ReconcileAccounts, err)
@@ -313,7 +314,7 @@ func TestParseConfig_StripeAPIRateAndReconcileAccounts(t *testing.T) {
 		{map[string]string{"HOOKD_STRIPE_API_RATE": "500"}, "HOOKD_STRIPE_API_RATE: at most 100"},
 		{map[string]string{"HOOKD_RECONCILE_ACCOUNTS": "acct_1A,cus_1B"}, `HOOKD_RECONCILE_ACCOUNTS: "cus_1B" is not a connected account id (acct_`},
 	} {
-		_, err := parseConfig("serve", nil, envOf(tc.env), io.Discard)
+		_, err := config.Parse("serve", nil, envOf(tc.env), io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want %q", tc.env, err, tc.want)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/reconcileruns"
@@ -30,7 +31,7 @@ import (
 // nothing changed.
 func reconcileCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var f reconcileFlags
-	cfg, err := parseConfig("reconcile", args, getenv, stderr, f.define)
+	cfg, err := config.Parse("reconcile", args, getenv, stderr, f.define)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ type reconcileFlags struct {
 
 func (f *reconcileFlags) define(fs *flag.FlagSet) {
 	fs.Func("since", "how far back to look, like 72h (default: $HOOKD_RECONCILE_WINDOW; at most 720h)", func(v string) error {
-		return parseReconcileWindow(&f.since, v)
+		return config.ParseReconcileWindow(&f.since, v)
 	})
 	fs.BoolVar(&f.dryRun, "dry-run", false, "list and count the events, but process nothing and record nothing")
 	fs.StringVar(&f.eventID, "event", "", "pull this one event (evt_...) from Stripe instead of a window")
@@ -89,7 +90,7 @@ func (f *reconcileFlags) define(fs *flag.FlagSet) {
 // check says what stops a reconciliation with f and cfg before it starts:
 // no key or no endpoint to ask Stripe about, flags that do not go
 // together, or a window longer than the markers are kept.
-func (f *reconcileFlags) check(cfg Config) error {
+func (f *reconcileFlags) check(cfg config.Config) error {
 	if cfg.StripeAPIKey == "" || !slices.ContainsFunc(reconcileEndpoints(cfg), func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
 		return errors.New("STRIPE_API_KEY and STRIPE_WEBHOOK_ENDPOINT_ID (or a stripe_id in HOOKD_ENDPOINTS): both are needed " +
 			"to reconcile (a restricted key with Read access to Events and Webhook Endpoints, and the we_... id of hookd's endpoint)")
@@ -185,7 +186,7 @@ func pulledText(p reconcile.Pulled) string {
 
 // newStripeClient returns the client of Stripe's API the process shares,
 // on one budget of HOOKD_STRIPE_API_RATE, or nil without STRIPE_API_KEY.
-func newStripeClient(cfg Config, logger *slog.Logger) *stripeapi.Client {
+func newStripeClient(cfg config.Config, logger *slog.Logger) *stripeapi.Client {
 	if cfg.StripeAPIKey == "" {
 		return nil
 	}
@@ -196,7 +197,7 @@ func newStripeClient(cfg Config, logger *slog.Logger) *stripeapi.Client {
 // reconcileEndpoints are the endpoints reconciliation reads: the labelled
 // ones, or without any signing secret the one STRIPE_WEBHOOK_ENDPOINT_ID
 // names.
-func reconcileEndpoints(cfg Config) []endpoint.Endpoint {
+func reconcileEndpoints(cfg config.Config) []endpoint.Endpoint {
 	if len(cfg.Endpoints) > 0 || cfg.StripeEndpointID == "" {
 		return cfg.Endpoints
 	}
@@ -207,7 +208,7 @@ func reconcileEndpoints(cfg Config) []endpoint.Endpoint {
 
 // newReconciler returns the reconciler the configuration asks for, over
 // client, or nil when there is no client or no endpoint has a Stripe id.
-func newReconciler(cfg Config, client *stripeapi.Client, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
+func newReconciler(cfg config.Config, client *stripeapi.Client, store *queue.Store, receiver *receiver.Receiver, logger *slog.Logger) *reconcile.Reconciler {
 	eps := reconcileEndpoints(cfg)
 	if client == nil || !slices.ContainsFunc(eps, func(e endpoint.Endpoint) bool { return e.StripeID != "" }) {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -23,7 +24,7 @@ import (
 // receiver and prints each answer: one event checks a deployment end to end
 // without a Stripe account at hand; -n 50 feeds the demo a day's mix.
 func sendTestEvent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET, or of -endpoint's in $STRIPE_WEBHOOK_SECRETS.", stderr)
+	fs := config.NewFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET, or of -endpoint's in $STRIPE_WEBHOOK_SECRETS.", stderr)
 	eventType := fs.String("type", "", "the events' type (default: invoice.paid for one event, a realistic mix for more)")
 	count := fs.Int("n", 1, "how many events to send")
 	target := fs.String("url", "http://localhost:8080"+stripeevent.ReceiverPath, "the receiver to post to")
@@ -85,7 +86,7 @@ func (kind testEventKind) types(eventType string, count int) func(i int) string 
 
 // sendOneTestEvent posts one event of eventType and prints the answer,
 // which must be a 200.
-func sendOneTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind,
+func sendOneTestEvent(ctx context.Context, client *http.Client, target string, secret config.Secret, kind testEventKind,
 	eventType string, stdout io.Writer) error {
 	res := postTestEvent(ctx, client, target, secret, kind, eventType)
 	if res.err != nil {
@@ -106,7 +107,7 @@ func startDemoOutage(ctx context.Context, client *http.Client, getenv func(strin
 	if d <= 0 || d > maxOutage {
 		return fmt.Errorf("-outage: between 1s and %s (got %s)", maxOutage, d)
 	}
-	cfg, err := readSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
+	cfg, err := config.ReadSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
 	if err != nil {
 		return err
 	}
@@ -146,8 +147,8 @@ type testEventKind struct {
 // testEventSecret is the secret that signs: the first of label's in
 // STRIPE_WEBHOOK_SECRETS, or of STRIPE_WEBHOOK_SECRET, or of the first
 // endpoint of STRIPE_WEBHOOK_SECRETS.
-func testEventSecret(getenv func(string) string, label string) (Secret, error) {
-	cfg, err := readSettings(getenv, "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRETS")
+func testEventSecret(getenv func(string) string, label string) (config.Secret, error) {
+	cfg, err := config.ReadSettings(getenv, "STRIPE_WEBHOOK_SECRET", "STRIPE_WEBHOOK_SECRETS")
 	if err != nil {
 		return "", err
 	}
@@ -160,21 +161,21 @@ func testEventSecret(getenv func(string) string, label string) (Secret, error) {
 			if err != nil {
 				return "", fmt.Errorf("-endpoint: %v in STRIPE_WEBHOOK_SECRETS", err)
 			}
-			return Secret(ep.Secrets[0]), nil
+			return config.Secret(ep.Secrets[0]), nil
 		}
 	}
 	switch {
 	case len(secrets) > 0:
 		return secrets[0], nil
 	case len(eps) > 0:
-		return Secret(eps[0].Secrets[0]), nil
+		return config.Secret(eps[0].Secrets[0]), nil
 	}
 	return "", errors.New("STRIPE_WEBHOOK_SECRET: set it to the receiver's signing secret (or STRIPE_WEBHOOK_SECRETS, and -endpoint)")
 }
 
 // sendTestEvents posts count events, printing each answer and then how
 // many got which.
-func sendTestEvents(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind, count int,
+func sendTestEvents(ctx context.Context, client *http.Client, target string, secret config.Secret, kind testEventKind, count int,
 	typeOf func(i int) string, stdout io.Writer) error {
 	// Stripe delivers several events at once; so does this, a few at a
 	// time, printing each answer as it comes.
@@ -234,7 +235,7 @@ type testEventResult struct {
 }
 
 // postTestEvent signs and posts one sample event of eventType, of kind.
-func postTestEvent(ctx context.Context, client *http.Client, target string, secret Secret, kind testEventKind, eventType string) testEventResult {
+func postTestEvent(ctx context.Context, client *http.Client, target string, secret config.Secret, kind testEventKind, eventType string) testEventResult {
 	res := testEventResult{eventType: eventType}
 	payload, id, sentType, err := testEventPayload(kind, eventType)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
@@ -40,7 +41,7 @@ import (
 // the receiver, the loops and the HTTP servers together, run starts them
 // all in one errgroup, and stop shuts them down in one order, letting work
 // in flight finish within HOOKD_SHUTDOWN_TIMEOUT.
-func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
 	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})
 	if cfg.Trace.On() {
 		// Only with tracing on: the wrapper is one more call per record.
@@ -86,7 +87,7 @@ const traceFlushTimeout = 5 * time.Second
 // 104-108 µs for about 12 MiB more resident memory. The soft limit keeps
 // a flood of request bodies (bounded by HOOKD_MAX_BODY_MEMORY) from
 // growing the heap fivefold before a collection.
-func tuneGC(cfg Config) {
+func tuneGC(cfg config.Config) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
@@ -97,7 +98,7 @@ func tuneGC(cfg Config) {
 
 // server is `hookd serve` built and not yet running.
 type server struct {
-	cfg    Config
+	cfg    config.Config
 	logger *slog.Logger
 	// closers close the pools, in reverse order of opening.
 	closers []func()
@@ -131,7 +132,7 @@ func (s *server) close() {
 
 // build opens the database and wires every part of hookd serve, or gives
 // back what it opened and says what is wrong.
-func build(ctx context.Context, cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (_ *server, err error) {
+func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (_ *server, err error) {
 	s := &server{cfg: cfg, logger: logger, tracer: tracer}
 	defer func() {
 		if err != nil {
@@ -234,7 +235,7 @@ func (s *server) observe(st stores) (*prometheus.Registry, *telemetry.Metrics, *
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		telemetry.NewQueueCollector(s.logger, st.queue, telemetry.DefaultQueueStatsMaxAge))
 	activity := telemetry.NewActivity(st.counts, s.logger, telemetry.ActivityConfig{})
-	rejections := telemetry.NewRejectionLog(st.refused, s.logger, telemetry.RejectionLogConfig{Secrets: endpointSecrets(s.cfg.Endpoints)})
+	rejections := telemetry.NewRejectionLog(st.refused, s.logger, telemetry.RejectionLogConfig{Secrets: config.EndpointSecrets(s.cfg.Endpoints)})
 	s.flushes = append(s.flushes, activity.Run, rejections.Run)
 	return reg, telemetry.NewMetrics(reg, activity), rejections
 }
@@ -254,7 +255,7 @@ type pipeline struct {
 
 // newHandler is hookd's HTTP handler: the receiver, the dashboard and the
 // operations endpoints over the stores and the pipeline.
-func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Handler {
+func newHandler(cfg config.Config, logger *slog.Logger, st stores, p pipeline) http.Handler {
 	// /metrics tells queue depths, traffic and failures: on the main
 	// address whoever reaches the receiver could read them, so it is there
 	// only when asked for.
@@ -286,7 +287,7 @@ func newHandler(cfg Config, logger *slog.Logger, st stores, p pipeline) http.Han
 		Replayer:         p.replayer,
 		// Who may sign in, and how: the identity provider, passwords and
 		// how long a session lasts.
-		OIDC:              oidcProvider(cfg),
+		OIDC:              config.OIDCProvider(cfg),
 		Tracer:            p.tracer,
 		TraceURL:          cfg.TraceURL,
 		PasswordSignInOff: cfg.PasswordSignInOff,
@@ -370,7 +371,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 }
 
 // ensureAdmin creates HOOKD_ADMIN_EMAIL's account when it does not exist.
-func ensureAdmin(ctx context.Context, cfg Config, accts *accounts.Store, logger *slog.Logger) error {
+func ensureAdmin(ctx context.Context, cfg config.Config, accts *accounts.Store, logger *slog.Logger) error {
 	if cfg.AdminEmail == "" {
 		return nil
 	}
@@ -490,7 +491,7 @@ const maxHeaderBytes = 32 << 10
 // newHTTPServer returns a server for handler whose timeouts keep a slow or
 // silent client from holding a connection and its goroutine for long, and
 // whose header bound keeps it from holding much memory meanwhile.
-func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.Server {
+func newHTTPServer(cfg config.Config, handler http.Handler, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           handler,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -511,8 +512,8 @@ func newHTTPServer(cfg Config, handler http.Handler, logger *slog.Logger) *http.
 // newProcessor returns the processor HOOKD_PROCESSOR chooses. Forwarding
 // without a URL is refused rather than quietly discarding: every event would
 // be answered 200 and marked processed, and Stripe would never redeliver it.
-func newProcessor(cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (worker.Processor, error) {
-	if cfg.Processor == processorDiscard {
+func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (worker.Processor, error) {
+	if cfg.Processor == config.ProcessorDiscard {
 		logger.Warn("HOOKD_PROCESSOR=discard: events are accepted and marked processed without being processed; for trials only")
 		if cfg.ForwardURL != "" {
 			logger.Warn("HOOKD_FORWARD_URL is ignored with HOOKD_PROCESSOR=discard")
@@ -534,7 +535,7 @@ func newProcessor(cfg Config, logger *slog.Logger, tracer *tracing.Tracer) (work
 
 // storeOptions turns the demo's settings into the queue's options, saying
 // loudly when the demo backoff is on.
-func storeOptions(cfg Config, logger *slog.Logger) []queue.Option {
+func storeOptions(cfg config.Config, logger *slog.Logger) []queue.Option {
 	if !cfg.DemoBackoff {
 		return nil
 	}

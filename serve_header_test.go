@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hookd/hookd/internal/config"
 )
 
 // A request's header is bounded: a header past maxHeaderBytes is answered
@@ -15,7 +17,7 @@ import (
 // as long as a browser's with many cookies is served as ever.
 func TestHTTPServer_BoundsTheHeader(t *testing.T) {
 	t.Parallel()
-	srv := newHTTPServer(Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newHTTPServer(config.Config{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}), slog.New(slog.DiscardHandler))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

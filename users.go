@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/store/accounts"
 )
 
@@ -136,7 +137,7 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 // before hookd's first start. closeDB closes it.
 func openAccounts(ctx context.Context, cmd string, args []string, getenv func(string) string, stderr io.Writer) (
 	_ *accounts.Store, closeDB func(), _ error) {
-	cfg, err := parseConfig(cmd, args, getenv, stderr)
+	cfg, err := config.Parse(cmd, args, getenv, stderr)
 	if err != nil {
 		return nil, nil, err
 	}

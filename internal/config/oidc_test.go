@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -11,12 +11,12 @@ import (
 
 func TestParseConfig_OIDC(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig("serve", nil, envOf(nil), new(bytes.Buffer))
+	cfg, err := Parse("serve", nil, envOf(nil), new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.OIDCIssuer != "" || cfg.OIDCGroupsClaim != "groups" || cfg.SessionMaxAge != 12*time.Hour || cfg.PasswordSignInOff ||
-		oidcProvider(cfg) != nil {
+		OIDCProvider(cfg) != nil {
 		t.Fatalf("defaults: %+v; want no provider, the groups claim, 12h sessions and password sign-in on", cfg)
 	}
 
@@ -26,15 +26,15 @@ func TestParseConfig_OIDC(t *testing.T) {
 		"HOOKD_PUBLIC_URL": "https://hooks.example.com/", "HOOKD_PASSWORD_SIGNIN": "off",
 		"HOOKD_EMERGENCY_ADMIN": "break-glass@example.com", "HOOKD_SESSION_MAX_AGE": "8h", "HOOKD_OIDC_GROUPS_CLAIM": "roles",
 	}
-	cfg, err = parseConfig("serve", nil, envOf(full), new(bytes.Buffer))
+	cfg, err = Parse("serve", nil, envOf(full), new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.OIDCRoles.String() != "admin:hookd-admins,operator:support,viewer:*" || !cfg.PasswordSignInOff ||
-		cfg.SessionMaxAge != 8*time.Hour || cfg.OIDCGroupsClaim != "roles" || oidcProvider(cfg) == nil {
+		cfg.SessionMaxAge != 8*time.Hour || cfg.OIDCGroupsClaim != "roles" || OIDCProvider(cfg) == nil {
 		t.Fatalf("set: %+v", cfg)
 	}
-	if got := oidcRedirectURL(cfg); got != "https://hooks.example.com/auth/oidc/callback" {
+	if got := OIDCRedirectURL(cfg); got != "https://hooks.example.com/auth/oidc/callback" {
 		t.Errorf("redirect URL %q, want HOOKD_PUBLIC_URL's /auth/oidc/callback", got)
 	}
 	if role, _ := cfg.OIDCRoles.For([]string{"support"}); role != accounts.RoleOperator {
@@ -67,13 +67,13 @@ func TestParseConfig_OIDC(t *testing.T) {
 		{map[string]string{"HOOKD_SESSION_MAX_AGE": "0"}, "HOOKD_SESSION_MAX_AGE: must be greater than zero"},
 		{map[string]string{"HOOKD_OIDC_ISSUER": "idp.example.com"}, "HOOKD_OIDC_ISSUER: not an absolute http(s) URL"},
 	} {
-		_, err := parseConfig("serve", nil, envOf(tc.env), new(bytes.Buffer))
+		_, err := Parse("serve", nil, envOf(tc.env), new(bytes.Buffer))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want %q", tc.env, err, tc.want)
 		}
 	}
 	// The client secret is never echoed in an error.
-	_, err = parseConfig("serve", nil, envOf(without("HOOKD_OIDC_ISSUER")), new(bytes.Buffer))
+	_, err = Parse("serve", nil, envOf(without("HOOKD_OIDC_ISSUER")), new(bytes.Buffer))
 	if err != nil && strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("an error shows the client secret: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -9,14 +9,14 @@ import (
 
 func TestParseConfig_DeliveryControl(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig("serve", nil, envOf(nil), new(bytes.Buffer))
+	cfg, err := Parse("serve", nil, envOf(nil), new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.BreakerFailures != 20 || cfg.BreakerProbe != 30*time.Second || cfg.ForwardRate != 0 {
 		t.Fatalf("defaults: breaker %d, probe %s, rate %g; want 20, 30s, unlimited", cfg.BreakerFailures, cfg.BreakerProbe, cfg.ForwardRate)
 	}
-	cfg, err = parseConfig("serve", []string{"-forward-rate", "0.5"}, envOf(map[string]string{
+	cfg, err = Parse("serve", []string{"-forward-rate", "0.5"}, envOf(map[string]string{
 		"HOOKD_BREAKER_FAILURES": "5", "HOOKD_BREAKER_PROBE": "5m", "HOOKD_FORWARD_RATE": "unlimited"}), new(bytes.Buffer))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestParseConfig_DeliveryControl(t *testing.T) {
 		"HOOKD_FORWARD_RATE=fast":  `HOOKD_FORWARD_RATE: not a number of deliveries a second greater than zero, like 50 or 0.5, or unlimited (got "fast")`,
 	} {
 		k, v, _ := strings.Cut(env, "=")
-		_, err := parseConfig("serve", nil, envOf(map[string]string{k: v}), new(bytes.Buffer))
+		_, err := Parse("serve", nil, envOf(map[string]string{k: v}), new(bytes.Buffer))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", env, err, want)
 		}
