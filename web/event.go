@@ -1,0 +1,154 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/views"
+)
+
+// contradictions says where the declarations of the endpoints, or of the
+// one labelled label when it is not "", contradict what arrived through
+// them.
+func (d *dashboard) contradictions(ctx context.Context, label string) ([]string, error) {
+	eps := d.opts.Endpoints
+	if label != "" {
+		ep, err := endpoint.Find(eps, label)
+		if err != nil {
+			return nil, nil
+		}
+		eps = []endpoint.Endpoint{ep}
+	}
+	if !slices.ContainsFunc(eps, func(e endpoint.Endpoint) bool { return !e.Undeclared }) {
+		return nil, nil
+	}
+	arrived, err := d.reads.EndpointsArrived(ctx, endpoint.ArrivedWindow)
+	if err != nil {
+		return nil, err
+	}
+	return endpoint.AllContradictions(eps, arrived), nil
+}
+
+// findEvent says where the Stripe event eventID is: on the queue, processed
+// (it has a dedup marker), or unknown.
+func (d *dashboard) findEvent(ctx context.Context, eventID string) (*views.SearchResult, error) {
+	loc, err := d.reads.Locate(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return &views.SearchResult{EventID: eventID, Queued: loc.Queued, Processed: loc.Queued == nil && loc.ProcessedAt != nil}, nil
+}
+
+// eventID parses the :id of the path; a malformed one is as unknown as a
+// missing one.
+func eventID(c echo.Context) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, queue.ErrNotFound
+	}
+	return id, nil
+}
+
+func (d *dashboard) handleEvent() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		detail, err := d.eventDetail(c)
+		if err != nil {
+			return err
+		}
+		return d.renderEvent(c, http.StatusOK, detail)
+	}
+}
+
+// eventDetail reads everything the event's page shows.
+func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
+	ctx := c.Request().Context()
+	id, err := eventID(c)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	e, err := d.reads.Event(ctx, id)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	attempts, err := d.reads.Attempts(ctx, e.Source, e.EventID)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	inFlight, err := d.reads.EventInFlight(ctx, e.EventID)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
+	// Indented for reading; shown as received when it is not JSON.
+	payload := e.Payload
+	var buf bytes.Buffer
+	if json.Indent(&buf, []byte(e.Payload), "", "  ") == nil {
+		payload = buf.String()
+	}
+	canPull := d.opts.Reconciler != nil
+	// After an action the person lands on Find an event, not back here:
+	// the retry loop may process the event, and delete this queue row,
+	// before the browser follows the redirect, and the search follows
+	// the event wherever it went.
+	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, OverdueAfter: queue.OverdueAfter,
+		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID),
+		CanPull: canPull && (e.Account == nil || d.opts.Reconciler.PullsConnect())}
+	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
+		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}
+	}
+	switch pair, err := d.reads.PairOf(ctx, e.EventID); {
+	case err == nil:
+		detail.Pair = &pair
+	case !errors.Is(err, queue.ErrNotFound):
+		return views.EventDetail{}, err
+	}
+	if detail.Replays, err = d.reads.ReplaysOfEvent(ctx, e.EventID); err != nil {
+		return views.EventDetail{}, err
+	}
+	if e.Source == queue.SourceStripe {
+		// The event log's flag, as Find an event shows it.
+		switch entry, err := d.reads.LogEntry(ctx, e.EventID); {
+		case err == nil:
+			detail.OutOfOrder = entry.OutOfOrder
+		case !errors.Is(err, queue.ErrNotFound):
+			return views.EventDetail{}, err
+		}
+	}
+	return detail, nil
+}
+
+func (d *dashboard) renderEvent(c echo.Context, status int, detail views.EventDetail) error {
+	nav := "pending"
+	if detail.Event.Status == queue.StatusDead {
+		nav = "dead"
+	}
+	delivery := d.opts.Control.State()
+	if detail.Event.Status != queue.StatusDead {
+		var err error
+		if detail.Wait, err = d.dueWait(c.Request().Context(), delivery); err != nil {
+			return err
+		}
+	}
+	return render(c, status, views.EventDetailPage(d.pageWith(c, detail.Event.EventID, nav, delivery), detail))
+}
+
+// dueWait says what explains that due events wait, for the stuck rule:
+// delivery, as the page's banner shows it, or a retry loop working through
+// the queue (queue.DueWaitOf).
+func (d *dashboard) dueWait(ctx context.Context, delivery queue.DeliveryControl) (queue.DueWait, error) {
+	ws, err := d.reads.WorkerStatus(ctx)
+	if err != nil {
+		return queue.WaitUnexplained, err
+	}
+	return queue.DueWaitOf(delivery, ws), nil
+}
