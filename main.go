@@ -26,10 +26,9 @@
 // Every setting comes from an environment variable, overridable by a flag;
 // `hookd serve -h` lists them.
 //
-// This file is the entry point; the rest of the command sits beside it, a
-// file for each thing: config.go (config.Config and the settings table),
-// serve.go (the wiring of hookd serve), database.go, and one file per
-// subcommand.
+// This file is the entry point; beside it sit serve.go (the wiring of
+// hookd serve), database.go and a file per subcommand. The settings are
+// internal/config.
 package main
 
 import (
@@ -44,6 +43,7 @@ import (
 	"syscall"
 
 	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/demoapp"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 // from the arguments after their name and from getenv.
 var commands = map[string]func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error{
 	"send-test-event": sendTestEvent,
-	"demo-app":        demoApp,
+	"demo-app":        demoapp.Command,
 	"doctor":          doctorCommand,
 	"keys":            keysCommand,
 	"reconcile":       reconcileCommand,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -125,7 +126,7 @@ func TestSendTestEvent_OutageTakesTheDemoAppDown(t *testing.T) {
 	}
 	queuetest.WaitFor(t, 10*time.Second, "the demo app to answer", func() bool { return status() == http.StatusOK })
 
-	resp, err := http.Post("http://"+addr+outagePath, "text/plain", strings.NewReader("1h"))
+	resp, err := http.Post("http://"+addr+demoapp.OutagePath, "text/plain", strings.NewReader("1h"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/stripeevent"
@@ -104,8 +105,8 @@ func sendOneTestEvent(ctx context.Context, client *http.Client, target string, s
 // a delivery.
 func startDemoOutage(ctx context.Context, client *http.Client, getenv func(string) string, d time.Duration,
 	stdout io.Writer) error {
-	if d <= 0 || d > maxOutage {
-		return fmt.Errorf("-outage: between 1s and %s (got %s)", maxOutage, d)
+	if d <= 0 || d > demoapp.MaxOutage {
+		return fmt.Errorf("-outage: between 1s and %s (got %s)", demoapp.MaxOutage, d)
 	}
 	cfg, err := config.ReadSettings(getenv, "HOOKD_FORWARD_URL", "HOOKD_FORWARD_SECRET")
 	if err != nil {
@@ -115,7 +116,7 @@ func startDemoOutage(ctx context.Context, client *http.Client, getenv func(strin
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("-outage: HOOKD_FORWARD_URL must say where the demo app listens (got %q)", cfg.ForwardURL)
 	}
-	target := u.Scheme + "://" + u.Host + outagePath
+	target := u.Scheme + "://" + u.Host + demoapp.OutagePath
 	body := []byte(d.String())
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {

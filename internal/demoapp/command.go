@@ -1,4 +1,4 @@
-package main
+package demoapp
 
 import (
 	"context"
@@ -15,17 +15,16 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/config"
-	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/internal/forwardsig"
 )
 
-// demoApp runs `hookd demo-app`: the app `make run` forwards to, which
+// Command runs `hookd demo-app`: the app `make run` forwards to, which
 // fails some events on purpose so the dashboard has a story to tell. It
 // listens where HOOKD_FORWARD_URL points, so the demo's hookd and its app
 // share one setting, and checks signatures with HOOKD_FORWARD_SECRET.
-func demoApp(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
+func Command(ctx context.Context, args []string, getenv func(string) string, _, stderr io.Writer) error {
 	fs := config.NewFlagSet("demo-app", "Takes most events; answers some with a 500, lets some time out, and rejects\n"+
-		demoapp.RejectedType+" with a 422 until it is dead. For make run's demo only.", stderr)
+		RejectedType+" with a 422 until it is dead. For make run's demo only.", stderr)
 	addr := fs.String("addr", "", "listen address (default: the host and port of $HOOKD_FORWARD_URL)")
 	down := fs.Duration("down", 0, "answer every delivery 503 for this long from the first one, an outage that opens hookd's circuit breaker (0: none)")
 	if err := fs.Parse(args); err != nil {
@@ -52,7 +51,7 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	secret := cfg.ForwardSecret.Reveal()
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "demo-app")
-	app, err := demoapp.New(secret, logger)
+	app, err := New(secret, logger)
 	if err != nil {
 		return fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
 	}
@@ -83,12 +82,12 @@ func demoApp(ctx context.Context, args []string, getenv func(string) string, _, 
 	return nil
 }
 
-// outagePath is where `hookd send-test-event -outage` asks the demo app to
+// OutagePath is where `hookd send-test-event -outage` asks the demo app to
 // go down: a POST whose body is how long, signed like a delivery.
-const outagePath = "/_demo/outage"
+const OutagePath = "/_demo/outage"
 
-// maxOutage bounds an outage asked for at outagePath.
-const maxOutage = 24 * time.Hour
+// MaxOutage bounds an outage asked for at OutagePath.
+const MaxOutage = 24 * time.Hour
 
 // outage is the demo app down for a while: from its first delivery for
 // -down, or from when send-test-event -outage asks. Every delivery is then
@@ -108,7 +107,7 @@ type outage struct {
 }
 
 func (o *outage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == outagePath {
+	if r.URL.Path == OutagePath {
 		o.serveOutage(w, r)
 		return
 	}
@@ -129,7 +128,7 @@ func (o *outage) begin(d time.Duration, why string) time.Time {
 	return until
 }
 
-// serveOutage starts the outage a signed POST to outagePath asks for.
+// serveOutage starts the outage a signed POST to OutagePath asks for.
 func (o *outage) serveOutage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -147,8 +146,8 @@ func (o *outage) serveOutage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(string(body)))
-	if err != nil || d <= 0 || d > maxOutage {
-		http.Error(w, fmt.Sprintf("the body must be how long to be down, between 1s and %s, e.g. 60s (got %q)", maxOutage, body),
+	if err != nil || d <= 0 || d > MaxOutage {
+		http.Error(w, fmt.Sprintf("the body must be how long to be down, between 1s and %s, e.g. 60s (got %q)", MaxOutage, body),
 			http.StatusBadRequest)
 		return
 	}
