@@ -37,3 +37,18 @@ func TestParseConfig_DeliveryControl(t *testing.T) {
 		}
 	}
 }
+
+// TestParseConfig_RatesRefuseNaNInfAndNegatives: every rate setting goes
+// through one parser, which names the variable and refuses what is not a
+// finite rate above zero (NaN passed a check written as f <= 0 || f > max).
+func TestParseConfig_RatesRefuseNaNInfAndNegatives(t *testing.T) {
+	t.Parallel()
+	for _, env := range []string{"HOOKD_FORWARD_RATE", "HOOKD_STRIPE_API_RATE"} {
+		for _, v := range []string{"NaN", "nan", "Inf", "+Inf", "-Inf", "-1", "-0.5", "0", "1e400"} {
+			_, err := Parse("serve", nil, envOf(map[string]string{env: v}), new(bytes.Buffer))
+			if err == nil || !strings.HasPrefix(err.Error(), env+": ") {
+				t.Errorf("%s=%s: error %v, want one naming %s", env, v, err, env)
+			}
+		}
+	}
+}

@@ -294,12 +294,7 @@ func parseForwardRate(dst *float64, v string) error {
 		*dst = 0
 		return nil
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f <= 0 || f > 1e6 {
-		return errors.New("not a number of deliveries a second greater than zero, like 50 or 0.5, or " + rateUnlimited)
-	}
-	*dst = f
-	return nil
+	return parseRate(dst, v, 1e6, "deliveries a second greater than zero, like 50 or 0.5, or "+rateUnlimited)
 }
 
 func parseBreakerProbe(dst *time.Duration, v string) error {
@@ -312,17 +307,27 @@ func parseBreakerProbe(dst *time.Duration, v string) error {
 	return nil
 }
 
-// parseAPIRate reads a rate of requests per second, which may be below
-// one.
+// parseAPIRate reads Stripe's API budget, which may be below one a
+// second.
 func parseAPIRate(dst *float64, v string) error {
-	r, err := strconv.ParseFloat(v, 64)
-	if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-		return errors.New("not a number of reads per second greater than zero, like 20 or 0.5")
+	if err := parseRate(dst, v, math.Inf(1), "reads per second greater than zero, like 20 or 0.5"); err != nil {
+		return err
 	}
-	if r > 100 {
+	if *dst > 100 {
 		return errors.New("at most 100: Stripe's own limit in live mode, which the app shares")
 	}
-	*dst = r
+	return nil
+}
+
+// parseRate reads a rate a second, which may be below one: a finite
+// number above zero and at most max. NaN fails every comparison, so it is
+// refused by name, not by a bound.
+func parseRate(dst *float64, v string, max float64, what string) error {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > max {
+		return errors.New("not a number of " + what)
+	}
+	*dst = f
 	return nil
 }
 
