@@ -601,16 +601,20 @@ func TestArchitecture_EnvironmentReaders(t *testing.T) {
 // (besides its tests and doc.go itself) is named.
 func TestQueueDoc_ListsEveryFile(t *testing.T) {
 	t.Parallel()
-	f, err := parser.ParseFile(token.NewFileSet(), "queue/doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	f, err := parser.ParseFile(token.NewFileSet(), "queue/doc.go", nil, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Doc == nil {
-		t.Fatal("queue/doc.go has no package comment")
-	}
+	// The map is the comment below the package clause: the package doc
+	// itself stays short (TestPackages_DocsAreShort).
 	named := map[string]bool{}
-	for _, name := range goFileName.FindAllString(f.Doc.Text(), -1) {
-		named[name] = true
+	for _, c := range f.Comments {
+		for _, name := range goFileName.FindAllString(c.Text(), -1) {
+			named[name] = true
+		}
+	}
+	if len(named) == 0 {
+		t.Fatal("queue/doc.go has no map of the package's files")
 	}
 	entries, err := os.ReadDir("queue")
 	if err != nil {
@@ -635,3 +639,54 @@ func TestQueueDoc_ListsEveryFile(t *testing.T) {
 }
 
 var goFileName = regexp.MustCompile(`\b[a-z0-9_]+\.go\b`)
+
+// TestPackages_DocsAreShort holds every package's doc to its one concept in
+// at most three sentences, so `go doc` says what a package is before a
+// newcomer opens it. The detail a package needs goes below its package
+// clause, or on the names it is about. Commands keep their usage.
+func TestPackages_DocsAreShort(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-f", "{{.Name}} {{.Dir}} {{join .GoFiles \" \"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	sentenceEnd := regexp.MustCompile(`[.!?]["')]?(\s|$)`)
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		name, dir := fields[0], fields[1]
+		if name == "main" {
+			continue
+		}
+		files := map[string]*ast.File{}
+		for _, file := range fields[2:] {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, file), nil, parser.ParseComments|parser.PackageClauseOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[file] = f
+		}
+		var docs []string
+		for file, f := range files {
+			if f.Doc != nil {
+				docs = append(docs, filepath.Base(file))
+				var prose []string
+				for l := range strings.Lines(f.Doc.Text()) {
+					if !strings.HasPrefix(l, "\t") { // a code block is no sentence
+						prose = append(prose, l)
+					}
+				}
+				text := strings.NewReplacer("e.g.", "eg", "i.e.", "ie").Replace(strings.Join(prose, ""))
+				if n := len(sentenceEnd.FindAllString(text, -1)); n > 3 {
+					t.Errorf("package %s (%s): its doc has %d sentences; say its one concept in at most 3, the rest below the package clause",
+						name, filepath.Base(file), n)
+				}
+			}
+		}
+		switch {
+		case len(docs) == 0:
+			t.Errorf("package %s (%s) has no package doc", name, dir)
+		case len(docs) > 1:
+			t.Errorf("package %s has a package doc in %d files (%s): keep one", name, len(docs), strings.Join(docs, ", "))
+		}
+	}
+}

@@ -1,11 +1,10 @@
 // Package migrations holds hookd's schema as numbered goose migrations,
-// embedded in the binary so it needs nothing beside PostgreSQL.
-//
-// A migration is never edited once it is on main: a database that ran it
-// never runs it again. Change the schema with the next number instead
-// (00003 was never released). `make check` runs .ci/migrations.sh, which
-// enforces both.
+// embedded in the binary so it needs nothing beside PostgreSQL. A migration is
+// never edited once it is on main: change the schema with the next number
+// (`make check` runs .ci/migrations.sh, which enforces it).
 package migrations
+
+// 00003 was never released.
 
 import (
 	"context"

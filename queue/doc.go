@@ -1,11 +1,10 @@
-// Package queue is hookd's durable state in PostgreSQL: the dedup markers that
-// make a redelivered Stripe event a no-op, the per-event lease that keeps
-// two runs of one event apart, and the retry queue that keeps every event
-// whose processing failed until it succeeds or a person gives up on it. The
-// stores that are not the queue (accounts, the audit log, the activity
-// counts, the rejection log, the alert conditions, the events Stripe could
-// not generate) are packages of their own under internal/store.
-//
+// Package queue is hookd's durable state of events in PostgreSQL: the dedup
+// markers that make a redelivered Stripe event a no-op, the per-event lease
+// that keeps two runs of one event apart, and the retry queue that keeps every
+// event whose processing failed until it succeeds or a person gives up on it.
+// Every other table has its store under internal/store.
+package queue
+
 // Every timestamp is taken from the database's now(), so replicas on different
 // machines share one clock.
 //
@@ -44,4 +43,3 @@
 // seed.go holds the seed's single-event functions, which only the seed's
 // contract tests call; it says what production calls instead. store.go is
 // the Store itself; internal/store what it runs on.
-package queue

@@ -1,12 +1,12 @@
-// Package worker runs processors on events: the Processor interface and
-// Discard, the forwarder that posts an event to the user's app, and the
-// producer (ProducerConfig) that claims leased work, runs it and settles
-// it, on which run the retry loop (Retrier), which runs the events on the
-// retry queue again until they succeed or are dead and probes the app
-// while the circuit breaker is open, and the replay runner (Replayer). It
-// also holds what every path that delivers shares: the replica's
-// Heartbeat, its copy of delivery control (Control) and the delivery rate
-// (Pace). Each long-running loop runs on internal/startstop. The receiver,
+// Package worker runs the loops that work the queue: the retry loop
+// (Retrier) and the replay runner (Replayer), on one producer that claims
+// leased work, runs a Processor on it and settles it. It holds the Processor
+// interface and the forwarder that posts an event to the user's app, and what
+// every delivering path shares: the Heartbeat, delivery control (Control) and
+// the delivery rate (Pace).
+package worker
+
+// Each long-running loop runs on internal/startstop. The receiver,
 // which runs a delivery while Stripe waits, is internal/receiver; what is
 // counted and logged of them is internal/telemetry.
 //
@@ -16,7 +16,6 @@
 // dedup marker, or the queue row and the attempt) is written only with that
 // lease's release, by its owner. No transaction is open while a processor
 // runs.
-package worker
 
 import (
 	"context"

@@ -1,3 +1,7 @@
+// Package config reads hookd's settings once, from the environment and the
+// command line, into one Config. The settings table (settings.go) is the one
+// source of every variable, flag and default: `hookd serve -h` prints it, and
+// the docs' tables are rendered from it (docs.go).
 package config
 
 import (

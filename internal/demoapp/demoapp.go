@@ -1,13 +1,9 @@
-// Package demoapp is the app hookd forwards to in `make run`'s demo. It
-// stands for the user's own app and fails the way real apps fail, so the
-// dashboard has something to show: most events it takes at once; some it
-// answers with a crashed framework's 500, some it never answers in time,
-// and one event type it rejects with a 422 until the event is dead.
-//
-// What it does with a delivery depends only on the event's id, type and how
-// many times it has seen that event (Decide), so a run of the demo tells the
-// same story every time. It keeps those counts in memory; it is a demo, not
-// a place to send production traffic.
+// Package demoapp is the app hookd forwards to in `make run`'s demo, standing
+// for the user's own app. It fails the way real apps fail (a crashed
+// framework's 500, no answer in time, a 422 until the event is dead), so the
+// dashboard has something to show. What it does depends only on the event's
+// id, type and how often it has seen it (Decide), so every demo tells the same
+// story; it is not a place to send production traffic.
 package demoapp
 
 import (

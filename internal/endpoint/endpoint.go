@@ -1,10 +1,9 @@
-// Package endpoint names the Stripe endpoints one hookd serves. A
-// deployment commonly has several: an account endpoint, a Connect endpoint
-// (events of connected accounts), an event destination sending thin
-// events, a sandbox's. Each has a label, its own signing secrets, and
-// settings of its own; the secret a delivery's signature matches decides
-// which endpoint the delivery came through.
-//
+// Package endpoint names the Stripe endpoints one hookd serves (an account
+// endpoint, a Connect endpoint, a thin event destination, a sandbox's), each
+// with a label, its signing secrets and settings of its own. The secret a
+// delivery's signature matches decides which endpoint it came through.
+package endpoint
+
 // Two settings describe them. STRIPE_WEBHOOK_SECRETS names each endpoint
 // and its secrets (ParseSecrets):
 //
@@ -16,7 +15,6 @@
 //
 // The one-endpoint form, STRIPE_WEBHOOK_SECRET, is one endpoint labelled
 // DefaultLabel.
-package endpoint
 
 import (
 	"errors"

@@ -1,7 +1,8 @@
 // Package groupcommit gathers work that arrives while a batch of it is at
 // the database into the next batch, so that one round trip and one commit
 // serve every item that came meanwhile (group commit).
-//
+package groupcommit
+
 // A lone item waits for nobody: it starts a batch of one at once. Under
 // load, one goroutine runs batch after batch, each holding what arrived
 // while the one before it ran. One batch of a Batcher runs at a time,
@@ -9,7 +10,6 @@
 // (waiting on a lock, say) no longer holds up the items that arrive
 // behind it, which go on in a batch beside it, up to maxStalled stalled
 // batches. No goroutine outlives the items it serves.
-package groupcommit
 
 import (
 	"context"

@@ -1,17 +1,15 @@
-// Package receiver runs one delivery from Stripe through hookd's pipeline:
-// it checks the signature, reads the event's id and type, takes the event's
-// lease, runs the processor while Stripe waits (or defers the event to the
-// retry queue when every inline slot is taken), and writes the outcome. It
-// holds the refusal errors and the one map from them to the rejection
-// log's reasons (RejectReason), the signature's tolerance, and the inline
-// slots.
-//
-// Its guarantee: Receive returns nil only once the outcome is durable (the
-// dedup marker, or the queue row), and refuses, storing nothing, what can
-// never succeed. No transaction is open and no connection held while the
-// processor runs; the deliveries that reach the database at one moment
-// share its short transactions (internal/groupcommit).
+// Package receiver runs one delivery from Stripe through hookd's pipeline: the
+// signature check, the event's lease, the processor while Stripe waits (or
+// the retry queue when every inline slot is taken), and the outcome. Receive
+// returns nil only once the outcome is durable, and refuses, storing
+// nothing, what can never succeed.
 package receiver
+
+// It holds the refusal errors and the one map from them to the rejection
+// log's reasons (RejectReason), the signature's tolerance, and the inline
+// slots. No transaction is open and no connection held while the processor
+// runs; the deliveries that reach the database at one moment share its short
+// transactions (internal/groupcommit).
 
 import (
 	"cmp"

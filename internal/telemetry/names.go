@@ -1,16 +1,12 @@
 // Package telemetry counts what the pipeline does, for the people who watch
-// it: the Prometheus metrics (every hookd_* name and label value is a
-// constant here), the per-minute activity counts behind the overview's
-// charts and the signature alert, the rejection log of refused deliveries,
-// and the one flush loop that writes the last two to the database in
-// batches.
-//
-// Its guarantee: counting never waits on the database. A delivery or a
-// retry adds to memory only; a flush writes what was counted since the last
-// one, so a crash loses at most a flush interval of counts and of the log,
-// never an event. A nil *Metrics, *Activity or *RejectionLog records
-// nothing.
+// it: the Prometheus metrics, the activity counts behind the overview's
+// charts, and the rejection log of refused deliveries. Counting never waits
+// on the database: one flush loop writes counts and log in batches, so a
+// crash loses at most a flush interval of them, never an event.
 package telemetry
+
+// Every hookd_* metric name and label value is a constant here. A nil
+// *Metrics, *Activity or *RejectionLog records nothing.
 
 import (
 	"time"

@@ -1,6 +1,7 @@
 // Package queuetest gives tests a real, migrated PostgreSQL database of their
 // own, and factories that put queue rows in any state.
-//
+package queuetest
+
 // The first caller in a test binary migrates a template database, named by a
 // hash of the migrations so a schema change makes a new one; every test then
 // gets a clone of it (CREATE DATABASE ... TEMPLATE, a few milliseconds), so
@@ -8,7 +9,6 @@
 // when its test passes and kept, with its URL logged, when it fails.
 // PgBouncerURL reaches such a database through PgBouncer in transaction
 // pooling mode, as hookd runs in production.
-package queuetest
 
 import (
 	"context"

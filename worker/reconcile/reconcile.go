@@ -1,10 +1,10 @@
-// Package reconcile recovers the Stripe events hookd never received. It
-// asks Stripe's API which events each labelled endpoint should have been
-// sent in a window, and runs every one that has neither a dedup marker nor
-// a queue row through the receiver's own pipeline (per-event lock, dedup,
-// processor, queue on failure), so a recovered event is handled exactly as
-// a delivery would have been, and never twice.
-//
+// Package reconcile recovers the Stripe events hookd never received. It asks
+// Stripe's API which events each endpoint should have been sent in a window,
+// and runs each that has neither a dedup marker nor a queue row through the
+// receiver's own pipeline, so it is handled as a delivery would have been,
+// and never twice.
+package reconcile
+
 // Each kind of endpoint is listed where Stripe keeps its events: a
 // snapshot endpoint's in /v1/events; a thin destination's in
 // /v2/core/events, by created and type; a Connect endpoint's account by
@@ -16,7 +16,6 @@
 // wrong secret during a roll, an outage longer than the retries) is never
 // sent again. Reconciliation closes those gaps for the 30 days Stripe keeps
 // events.
-package reconcile
 
 import (
 	"cmp"
