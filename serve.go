@@ -529,6 +529,7 @@ func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer
 		return nil, fmt.Errorf("HOOKD_FORWARD_SECRET: %v", err)
 	}
 	f.KeepConns(int(cfg.RetryConcurrency+cfg.InlineConcurrency) + worker.DefaultReplayConcurrency)
+	f.CloseIdleAfter(cfg.ForwardIdleTimeout)
 	f.Traced(tracer)
 	return f, nil
 }

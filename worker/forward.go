@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,22 @@ type Forwarder struct {
 	now       func() time.Time
 }
 
+// DefaultForwardIdleTimeout is how long a kept connection to the app may
+// sit idle before the forwarder closes it: under the shortest keep-alive
+// of the common app servers, so that hookd, not the app, closes an idle
+// connection, and no call goes out on one the app is closing (which would
+// get no answer, and fail its attempt).
+//
+//	gunicorn (keepalive)              2 s
+//	Node.js http (keepAliveTimeout)   5 s
+//	uvicorn (timeout_keep_alive)      5 s
+//	Apache httpd (KeepAliveTimeout)   5 s
+//	Puma (persistent_timeout)        20 s
+//	nginx (keepalive_timeout)        75 s
+//
+// Under load a connection is reused long before it idles that long.
+const DefaultForwardIdleTimeout = time.Second
+
 // defaultForwardConns is how many idle connections to the app a Forwarder
 // keeps for reuse until KeepConns says how many calls can run at once.
 const defaultForwardConns = 64
@@ -51,7 +68,7 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 		// the default of 2 idle connections per host would open and close
 		// a connection for most of them.
 		MaxIdleConnsPerHost: defaultForwardConns,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     DefaultForwardIdleTimeout,
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
@@ -80,10 +97,18 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 // fewer than the 64 a Forwarder keeps by default): as many as hookd's
 // paths can have calls to it at once (the retry loop's, the inline
 // deliveries', the replays'), so that no call closes its connection when
-// it ends and the next one opens another. An idle connection closes after
-// 90 s. Call it before the first Process.
+// it ends and the next one opens another. Call it before the first
+// Process.
 func (f *Forwarder) KeepConns(n int) {
 	f.transport.MaxIdleConnsPerHost = max(n, defaultForwardConns)
+}
+
+// CloseIdleAfter closes a kept connection once it has been idle for d
+// (HOOKD_FORWARD_IDLE_TIMEOUT; DefaultForwardIdleTimeout when d is zero):
+// set it under the app server's own keep-alive. Call it before the first
+// Process.
+func (f *Forwarder) CloseIdleAfter(d time.Duration) {
+	f.transport.IdleConnTimeout = cmp.Or(d, DefaultForwardIdleTimeout)
 }
 
 // Traced makes each call to the app a client span of the attempt's trace
@@ -138,13 +163,12 @@ func (f *Forwarder) request(ctx context.Context, d Delivery) (*http.Request, err
 	if err != nil {
 		return nil, err
 	}
-	// An app server closes a kept-alive connection after a few idle seconds
-	// (Node's 5, gunicorn's 2), and a call sent on it as it closes gets no
-	// answer. net/http sends a call again on a new connection then only if
-	// the call may be repeated: an Idempotency-Key with no value says so
-	// and is not sent. It may: an attempt that fails is repeated anyway, a
-	// minute later, and the lease keeps it one call at a time.
-	req.Header["Idempotency-Key"] = nil
+	// The call is not marked idempotent: net/http then sends it again on a
+	// new connection only when it knows nothing of it was written. A call
+	// whose connection drops after it was written may still be in the app,
+	// and one attempt must be one call. The race that marking it would
+	// cover, an app closing an idle kept connection as a call goes out on
+	// it, the idle timeout prevents (DefaultForwardIdleTimeout).
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookd")
 	req.Header.Set("Hookd-Event-Id", d.EventID)

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -300,44 +299,5 @@ func TestForwarder_KeepsAConnectionForEachCallAtOnce(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a round of %d calls at once still opened %d connections", atOnce, n)
 		}
-	}
-}
-
-// An app server that closes a kept-alive connection as a call is sent on
-// it (Node's 5 s keepAliveTimeout, gunicorn's 2 s, racing the next call)
-// never answers that call: the call is sent again on a new connection,
-// within its attempt, instead of failing with EOF and waiting a minute for
-// its retry. The app below answers a connection's first call and closes
-// the connection unanswered at its second, as such a server does.
-func TestForwarder_SendsAgainWhenTheAppClosesAKeptConnection(t *testing.T) {
-	t.Parallel()
-	type connCalls struct{}
-	var answered atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Context().Value(connCalls{}).(*atomic.Int64).Add(1) > 1 {
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-			return
-		}
-		answered.Add(1)
-	}))
-	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		return context.WithValue(ctx, connCalls{}, new(atomic.Int64))
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
-	f, err := worker.NewForwarder(srv.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		d := worker.Delivery{EventID: fmt.Sprintf("evt_%d", i), EventType: "invoice.paid", Payload: []byte(`{"id":"evt"}`), Attempt: 1}
-		if res := f.Process(t.Context(), d); res.Err != nil {
-			t.Fatalf("call %d on a connection the app closed: %v", i, res.Err)
-		}
-	}
-	if n := answered.Load(); n != 3 {
-		t.Fatalf("the app answered %d calls, want 3", n)
 	}
 }

@@ -51,26 +51,28 @@ type Config struct {
 	// HOOKD_ENDPOINTS gives no test_events.
 	TestEvents endpoint.TestEvents
 	// SnapshotAlias is HOOKD_SNAPSHOT_ALIAS.
-	SnapshotAlias    receiver.SnapshotAlias
-	Processor        string
-	ForwardURL       string
-	ForwardSecret    Secret
-	ForwardTimeout   time.Duration
-	RetryInterval    time.Duration
-	RetryBatch       int64
-	RetryConcurrency int64
-	MarkerRetention  time.Duration
-	PayloadRetention time.Duration
-	AdminEmail       string
-	AdminPassword    Secret
-	SecureCookies    bool
-	TrustedProxies   []*net.IPNet
-	MaxBody          int64
-	MaxBodyMemory    int64
-	ShutdownTimeout  time.Duration
-	LogLevel         slog.Level
-	AlertURL         Secret
-	AlertPendingAge  time.Duration
+	SnapshotAlias  receiver.SnapshotAlias
+	Processor      string
+	ForwardURL     string
+	ForwardSecret  Secret
+	ForwardTimeout time.Duration
+	// ForwardIdleTimeout closes a kept connection to the app idle this long.
+	ForwardIdleTimeout time.Duration
+	RetryInterval      time.Duration
+	RetryBatch         int64
+	RetryConcurrency   int64
+	MarkerRetention    time.Duration
+	PayloadRetention   time.Duration
+	AdminEmail         string
+	AdminPassword      Secret
+	SecureCookies      bool
+	TrustedProxies     []*net.IPNet
+	MaxBody            int64
+	MaxBodyMemory      int64
+	ShutdownTimeout    time.Duration
+	LogLevel           slog.Level
+	AlertURL           Secret
+	AlertPendingAge    time.Duration
 	// AlertQuiet is HOOKD_ALERT_QUIET: the quiet period of an endpoint
 	// without its own; 0 is off.
 	AlertQuiet   time.Duration

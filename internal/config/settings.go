@@ -73,6 +73,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
 	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: humanize.Typed(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardTimeout, v) }},
+	{flag: "forward-idle-timeout", env: "HOOKD_FORWARD_IDLE_TIMEOUT", def: humanize.Typed(worker.DefaultForwardIdleTimeout), usage: "how long a kept connection to the app may sit idle before hookd closes it: set it under the app server's own keep-alive (gunicorn 2s, Node and uvicorn 5s), so the app never closes one as a call goes out on it",
+		set: func(c *Config, v string) error { return parsePositiveDuration(&c.ForwardIdleTimeout, v) }},
 	{flag: "retry-interval", env: "HOOKD_RETRY_INTERVAL", def: humanize.Typed(worker.DefaultRetryInterval), usage: "how often the retry loop looks for due events when idle",
 		set: func(c *Config, v string) error { return parsePositiveDuration(&c.RetryInterval, v) }},
 	{flag: "marker-retention", env: "HOOKD_MARKER_RETENTION", def: humanize.Typed(maintenance.DefaultMarkerRetention), usage: "age after which dedup markers are pruned (Stripe redelivers for up to " + humanize.Duration(stripeevent.RedeliveryWindow) + ")",
