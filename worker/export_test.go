@@ -3,6 +3,7 @@ package worker
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"time"
 )
 
 // ErrFenced is the cause a fenced processor's context reports, which the
@@ -14,3 +15,17 @@ var ErrFenced = errFenced
 func TrustTLS(f *Forwarder, roots *x509.CertPool) {
 	f.transport.TLSClientConfig = &tls.Config{RootCAs: roots}
 }
+
+// UseClock makes h read time from now (the wall clock, for its log) and
+// elapsed (monotonic, for its fence). Call it before Register.
+func UseClock(h *Heartbeat, now func() time.Time, elapsed func() time.Duration) {
+	h.clock = funcClock{now, elapsed}
+}
+
+type funcClock struct {
+	now     func() time.Time
+	elapsed func() time.Duration
+}
+
+func (c funcClock) Now() time.Time         { return c.now() }
+func (c funcClock) Elapsed() time.Duration { return c.elapsed() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,8 +38,11 @@ type Heartbeat struct {
 	cancel context.CancelCauseFunc
 	// fence fires FenceAfter after the last good beat was sent.
 	fence *time.Timer
-	// good is when the last good beat was sent, in Unix nanoseconds,
-	// read without the lock by Overdue on every receiver's exchange.
+	// clock is read for every fence decision; tests give their own.
+	clock clock
+	// good is when the last good beat was sent, a Moment, read without
+	// the lock by Overdue on every receiver's exchange; never before the
+	// first.
 	good atomic.Int64
 
 	beats *startstop.Service
@@ -47,7 +51,9 @@ type Heartbeat struct {
 // NewHeartbeat returns the Heartbeat of store's replica (queue.WithReplica).
 // Until Run registers it, it is fenced: nothing bound to it runs.
 func NewHeartbeat(store *queue.Store, logger *slog.Logger) *Heartbeat {
-	h := &Heartbeat{store: store, logger: logger.With("component", "heartbeat", "replica", store.Replica())}
+	h := &Heartbeat{store: store, logger: logger.With("component", "heartbeat", "replica", store.Replica()),
+		clock: processClock{start: time.Now()}}
+	h.good.Store(never)
 	h.gen, h.cancel = context.WithCancelCause(context.Background())
 	h.cancel(errFenced)
 	h.beats = startstop.New(func(ctx context.Context) {
@@ -60,7 +66,7 @@ func NewHeartbeat(store *queue.Store, logger *slog.Logger) *Heartbeat {
 // Register makes the replica known and its processors free to run. Run
 // does it; callers that take leases before Run starts call it first.
 func (h *Heartbeat) Register(ctx context.Context) error {
-	sent := time.Now()
+	sent := h.Now()
 	if err := h.store.Register(ctx); err != nil {
 		return err
 	}
@@ -74,7 +80,7 @@ func (h *Heartbeat) Register(ctx context.Context) error {
 func (h *Heartbeat) Run(ctx context.Context) error { return h.beats.Run(ctx) }
 
 func (h *Heartbeat) beat(ctx context.Context) {
-	sent := time.Now()
+	sent := h.Now()
 	beatCtx, cancel := context.WithTimeout(ctx, queue.FenceAfter)
 	defer cancel()
 	h.mu.Lock()
@@ -121,13 +127,34 @@ const overdueAfter = 2 * queue.BeatInterval
 // is not silent, and it never takes a lease the database grants on a beat
 // its own clock has already given up on. A nil Heartbeat is never overdue.
 func (h *Heartbeat) Overdue() bool {
-	return h != nil && time.Since(time.Unix(0, h.good.Load())) > overdueAfter
+	if h == nil {
+		return false
+	}
+	good := h.good.Load()
+	return good == never || h.clock.Elapsed()-time.Duration(good) > overdueAfter
 }
 
-// Beaten notes that a beat of the replica sent at sent succeeded, the
-// heartbeat's own or one another write carried (Overdue): a fenced replica
-// runs again, and its fence moves to FenceAfter after sent.
-func (h *Heartbeat) Beaten(sent time.Time) {
+// A Moment is a reading of the heartbeat's monotonic clock, taken in this
+// process: only the time between two Moments means anything. The fence
+// never compares wall-clock times, so a step of the system's clock (NTP, a
+// VM resumed) moves no fence while the database still grants leases.
+type Moment time.Duration
+
+// never is good's value before the first good beat.
+const never = math.MinInt64
+
+// Now is the Moment a beat is sent at, for Beaten. A nil Heartbeat reads 0.
+func (h *Heartbeat) Now() Moment {
+	if h == nil {
+		return 0
+	}
+	return Moment(h.clock.Elapsed())
+}
+
+// Beaten notes that a beat of the replica sent at sent (a Moment of Now)
+// succeeded, the heartbeat's own or one another write carried (Overdue): a
+// fenced replica runs again, and its fence moves to FenceAfter after sent.
+func (h *Heartbeat) Beaten(sent Moment) {
 	if h != nil {
 		h.beaten(sent)
 	}
@@ -136,17 +163,17 @@ func (h *Heartbeat) Beaten(sent time.Time) {
 // beaten notes a beat sent at sent that succeeded. Beats carried by other
 // writes may end out of order: one sent before the last good beat moves
 // nothing.
-func (h *Heartbeat) beaten(sent time.Time) {
+func (h *Heartbeat) beaten(sent Moment) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if sent.UnixNano() < h.good.Load() {
+	if int64(sent) < h.good.Load() {
 		return
 	}
-	h.good.Store(sent.UnixNano())
+	h.good.Store(int64(sent))
 	if h.gen.Err() != nil {
 		h.gen, h.cancel = context.WithCancelCause(context.Background())
 	}
-	wait := time.Until(sent.Add(queue.FenceAfter))
+	wait := time.Duration(sent) + queue.FenceAfter - h.clock.Elapsed()
 	if h.fence == nil {
 		h.fence = time.AfterFunc(wait, h.fenceNow)
 		return
@@ -163,7 +190,8 @@ func (h *Heartbeat) fenceNow() {
 	if h.gen.Err() != nil {
 		return
 	}
-	h.logger.Warn("fenced: this replica's processors stop before another replica may take their events over")
+	h.logger.Warn("fenced: this replica's processors stop before another replica may take their events over",
+		"last_good_beat", h.lastGoodBeat())
 	h.cancel(errFenced)
 }
 
@@ -203,3 +231,28 @@ func (h *Heartbeat) Bind(ctx context.Context) (context.Context, context.CancelFu
 		cancel(context.Canceled)
 	}
 }
+
+// lastGoodBeat is when the last good beat was sent on the wall clock, for
+// the log alone, or the zero time before the first.
+func (h *Heartbeat) lastGoodBeat() time.Time {
+	good := h.good.Load()
+	if good == never {
+		return time.Time{}
+	}
+	return h.clock.Now().Add(time.Duration(good) - h.clock.Elapsed())
+}
+
+// clock is what the heartbeat reads time from: Elapsed, on the monotonic
+// clock, for every fence decision; Now, the wall clock, only for what it
+// logs.
+type clock interface {
+	Now() time.Time
+	Elapsed() time.Duration
+}
+
+// processClock is the process's own clock; Elapsed is monotonic since
+// start.
+type processClock struct{ start time.Time }
+
+func (processClock) Now() time.Time           { return time.Now() }
+func (c processClock) Elapsed() time.Duration { return time.Since(c.start) }

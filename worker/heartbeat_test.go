@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,4 +87,52 @@ func TestHeartbeat_RowGoneFencesAndRegistersAgain(t *testing.T) {
 		defer unbindAgain()
 		return again.Err() == nil
 	})
+}
+
+// A backward step of the wall clock (NTP correcting it, a VM resumed) moves
+// no fence: the replica keeps beating and its runs keep running, while the
+// database, on its own clock, still sees it beat and grants its leases.
+// The clock here steps the wall time back 60 s while the monotonic time
+// goes on, as the system's does.
+func TestHeartbeat_AWallClockStepMovesNoFence(t *testing.T) {
+	t.Parallel()
+	_, pool := queuetest.NewStore(t)
+	store := queue.New(pool, queue.WithReplica(uuid.New()))
+	hb := worker.NewHeartbeat(store, discardLogger)
+	start := time.Now()
+	var step atomic.Int64
+	worker.UseClock(hb, func() time.Time { return time.Now().Add(time.Duration(step.Load())) },
+		func() time.Duration { return time.Since(start) })
+	if err := hb.Register(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = hb.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	run, unbind := hb.Bind(context.Background())
+	defer unbind()
+
+	var stepped time.Time
+	if err := pool.QueryRow(t.Context(), `SELECT now()`).Scan(&stepped); err != nil {
+		t.Fatal(err)
+	}
+	step.Store(int64(-60 * time.Second))
+	// Longer than FenceAfter, on the database's clock: a fence moved by
+	// the step would have fired by then.
+	queuetest.WaitFor(t, 3*queue.ReplicaSilence, "the replica to beat for longer than FenceAfter after the step", func() bool {
+		if run.Err() != nil {
+			t.Fatalf("a run of the replica was cancelled after the wall clock stepped back: %v", context.Cause(run))
+		}
+		return queuetest.Count(t, pool, `SELECT count(*) FROM hookd_replicas WHERE id = $1 AND beat_at > $2::timestamptz + $3::interval`,
+			store.Replica(), stepped, (queue.FenceAfter+queue.BeatInterval).String()) == 1
+	})
+	if run.Err() != nil || hb.Overdue() {
+		t.Fatalf("after the step: run cancelled %v, overdue %v; want neither", context.Cause(run), hb.Overdue())
+	}
+	again, unbindAgain := hb.Bind(context.Background())
+	defer unbindAgain()
+	if again.Err() != nil {
+		t.Fatalf("a run bound after the step: %v", context.Cause(again))
+	}
 }

@@ -597,7 +597,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 	// of, so their runs are not cancelled as they start by a fence the
 	// database has not seen yet.
 	x := queue.Exchange{Source: queue.SourceStripe, ProcessFor: r.timeout, Beat: r.heartbeat.Overdue()}
-	sent := time.Now()
+	sent := r.heartbeat.Now()
 	for _, d := range group {
 		switch d.turn {
 		case turnSettle:
