@@ -221,7 +221,6 @@ func newMarkOp(rs []Received) *markOp {
 		op.at[i] = len(op.ids)
 		op.ids = append(op.ids, r.EventID)
 		op.log.add(r.Log)
-		op.tally.add(nil, true)
 		if r.Seen != nil {
 			op.seen.add(*r.Seen)
 		}
@@ -493,6 +492,11 @@ type Received struct {
 	// the event: its marker is written with it. The receiver sets it on
 	// every processed outcome; a queued one's queue row is its entry.
 	Log *LoggedEvent
+	// Called says the outcome is that of a call hookd tried to send to the
+	// app: only such outcomes count for the circuit breaker (WithBreaker).
+	// A discarded test-mode event, an event deferred or held, a run the
+	// fence cut short: none says whether the app is up.
+	Called bool
 }
 
 // settleOp is the settling part of Exchange's short transaction.
@@ -533,7 +537,9 @@ func newSettleOp(rs []Received) *settleOp {
 		if r.Attempt != nil {
 			a.add(*r.Attempt, r.Owner)
 		}
-		op.tally.add(r.Attempt, r.Queue == nil)
+		if r.Called {
+			op.tally.add(r.Attempt, r.Queue == nil)
+		}
 		if r.Seen != nil {
 			op.seen.add(*r.Seen)
 		}

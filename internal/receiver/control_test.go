@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
@@ -565,5 +566,52 @@ func TestBreaker_LogsOpeningAndClosingPlainly(t *testing.T) {
 	})
 	if strings.Contains(log.String(), "shutdown cut retries short") {
 		t.Errorf("probes logged a shutdown while nothing shut down:\n%s", log.String())
+	}
+}
+
+// TestBreaker_CountsOnlyCallsToTheApp: an open breaker closes only on a call
+// that reached the app. A test-mode event its endpoint discards, and a
+// redelivery of an event processed before, are answered without any call:
+// they say nothing of whether the app is back, and the breaker stays open.
+func TestBreaker_CountsOnlyCallsToTheApp(t *testing.T) {
+	t.Parallel()
+	const n = 3
+	_, b := setup(t)
+	app := newTestApp(t)
+	r := newReplica(t, b.pool, app, replicaConfig{breakerFailures: n, probe: time.Hour})
+	r.run(t, false)
+	if o, err := deliverTo(t, r, "evt_taken_before"); err != nil || o != receiver.Processed {
+		t.Fatalf("first delivery: %v, %v; want processed", o, err)
+	}
+	app.answer(http.StatusServiceUnavailable)
+	for i := range n {
+		if o, err := deliverTo(t, r, fmt.Sprintf("evt_down_%d", i)); err != nil || o != receiver.Queued {
+			t.Fatalf("delivery while the app is down: %v, %v; want queued", o, err)
+		}
+	}
+	if _, open := breakerRow(t, b.pool); !open {
+		t.Fatalf("after %d app-down failures the breaker is closed; want open", n)
+	}
+
+	discarding := endpoint.New(endpoint.DefaultLabel)
+	discarding.Secrets, discarding.TestEvents = []string{testSecret}, endpoint.DiscardTestEvents
+	fwd, err := worker.NewForwarder(app.srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv := receiver.New(r.store, discardLogger, receiver.Config{Endpoints: []endpoint.Endpoint{discarding},
+		Processor: fwd, ProcessTimeout: 2 * time.Second, Control: r.control})
+	body := stripeevent.Minimal("evt_test_mode", "invoice.paid") // livemode false
+	if o, err := rcv.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now())); err != nil || o != receiver.TestDiscarded {
+		t.Fatalf("a test-mode event its endpoint discards: %v, %v; want discarded", o, err)
+	}
+	if f, open := breakerRow(t, b.pool); !open {
+		t.Fatalf("a discarded test-mode event closed the breaker (failures %d); want it open", f)
+	}
+	if o, err := deliverTo(t, r, "evt_taken_before"); err != nil || o != receiver.Duplicate {
+		t.Fatalf("redelivery of a processed event: %v, %v; want duplicate", o, err)
+	}
+	if f, open := breakerRow(t, b.pool); !open {
+		t.Fatalf("a redelivery answered from its state closed the breaker (failures %d); want it open", f)
 	}
 }

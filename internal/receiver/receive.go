@@ -515,10 +515,14 @@ func (r *Receiver) process(d *delivery) (worker.Result, time.Duration) {
 	defer unbind()
 	ctx, cancel := context.WithDeadline(ctx, d.deadline)
 	defer cancel()
-	return worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
+	res, took := worker.Process(ctx, r.proc, r.timeout, worker.Delivery{
 		EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: 0,
 		Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
 	})
+	// The breaker hears of calls to the app only: a run the fence or a
+	// stop cut short says nothing of whether the app is up.
+	d.outcome.Called = res.Err == nil || ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)
+	return res, took
 }
 
 // processed sets the outcome of a processor run: the marker of a success,
