@@ -50,7 +50,7 @@ func TestWithDemoBackoff_HoursBecomeSeconds(t *testing.T) {
 	}
 
 	single := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_single", Attempts: 1, Status: queue.StatusRetrying})
-	if _, err := s.ScheduleRetry(t.Context(), single.ID, 2, "downstream answered 500"); err != nil {
+	if _, err := queuetest.NewSeed(s).ScheduleRetry(t.Context(), single.ID, 2, "downstream answered 500"); err != nil {
 		t.Fatal(err)
 	}
 

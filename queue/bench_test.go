@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // BenchmarkMarkProcessed writes one new dedup marker per operation, the
@@ -17,7 +17,7 @@ func BenchmarkMarkProcessed(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if err := s.MarkProcessed(ctx, fmt.Sprintf("evt_bench_%d", i)); err != nil {
+		if err := queuetest.NewSeed(s).MarkProcessed(ctx, fmt.Sprintf("evt_bench_%d", i)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,7 +49,7 @@ func BenchmarkDrain(b *testing.B) {
 				start := time.Now()
 				n := 0
 				for {
-					claimed, err := s.ClaimDue(ctx, batch, queue.DefaultClaimWindow)
+					claimed, err := queuetest.NewSeed(s).ClaimDue(ctx, batch, queuetest.DefaultClaimWindow)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -57,7 +57,7 @@ func BenchmarkDrain(b *testing.B) {
 						break
 					}
 					for _, e := range claimed {
-						if err := s.Resolve(ctx, e.ID); err != nil {
+						if err := queuetest.NewSeed(s).Resolve(ctx, e.ID); err != nil {
 							b.Fatal(err)
 						}
 					}

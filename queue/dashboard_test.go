@@ -58,7 +58,7 @@ func TestRetryNow_OnlyPendingEvents(t *testing.T) {
 	if h, err := s.RetryNow(ctx, pending.ID); err != nil || h != queue.DueNow {
 		t.Fatalf("RetryNow(pending) = %v, %v; want DueNow, nil", h, err)
 	}
-	claimed, err := s.ClaimDue(ctx, 10, queue.DefaultClaimWindow)
+	claimed, err := queuetest.NewSeed(s).ClaimDue(ctx, 10, queuetest.DefaultClaimWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestEventsInFlight_OnlyLiveLeasesAmongTheIDs(t *testing.T) {
 	s, bundle := setup(t)
 	ctx := context.Background()
 	for _, id := range []string{"evt_live", "evt_expired", "evt_not_asked"} {
-		if _, err := s.TryLockEvent(ctx, id); err != nil {
+		if _, err := queuetest.NewSeed(s).TryLockEvent(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

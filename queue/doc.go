@@ -40,6 +40,6 @@ package queue
 // backoff, MaxAttempts and the pending rule, stuck.go the stuck rule,
 // failures.go the failure groups, pending.go the oldest pending event.
 // reads.go is the dashboard's time-limited, read-only Store (NewReader).
-// seed.go holds the seed's single-event functions, which only the seed's
-// contract tests call; it says what production calls instead. store.go is
-// the Store itself; internal/store what it runs on.
+// The seed's single-event functions, which only tests call, are
+// queuetest.Seed's. store.go is the Store itself; internal/store what it
+// runs on.

@@ -117,7 +117,7 @@ func TestEventLog_RetrySuccessRecordsHowAndAttempt(t *testing.T) {
 		Log: logged(queue.LogDeferred, "in_2", "cus_2", time.Now())}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Enqueue(ctx, queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_unlogged",
+	if _, err := queuetest.NewSeed(s).Enqueue(ctx, queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_unlogged",
 		EventType: "charge.succeeded", Payload: []byte(`{"b":2}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,6 @@ const (
 	StatusDead Status = "dead"
 )
 
-// DefaultClaimWindow is how far the seed's ClaimDue defers a claimed
-// event: a worker that dies between claim and resolve leaves the event due
-// again after this long. Production's claims defer an event to its lease's
-// expiry instead (ClaimAttempts).
-const DefaultClaimWindow = 2 * time.Minute
-
 // Event is a row of the retry queue.
 type Event struct {
 	ID            uuid.UUID  `db:"id"`

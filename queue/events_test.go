@@ -76,7 +76,7 @@ func TestTakeNewlyDead(t *testing.T) {
 		if _, err := store.RetryDead(t.Context(), e.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.ScheduleRetry(t.Context(), e.ID, queue.MaxAttempts, "still failing"); err != nil {
+		if _, err := queuetest.NewSeed(store).ScheduleRetry(t.Context(), e.ID, queue.MaxAttempts, "still failing"); err != nil {
 			t.Fatal(err)
 		}
 		if n := take(); n != 1 {

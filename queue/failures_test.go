@@ -99,7 +99,7 @@ func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 	s, bundle := setup(t)
 	ctx := context.Background()
 	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "downstream answered 500: boom"})
-	if _, err := s.ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
+	if _, err := queuetest.NewSeed(s).ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
 		t.Fatal(err)
 	}
 	groups, _, err := s.FailureGroups(ctx, 10, "")
@@ -131,7 +131,7 @@ func TestRetryNowMatching_MakesOnlyMatchingPendingEventsDue(t *testing.T) {
 	// due when it was, and the count says so.
 	running := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2,
 		DueIn: 3600e9, LastError: "timeout for evt_C"})
-	if _, err := s.TryLockEvent(ctx, running.EventID); err != nil {
+	if _, err := queuetest.NewSeed(s).TryLockEvent(ctx, running.EventID); err != nil {
 		t.Fatal(err)
 	}
 	h, err := s.RetryNowMatching(ctx, queue.EventFilter{EventType: "invoice.paid", ErrorGroup: "timeout for <id>"})

@@ -46,7 +46,7 @@ import (
 const LeaseMargin = 5 * time.Second
 
 var (
-	// ErrEventLocked is returned by TryLockEvent when another delivery,
+	// ErrEventLocked is returned by TryLease when another delivery,
 	// retry or recovery of the same event holds its lease.
 	ErrEventLocked = errors.New("event is leased by another delivery")
 	// ErrNotGranted is returned when no lease may be granted to this
@@ -61,6 +61,32 @@ var (
 	// was taken over, or was released already: nothing of it was written.
 	ErrLeaseLost = errors.New("the event's lease was taken over")
 )
+
+// Lease is a held lease on one event, or on a key no event id can have, as
+// TryLease returns it.
+type Lease struct {
+	store   *Store
+	EventID string
+	Owner   uuid.UUID
+	// Deadline is when the holder's processor must have ended, on this
+	// machine's clock; the lease expires LeaseMargin after it at the
+	// earliest.
+	Deadline time.Time
+}
+
+// Release gives the lease back without an outcome, so the event may be
+// taken at once. It returns ErrLeaseLost when the lease was no longer
+// this holder's.
+func (l *Lease) Release(ctx context.Context) error {
+	n, err := l.store.releaseLeases(ctx, []string{l.EventID}, []uuid.UUID{l.Owner})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
 
 func (s *Store) releaseLeases(ctx context.Context, eventIDs []string, owners []uuid.UUID) (int64, error) {
 	return store.Delete(ctx, s.db, "release leases", releaseLeasesSQL("$1", "$2"), eventIDs, uuidArray(owners))

@@ -43,7 +43,7 @@ func expireLeases(t *testing.T, pool *pgxpool.Pool) {
 func TestTakeDeliveries_LeasesNewEventsAndReadsStates(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t)
-	if err := s.MarkProcessed(t.Context(), "evt_done"); err != nil {
+	if err := queuetest.NewSeed(s).MarkProcessed(t.Context(), "evt_done"); err != nil {
 		t.Fatal(err)
 	}
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_queued"})
@@ -225,7 +225,7 @@ func TestClaimAttempts_SkipsLeasedEventsAndReleaseGivesBack(t *testing.T) {
 	s, bundle := setup(t)
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_leased"})
 	free := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_free", Attempts: 2, Status: queue.StatusRetrying})
-	held, err := s.TryLockEvent(t.Context(), "evt_leased")
+	held, err := queuetest.NewSeed(s).TryLockEvent(t.Context(), "evt_leased")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,11 +30,11 @@ func TestQueriesUseTheirIndexes(t *testing.T) {
 		run                func(context.Context) error
 	}{
 		{"ClaimDue", "webhook_events", "webhook_events_due_idx", func(ctx context.Context) error {
-			_, err := store.ClaimDue(ctx, 10, queue.DefaultClaimWindow)
+			_, err := queuetest.NewSeed(store).ClaimDue(ctx, 10, queuetest.DefaultClaimWindow)
 			return err
 		}},
 		{"DeadEvents", "webhook_events", "webhook_events_dead_idx", func(ctx context.Context) error {
-			_, err := store.DeadEvents(ctx, 50, 0)
+			_, err := queuetest.NewSeed(store).DeadEvents(ctx, 50, 0)
 			return err
 		}},
 		{"PruneProcessed", "processed_webhook_events", "processed_webhook_events_processed_at_brin", func(ctx context.Context) error {
@@ -42,7 +42,7 @@ func TestQueriesUseTheirIndexes(t *testing.T) {
 			return err
 		}},
 		{"IsProcessed", "processed_webhook_events", "processed_webhook_events_pkey", func(ctx context.Context) error {
-			_, err := store.IsProcessed(ctx, "evt_1")
+			_, err := queuetest.NewSeed(store).IsProcessed(ctx, "evt_1")
 			return err
 		}},
 		{"FailedMembers", "replay_events", "replay_events_pkey", func(ctx context.Context) error {

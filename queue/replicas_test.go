@@ -66,7 +66,7 @@ func tableWrites(t *testing.T, pool *pgxpool.Pool) int64 {
 func TestTakeDeliveries_RedeliveryOfAHandledEventWritesNothing(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t, withOneConnection())
-	if err := s.MarkProcessed(t.Context(), "evt_done"); err != nil {
+	if err := queuetest.NewSeed(s).MarkProcessed(t.Context(), "evt_done"); err != nil {
 		t.Fatal(err)
 	}
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_queued"})

@@ -6,9 +6,10 @@ package queue_test
 // the seed's place: the receiver's take and settle (Exchange,
 // SettleDeliveries), the retry loop's claim and settle (ClaimAttempts,
 // SettleAttempts), and the seed's functions production kept as its own
-// (IsProcessed, PruneProcessed, RetryDead). seed.go's header maps each
-// contract to its function; the seed's single-row API, kept for the tests
-// that put rows in place with it, is tested in seed_api_test.go.
+// (PruneProcessed, RetryDead), read back with the seed's IsProcessed.
+// queuetest/seed.go's header maps each contract to its function; the
+// seed's single-row API there (queuetest.Seed), kept for the tests that
+// put rows in place with it, is tested in queuetest/seed_test.go.
 
 import (
 	"context"
@@ -28,7 +29,7 @@ const claimBatch = 10
 
 func isProcessed(t *testing.T, s *queue.Store, eventID string) bool {
 	t.Helper()
-	ok, err := s.IsProcessed(t.Context(), eventID)
+	ok, err := queuetest.NewSeed(s).IsProcessed(t.Context(), eventID)
 	if err != nil {
 		t.Fatalf("is processed: %v", err)
 	}

@@ -59,7 +59,7 @@ func TestStats_CountsByStatusDueAndOldest(t *testing.T) {
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2})
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: 5, Age: 48 * time.Hour})
 	for i := range 3 {
-		if err := s.MarkProcessed(ctx, fmt.Sprintf("evt_done_%d", i)); err != nil {
+		if err := queuetest.NewSeed(s).MarkProcessed(ctx, fmt.Sprintf("evt_done_%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestEvents_FiltersAndPages(t *testing.T) {
 	}
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{Status: queue.StatusRetrying})
 
-	first, err := s.DeadEvents(ctx, 50, 0)
+	first, err := queuetest.NewSeed(s).DeadEvents(ctx, 50, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestEvents_FiltersAndPages(t *testing.T) {
 	if first.Events[0].EventID != "evt_page_59" {
 		t.Errorf("first dead event = %s, want the newest, evt_page_59", first.Events[0].EventID)
 	}
-	second, err := s.DeadEvents(ctx, 50, 50)
+	second, err := queuetest.NewSeed(s).DeadEvents(ctx, 50, 50)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -444,7 +444,7 @@ func TestEvents_PagesFiltersAndSearch(t *testing.T) {
 	if href, _ := elsewhere.doc.Find(`main a:contains("open it")`).Attr("href"); href != "/events/"+pending.ID.String() {
 		t.Errorf("search for a retrying event on the dead list links to %q, want its detail page", href)
 	}
-	if err := b.store.MarkProcessed(context.Background(), "evt_done"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(context.Background(), "evt_done"); err != nil {
 		t.Fatal(err)
 	}
 	if text := c.get("/events?status=dead&q=evt_done").doc.Find("main").Text(); !strings.Contains(text, "evt_done was processed successfully") {
@@ -549,7 +549,7 @@ func TestRetry_FromTheDetailPageLandsWhereTheEventNowIs(t *testing.T) {
 		t.Fatalf("Retry redirects to %q, want Find an event for evt_fast_retry", loc)
 	}
 	// The retry loop wins the race with the browser.
-	if err := b.store.Resolve(context.Background(), dead.ID); err != nil {
+	if err := queuetest.NewSeed(b.store).Resolve(context.Background(), dead.ID); err != nil {
 		t.Fatal(err)
 	}
 	page := c.follow(r)

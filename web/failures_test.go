@@ -174,7 +174,7 @@ func TestRetryGroup_SaysWhichEventsWereInFlight(t *testing.T) {
 		LastError: "timeout after 11s for evt_A"})
 	running := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusRetrying, Attempts: 2, DueIn: time.Hour,
 		LastError: "timeout after 12s for evt_B"})
-	if _, err := b.store.TryLockEvent(context.Background(), running.EventID); err != nil {
+	if _, err := queuetest.NewSeed(b.store).TryLockEvent(context.Background(), running.EventID); err != nil {
 		t.Fatal(err)
 	}
 

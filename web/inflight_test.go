@@ -53,7 +53,7 @@ func TestEventDetail_SaysWhileAnAttemptIsInFlight(t *testing.T) {
 				}
 		}},
 		{"UntilADeliverysLeaseExpires", func(t *testing.T, b *testBundle, e queue.Event) (string, func()) {
-			if _, err := b.store.TryLockEvent(context.Background(), e.EventID); err != nil {
+			if _, err := queuetest.NewSeed(b.store).TryLockEvent(context.Background(), e.EventID); err != nil {
 				t.Fatal(err)
 			}
 			return "In flight: an attempt is running now (a delivery), started just now, lease expires in ",
@@ -104,7 +104,7 @@ func TestEventLists_MarkEventsInFlight(t *testing.T) {
 	insertDead(t, b, "evt_dead_leased")
 	insertDead(t, b, "evt_dead_idle")
 	claimOne(t, b)
-	if _, err := b.store.TryLockEvent(ctx, "evt_dead_leased"); err != nil {
+	if _, err := queuetest.NewSeed(b.store).TryLockEvent(ctx, "evt_dead_leased"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -188,7 +188,7 @@ func TestSearch_SaysWhileAnEventIsInFlight(t *testing.T) {
 	c := b.client(t)
 	c.signIn(accounts.RoleViewer)
 
-	if _, err := b.store.TryLockEvent(ctx, "evt_first_run"); err != nil {
+	if _, err := queuetest.NewSeed(b.store).TryLockEvent(ctx, "evt_first_run"); err != nil {
 		t.Fatal(err)
 	}
 	answer, text := searchAnswer(t, c, "evt_first_run")

@@ -35,25 +35,25 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 	ctx := context.Background()
 
 	// Processed on its first delivery: a marker and no attempt.
-	if err := b.store.MarkProcessed(ctx, "evt_first"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, "evt_first"); err != nil {
 		t.Fatal(err)
 	}
 	// Processed by the second scheduled retry, after two failures.
 	recordAttempt(t, b, "evt_retried", queue.PathInline, 0, false)
 	recordAttempt(t, b, "evt_retried", queue.PathRetry, 1, false)
 	recordAttempt(t, b, "evt_retried", queue.PathRetry, 2, true)
-	if err := b.store.MarkProcessed(ctx, "evt_retried"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, "evt_retried"); err != nil {
 		t.Fatal(err)
 	}
 	// Processed by a person's retry.
 	recordAttempt(t, b, "evt_manual", queue.PathInline, 0, false)
 	recordAttempt(t, b, "evt_manual", queue.PathManual, 1, true)
-	if err := b.store.MarkProcessed(ctx, "evt_manual"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, "evt_manual"); err != nil {
 		t.Fatal(err)
 	}
 	// Recovered by reconciliation: Stripe's delivery never reached hookd.
 	recordAttempt(t, b, "evt_reconciled", queue.PathReconcile, 0, true)
-	if err := b.store.MarkProcessed(ctx, "evt_reconciled"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, "evt_reconciled"); err != nil {
 		t.Fatal(err)
 	}
 	dead := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_dead", Status: queue.StatusDead,
@@ -91,7 +91,7 @@ func TestSearch_SaysWhereAnEventIs(t *testing.T) {
 	recordAttempt(t, b, "evt_twice", queue.PathInline, 0, false)
 	recordAttempt(t, b, "evt_twice", queue.PathRetry, 1, false)
 	recordAttempt(t, b, "evt_twice", queue.PathManual, 1, true)
-	if err := b.store.MarkProcessed(ctx, "evt_twice"); err != nil {
+	if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, "evt_twice"); err != nil {
 		t.Fatal(err)
 	}
 	var labels []string

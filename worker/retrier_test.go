@@ -217,7 +217,7 @@ func TestRetrier(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
-		if err := bundle.store.MarkProcessed(t.Context(), e.EventID); err != nil {
+		if err := queuetest.NewSeed(bundle.store).MarkProcessed(t.Context(), e.EventID); err != nil {
 			t.Fatal(err)
 		}
 		p := &countingProcessor{}
@@ -234,7 +234,7 @@ func TestRetrier(t *testing.T) {
 		bundle := setup(t)
 		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{})
 		// A replica claims the event and dies before resolving it.
-		if claimed, err := bundle.store.ClaimDue(t.Context(), 10, queue.DefaultClaimWindow); err != nil || len(claimed) != 1 {
+		if claimed, err := queuetest.NewSeed(bundle.store).ClaimDue(t.Context(), 10, queuetest.DefaultClaimWindow); err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: got %d, %v", len(claimed), err)
 		}
 		p := &countingProcessor{}

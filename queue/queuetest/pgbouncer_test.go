@@ -56,7 +56,7 @@ func TestPgBouncerURL_QueueCallsWorkThroughTransactionPooling(t *testing.T) {
 	errs := make(chan error, events)
 	for i := range events {
 		wg.Go(func() {
-			inserted, err := store.Enqueue(ctx, queue.FailedEvent{Source: "default",
+			inserted, err := queuetest.NewSeed(store).Enqueue(ctx, queue.FailedEvent{Source: "default",
 				EventID: fmt.Sprintf("evt_bouncer_%d", i), EventType: "invoice.paid",
 				Payload: fmt.Appendf(nil, `{"id":"evt_bouncer_%d"}`, i), Error: "app said 500"})
 			if err == nil && !inserted {
@@ -73,7 +73,7 @@ func TestPgBouncerURL_QueueCallsWorkThroughTransactionPooling(t *testing.T) {
 		}
 	}
 	// Already queued: no second row, through whichever server connection.
-	if inserted, err := store.Enqueue(ctx, queue.FailedEvent{Source: "default", EventID: "evt_bouncer_0",
+	if inserted, err := queuetest.NewSeed(store).Enqueue(ctx, queue.FailedEvent{Source: "default", EventID: "evt_bouncer_0",
 		EventType: "invoice.paid", Payload: []byte(`{}`), Error: "again"}); err != nil || inserted {
 		t.Fatalf("enqueue of a queued event: inserted %v, %v; want false, nil", inserted, err)
 	}
@@ -81,7 +81,7 @@ func TestPgBouncerURL_QueueCallsWorkThroughTransactionPooling(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_events SET next_retry_at = now() - interval '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := store.ClaimDue(ctx, 25, time.Minute)
+	claimed, err := queuetest.NewSeed(store).ClaimDue(ctx, 25, time.Minute)
 	if err != nil || len(claimed) != 25 {
 		t.Fatalf("ClaimDue through PgBouncer: %d events, %v; want 25", len(claimed), err)
 	}

@@ -154,7 +154,7 @@ func TestRunOnce(t *testing.T) {
 
 		processed := b.addEvents(3, "invoice.paid", time.Hour)
 		for _, id := range processed {
-			if err := b.store.MarkProcessed(ctx, id); err != nil {
+			if err := queuetest.NewSeed(b.store).MarkProcessed(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -300,7 +300,7 @@ func TestRunOnce(t *testing.T) {
 		b.addEvents(5, "invoice.paid", time.Hour)
 		b.addEvents(2, "charge.refunded", time.Hour)
 		done := b.addEvents(1, "invoice.paid", time.Hour)
-		if err := b.store.MarkProcessed(t.Context(), done[0]); err != nil {
+		if err := queuetest.NewSeed(b.store).MarkProcessed(t.Context(), done[0]); err != nil {
 			t.Fatal(err)
 		}
 		before := tableCounts(t, b.pool)

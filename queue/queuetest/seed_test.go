@@ -1,11 +1,11 @@
-package queue_test
+package queuetest_test
 
 // Tests of the seed's API kept for compatibility: the single-row functions
-// of seed.go (TryLockEvent and Lease.Release, MarkProcessed, Enqueue,
-// ClaimDue, Resolve, ScheduleRetry, DeadEvents). hookd calls none of them;
-// the tests of this package and of others use them to put rows and leases
-// in place, so each keeps the meaning tested here. The seed's contract
-// itself is tested against what production calls, in seed_test.go.
+// of seed.go (Seed's TryLockEvent with queue.Lease.Release, MarkProcessed,
+// Enqueue, ClaimDue, Resolve, ScheduleRetry, DeadEvents). hookd calls none
+// of them; tests of many packages use them to put rows and leases in
+// place, so each keeps the meaning tested here. The seed's contract itself
+// is tested against what production calls, in queue/seed_test.go.
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 func seedDueEvent(t *testing.T, s *queue.Store, pool *pgxpool.Pool, eventType string) uuid.UUID {
 	t.Helper()
 	eventID := "evt_" + eventType
-	if _, err := s.Enqueue(t.Context(), queue.FailedEvent{
+	if _, err := queuetest.NewSeed(s).Enqueue(t.Context(), queue.FailedEvent{
 		Source: queue.SourceStripe, EventID: eventID, EventType: eventType,
 		Payload: []byte("{}"), Error: "boom",
 	}); err != nil {
@@ -44,7 +44,7 @@ func seedDueEvent(t *testing.T, s *queue.Store, pool *pgxpool.Pool, eventType st
 
 func claim(t *testing.T, s *queue.Store) []queue.Event {
 	t.Helper()
-	events, err := s.ClaimDue(t.Context(), queue.DefaultClaimBatch, queue.DefaultClaimWindow)
+	events, err := queuetest.NewSeed(s).ClaimDue(t.Context(), queuetest.DefaultClaimBatch, queuetest.DefaultClaimWindow)
 	if err != nil {
 		t.Fatalf("claim due: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestMarkProcessed_IsIdempotent(t *testing.T) {
 
 	// Serial re-marks (redelivery) must not error and must not duplicate the row.
 	for range 3 {
-		if err := s.MarkProcessed(t.Context(), "evt_dedup_idem"); err != nil {
+		if err := queuetest.NewSeed(s).MarkProcessed(t.Context(), "evt_dedup_idem"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestMarkProcessed_ConcurrentDuplicatesLeaveOneRow(t *testing.T) {
 	for range racers {
 		wg.Go(func() {
 			<-start
-			errs <- s.MarkProcessed(context.Background(), "evt_dedup_race")
+			errs <- queuetest.NewSeed(s).MarkProcessed(context.Background(), "evt_dedup_race")
 		})
 	}
 	close(start)
@@ -105,7 +105,7 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	s, _ := setup(t)
 	ctx := t.Context()
 
-	held, err := s.TryLockEvent(ctx, "evt_lock_A")
+	held, err := queuetest.NewSeed(s).TryLockEvent(ctx, "evt_lock_A")
 	if err != nil {
 		t.Fatalf("first delivery must acquire the lock: %v", err)
 	}
@@ -114,14 +114,14 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	// instead of a hang; the assertion is on the error.
 	blockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if tx, err := s.TryLockEvent(blockCtx, "evt_lock_A"); !errors.Is(err, queue.ErrEventLocked) {
+	if tx, err := queuetest.NewSeed(s).TryLockEvent(blockCtx, "evt_lock_A"); !errors.Is(err, queue.ErrEventLocked) {
 		if tx != nil {
 			_ = tx.Release(ctx)
 		}
 		t.Fatalf("same-event lock while held: err = %v, want ErrEventLocked", err)
 	}
 
-	other, err := s.TryLockEvent(ctx, "evt_lock_B")
+	other, err := queuetest.NewSeed(s).TryLockEvent(ctx, "evt_lock_B")
 	if err != nil {
 		t.Fatalf("a distinct event must acquire its own lock: %v", err)
 	}
@@ -131,7 +131,7 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("releasing the held lock: %v", err)
 	}
-	again, err := s.TryLockEvent(ctx, "evt_lock_A")
+	again, err := queuetest.NewSeed(s).TryLockEvent(ctx, "evt_lock_A")
 	if err != nil {
 		t.Fatalf("the lock must be re-acquirable once released: %v", err)
 	}
@@ -143,15 +143,15 @@ func TestTryLockEvent_IsNonBlockingAndPerEvent(t *testing.T) {
 func TestTryLockEvent_ExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t)
-	held, err := s.TryLockEvent(t.Context(), "evt_seed")
+	held, err := queuetest.NewSeed(s).TryLockEvent(t.Context(), "evt_seed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TryLockEvent(t.Context(), "evt_seed"); !errors.Is(err, queue.ErrEventLocked) {
+	if _, err := queuetest.NewSeed(s).TryLockEvent(t.Context(), "evt_seed"); !errors.Is(err, queue.ErrEventLocked) {
 		t.Fatalf("while held: %v, want ErrEventLocked", err)
 	}
 	expireLeases(t, bundle.pool)
-	again, err := s.TryLockEvent(t.Context(), "evt_seed")
+	again, err := queuetest.NewSeed(s).TryLockEvent(t.Context(), "evt_seed")
 	if err != nil {
 		t.Fatalf("after expiry: %v, want the lease", err)
 	}
@@ -171,12 +171,12 @@ func TestEnqueue_SecondDeliveryOfAnEventKeepsOneRow(t *testing.T) {
 	ev := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_twice", EventType: "invoice.paid",
 		Payload: payload, Signature: "t=1,v1=abc", Error: "downstream answered 500"}
 
-	inserted, err := s.Enqueue(ctx, ev)
+	inserted, err := queuetest.NewSeed(s).Enqueue(ctx, ev)
 	if err != nil || !inserted {
 		t.Fatalf("first Enqueue = %v, %v; want inserted", inserted, err)
 	}
 	ev.Error = "second error"
-	inserted, err = s.Enqueue(ctx, ev)
+	inserted, err = queuetest.NewSeed(s).Enqueue(ctx, ev)
 	if err != nil || inserted {
 		t.Fatalf("second Enqueue = %v, %v; want not inserted", inserted, err)
 	}
@@ -219,7 +219,7 @@ func TestEnqueue_ConcurrentDeliveriesInsertOnce(t *testing.T) {
 	for i := range racers {
 		wg.Go(func() {
 			<-start
-			ok, err := s.Enqueue(context.Background(), queue.FailedEvent{Source: queue.SourceStripe,
+			ok, err := queuetest.NewSeed(s).Enqueue(context.Background(), queue.FailedEvent{Source: queue.SourceStripe,
 				EventID: "evt_race_enqueue", EventType: "invoice.paid", Payload: []byte("{}"), Error: "e"})
 			if err != nil {
 				t.Errorf("enqueue: %v", err)
@@ -272,11 +272,11 @@ func TestClaimDue_ConcurrentTicksDoNotDoubleClaim(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		<-start
-		a, errA = s.ClaimDue(context.Background(), queue.DefaultClaimBatch, queue.DefaultClaimWindow)
+		a, errA = queuetest.NewSeed(s).ClaimDue(context.Background(), queuetest.DefaultClaimBatch, queuetest.DefaultClaimWindow)
 	})
 	wg.Go(func() {
 		<-start
-		b, errB = s.ClaimDue(context.Background(), queue.DefaultClaimBatch, queue.DefaultClaimWindow)
+		b, errB = queuetest.NewSeed(s).ClaimDue(context.Background(), queuetest.DefaultClaimBatch, queuetest.DefaultClaimWindow)
 	})
 	close(start)
 	wg.Wait()
@@ -304,7 +304,7 @@ func TestClaimDue_ExcludesFutureAndExhausted(t *testing.T) {
 	// Due now: eligible.
 	seedDueEvent(t, s, bundle.pool, "elig.due")
 	// Scheduled in the future (a new row is due in 60 s): not yet eligible.
-	if _, err := s.Enqueue(ctx, queue.FailedEvent{Source: queue.SourceStripe,
+	if _, err := queuetest.NewSeed(s).Enqueue(ctx, queue.FailedEvent{Source: queue.SourceStripe,
 		EventID: "evt_elig.future", EventType: "elig.future", Payload: []byte("{}"), Error: "e"}); err != nil {
 		t.Fatal(err)
 	}
@@ -335,14 +335,14 @@ func TestClaimDue_LargerBatchTakesAllDueInOrder(t *testing.T) {
 	}
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{DueIn: time.Hour})
 
-	claimed, err := s.ClaimDue(t.Context(), 100, queue.DefaultClaimWindow)
+	claimed, err := queuetest.NewSeed(s).ClaimDue(t.Context(), 100, queuetest.DefaultClaimWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) != 25 {
 		t.Fatalf("claimed %d events with a batch of 100, want the 25 due ones", len(claimed))
 	}
-	few, err := queue.New(bundle.pool).ClaimDue(t.Context(), 100, queue.DefaultClaimWindow)
+	few, err := queuetest.NewSeed(queue.New(bundle.pool)).ClaimDue(t.Context(), 100, queuetest.DefaultClaimWindow)
 	if err != nil || len(few) != 0 {
 		t.Fatalf("second claim = %d events, %v; want none", len(few), err)
 	}
@@ -355,7 +355,7 @@ func TestClaimDue_LargerBatchTakesAllDueInOrder(t *testing.T) {
 			DueIn:   -time.Duration(10-i) * time.Minute,
 		})
 	}
-	first, err := s2.ClaimDue(t.Context(), 2, queue.DefaultClaimWindow)
+	first, err := queuetest.NewSeed(s2).ClaimDue(t.Context(), 2, queuetest.DefaultClaimWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +374,7 @@ func TestScheduleRetry_SetsRetryingAndBacksOff(t *testing.T) {
 	id := seedDueEvent(t, s, bundle.pool, "backoff.evt")
 
 	// First failed retry: attempt count 1, status retrying, deferred.
-	status, err := s.ScheduleRetry(t.Context(), id, 1, "still failing")
+	status, err := queuetest.NewSeed(s).ScheduleRetry(t.Context(), id, 1, "still failing")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +404,7 @@ func TestScheduleRetry_DeadLettersAtMaxAttempts(t *testing.T) {
 	s, bundle := setup(t)
 	id := seedDueEvent(t, s, bundle.pool, "dead.evt")
 
-	status, err := s.ScheduleRetry(t.Context(), id, queue.MaxAttempts, "exhausted")
+	status, err := queuetest.NewSeed(s).ScheduleRetry(t.Context(), id, queue.MaxAttempts, "exhausted")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +422,7 @@ func TestScheduleRetry_DeadLettersAtMaxAttempts(t *testing.T) {
 	if got := claim(t, s); len(got) != 0 {
 		t.Fatalf("claimed %d events, want none: a dead event is never re-claimed", len(got))
 	}
-	dead, err := s.DeadEvents(t.Context(), 50, 0)
+	dead, err := queuetest.NewSeed(s).DeadEvents(t.Context(), 50, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +439,7 @@ func TestScheduleRetry_FollowsTheBackoffTable(t *testing.T) {
 
 	want := map[int]float64{1: 300, 2: 1800, 3: 7200, 4: 86400}
 	for attempts := 1; attempts <= 4; attempts++ {
-		if _, err := s.ScheduleRetry(ctx, ev.ID, attempts, "still failing"); err != nil {
+		if _, err := queuetest.NewSeed(s).ScheduleRetry(ctx, ev.ID, attempts, "still failing"); err != nil {
 			t.Fatal(err)
 		}
 		var delay float64
@@ -451,7 +451,7 @@ func TestScheduleRetry_FollowsTheBackoffTable(t *testing.T) {
 			t.Errorf("after %d failed retries the next is %v s later, want %v", attempts, delay, want[attempts])
 		}
 	}
-	if _, err := s.ScheduleRetry(ctx, uuid.New(), 1, "x"); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := queuetest.NewSeed(s).ScheduleRetry(ctx, uuid.New(), 1, "x"); !errors.Is(err, queue.ErrNotFound) {
 		t.Errorf("ScheduleRetry(unknown) = %v, want ErrNotFound", err)
 	}
 }
@@ -461,13 +461,13 @@ func TestResolve_WritesMarkerWithDelete(t *testing.T) {
 	s, bundle := setup(t)
 	ev := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_resolve"})
 
-	if err := s.Resolve(t.Context(), ev.ID); err != nil {
+	if err := queuetest.NewSeed(s).Resolve(t.Context(), ev.ID); err != nil {
 		t.Fatal(err)
 	}
 	if !isProcessed(t, s, "evt_resolve") {
 		t.Fatal("a resolved event must have its dedup marker")
 	}
-	if err := s.Resolve(t.Context(), ev.ID); !errors.Is(err, queue.ErrNotFound) {
+	if err := queuetest.NewSeed(s).Resolve(t.Context(), ev.ID); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("second Resolve = %v, want ErrNotFound", err)
 	}
 }
@@ -487,7 +487,7 @@ func TestResolve_IsAtomic(t *testing.T) {
 		FOR EACH ROW EXECUTE FUNCTION refuse_marker();`); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Resolve(ctx, ev.ID); err == nil {
+	if err := queuetest.NewSeed(s).Resolve(ctx, ev.ID); err == nil {
 		t.Fatal("Resolve succeeded although the marker could not be written")
 	}
 	if _, err := s.Event(ctx, ev.ID); err != nil {
@@ -503,7 +503,7 @@ func TestResolve_RemovesEventFromQueue(t *testing.T) {
 	s, bundle := setup(t)
 	id := seedDueEvent(t, s, bundle.pool, "done.evt")
 
-	if err := s.Resolve(t.Context(), id); err != nil {
+	if err := queuetest.NewSeed(s).Resolve(t.Context(), id); err != nil {
 		t.Fatal(err)
 	}
 	var remaining int
@@ -513,4 +513,36 @@ func TestResolve_RemovesEventFromQueue(t *testing.T) {
 	if remaining != 0 {
 		t.Fatalf("%d rows remain, want 0: a processed event is deleted from the queue", remaining)
 	}
+}
+
+// testBundle is the pool of a test's own database, for the assertions it
+// makes in SQL and the rows it puts in place.
+type testBundle struct {
+	pool *pgxpool.Pool
+}
+
+// setup returns a Store on a fresh, migrated database of t's own, and the
+// bundle holding its pool.
+func setup(t testing.TB) (*queue.Store, *testBundle) {
+	t.Helper()
+	s, pool := queuetest.NewStore(t)
+	return s, &testBundle{pool: pool}
+}
+
+// expireLeases makes every lease expired, as if its holder's deadline and
+// margin had passed.
+func expireLeases(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(t.Context(), `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func isProcessed(t *testing.T, s *queue.Store, eventID string) bool {
+	t.Helper()
+	ok, err := queuetest.NewSeed(s).IsProcessed(t.Context(), eventID)
+	if err != nil {
+		t.Fatalf("is processed: %v", err)
+	}
+	return ok
 }
