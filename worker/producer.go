@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/internal/startstop"
@@ -84,7 +83,7 @@ func (cfg ProducerConfig) withDefaults(interval time.Duration, batchSize, concur
 // rate while delivery is not held, each bounded by ProcessTimeout and by
 // its batch's leases, and has each worker write the outcome of its last
 // job together with the start of its next. A path keeps only what differs:
-// what it claims, how it runs and writes one job (a jobRunner), and what
+// what it claims, how it runs and writes one job (its jobs), and what
 // it reports. Its loop runs on service (startstop.Service), within run.
 type producer struct {
 	cfg     ProducerConfig
@@ -162,98 +161,144 @@ func (p *producer) process(ctx context.Context, deadline time.Time, d Delivery) 
 	return Process(runCtx, p.cfg.Processor, p.cfg.ProcessTimeout, d)
 }
 
-// jobRunner is what a path gives the producer's workers for one claimed
-// batch, whose jobs it names by their index.
-type jobRunner interface {
-	// prepare decides whether job i runs now, waiting for its turn
-	// (producer.takeTurn) if so; when it does not, prepare leaves the job
-	// as it is to be settled: given back, or with the outcome it needs
-	// without a run. A job prepare never sees, because shutdown came
-	// first, is settled as it was claimed: given back.
-	prepare(ctx context.Context, i int) bool
-	// step is a worker's one turn at the database: it writes the outcome
-	// of job settle and the start of job start (-1 for none), and reports
-	// whether start may run. When it may not (its lease is gone, or the
-	// start could not be written), step leaves it given back.
-	step(settle, start int) bool
-	// run runs job i and leaves its outcome in it.
-	run(ctx context.Context, i int)
-	// settled reports job i once step has written its outcome.
-	settled(ctx context.Context, i int)
+// jobs is what a path gives the producer's workers for one claimed batch,
+// of jobs J (a pointer to the path's own record of a job).
+type jobs[J comparable] interface {
+	// prepare decides whether j runs now; the worker then waits for its
+	// turn under the Pace (producer.takeTurn). When j does not run,
+	// prepare leaves it as it is to be settled: given back, or with the
+	// outcome it needs without a run. A job prepare never sees, because
+	// shutdown came first, is settled as it was claimed: given back.
+	prepare(ctx context.Context, j J) bool
+	// begin starts j's run: the delivery to process, and the context to
+	// process it in (ctx, or the run's span's).
+	begin(ctx context.Context, j J) (context.Context, Delivery)
+	// end leaves in j the outcome of its run, the processor's res.
+	end(ctx context.Context, j J, res Result, took time.Duration)
+	// write is a worker's turn at the database: it writes the outcome of
+	// job done and the start of job next, either of which may be the zero
+	// J (none), and reports whether next may run. When it may not (its
+	// lease is gone, or the start could not be written), write leaves it
+	// given back.
+	write(done, next J) bool
+	// settled reports job j once write has written its outcome.
+	settled(ctx context.Context, j J)
+}
+
+// work runs a batch's jobs, whose leases last until deadline, with
+// Concurrency workers, which take them in turn rather than a goroutine
+// each: a worker's stack grows once to what an HTTP call needs, not once
+// per job, which a profile of the drain showed costing 2% of the CPU.
+// Each turn at the database writes the outcome of the worker's last job
+// and starts its next, so a worker never starts a job while the outcome
+// of its last is unwritten: a crash interrupts no job but the ones
+// running, and an outcome never waits for a slower job of its batch. A job
+// runs in one of the Concurrency slots the batches in flight share
+// (jobWorker.takeSlot), held from before its start is written until its run
+// ends, so a crash interrupts no more than Concurrency runs. Once ctx is
+// cancelled no job starts.
+func work[J comparable](ctx context.Context, p *producer, deadline time.Time, batch []J, js jobs[J]) {
+	queued := make(chan J, len(batch))
+	for _, j := range batch {
+		queued <- j
+	}
+	close(queued)
+	var workers sync.WaitGroup
+	for range min(p.cfg.Concurrency, len(batch)) {
+		w := &jobWorker[J]{p: p, js: js, deadline: deadline}
+		workers.Go(func() { w.loop(ctx, queued) })
+	}
+	workers.Wait()
+}
+
+// jobWorker is one of work's workers: it takes the batch's jobs one at a
+// time, and holds the last one it took until its outcome is written.
+type jobWorker[J comparable] struct {
+	p        *producer
+	js       jobs[J]
+	deadline time.Time
+	// last is the job the worker took last, whose outcome is not written
+	// yet; the zero J once it is.
+	last J
+}
+
+// loop takes jobs until none is left, starting each one it may in the
+// turn at the database that writes the outcome of the one before, and
+// then writes the outcome of its last.
+func (w *jobWorker[J]) loop(ctx context.Context, queued <-chan J) {
+	for j := range queued {
+		if w.start(ctx, j) {
+			w.run(ctx, j)
+		}
+	}
+	w.writeLast(ctx)
+}
+
+// start decides whether j runs, writes the last job's outcome with j's
+// start, if any, in one turn at the database, and reports whether j runs.
+// Either way j becomes the last job, whose outcome the next turn writes.
+func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
+	var next J
+	if ctx.Err() == nil && w.takeSlot(ctx) {
+		if w.js.prepare(ctx, j) && w.p.takeTurn(ctx, w.deadline) {
+			next = j
+		} else {
+			w.p.freeSlot()
+		}
+	}
+	var zero J
+	started := false
+	if w.last != zero || next != zero {
+		started = w.js.write(w.last, next)
+	}
+	if next != zero && !started {
+		w.p.freeSlot()
+	}
+	if w.last != zero {
+		w.js.settled(ctx, w.last)
+	}
+	w.last = j
+	return started
+}
+
+// run runs j, started, and frees its slot once it has ended.
+func (w *jobWorker[J]) run(ctx context.Context, j J) {
+	runCtx, d := w.js.begin(ctx, j)
+	res, took := w.p.process(runCtx, w.deadline, d)
+	w.js.end(runCtx, j, res, took)
+	w.p.freeSlot()
 }
 
 // takeSlot waits for a job's slot (producer.slots) until ctx is done, and
 // reports whether it has it. A worker that must wait writes the outcome of
-// its last job first, alone, and leaves *last -1: a run that ended never
-// waits unwritten on another batch's runs.
-func (p *producer) takeSlot(ctx context.Context, r jobRunner, last *int) bool {
+// its last job first, alone: a run that ended never waits unwritten on
+// another batch's runs.
+func (w *jobWorker[J]) takeSlot(ctx context.Context) bool {
 	select {
-	case p.slots <- struct{}{}:
+	case w.p.slots <- struct{}{}:
 		return true
 	default:
 	}
-	if *last >= 0 {
-		r.step(*last, -1)
-		r.settled(ctx, *last)
-		*last = -1
-	}
+	w.writeLast(ctx)
 	select {
-	case p.slots <- struct{}{}:
+	case w.p.slots <- struct{}{}:
 		return true
 	case <-ctx.Done():
 		return false
 	}
 }
 
-// work runs the n jobs of a batch with Concurrency workers, which take
-// them in turn rather than a goroutine each: a worker's stack grows once to
-// what an HTTP call needs, not once per job, which a profile of the drain
-// showed costing 2% of the CPU. Each turn at the database writes the
-// outcome of the worker's last job and starts its next, so a worker never
-// starts a job while the outcome of its last is unwritten: a crash
-// interrupts no job but the ones running, and an outcome never waits for a
-// slower job of its batch. A job runs in one of the Concurrency slots the
-// batches in flight share (takeSlot), held from before its start is
-// written until its run ends, so a crash interrupts no more than
-// Concurrency runs. Once ctx is cancelled no job starts.
-func (p *producer) work(ctx context.Context, n int, r jobRunner) {
-	var next atomic.Int64
-	var workers sync.WaitGroup
-	for range min(p.cfg.Concurrency, n) {
-		workers.Go(func() {
-			last := -1
-			for {
-				i, start := int(next.Add(1)-1), -1
-				if i >= n {
-					i = -1
-				}
-				if i >= 0 && ctx.Err() == nil && p.takeSlot(ctx, r, &last) {
-					if r.prepare(ctx, i) {
-						start = i
-					} else {
-						<-p.slots
-					}
-				}
-				started := false
-				if last >= 0 || start >= 0 {
-					started = r.step(last, start)
-				}
-				if start >= 0 && !started {
-					<-p.slots
-				}
-				if last >= 0 {
-					r.settled(ctx, last)
-				}
-				if i < 0 {
-					return
-				}
-				last = i
-				if start >= 0 && started {
-					r.run(ctx, i)
-					<-p.slots
-				}
-			}
-		})
+// writeLast writes the outcome of the last job alone, if it has one
+// unwritten.
+func (w *jobWorker[J]) writeLast(ctx context.Context) {
+	var zero J
+	if w.last == zero {
+		return
 	}
-	workers.Wait()
+	w.js.write(w.last, zero)
+	w.js.settled(ctx, w.last)
+	w.last = zero
 }
+
+// freeSlot gives back a job's slot (producer.slots).
+func (p *producer) freeSlot() { <-p.slots }

@@ -138,6 +138,7 @@ func (r *Replayer) runOnce(ctx, workCtx context.Context) (bool, error) {
 type replaying struct {
 	replay  int64
 	owner   uuid.UUID
+	member  queue.ReplayMember
 	s       queue.ReplaySettled
 	written bool
 	err     error
@@ -172,13 +173,13 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 	watch.Start(workCtx)
 	defer watch.Stop()
 
-	b := &replayBatch{r: r, replay: run, claimCtx: claimCtx, deadline: claim.Deadline, cancelled: cancelled,
-		members: claim.Members, todo: make([]*replaying, len(claim.Members))}
+	b := &replayBatch{r: r, replay: run, claimCtx: claimCtx, cancelled: cancelled}
+	todo := make([]*replaying, len(claim.Members))
 	for i, m := range claim.Members {
-		b.todo[i] = &replaying{replay: run.ID, owner: claim.Owner,
+		todo[i] = &replaying{replay: run.ID, owner: claim.Owner, member: m,
 			s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload, Kind: queue.ReplaySettleReleased}}
 	}
-	r.work(workCtx, len(b.todo), b)
+	work(workCtx, &r.producer, claim.Deadline, todo, b)
 	b.settles.Wait()
 	if cancelled.Load() {
 		r.logger.InfoContext(workCtx, "replay cancelled: stopped between deliveries", "replay", run.ID, "name", run.Name)
@@ -203,7 +204,7 @@ func (r *Replayer) watchCancel(id int64, cancelled *atomic.Bool) *startstop.Serv
 }
 
 // replayBatch runs a claimed batch of a replay's members on the
-// producer's workers (producer.work). A replay's leases are taken with
+// producer's workers (work). A replay's leases are taken with
 // their runs started, so a worker has no start to write, and the outcome
 // of its last member is written behind it (settles), gathered with the
 // others': its next delivery goes at its turn of the rate, not after a
@@ -212,41 +213,42 @@ type replayBatch struct {
 	r         *Replayer
 	replay    queue.RunningReplay
 	claimCtx  context.Context
-	deadline  time.Time
 	cancelled *atomic.Bool
-	members   []queue.ReplayMember
-	todo      []*replaying
 
 	delivered, failed atomic.Int64
 	settles           sync.WaitGroup
 }
 
-func (b *replayBatch) prepare(ctx context.Context, i int) bool {
-	m, t := b.members[i], b.todo[i]
-	if m.Payload == nil || (m.Dead && !b.replay.Dead) {
+func (b *replayBatch) prepare(_ context.Context, t *replaying) bool {
+	if m := t.member; m.Payload == nil || (m.Dead && !b.replay.Dead) {
 		t.s.Kind = queue.ReplaySettleSkipped
 		return false
 	}
-	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.cfg.Control.Held() && b.r.takeTurn(ctx, b.deadline)
+	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.cfg.Control.Held()
 }
 
-func (b *replayBatch) step(settle, start int) bool {
-	if settle >= 0 {
-		t := b.todo[settle]
-		if t.delivery != nil {
-			b.settles.Go(func() { b.r.settleTraced(t) })
+func (b *replayBatch) write(done, next *replaying) bool {
+	if done != nil {
+		if done.delivery != nil {
+			b.settles.Go(func() { b.r.settleTraced(done) })
 		} else {
-			b.settles.Go(func() { b.r.settles.Do(t) })
+			b.settles.Go(func() { b.r.settles.Do(done) })
 		}
 	}
-	return start >= 0
+	return next != nil
 }
 
-func (b *replayBatch) run(ctx context.Context, i int) {
-	t := b.todo[i]
-	ctx, t.delivery = b.r.startSpan(ctx, b.replay, b.members[i])
-	t.ctx = ctx
-	b.r.deliver(ctx, b.replay, b.members[i], &t.s, b.deadline)
+func (b *replayBatch) begin(ctx context.Context, t *replaying) (context.Context, Delivery) {
+	m := t.member
+	t.ctx, t.delivery = b.r.startSpan(ctx, b.replay, m)
+	return t.ctx, Delivery{
+		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
+		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: b.replay.Name,
+	}
+}
+
+func (b *replayBatch) end(ctx context.Context, t *replaying, res Result, took time.Duration) {
+	b.r.outcome(ctx, t.member, &t.s, res, took)
 	switch t.s.Kind {
 	case queue.ReplaySettleDelivered:
 		b.delivered.Add(1)
@@ -256,17 +258,14 @@ func (b *replayBatch) run(ctx context.Context, i int) {
 }
 
 // settled has nothing to report: the replay's page counts its members.
-func (b *replayBatch) settled(context.Context, int) {}
+func (b *replayBatch) settled(context.Context, *replaying) {}
 
-// deliver runs the processor on a leased member and sets what to settle
-// it as: delivered, failed with its attempt, or released when shutdown cut
-// it short or it failed because the app is down while delivery is held
-// (the member is tried again once delivery resumes).
-func (r *Replayer) deliver(ctx context.Context, run queue.RunningReplay, m queue.ReplayMember, s *queue.ReplaySettled, deadline time.Time) {
-	res, took := r.process(ctx, deadline, Delivery{
-		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
-		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: run.Name,
-	})
+// outcome sets what to settle a member as, from the processor's res:
+// delivered, failed with its attempt, or released when shutdown cut it
+// short or it failed because the app is down while delivery is held (the
+// member is tried again once delivery resumes).
+func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, s *queue.ReplaySettled,
+	res Result, took time.Duration) {
 	traceFailure(ctx, res)
 	if res.Err != nil && ctx.Err() != nil {
 		s.Kind = queue.ReplaySettleReleased

@@ -10,7 +10,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hookd/hookd/internal/groupcommit"
 	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
@@ -51,9 +50,9 @@ type Retrier struct {
 	producer
 	store  *queue.Store
 	logger *slog.Logger
-	// steps gathers the outcomes and the starts that the workers reach at
-	// one moment into one short transaction.
-	steps *groupcommit.Batcher[*step]
+	// steps writes the workers' turns at the database, those that reach it
+	// at one moment in one short transaction.
+	steps *stepWriter
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
 }
@@ -63,7 +62,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Re
 	cfg = cfg.withDefaults(DefaultRetryInterval, DefaultRetryBatch, DefaultRetryConcurrency)
 	cfg.BatchSize = min(cfg.BatchSize, MaxRetryBatch)
 	r := &Retrier{producer: newProducer(cfg, batchLoops), store: store, logger: logger.With("component", "retrier")}
-	r.steps = groupcommit.New(cfg.BatchSize, r.step)
+	r.steps = newStepWriter(store, r.logger, cfg.Tracer, cfg.BatchSize)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
 	return r
 }
@@ -173,8 +172,8 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 	if len(claim.Claimed) == 0 {
 		return 0, false, nil
 	}
-	b := &retryBatch{r: r, ctx: workCtx, deadline: claim.Deadline, probe: probe}
-	var done []*step
+	b := &retryBatch{r: r, ctx: workCtx, probe: probe}
+	var todo, done []*settling
 	for _, c := range claim.Claimed {
 		switch {
 		case c.Dead:
@@ -182,15 +181,13 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 			r.logger.ErrorContext(workCtx, "event is dead: its last attempt was interrupted", "event_id", c.Event.EventID,
 				"event_type", c.Event.EventType, "attempt", c.Event.Attempts)
 		case c.Processed:
-			done = append(done, &step{settle: &settling{s: queue.Settled{Claimed: c, Kind: queue.SettleDone}}})
+			done = append(done, &settling{s: queue.Settled{Claimed: c, Kind: queue.SettleDone}})
 		default:
-			b.todo = append(b.todo, &settling{s: queue.Settled{Claimed: c, Kind: queue.SettleReleased}})
+			todo = append(todo, &settling{s: queue.Settled{Claimed: c, Kind: queue.SettleReleased}})
 		}
 	}
-	if len(done) > 0 {
-		r.step(done)
-	}
-	r.work(workCtx, len(b.todo), b)
+	r.steps.settle(done)
+	work(workCtx, &r.producer, claim.Deadline, todo, b)
 	return len(claim.Claimed), b.hastened.Load(), nil
 }
 
@@ -204,89 +201,38 @@ func (r *Retrier) recordTick(ctx context.Context) {
 	}
 }
 
-// settling is a claimed event on its way to SettleAndStart, and what that
-// made of it.
-type settling struct {
-	s queue.Settled
-	// started: the attempt's start is recorded on its lease
-	// (queue.Store.SettleAndStart), so it counts from here.
-	started bool
-	state   queue.SettledState
-	err     error
-	// cut: released because shutdown cut it short, not because delivery
-	// is held or a probe found the app still down.
-	cut bool
-	// ctx holds the attempt's span, from its start to its outcome's
-	// write (the worker's context when it is not traced); outcome is the
-	// span of that write. Set by attempt.
-	ctx     context.Context
-	span    trace.Span
-	outcome trace.Span
-}
-
-// step is one worker's turn at the database: the outcome of its last
-// event, the start of its next, or both.
-type step struct {
-	settle, start *settling
-	err           error
-}
-
 // retryBatch runs a claimed batch's events on the producer's workers
-// (producer.work): each worker's turn at the database writes the outcome
-// of its last event and starts its next, with the other workers that
-// reach the database at that moment (Retrier.steps).
+// (work): each worker's turn at the database writes the outcome of its
+// last event and starts its next, with the other workers that reach the
+// database at that moment (stepWriter).
 //
 // While delivery is held, an event not yet started is given back
 // uncounted, and so is one whose attempt failed because the app is down:
 // attempts are not spent against an app that is not there.
 type retryBatch struct {
-	r        *Retrier
-	ctx      context.Context
-	deadline time.Time
+	r   *Retrier
+	ctx context.Context
 	// probe: the batch is the one event that tests whether the app is
 	// back while the breaker holds everything else.
 	probe bool
-	todo  []*settling
 	// hastened: a person asked for a retry of a failed event of the batch
 	// while it ran, so it is due now.
 	hastened atomic.Bool
 }
 
-func (b *retryBatch) prepare(ctx context.Context, i int) bool {
-	return (b.probe || !b.r.cfg.Control.Held()) && b.r.takeTurn(ctx, b.deadline)
+func (b *retryBatch) prepare(context.Context, *settling) bool {
+	return b.probe || !b.r.cfg.Control.Held()
 }
 
-func (b *retryBatch) step(settle, start int) bool {
-	st := &step{}
-	if settle >= 0 {
-		st.settle = b.todo[settle]
-		st.settle.cut = st.settle.s.Kind == queue.SettleReleased && b.ctx.Err() != nil
+func (b *retryBatch) write(done, next *settling) bool {
+	if done != nil {
+		done.cut = done.s.Kind == queue.SettleReleased && b.ctx.Err() != nil
 	}
-	if start >= 0 {
-		st.start = b.todo[start]
-	}
-	if t := st.settle; t != nil && t.span != nil {
-		_, t.outcome = b.r.cfg.Tracer.Start(t.ctx, tracing.SpanOutcome)
-	}
-	b.r.steps.Do(st)
-	if t := st.settle; t != nil && t.span != nil {
-		t.endSpans()
-	}
-	// Not started: the lease is gone, or the start could not be written,
-	// and no attempt is made without it; the event stays given back.
-	return st.start != nil && st.err == nil && st.start.started
+	return b.r.steps.write(&step{settle: done, start: next})
 }
 
-func (b *retryBatch) run(ctx context.Context, i int) {
-	t := b.todo[i]
-	b.r.attempt(ctx, t, b.deadline)
-	if t.s.Kind == queue.SettleFailed && t.s.Attempt.AppDown && (b.probe || b.r.cfg.Control.Held()) {
-		t.s.Kind, t.s.Attempt = queue.SettleReleased, nil
-	}
-}
-
-func (b *retryBatch) settled(ctx context.Context, i int) {
-	if t := b.todo[i]; t.err == nil && t.state.Written {
+func (b *retryBatch) settled(ctx context.Context, t *settling) {
+	if t.err == nil && t.state.Written {
 		b.r.report(t.context(ctx), t)
 		if t.state.Hastened {
 			b.hastened.Store(true)
@@ -294,23 +240,30 @@ func (b *retryBatch) settled(ctx context.Context, i int) {
 	}
 }
 
-// attempt runs the processor on a claimed event and sets what to settle
-// it as: done, failed with its attempt, or released when ctx was cancelled
-// under a failing run, which was then cut short by shutdown and is no
-// attempt.
-func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) {
-	s := &t.s
-	e := s.Claimed.Event
-	path := s.Claimed.Path
+// begin starts the attempt of a claimed event: its span, when traced, and
+// the delivery the processor gets.
+func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, Delivery) {
+	r, e := b.r, t.s.Claimed.Event
 	if r.cfg.Tracer != nil {
 		t.ctx, t.span = r.cfg.Tracer.StartLinked(ctx, tracing.SpanRetry, deref(e.TraceParent),
-			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(path))...)
+			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(t.s.Claimed.Path))...)
 		ctx = t.ctx
 	}
-	res, took := r.process(ctx, deadline, Delivery{
+	return ctx, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
 		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account),
-	})
+	}
+}
+
+// end sets what to settle an attempt as, from the processor's res: done,
+// failed with its attempt, or released when ctx was cancelled under a
+// failing run, which was then cut short by shutdown and is no attempt, or
+// when it failed because the app is down while delivery is held or in a
+// probe.
+func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time.Duration) {
+	r, s := b.r, &t.s
+	e := s.Claimed.Event
+	path := s.Claimed.Path
 	if res.Err != nil && ctx.Err() != nil {
 		s.Kind = queue.SettleReleased
 		return
@@ -326,70 +279,9 @@ func (r *Retrier) attempt(ctx context.Context, t *settling, deadline time.Time) 
 		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
 		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", a.Error)
-	}
-}
-
-// step writes the outcomes and the starts of a batch of workers' steps with
-// their leases, in one short transaction, or each step alone when that
-// fails. The writes outlive shutdown's cancellation, within
-// queue.LeaseMargin, so an outcome is written while its lease still holds:
-// the processors' side effects happened.
-func (r *Retrier) step(batch []*step) {
-	groupcommit.EachAlone(batch, queue.LeaseMargin, func(ctx context.Context, group []*step) error {
-		// The group's statements are child spans of the outcome span of
-		// its first traced attempt.
-		ctx = tracing.Group(ctx, group, func(st *step) trace.Span {
-			if st.settle == nil {
-				return nil
-			}
-			return st.settle.outcome
-		})
-		var settled []queue.Settled
-		var starting []queue.Claimed
-		for _, st := range group {
-			if st.settle != nil {
-				settled = append(settled, st.settle.s)
-			}
-			if st.start != nil {
-				starting = append(starting, st.start.s.Claimed)
-			}
+		if a.AppDown && (b.probe || r.cfg.Control.Held()) {
+			s.Kind, s.Attempt = queue.SettleReleased, nil
 		}
-		states, started, err := r.store.SettleAndStart(ctx, settled, starting)
-		if err != nil {
-			return err
-		}
-		for _, st := range group {
-			if st.settle != nil {
-				st.settle.state, states = states[0], states[1:]
-			}
-			if st.start != nil {
-				st.start.started, started = started[0], started[1:]
-			}
-		}
-		return nil
-	}, func(st *step, err error) {
-		st.err = err
-		if st.settle != nil {
-			st.settle.err = err
-			r.logger.Error("cannot write a retry's outcome: the event is due again once its replica lets it go",
-				"event_id", st.settle.s.Claimed.Event.EventID, "err", err)
-		}
-		if st.start != nil {
-			r.logger.Error("cannot record the start of a retry: it is given back, not run", "event_id",
-				st.start.s.Claimed.Event.EventID, "err", err)
-		}
-	})
-	// Only shutdown is worth a line here: an event given back while
-	// delivery is held, or by a probe that found the app still down, is
-	// what the breaker's and the pause's own logs already say.
-	var cut int
-	for _, st := range batch {
-		if t := st.settle; t != nil && t.s.Kind == queue.SettleReleased && t.state.Written && t.cut {
-			cut++
-		}
-	}
-	if cut > 0 {
-		r.logger.Info("shutdown cut retries short: released, due again, attempts not counted", "events", cut)
 	}
 }
 
@@ -433,34 +325,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// endSpans ends the attempt's outcome span and its own, saying what became
-// of it: done, failed, dead, or released (given back uncounted), or that
-// its outcome could not be written.
-func (t *settling) endSpans() {
-	outcome := string(t.s.Kind)
-	switch {
-	case t.err != nil:
-		tracing.Fail(t.outcome, "outcome_not_written", t.err.Error())
-		outcome = "not_written"
-	case !t.state.Written:
-		outcome = "lease_lost"
-	case t.state.Status == queue.StatusDead:
-		outcome = string(queue.StatusDead)
-	}
-	if t.outcome != nil {
-		t.outcome.End()
-	}
-	tracing.Outcome(t.span, outcome)
-	t.span.End()
-}
-
-// context is the attempt's traced context, so that what is logged of it
-// carries its trace; ctx when it was not traced.
-func (t *settling) context(ctx context.Context) context.Context {
-	if t.ctx != nil {
-		return t.ctx
-	}
-	return ctx
 }
