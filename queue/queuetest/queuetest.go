@@ -1,5 +1,6 @@
 // Package queuetest gives tests a real, migrated PostgreSQL database of their
-// own, and factories that put queue rows in any state.
+// own, factories that put queue rows in any state, and the seed's
+// single-event API (Seed).
 package queuetest
 
 // The first caller in a test binary migrates a template database, named by a
