@@ -227,17 +227,6 @@ func (b *replayBatch) prepare(_ context.Context, t *replaying) bool {
 	return b.claimCtx.Err() == nil && !b.cancelled.Load() && !b.r.cfg.Control.Held()
 }
 
-func (b *replayBatch) write(done, next *replaying) bool {
-	if done != nil {
-		if done.delivery != nil {
-			b.settles.Go(func() { b.r.settleTraced(done) })
-		} else {
-			b.settles.Go(func() { b.r.settles.Do(done) })
-		}
-	}
-	return next != nil
-}
-
 func (b *replayBatch) begin(ctx context.Context, t *replaying) (context.Context, Delivery) {
 	m := t.member
 	t.ctx, t.delivery = b.r.startSpan(ctx, b.replay, m)
@@ -255,6 +244,17 @@ func (b *replayBatch) end(ctx context.Context, t *replaying, res Result, took ti
 	case queue.ReplaySettleFailed:
 		b.failed.Add(1)
 	}
+}
+
+func (b *replayBatch) write(done, next *replaying) bool {
+	if done != nil {
+		if done.delivery != nil {
+			b.settles.Go(func() { b.r.settleTraced(done) })
+		} else {
+			b.settles.Go(func() { b.r.settles.Do(done) })
+		}
+	}
+	return next != nil
 }
 
 // settled has nothing to report: the replay's page counts its members.

@@ -224,22 +224,6 @@ func (b *retryBatch) prepare(context.Context, *settling) bool {
 	return b.probe || !b.r.cfg.Control.Held()
 }
 
-func (b *retryBatch) write(done, next *settling) bool {
-	if done != nil {
-		done.cut = done.s.Kind == queue.SettleReleased && b.ctx.Err() != nil
-	}
-	return b.r.steps.write(&step{settle: done, start: next})
-}
-
-func (b *retryBatch) settled(ctx context.Context, t *settling) {
-	if t.err == nil && t.state.Written {
-		b.r.report(t.context(ctx), t)
-		if t.state.Hastened {
-			b.hastened.Store(true)
-		}
-	}
-}
-
 // begin starts the attempt of a claimed event: its span, when traced, and
 // the delivery the processor gets.
 func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, Delivery) {
@@ -281,6 +265,22 @@ func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time
 		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", a.Error)
 		if a.AppDown && (b.probe || r.cfg.Control.Held()) {
 			s.Kind, s.Attempt = queue.SettleReleased, nil
+		}
+	}
+}
+
+func (b *retryBatch) write(done, next *settling) bool {
+	if done != nil {
+		done.cut = done.s.Kind == queue.SettleReleased && b.ctx.Err() != nil
+	}
+	return b.r.steps.write(&step{settle: done, start: next})
+}
+
+func (b *retryBatch) settled(ctx context.Context, t *settling) {
+	if t.err == nil && t.state.Written {
+		b.r.report(t.context(ctx), t)
+		if t.state.Hastened {
+			b.hastened.Store(true)
 		}
 	}
 }
