@@ -210,6 +210,17 @@ func (h *Heartbeat) stop() {
 	}
 }
 
+// Fenced reports whether the replica is fenced now: a run bound to it now
+// would be cancelled at once. A nil Heartbeat never is.
+func (h *Heartbeat) Fenced() bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen.Err() != nil
+}
+
 // Bind returns ctx, also cancelled when the replica fences itself. A nil
 // Heartbeat binds nothing: the leases then have no replica and are judged
 // by their expiry alone.

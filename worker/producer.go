@@ -151,12 +151,9 @@ func (p *producer) takeTurn(ctx context.Context, deadline time.Time) bool {
 	return p.cfg.Pace.Wait(waitCtx) == nil
 }
 
-// process runs the Processor on d under the replica's heartbeat (a
-// replica that cannot beat cancels it) and within the lease's deadline.
+// process runs the Processor on d within the lease's deadline.
 func (p *producer) process(ctx context.Context, deadline time.Time, d Delivery) (Result, time.Duration) {
-	runCtx, unbind := p.cfg.Heartbeat.Bind(ctx)
-	defer unbind()
-	runCtx, cancel := context.WithDeadline(runCtx, deadline)
+	runCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	return Process(runCtx, p.cfg.Processor, p.cfg.ProcessTimeout, d)
 }
@@ -239,7 +236,9 @@ func (w *jobWorker[J]) loop(ctx context.Context, queued <-chan J) {
 // Either way j becomes the last job, whose outcome the next turn writes.
 func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 	var next J
-	if ctx.Err() == nil && w.takeSlot(ctx) {
+	// A fenced replica starts nothing: its leases may soon be another's.
+	// The jobs it does not start are given back at once, due again.
+	if ctx.Err() == nil && !w.p.cfg.Heartbeat.Fenced() && w.takeSlot(ctx) {
 		if w.js.prepare(ctx, j) && w.p.takeTurn(ctx, w.deadline) {
 			next = j
 		} else {
@@ -262,7 +261,14 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 }
 
 // run runs j, started, and frees its slot once it has ended.
+//
+// The run is bound to the replica's heartbeat: a replica that cannot beat
+// cancels it. The path's end then sees its context cancelled under a
+// failed run, as at shutdown, and gives the job back uncounted: a run the
+// fence cut short is no attempt of the event's.
 func (w *jobWorker[J]) run(ctx context.Context, j J) {
+	ctx, unbind := w.p.cfg.Heartbeat.Bind(ctx)
+	defer unbind()
 	runCtx, d := w.js.begin(ctx, j)
 	res, took := w.p.process(runCtx, w.deadline, d)
 	w.js.end(runCtx, j, res, took)
