@@ -407,7 +407,9 @@ type ReplayClaim struct {
 
 // ClaimReplayed takes up to n pending members of replay id, oldest first,
 // each with its event's lease for a processor run of processFor, and reads
-// what their deliveries need. A member another claim is taking at this
+// what their deliveries need. The leases are not marked started: each
+// member's is when its own run starts (StartReplayed), so a crash leaves as
+// interrupted only the members that were running. A member another claim is taking at this
 // moment is skipped (FOR UPDATE SKIP LOCKED), and so is one whose event
 // someone else holds the lease of (a delivery, the retry loop, another
 // replay): it stays pending, for a later claim. As ClaimAttempts does, it
@@ -423,7 +425,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 			FOR UPDATE SKIP LOCKED
 		), held AS (`+heldLeasesSQL("SELECT event_id FROM next")+`
 		)`+insertLeasesSQL(`
-		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, now()
+		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, NULL::timestamptz
 		FROM next n
 		WHERE (NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
 		       OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND NOT h.live))
@@ -446,6 +448,19 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 		return ReplayClaim{}, fmt.Errorf("read replay %d's events: %w", id, err)
 	}
 	return c, nil
+}
+
+// StartReplayed marks started the lease of a replay's member eventID held
+// by owner, as its run starts, and reports whether it still held it. As a
+// retry's start, the mark is all it writes: the lease is unlogged, so it
+// costs no WAL and no flushed commit.
+func (s *Store) StartReplayed(ctx context.Context, owner uuid.UUID, eventID string) (bool, error) {
+	op := &startOp{ids: []string{eventID}, owners: []uuid.UUID{owner}}
+	err := s.shortTx(ctx, op.queue, op.read)
+	if err != nil {
+		return false, fmt.Errorf("start replay member %s: %w", eventID, err)
+	}
+	return op.started()[0], nil
 }
 
 // replayMembers reads what the deliveries of the leased events ids need,

@@ -173,7 +173,7 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 	watch.Start(workCtx)
 	defer watch.Stop()
 
-	b := &replayBatch{r: r, replay: run, claimCtx: claimCtx, cancelled: cancelled}
+	b := &replayBatch{r: r, replay: run, ctx: workCtx, claimCtx: claimCtx, cancelled: cancelled}
 	todo := make([]*replaying, len(claim.Members))
 	for i, m := range claim.Members {
 		todo[i] = &replaying{replay: run.ID, owner: claim.Owner, member: m,
@@ -210,8 +210,10 @@ func (r *Replayer) watchCancel(id int64, cancelled *atomic.Bool) *startstop.Serv
 // others': its next delivery goes at its turn of the rate, not after a
 // commit.
 type replayBatch struct {
-	r         *Replayer
-	replay    queue.RunningReplay
+	r      *Replayer
+	replay queue.RunningReplay
+	// ctx is the batch's work context, which the starts are written in.
+	ctx       context.Context
 	claimCtx  context.Context
 	cancelled *atomic.Bool
 
@@ -254,7 +256,19 @@ func (b *replayBatch) write(done, next *replaying) bool {
 			b.settles.Go(func() { b.r.settles.Do(done) })
 		}
 	}
-	return next != nil
+	if next == nil {
+		return false
+	}
+	// The member's lease is marked started as its own run starts, not at
+	// the claim: a crash then leaves as interrupted only the members that
+	// were running. One whose lease is gone, or whose mark fails, is given
+	// back (its Kind is still released) and runs in a later claim.
+	started, err := b.r.store.StartReplayed(b.ctx, next.owner, next.member.EventID)
+	if err != nil && b.ctx.Err() == nil {
+		b.r.logger.WarnContext(b.ctx, "cannot mark a replay's member started: given back to the replay", "replay", next.replay,
+			"event_id", next.member.EventID, "err", err)
+	}
+	return started
 }
 
 // settled has nothing to report: the replay's page counts its members.

@@ -310,3 +310,36 @@ func TestReplay_CancelOnAnotherReplicaStopsItWithinASecond(t *testing.T) {
 	}
 	t.Logf("cancelled on another replica after %d deliveries at %d a second: %d more arrived", acked, rate, after)
 }
+
+// TestReplay_MarksEachMemberStartedWhenItsRunStarts: a replay claims its
+// members in batches, but marks a member started only when its own run
+// starts. A crash then leaves only the members that were running as
+// interrupted runs; the rest of the batch was never started and is never
+// charged for it.
+func TestReplay_MarksEachMemberStartedWhenItsRunStarts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertLogged(t, b.pool, processedEvents(worker.DefaultReplayBatch, "evt_started"))
+	startReplay(t, b.store, "started one by one", queue.ReplayFilter{Processed: true})
+	release := make(chan struct{})
+	var running atomic.Int64
+	blocking := worker.ProcessorFunc(func(ctx context.Context, d worker.Delivery) worker.Result {
+		running.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return worker.Result{HTTPStatus: http.StatusOK}
+	})
+	runReplayer(t, b.store, worker.ProducerConfig{Processor: blocking})
+	t.Cleanup(func() { close(release) })
+	queuetest.WaitFor(t, 30*time.Second, "the replay's first runs", func() bool {
+		return running.Load() == worker.DefaultReplayConcurrency
+	})
+	leased := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_leases WHERE path = 'replay'`)
+	started := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_leases WHERE path = 'replay' AND started_at IS NOT NULL`)
+	if leased != worker.DefaultReplayBatch || started != int64(running.Load()) {
+		t.Fatalf("%d members leased, %d marked started, %d running; want the batch of %d leased and only the running ones started",
+			leased, started, running.Load(), worker.DefaultReplayBatch)
+	}
+}
