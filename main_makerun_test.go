@@ -130,3 +130,43 @@ func TestMakeRun_SecondCloneSaysTheAdminExists(t *testing.T) {
 		}
 	}
 }
+
+// Thin events, pings and generation-failure notices come only through a
+// thin destination, a connected account's events through a Connect
+// endpoint: make run's steps sign each with such an endpoint (or one that
+// declares nothing), never with a declared snapshot endpoint's secret,
+// which contradicts its declaration for as long as hookd remembers what
+// arrived. With no endpoint that may take them, the steps say how to add
+// one instead of signing with another's.
+func TestMakeRun_ThinStepsSignWithAThinEndpoint(t *testing.T) {
+	t.Parallel()
+	const admin = "HOOKD_ADMIN_EMAIL=admin@localhost\nHOOKD_ADMIN_PASSWORD=pw123456789\n"
+	out, stderr, _, err := makeRun(t, "STRIPE_WEBHOOK_SECRETS='account=whsec_a;thin=whsec_c'\n"+
+		"HOOKD_ENDPOINTS='account:kind=snapshot;thin:kind=thin'\n"+admin, "none")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, want := range []string{"send-test-event -thin -endpoint thin", "send-test-event -ping -endpoint thin",
+		"send-test-event -generation-failure -endpoint thin"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make run's steps lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "send-test-event -account") || !strings.Contains(out, "declare one connect=true") {
+		t.Errorf("with no Connect endpoint the steps still send a connected account's event:\n%s", out)
+	}
+
+	out, stderr, _, err = makeRun(t, "STRIPE_WEBHOOK_SECRETS='account=whsec_a;connect=whsec_b'\n"+
+		"HOOKD_ENDPOINTS='account:kind=snapshot;connect:connect=true'\n"+admin, "none")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	for _, flag := range []string{"-thin", "-ping", "-generation-failure"} {
+		if strings.Contains(out, "send-test-event "+flag) {
+			t.Errorf("with no thin destination the steps still send %s, signed with a snapshot endpoint's secret:\n%s", flag, out)
+		}
+	}
+	if !strings.Contains(out, "kind=thin in HOOKD_ENDPOINTS to send them") || !strings.Contains(out, "send-test-event -account acct_1Demo -endpoint connect") {
+		t.Errorf("make run does not say how to send thin events:\n%s", out)
+	}
+}

@@ -51,18 +51,46 @@ endpointWith() {
   done
 }
 
+# undeclared prints the first label of STRIPE_WEBHOOK_SECRETS that
+# HOOKD_ENDPOINTS does not name, or nothing: such an endpoint learns its
+# kind from what arrives, so a thin test event through it contradicts no
+# declaration.
+undeclared() {
+  local part label named
+  IFS=';' read -ra parts <<<"${STRIPE_WEBHOOK_SECRETS:-}"
+  for part in "${parts[@]}"; do
+    label=${part%%=*}; label=${label//[[:space:]]/}
+    [ -n "$label" ] || continue
+    named=false
+    IFS=';' read -ra decls <<<"${HOOKD_ENDPOINTS:-}"
+    for decl in "${decls[@]}"; do
+      decl=${decl%%:*}
+      [ "${decl//[[:space:]]/}" = "$label" ] && named=true
+    done
+    $named || { echo "$label"; return; }
+  done
+}
+
 # How the steps' commands are signed: with the one secret, or with an
-# endpoint of STRIPE_WEBHOOK_SECRETS named by -endpoint.
+# endpoint of STRIPE_WEBHOOK_SECRETS named by -endpoint. Thin events, pings
+# and generation-failure notices come only through a thin destination: they
+# are signed with one (or with an endpoint that declares nothing), never
+# with a snapshot endpoint's secret, which would contradict its
+# declaration for as long as hookd remembers what arrived.
 secret=${STRIPE_WEBHOOK_SECRET:-}
 secrets=${STRIPE_WEBHOOK_SECRETS:-}
 if [ -n "$secrets" ]; then
   sign="STRIPE_WEBHOOK_SECRETS='$secrets'"
   first=${secrets%%=*}; first=${first//[[:space:]]/}
   thin=$(endpointWith kind=thin); connect=$(endpointWith connect=true)
-  as=" -endpoint $first"; asThin=" -endpoint ${thin:-$first}"; asConnect=" -endpoint ${connect:-$first}"
+  [ -n "$thin" ] || thin=$(undeclared)
+  [ -n "$connect" ] || connect=$(undeclared)
+  as=" -endpoint $first"
+  asThin=""; [ -z "$thin" ] || asThin=" -endpoint $thin"
+  asConnect=""; [ -z "$connect" ] || asConnect=" -endpoint $connect"
 elif [ -n "$secret" ]; then
   sign="STRIPE_WEBHOOK_SECRET=$secret"
-  as=""; asThin=""; asConnect=""
+  as=""; asThin=""; asConnect=""; thin=default; connect=default
 else
   echo "$dev_env: set STRIPE_WEBHOOK_SECRET=whsec_... (one endpoint) or STRIPE_WEBHOOK_SECRETS='label=whsec_...;...' (several)" >&2
   exit 1
@@ -126,10 +154,24 @@ if $demo; then
 else
   step "Watch the overview: what your app takes is processed; what it refuses waits on Pending with its error."
 fi
-step "What Stripe sends besides: a thin event, a connected account's event, a destination's"
-echo "     ping, and the notice of an event Stripe could not generate (listed on Failures):"
-echo "       ./bin/hookd send-test-event -thin$asThin$to;  ./bin/hookd send-test-event -account acct_1Demo$asConnect$to"
-echo "       ./bin/hookd send-test-event -ping$asThin$to;  ./bin/hookd send-test-event -generation-failure$as$to"
+step "What Stripe sends besides:"
+if [ -n "$thin" ]; then
+  echo "     a thin event, a destination's ping, and the notice of an event Stripe could not"
+  echo "     generate (listed on Failures):"
+  echo "       ./bin/hookd send-test-event -thin$asThin$to;  ./bin/hookd send-test-event -ping$asThin$to"
+  echo "       ./bin/hookd send-test-event -generation-failure$asThin$to"
+else
+  echo "     thin events, a destination's ping and the notice of an event Stripe could not generate"
+  echo "     come through a thin destination: add one to STRIPE_WEBHOOK_SECRETS and declare it"
+  echo "     kind=thin in HOOKD_ENDPOINTS to send them."
+fi
+if [ -n "$connect" ]; then
+  echo "     a connected account's event:"
+  echo "       ./bin/hookd send-test-event -account acct_1Demo$asConnect$to"
+else
+  echo "     a connected account's event comes through a Connect endpoint: declare one connect=true"
+  echo "     in HOOKD_ENDPOINTS to send it."
+fi
 echo "     (each with $sign as above)"
 if $demo; then
   step "Take the demo app down for a minute and send 50 more: the circuit breaker opens,"
