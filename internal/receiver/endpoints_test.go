@@ -369,3 +369,50 @@ func TestReceive_TestModeEventsFollowTheirEndpoint(t *testing.T) {
 		t.Errorf("%d held events would be announced as deaths", got)
 	}
 }
+
+// A generation-failure notice signed with a declared snapshot endpoint's
+// secret (a person sending one by hand with the wrong -endpoint) is
+// Stripe's word about itself, not an event of that endpoint: it is
+// accepted, and the endpoint is still recorded as receiving only snapshot
+// events, so its declaration is contradicted by nothing. A thin event
+// through it still is.
+func TestReceive_NoticeThroughSnapshotEndpointContradictsNothing(t *testing.T) {
+	t.Parallel()
+	store, _ := setup(t)
+	_, proc := newApp(t)
+	eps := threeEndpoints(t)
+	if err := endpoint.Configure(eps, "account:kind=snapshot"); err != nil {
+		t.Fatal(err)
+	}
+	r := receiver.New(store, discardLogger, receiver.Config{Endpoints: eps, Processor: proc})
+	for _, body := range [][]byte{
+		stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid"),
+		stripeevent.GenerationFailure(stripeevent.NewID("evt")),
+	} {
+		if got, err := receive(t, r, body, "whsec_account"); err != nil || got != receiver.Processed {
+			t.Fatalf("got %v, %v; want processed", got, err)
+		}
+	}
+	arrived, err := store.EndpointsArrived(t.Context(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []queue.EndpointArrived{{Endpoint: "account", Snapshot: true}}; fmt.Sprint(arrived) != fmt.Sprint(want) {
+		t.Errorf("arrived %+v, want %+v", arrived, want)
+	}
+	if says := endpoint.AllContradictions(eps, arrived); len(says) != 0 {
+		t.Errorf("contradictions %q, want none", says)
+	}
+
+	thin := stripeevent.Thin(stripeevent.NewID("evt"), "invoice.paid", stripeevent.NewID("evt"))
+	if got, err := receive(t, r, thin, "whsec_account"); err != nil || got != receiver.Processed {
+		t.Fatalf("thin event: got %v, %v; want processed", got, err)
+	}
+	arrived, err = store.EndpointsArrived(t.Context(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if says := endpoint.AllContradictions(eps, arrived); len(says) != 1 {
+		t.Errorf("after a thin event: contradictions %q, want one", says)
+	}
+}

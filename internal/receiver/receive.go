@@ -451,7 +451,7 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 // run processes a leased new event, unless it is deferred, and sets the
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
-	d.outcome = queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, d.ev.account, d.ev.thin),
+	d.outcome = queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, &d.ev),
 		Pair: r.pairOf(d)}
 	if outcome, ok := r.testModeOutcome(d); ok {
 		return outcome, worker.Result{}

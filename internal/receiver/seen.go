@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 )
 
@@ -31,10 +32,18 @@ func newSeenEndpoints() seenEndpoints {
 	return seenEndpoints{written: map[queue.Seen]time.Time{}}
 }
 
-// note returns the Seen for an outcome to write, or nil when this replica
-// wrote it less than seenEvery ago.
-func (s *seenEndpoints) note(label, account string, thin bool) *queue.Seen {
-	k := queue.Seen{Endpoint: label, Account: account, Thin: thin}
+// note returns the Seen for an outcome of ev through the endpoint labelled
+// label to write, or nil when this replica wrote it less than seenEvery
+// ago, or when ev is a generation-failure notice: that is Stripe's word
+// about itself, not an event of the endpoint's stream, so like a ping it
+// teaches an endpoint no kind and contradicts no declaration (a notice
+// signed by hand with a snapshot endpoint's secret would otherwise mark
+// that endpoint as receiving thin events for endpoint.ArrivedWindow).
+func (s *seenEndpoints) note(label string, ev *event) *queue.Seen {
+	if ev.Type == stripeevent.GenerationFailureType {
+		return nil
+	}
+	k := queue.Seen{Endpoint: label, Account: ev.account, Thin: ev.thin}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
