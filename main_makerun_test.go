@@ -170,3 +170,79 @@ func TestMakeRun_ThinStepsSignWithAThinEndpoint(t *testing.T) {
 		t.Errorf("make run does not say how to send thin events:\n%s", out)
 	}
 }
+
+// fakePostgres stands in for a running cluster's tools under
+// .ci/postgres.sh: each notes how it was run; psql signs in over TCP when
+// $FAKE_LOGIN is ok, and says the role postgres has no password when
+// $FAKE_NOPASSWORD is t.
+var fakePostgres = map[string]string{
+	"pg_lsclusters": "#!/bin/sh\necho '17 main 5432 online postgres /var/lib/postgresql/17/main log'\n",
+	"pg_isready":    "#!/bin/sh\nexit 0\n",
+	"createdb":      "#!/bin/sh\necho \"createdb $*\" >> \"$FAKE_LOG\"\n",
+	"sudo":          "#!/bin/sh\nexec \"$@\"\n",
+	"runuser":       "#!/bin/sh\nshift 3\nexec \"$@\"\n",
+	"psql": `#!/bin/sh
+echo "psql $*" >> "$FAKE_LOG"
+case "$*" in
+  *"-h 127.0.0.1"*) [ "$FAKE_LOGIN" = ok ] ;;
+  *"rolpassword IS NULL"*) echo "$FAKE_NOPASSWORD" ;;
+  *"FROM pg_database"*) echo 1 ;;
+esac
+`,
+}
+
+// postgresScript runs .ci/postgres.sh over the fake tools; it returns
+// what it printed, what it logged, the commands run, and its error.
+func postgresScript(t *testing.T, env ...string) (stdout, stderr, ran string, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range fakePostgres {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := filepath.Join(dir, "ran")
+	cmd := exec.Command("bash", ".ci/postgres.sh", "hookd")
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "FAKE_LOG="+log, "DATABASE_URL=")
+	cmd.Env = append(cmd.Env, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	commands, _ := os.ReadFile(log)
+	return out.String(), errOut.String(), string(commands), err
+}
+
+// make run never changes a password the postgres role already has: with
+// password postgres it changes nothing; with another it stops, saying
+// why and the two ways on, and changes nothing; with none it sets it
+// and says so.
+func TestPostgresScript_KeepsAPasswordTheRoleHas(t *testing.T) {
+	t.Parallel()
+	out, stderr, ran, err := postgresScript(t, "FAKE_LOGIN=ok")
+	if err != nil || strings.Contains(ran, "ALTER ROLE") || out != "" {
+		t.Errorf("password postgres already: %v, ran %q, said %q %q; want nothing changed, nothing said", err, ran, out, stderr)
+	}
+
+	_, stderr, ran, err = postgresScript(t, "FAKE_LOGIN=fail", "FAKE_NOPASSWORD=f")
+	if err == nil || strings.Contains(ran, "ALTER ROLE") || strings.Contains(ran, "createdb") {
+		t.Errorf("another password: %v, ran %q; want a failure and nothing changed", err, ran)
+	}
+	for _, want := range []string{"cannot sign in as role postgres with password postgres",
+		"make run DATABASE_URL='postgres://USER:PASSWORD@127.0.0.1:5432/hookd?sslmode=disable'",
+		`ALTER ROLE postgres PASSWORD 'postgres'`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("another password: make says %q, lacking %q", stderr, want)
+		}
+	}
+
+	out, stderr, ran, err = postgresScript(t, "FAKE_LOGIN=fail", "FAKE_NOPASSWORD=t")
+	if err != nil || !strings.Contains(ran, "ALTER ROLE postgres PASSWORD 'postgres'") ||
+		!strings.Contains(out, "role postgres had no password: set it to postgres") {
+		t.Errorf("no password: %v, ran %q, said %q %q; want it set and said", err, ran, out, stderr)
+	}
+
+	_, stderr, ran, err = postgresScript(t, "FAKE_LOGIN=fail", "DATABASE_URL=postgres://me:mine@127.0.0.1:5432/hookd")
+	if err != nil || strings.Contains(ran, "ALTER ROLE") {
+		t.Errorf("DATABASE_URL of your own: %v, ran %q, said %q; want nothing changed", err, ran, stderr)
+	}
+}
