@@ -246,3 +246,18 @@ func TestPostgresScript_KeepsAPasswordTheRoleHas(t *testing.T) {
 		t.Errorf("DATABASE_URL of your own: %v, ran %q, said %q; want nothing changed", err, ran, stderr)
 	}
 }
+
+// make run says the ports it takes: hookd's, the metrics', and the demo
+// app's, each with the setting that moves it.
+func TestMakeRun_SaysItsPorts(t *testing.T) {
+	t.Parallel()
+	out, stderr, _, err := makeRun(t, "STRIPE_WEBHOOK_SECRET=whsec_a\n"+
+		"HOOKD_ADMIN_EMAIL=admin@localhost\nHOOKD_ADMIN_PASSWORD=pw123456789\n", "signs-in")
+	if err != nil {
+		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
+	}
+	if want := "ports:      8080 hookd (HOOKD_ADDR), 9090 metrics (HOOKD_METRICS_ADDR), " +
+		"8081 the demo app (.ci/demo.env's HOOKD_FORWARD_URL)\n"; !strings.Contains(out, want) {
+		t.Errorf("make run does not say its ports, want %q:\n%s", want, out)
+	}
+}

@@ -34,11 +34,15 @@ set +a
 port=${HOOKD_ADDR:-:8080}; port=${port##*:}; base="http://localhost:$port"
 to=""; [ "$port" = 8080 ] || to=" -url $base/webhooks/stripe"
 metrics=${HOOKD_METRICS_ADDR:-127.0.0.1:9090}
+ports="$port hookd (HOOKD_ADDR)"
 case $metrics in
   off) metrics="off (HOOKD_METRICS_ADDR)" ;;
-  :*) metrics="http://localhost$metrics/metrics" ;;
-  *) metrics="http://$metrics/metrics" ;;
+  :*) ports="$ports, ${metrics##*:} metrics (HOOKD_METRICS_ADDR)"; metrics="http://localhost$metrics/metrics" ;;
+  *) ports="$ports, ${metrics##*:} metrics (HOOKD_METRICS_ADDR)"; metrics="http://$metrics/metrics" ;;
 esac
+# Where the demo app listens: the host and port of the demo's URL.
+demo_hostport=${demo_url#*://}; demo_hostport=${demo_hostport%%/*}
+demo_host=${demo_hostport%:*}; demo_port=${demo_hostport##*:}
 
 # endpointWith prints the first label HOOKD_ENDPOINTS gives setting
 # (kind=thin, connect=true), or nothing.
@@ -99,6 +103,7 @@ fi
 demo=false
 if [ "${HOOKD_PROCESSOR:-forward}" = forward ] && [ "${HOOKD_FORWARD_URL:-}" = "$demo_url" ]; then
   demo=true
+  ports="$ports, $demo_port the demo app ($demo_env's HOOKD_FORWARD_URL)"
   "$hookd" demo-app ${DEMO_DOWN:+-down "$DEMO_DOWN"} &
   demo_pid=$!
   trap 'kill "$demo_pid" 2>/dev/null || true' EXIT
@@ -183,6 +188,7 @@ fi
 echo
 echo "  add people: DATABASE_URL=$DATABASE_URL ./bin/hookd user add EMAIL -role operator"
 echo "  health:     $base/healthz   metrics: $metrics"
+echo "  ports:      $ports"
 echo "  settings:   $dev_env (yours, kept out of git) over $demo_env (the demo's)"
 echo
 "$hookd" serve
