@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,11 +28,14 @@ exit 0
 `
 
 // makeRun runs .ci/make-run.sh, as make run does, over a dev.env holding
-// devEnv and a fake hookd; it returns what it printed, what it logged, the
-// commands hookd was run with, and its error.
-func makeRun(t *testing.T, devEnv, admin string) (stdout, stderr, ran string, err error) {
+// devEnv, the demo's settings with the demo app on a free port, and a fake
+// hookd, with extra added to its environment; it returns what it printed,
+// what it logged, the commands hookd was run with, and its error.
+func makeRun(t *testing.T, devEnv, admin string, extra ...string) (stdout, stderr, ran string, err error) {
 	t.Helper()
 	dir := t.TempDir()
+	demoEnv := filepath.Join(dir, "demo.env")
+	writeDemoEnv(t, demoEnv, freePort(t))
 	bin, log, env := filepath.Join(dir, "hookd"), filepath.Join(dir, "ran"), filepath.Join(dir, "dev.env")
 	if err := os.WriteFile(bin, []byte(fakeHookd), 0o755); err != nil {
 		t.Fatal(err)
@@ -39,14 +44,42 @@ func makeRun(t *testing.T, devEnv, admin string) (stdout, stderr, ran string, er
 		t.Fatal(err)
 	}
 	cmd := exec.Command("bash", ".ci/make-run.sh")
-	cmd.Env = append(os.Environ(), "HOOKD="+bin, "FAKE_LOG="+log, "FAKE_ADMIN="+admin, "DEV_ENV="+env,
+	cmd.Env = append(os.Environ(), "HOOKD="+bin, "FAKE_LOG="+log, "FAKE_ADMIN="+admin, "DEV_ENV="+env, "DEMO_ENV="+demoEnv,
 		"DATABASE_URL=postgres://localhost/hookd", "STRIPE_WEBHOOK_SECRET=", "STRIPE_WEBHOOK_SECRETS=", "HOOKD_FORWARD_URL=",
 		"HOOKD_ENDPOINTS=", "HOOKD_ADDR=", "HOOKD_PROCESSOR=")
+	cmd.Env = append(cmd.Env, extra...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err = cmd.Run()
 	commands, _ := os.ReadFile(log)
 	return out.String(), errOut.String(), string(commands), err
+}
+
+// writeDemoEnv writes .ci/demo.env to path with the demo app on port.
+func writeDemoEnv(t *testing.T, path, port string) {
+	t.Helper()
+	demo, err := os.ReadFile(".ci/demo.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := strings.Replace(string(demo), "127.0.0.1:8081", "127.0.0.1:"+port, 1)
+	if moved == string(demo) {
+		t.Fatal(".ci/demo.env no longer forwards to 127.0.0.1:8081")
+	}
+	if err := os.WriteFile(path, []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// freePort returns a port no program listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
 
 // With several endpoints in STRIPE_WEBHOOK_SECRETS and no
@@ -256,8 +289,30 @@ func TestMakeRun_SaysItsPorts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("make run: %v\n%s\n%s", err, out, stderr)
 	}
-	if want := "ports:      8080 hookd (HOOKD_ADDR), 9090 metrics (HOOKD_METRICS_ADDR), " +
-		"8081 the demo app (.ci/demo.env's HOOKD_FORWARD_URL)\n"; !strings.Contains(out, want) {
+	if want := "ports:      8080 hookd (HOOKD_ADDR), 9090 metrics (HOOKD_METRICS_ADDR), "; !strings.Contains(out, want) ||
+		!strings.Contains(out, " the demo app (") || !strings.Contains(out, "demo.env's HOOKD_FORWARD_URL)\n") {
 		t.Errorf("make run does not say its ports, want %q:\n%s", want, out)
+	}
+}
+
+// With another program on the demo app's port, make run stops before
+// starting anything, saying which port and what to do: hookd would
+// forward the demo's events to that program.
+func TestMakeRun_DemoPortTakenStops(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	demoEnv := filepath.Join(t.TempDir(), "demo.env")
+	writeDemoEnv(t, demoEnv, port)
+	out, stderr, ran, err := makeRun(t, "STRIPE_WEBHOOK_SECRET=whsec_a\n", "signs-in", "DEMO_ENV="+demoEnv)
+	if err == nil || strings.Contains(ran, "demo-app") || strings.Contains(ran, "serve") {
+		t.Errorf("demo port taken: %v, ran %q; want make run to stop before starting anything\n%s", err, ran, out)
+	}
+	if want := "another program listens on 127.0.0.1:" + port + ", where the demo app would"; !strings.Contains(stderr, want) {
+		t.Errorf("make run says %q, lacking %q", stderr, want)
 	}
 }

@@ -104,6 +104,14 @@ demo=false
 if [ "${HOOKD_PROCESSOR:-forward}" = forward ] && [ "${HOOKD_FORWARD_URL:-}" = "$demo_url" ]; then
   demo=true
   ports="$ports, $demo_port the demo app ($demo_env's HOOKD_FORWARD_URL)"
+  # With another program on the demo's port, the demo app cannot listen
+  # and hookd would forward the demo's events to that program: stop.
+  if (exec 3<>"/dev/tcp/$demo_host/$demo_port") 2>/dev/null; then
+    echo "make run: another program listens on $demo_hostport, where the demo app would, and hookd would" >&2
+    echo "forward the demo's events to it. Stop that program (ss -ltnp 'sport = :$demo_port' names it)," >&2
+    echo "or set HOOKD_FORWARD_URL in $dev_env to your own app, and run make run again." >&2
+    exit 1
+  fi
   "$hookd" demo-app ${DEMO_DOWN:+-down "$DEMO_DOWN"} &
   demo_pid=$!
   trap 'kill "$demo_pid" 2>/dev/null || true' EXIT
