@@ -168,3 +168,34 @@ func TestSendTestEvent_OutageTakesTheDemoAppDown(t *testing.T) {
 		t.Errorf("-outage 48h: %v, want it refused", err)
 	}
 }
+
+// -type takes a thin event's type as the app receives it (v1.<type>) as
+// well as the snapshot type it mirrors: either way the thin event is of
+// type v1.<type>, about the object of <type>. Without -thin, a v1.* type
+// is refused, saying why.
+func TestSendTestEvent_ThinTypeTakesV1Prefix(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"customer.created", "v1.customer.created"} {
+		payload, _, sent, err := testEventPayload(testEventKind{thin: true}, typ)
+		if err != nil {
+			t.Fatalf("-thin -type %s: %v", typ, err)
+		}
+		var e struct {
+			Type    string `json:"type"`
+			Related struct {
+				Type string `json:"type"`
+			} `json:"related_object"`
+		}
+		if err := json.Unmarshal(payload, &e); err != nil {
+			t.Fatal(err)
+		}
+		if sent != "v1.customer.created" || e.Type != "v1.customer.created" || e.Related.Type != "customer" {
+			t.Errorf("-thin -type %s: says %s, sends type %s about a %q; want v1.customer.created about a customer",
+				typ, sent, e.Type, e.Related.Type)
+		}
+	}
+	if _, _, _, err := testEventPayload(testEventKind{}, "v1.customer.created"); err == nil ||
+		!strings.Contains(err.Error(), "add -thin") {
+		t.Errorf("-type v1.customer.created without -thin: %v, want a refusal naming -thin", err)
+	}
+}

@@ -26,7 +26,7 @@ import (
 // without a Stripe account at hand; -n 50 feeds the demo a day's mix.
 func sendTestEvent(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := config.NewFlagSet("send-test-event", "Signs each event with the first secret of $STRIPE_WEBHOOK_SECRET, or of -endpoint's in $STRIPE_WEBHOOK_SECRETS.", stderr)
-	eventType := fs.String("type", "", "the events' type (default: invoice.paid for one event, a realistic mix for more)")
+	eventType := fs.String("type", "", "the events' type, with -thin either customer.created or v1.customer.created (default: invoice.paid for one event, a realistic mix for more)")
 	count := fs.Int("n", 1, "how many events to send")
 	target := fs.String("url", "http://localhost:8080"+stripeevent.ReceiverPath, "the receiver to post to")
 	label := fs.String("endpoint", "", "the endpoint of $STRIPE_WEBHOOK_SECRETS whose secret signs the events (default: $STRIPE_WEBHOOK_SECRET's, or the first endpoint's)")
@@ -275,11 +275,15 @@ func testEventPayload(kind testEventKind, eventType string) (payload []byte, id,
 		id = stripeevent.NewID("evt")
 		return stripeevent.GenerationFailure(id), id, stripeevent.GenerationFailureType, nil
 	case kind.thin:
+		// A thin event's type is v1.<type>: -type takes either.
+		eventType = strings.TrimPrefix(eventType, "v1.")
 		if eventType == "" {
 			return nil, "", "", errors.New("event type must not be empty")
 		}
 		payload, id = stripeevent.SampleThin(eventType, kind.account, now)
 		return payload, id, "v1." + eventType, nil
+	case strings.HasPrefix(eventType, "v1."):
+		return nil, "", "", fmt.Errorf("%s is a thin event's type: add -thin, or give %s", eventType, strings.TrimPrefix(eventType, "v1."))
 	}
 	payload, id, err = stripeevent.SampleIn(eventType, "hookd send-test-event", kind.account, now)
 	return payload, id, eventType, err
