@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -178,11 +179,16 @@ func Cookies(publicURL string, secure bool) Result {
 }
 
 // Write prints one line per result, then a summary, and returns how many
-// checks failed.
+// checks failed. The check column is as wide as the longest check's name
+// (an endpoint's checks carry its label), so every detail starts in the
+// same column.
 func Write(w io.Writer, results []Result) (failed int) {
-	var warned int
+	var warned, width int
 	for _, r := range results {
-		fmt.Fprintf(w, "%-5s %-18s %s\n", r.Status, r.Check, r.Detail)
+		width = max(width, utf8.RuneCountInString(r.Check))
+	}
+	for _, r := range results {
+		fmt.Fprintf(w, "%-5s %-*s %s\n", r.Status, width, r.Check, r.Detail)
 		switch r.Status {
 		case Fail:
 			failed++

@@ -493,3 +493,28 @@ func TestMetrics(t *testing.T) {
 	expect(t, doctor.Metrics(":8080", "0.0.0.0:9090", false), doctor.Warn, "every interface")
 	expect(t, doctor.Metrics(":8080", "", false), doctor.OK, "not served")
 }
+
+// Write keeps its columns whatever the checks' names: every detail starts
+// in the same column, a long check name (an endpoint's, with its label)
+// included.
+func TestWrite_ColumnsHoldOnLongCheckNames(t *testing.T) {
+	t.Parallel()
+	results := []doctor.Result{
+		{Check: "database", Status: doctor.OK, Detail: "reachable"},
+		{Check: "endpoint declaration connect_platform_eu", Status: doctor.Fail, Detail: "contradicted"},
+		{Check: "stripe api key", Status: doctor.Warn, Detail: "test mode"},
+	}
+	var out bytes.Buffer
+	doctor.Write(&out, results)
+	lines := strings.Split(out.String(), "\n")[:len(results)]
+	column := -1
+	for i, l := range lines {
+		at := strings.Index(l, results[i].Detail)
+		if column == -1 {
+			column = at
+		}
+		if at != column || !strings.Contains(l[:at], results[i].Check+" ") {
+			t.Errorf("line %q: detail at column %d, want %d, after its check name and a space:\n%s", l, at, column, out.String())
+		}
+	}
+}
