@@ -191,3 +191,17 @@ func actionLabel(a audit.Action) string {
 	}
 	return string(a)
 }
+
+// codeSpans splits s at its backticks: the odd parts are what a message
+// written for a terminal or a chat quotes as code (`kind=thin`), which a
+// page shows as code rather than with the backticks. An unmatched last
+// backtick is kept as text.
+func codeSpans(s string) []string {
+	parts := strings.Split(s, "`")
+	if len(parts)%2 == 0 {
+		last := len(parts) - 1
+		parts[last-1] += "`" + parts[last]
+		parts = parts[:last]
+	}
+	return parts
+}

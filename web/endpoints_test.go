@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -163,8 +165,10 @@ func TestEndpoints_DeclarationContradictedIsABanner(t *testing.T) {
 		b.srv = srv
 		return &b
 	}
-	const says = "endpoint `account` receives Connect events but is not declared `connect=true`: " +
-		"reconciliation lists no connected account for it"
+	// The banner shows the message's code as code, without the
+	// backticks it is written with for terminals and chat.
+	const says = "endpoint account receives Connect events but is not declared connect=true: " +
+		"reconciliation lists no connected account for it. Every such event"
 
 	b := serve("account:stripe_id=we_1")
 	deliver(t, b, stripeevent.Connect(stripeevent.NewID("evt"), "invoice.paid", "acct_1A", true), "whsec_account")
@@ -174,8 +178,14 @@ func TestEndpoints_DeclarationContradictedIsABanner(t *testing.T) {
 	for _, path := range []string{"/", "/events?status=dead&endpoint=account"} {
 		r := c.get(path)
 		wantStatus(t, r, http.StatusOK)
-		if got := testid(r.doc, "declaration-banner"); !strings.Contains(got, says) || strings.Contains(got, "learned") {
-			t.Errorf("%s: banner %q, want it to say %q, and nothing of the endpoint that declares nothing", path, got, says)
+		if got := testid(r.doc, "declaration-banner"); !strings.Contains(got, says) || strings.Contains(got, "learned") ||
+			strings.Contains(got, "`") {
+			t.Errorf("%s: banner %q, want it to say %q, with no backtick, and nothing of the endpoint that declares nothing",
+				path, got, says)
+		}
+		code := r.doc.Find(`[data-testid="declaration-banner"] code`)
+		if got := code.Map(func(_ int, s *goquery.Selection) string { return s.Text() }); fmt.Sprint(got) != "[account connect=true]" {
+			t.Errorf("%s: the banner's code is %q, want account and connect=true", path, got)
 		}
 	}
 	if got := testid(c.get("/events?status=dead&endpoint=learned").doc, "declaration-banner"); got != "" {
