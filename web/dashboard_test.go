@@ -506,6 +506,35 @@ func TestEvent_UnknownOrMalformedIDIs404(t *testing.T) {
 	}
 }
 
+// Support staff paste Stripe's evt_ id: /events/evt_... is the event's
+// page, the same as at its row's id. An evt_ id not on the queue is a
+// 404 that says where to look instead.
+func TestEvent_PageByStripeEventID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1SupportPaste", Status: queue.StatusDead, Attempts: 5})
+	byRow, byEventID := c.get("/events/"+e.ID.String()), c.get("/events/evt_1SupportPaste")
+	wantStatus(t, byEventID, http.StatusOK)
+	for _, part := range []string{"h1", `pre[data-testid="payload"]`} {
+		got, want := byEventID.doc.Find(part).Text(), byRow.doc.Find(part).Text()
+		if got != want || want == "" {
+			t.Errorf("/events/evt_1SupportPaste's %s is %q, want the page's at its row's id, %q", part, got, want)
+		}
+	}
+	if !strings.Contains(byEventID.doc.Find("h1").Text(), "evt_1SupportPaste") {
+		t.Errorf("the page's title %q does not name the event", byEventID.doc.Find("h1").Text())
+	}
+
+	gone := c.get("/events/evt_1Delivered")
+	wantStatus(t, gone, http.StatusNotFound)
+	if got := gone.doc.Find(`[role="alert"]`).Text(); !strings.Contains(got, "evt_1Delivered is not on the queue") ||
+		!strings.Contains(got, "/search?q=evt_1Delivered") {
+		t.Errorf("an evt_ id not on the queue says %q, want where to look", got)
+	}
+}
+
 func TestAudit_ListsActionsNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
@@ -70,14 +71,32 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 	}
 }
 
+// eventOf reads the queue row the path's :id names: by the row's own id,
+// or by the Stripe event id (evt_...) support staff paste. An event id is
+// on the queue at most once (one row per source and event id; the same
+// event through two endpoints is one event, the second its duplicate), so
+// either names one page. An event id not on the queue is a 404 that says
+// where to look: it was delivered, or never received.
+func (d *dashboard) eventOf(c echo.Context) (queue.Event, error) {
+	ctx, param := c.Request().Context(), c.Param("id")
+	if id, err := uuid.Parse(param); err == nil {
+		return d.reads.Event(ctx, id)
+	}
+	if eventjson.CheckID(param) != nil {
+		return queue.Event{}, queue.ErrNotFound
+	}
+	e, err := d.reads.EventByEventID(ctx, param)
+	if errors.Is(err, queue.ErrNotFound) {
+		return queue.Event{}, echo.NewHTTPError(http.StatusNotFound, "Event "+param+" is not on the queue: it was delivered, "+
+			"or hookd never received it. Find an event (/search?q="+url.QueryEscape(param)+") says which.")
+	}
+	return e, err
+}
+
 // eventDetail reads everything the event's page shows.
 func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	ctx := c.Request().Context()
-	id, err := eventID(c)
-	if err != nil {
-		return views.EventDetail{}, err
-	}
-	e, err := d.reads.Event(ctx, id)
+	e, err := d.eventOf(c)
 	if err != nil {
 		return views.EventDetail{}, err
 	}
