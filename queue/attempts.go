@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,6 +37,23 @@ const (
 	AttemptSucceeded AttemptOutcome = "succeeded"
 	AttemptFailed    AttemptOutcome = "failed"
 )
+
+// InterruptedRun is the error of a delivery's run that the receiver, taking
+// the event over, found started and never reported: recorded in the history
+// as a failed attempt.
+const InterruptedRun = "the run of this event was interrupted: hookd stopped or lost its database before it " +
+	"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
+
+// Interrupted reports whether a is an attempt that never came back: its run
+// started, and hookd stopped or lost its database before recording an
+// outcome, so it was recorded as failed by the claim or delivery that
+// found it (InterruptedFormat, InterruptedRun).
+func (a Attempt) Interrupted() bool {
+	if a.Outcome != AttemptFailed || a.Error == nil {
+		return false
+	}
+	return *a.Error == InterruptedRun || *a.Error == strings.Replace(InterruptedFormat, "%s", strconv.Itoa(a.Number), 1)
+}
 
 // Attempt is one processing attempt of an event.
 type Attempt struct {

@@ -535,6 +535,49 @@ func TestEvent_PageByStripeEventID(t *testing.T) {
 	}
 }
 
+// The event page's count agrees with its history: a dead event has had
+// its first delivery and five retries, six attempts, and the one that
+// never came back is shown as no answer, not as an answer that failed.
+func TestEvent_AttemptCountAgreesWithHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1SixAttempts", Status: queue.StatusDead,
+		Attempts: queue.MaxAttempts, LastError: queuetest.InterruptedError(queue.MaxAttempts)})
+	for n := range queue.MaxAttempts + 1 {
+		a := queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_1SixAttempts", Duration: time.Second,
+			HTTPStatus: 500, Error: "HTTP 500", Path: queue.PathRetry, Number: n}
+		switch n {
+		case 0:
+			a.Path = queue.PathInline
+		case queue.MaxAttempts:
+			a.HTTPStatus, a.Error = 0, queuetest.InterruptedError(n)
+		}
+		queuetest.InsertAttempt(t, b.pool, a)
+	}
+	r := c.get("/events/" + e.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc.Find(`[data-testid="attempt-row"]`)
+	if rows.Length() != queue.MaxAttempts+1 {
+		t.Fatalf("%d attempts in the history, want %d", rows.Length(), queue.MaxAttempts+1)
+	}
+	facts := map[string]string{}
+	r.doc.Find("dl.facts dt").Each(func(_ int, dt *goquery.Selection) {
+		facts[strings.TrimSpace(dt.Text())] = strings.Join(strings.Fields(dt.Next().Text()), " ")
+	})
+	if facts["Attempts"] != "6 (1 no answer)" || facts["Retries"] != "5 of 5 used" {
+		t.Errorf("Attempts %q, Retries %q; want 6 (1 no answer) above the six in the history, and 5 of 5 used",
+			facts["Attempts"], facts["Retries"])
+	}
+	if got := strings.TrimSpace(rows.Last().Find("strong + span").Text()); got != "no answer" {
+		t.Errorf("the interrupted attempt's outcome is %q, want no answer", got)
+	}
+	if got := strings.TrimSpace(rows.First().Find("strong + span").Text()); got != "failed" {
+		t.Errorf("the inline attempt's outcome is %q, want failed", got)
+	}
+}
+
 func TestAudit_ListsActionsNewestFirst(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -43,7 +43,7 @@ func TestEventDetail_SaysWhileAnAttemptIsInFlight(t *testing.T) {
 	}{
 		{"UntilTheRetryLoopReleasesIt", func(t *testing.T, b *testBundle, e queue.Event) (string, func()) {
 			a := claimOne(t, b)
-			return "In flight: attempt 3 of 5 is running now (the retry loop), started just now, lease expires in ",
+			return "In flight: retry 3 of 5 is running now (the retry loop), started just now, lease expires in ",
 				func() {
 					_, _, err := b.store.SettleAndStart(context.Background(),
 						[]queue.Settled{{Claimed: a.Claimed[0], Kind: queue.SettleReleased}}, nil)

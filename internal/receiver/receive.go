@@ -42,8 +42,7 @@ const writeTimeout = queue.LeaseMargin
 // interruptedError is the error recorded for a delivery's run that started
 // and never reported (hookd killed, or cut off from its database, while the
 // app had the event), found when a redelivery takes its lease over.
-const interruptedError = "the run of this event was interrupted: hookd stopped or lost its database before it " +
-	"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
+const interruptedError = queue.InterruptedRun
 
 // Outcome is what Receive did with a valid delivery. Each is answered 200,
 // with its Label.
