@@ -261,9 +261,9 @@ func TestPruneMarkers(t *testing.T) {
 	step(t, "ThirtyDaysRemovesTheOldMarkers", func(t *testing.T) {
 		must(t, page.GetByLabel("Days").Fill("30"), "fill Days")
 		click(t, pageButton(page, "Prune…"), "Prune…")
-		must(t, expect.Locator(page.GetByText("will remove 3 markers older than 30 days")).ToBeVisible(), "confirmation says how many")
+		must(t, expect.Locator(page.GetByText("will remove 3 event ids older than 30 days from the redelivery guard")).ToBeVisible(), "confirmation says how many")
 		click(t, pageButton(page, "Confirm prune"), "Confirm prune")
-		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Removed 3 markers older than 30 days"), "result says how many")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Removed 3 event ids older than 30 days from the redelivery guard"), "result says how many")
 		must(t, expect.Locator(markers).ToHaveText("2"), "marker count drops by three")
 		if n := h.count(t, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY($1)`, fresh); n != 2 {
 			t.Errorf("got %d of the two recent markers, want 2", n)

@@ -74,7 +74,7 @@ func Accounts(p Page, l AccountList) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"heading\"><h1>Accounts</h1><p class=\"muted\">Who may sign in. A viewer sees everything, an operator can also retry events, an admin can also prune markers and manage accounts. The identity provider's accounts are made at their first sign-in, and their groups there set their role at every sign-in.</p></div><div class=\"table-wrap\"><table class=\"accounts\"><thead><tr><th scope=\"col\">Email</th><th scope=\"col\">Signs in with</th><th scope=\"col\">Role</th><th scope=\"col\">Last sign-in</th><th scope=\"col\">Created</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"heading\"><h1>Accounts</h1><p class=\"muted\">Who may sign in. A viewer sees everything, an operator can also retry events, an admin can also prune the redelivery guard and manage accounts. The identity provider's accounts are made at their first sign-in, and their groups there set their role at every sign-in.</p></div><div class=\"table-wrap\"><table class=\"accounts\"><thead><tr><th scope=\"col\">Email</th><th scope=\"col\">Signs in with</th><th scope=\"col\">Role</th><th scope=\"col\">Last sign-in</th><th scope=\"col\">Created</th><th scope=\"col\"><span class=\"visually-hidden\">Actions</span></th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -60,7 +60,7 @@ var activitySeriesList = []activitySeries{
 		func(c activity.Counts) int64 { return c.Retried }},
 	{"dead", "Dead", "went dead", "out of retries, waiting for a person",
 		func(c activity.Counts) int64 { return c.Dead }},
-	{"rejected", "Rejected", "rejected", "refused with a 4xx: signature, body, size",
+	{"rejected", "Refused", "refused", "refused with a 4xx: signature, body, size",
 		func(c activity.Counts) int64 { return c.Rejected }},
 }
 

@@ -107,7 +107,7 @@ func runBy(path queue.AttemptPath) string {
 
 // afterAttempt says what Retry now does while an attempt is running, and
 // what it did once clicked, after the event's id in the flash.
-const afterAttempt = "will run again as soon as the attempt in flight ends, if it fails"
+const afterAttempt = "will run again as soon as the try being delivered ends, if it fails"
 
 // HasteningText says what Retry now did, for the flash after the event's
 // id; "" when it did nothing.
@@ -135,9 +135,9 @@ func RetriedGroup(now, later, erased int64) string {
 	case later == 0:
 		s = Plural(now, "event", "events") + " queued for retry"
 	default:
-		inFlight := Plural(later, "event", "events") + " " + pluralVerb(later, "was", "were") + " in flight: each " + afterAttempt
+		inFlight := Plural(later, "event", "events") + " " + pluralVerb(later, "was", "were") + " being delivered: each " + afterAttempt
 		if later == 1 {
-			inFlight = "1 event was in flight: it " + afterAttempt
+			inFlight = "1 event was being delivered: it " + afterAttempt
 		}
 		s = inFlight
 		if now > 0 {
@@ -330,14 +330,14 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if f := d.InFlight; f != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p class=\"note\" role=\"status\" data-testid=\"inflight-note\"><strong>In flight:</strong> ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<p class=\"note\" role=\"status\" data-testid=\"inflight-note\"><strong>Being delivered:</strong> ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(runningAttempt(d.Event, *f))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 220, Col: 61}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 220, Col: 67}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -350,7 +350,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(runBy(f.Path))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 220, Col: 95}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 220, Col: 101}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
@@ -364,7 +364,7 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, ", lease expires ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "; it counts as no answer if it has not ended ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -382,14 +382,14 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if note := stuckNote(d.Event, p.Now, d.OverdueAfter, d.Wait); note != "" {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<p class=\"error\" role=\"status\" data-testid=\"stuck-note\">Stuck. ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<p class=\"error\" role=\"status\" data-testid=\"stuck-note\">No answer. ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(note)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 225, Col: 72}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/detail.templ`, Line: 225, Col: 76}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -557,12 +557,12 @@ func EventDetailPage(p Page, d EventDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else if d.InFlight != nil && d.Event.ManualRetry {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "as soon as the attempt in flight ends, if it fails")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "as soon as the try being delivered ends, if it fails")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			} else if d.InFlight != nil {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "set when the attempt in flight ends, if it fails")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "set when the try being delivered ends, if it fails")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -47,7 +47,7 @@ type EventList struct {
 
 // inFlightTitle explains an in-flight badge at now.
 func inFlightTitle(f queue.InFlight, now time.Time) string {
-	return "An attempt is running now (" + runBy(f.Path) + "), started " + relative(f.TakenAt, now) + "."
+	return "Being delivered now (" + runBy(f.Path) + "), started " + relative(f.TakenAt, now) + "."
 }
 
 // SearchResult is where an event searched for by id is instead.
@@ -73,9 +73,9 @@ func stuckNote(e queue.Event, now time.Time, overdueAfter time.Duration, wait qu
 	case !e.Stuck(now, overdueAfter, wait):
 		return ""
 	case e.Reclaimed():
-		return "Claimed " + strconv.Itoa(e.Claims) + " times by the retry loop without an outcome: its attempts never finish."
+		return strconv.Itoa(e.Claims) + " tries by the retry loop never came back: each stopped before it ended (hookd stopped or crashed)."
 	case e.Overdue(now, overdueAfter, wait):
-		return "Due for " + Age(e.NextRetryAt, now) + " and not claimed: no retry loop is taking events."
+		return "Due now for " + Age(e.NextRetryAt, now) + " and not tried: no retry loop is taking events."
 	}
 	return ""
 }
@@ -366,7 +366,7 @@ func Events(p Page, l EventList) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if l.Filter.StuckAfter > 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<p class=\"muted\" data-testid=\"stuck-filter\">Only stuck events: claimed twice or more without an outcome, or due for longer than ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<p class=\"muted\" data-testid=\"stuck-filter\">Only events with no answer: tries that never came back (hookd stopped or crashed), or due now for longer than ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -379,7 +379,7 @@ func Events(p Page, l EventList) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " with no retry loop claiming them. ")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, " with no retry loop trying them. ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -398,12 +398,12 @@ func Events(p Page, l EventList) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, ": due events are held on purpose, not stuck.")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, ": due events are held on purpose.")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 				case queue.WaitInLine:
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "None is overdue while the retry loop works through the queue: due events wait their turn, not stuck.")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "None is overdue while the retry loop works through the queue: due events wait their turn.")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -684,7 +684,7 @@ func Events(p Page, l EventList) templ.Component {
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 68, "\" data-testid=\"stuck-mark\">stuck</span> ")
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 68, "\" data-testid=\"stuck-mark\">no answer</span> ")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
@@ -722,7 +722,7 @@ func Events(p Page, l EventList) templ.Component {
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 72, "\" data-testid=\"inflight-mark\">in flight</span>")
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 72, "\" data-testid=\"inflight-mark\">being delivered</span>")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

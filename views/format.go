@@ -113,7 +113,7 @@ func DescribeFilter(f queue.EventFilter) string {
 		parts = append(parts, fmt.Sprintf("last error like %q", f.ErrorGroup))
 	}
 	if f.StuckAfter > 0 {
-		parts = append(parts, "stuck")
+		parts = append(parts, "no answer")
 	}
 	if f.Endpoint != "" {
 		parts = append(parts, "endpoint "+f.Endpoint)

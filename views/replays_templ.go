@@ -809,7 +809,7 @@ func ReplayPreview(p Page, s ReplayPreviewPage) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "\"></div><button type=\"submit\">Start the replay</button></form><p class=\"muted\">It runs in the background at the delivery rate, through each event's lease like any delivery. A failed delivery is recorded in the replay only: a processed event stays processed, a pending one keeps its attempts. A delivered pending or dead event is resolved.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "\"></div><button type=\"submit\">Start the replay</button></form><p class=\"muted\">It runs in the background at the delivery rate, one delivery of an event at a time, like any delivery. A failed delivery is recorded in the replay only: a processed event stays processed, a pending one keeps its attempts. A delivered pending or dead event is resolved.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -82,7 +82,7 @@ func logHow(e queue.LogEntry) string {
 	case queue.LogReconcile:
 		return "by reconciliation"
 	case queue.LogDeferred:
-		return "deferred to the queue unprocessed"
+		return "put on the queue to retry, not tried on arrival"
 	case queue.LogTestDiscarded:
 		return "a test-mode event, discarded"
 	case queue.LogHeld:
@@ -335,7 +335,7 @@ func Search(p Page, s SearchPage) templ.Component {
 				}
 				switch s.answer() {
 				case "inflight":
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<h2 id=\"answer-title\">In flight</h2><p><span class=\"mono break\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<h2 id=\"answer-title\">Being delivered</h2><p><span class=\"mono break\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -348,7 +348,7 @@ func Search(p Page, s SearchPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</span> is being processed now (")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "</span> is being delivered now (")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -369,7 +369,7 @@ func Search(p Page, s SearchPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, ", and nothing of it is written until that run ends: then it gets its dedup marker, or its place on the retry queue. If the run never ends (hookd stopped), its lease expires ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, ", and nothing of it is written until that try ends: then it is delivered, or waits to retry. If the try never ends (hookd stopped), it counts as no answer ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -732,14 +732,14 @@ func Search(p Page, s SearchPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</span>: it was not processed, is not on the queue, and no refused delivery claimed it.</p><p class=\"muted\">hookd keeps markers and attempt history for ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</span>: it was not processed, is not on the queue, and no refused delivery claimed it.</p><p class=\"muted\">hookd keeps the redelivery guard and attempt history for ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var30 string
 					templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(Plural(int64(s.RetentionDays), "day", "days"))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/search.templ`, Line: 319, Col: 98}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/search.templ`, Line: 319, Col: 111}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 					if templ_7745c5c3_Err != nil {
@@ -761,14 +761,14 @@ func Search(p Page, s SearchPage) templ.Component {
 					}
 				}
 				if f := s.InFlight; f != nil && s.answer() != "inflight" {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, "<p class=\"note\" role=\"status\" data-testid=\"inflight-note\"><strong>In flight:</strong> an attempt is running now (")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, "<p class=\"note\" role=\"status\" data-testid=\"inflight-note\"><strong>Being delivered:</strong> a try is running now (")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var31 string
 					templ_7745c5c3_Var31, templ_7745c5c3_Err = templ.JoinStringErrs(runBy(f.Path))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/search.templ`, Line: 330, Col: 76}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/search.templ`, Line: 330, Col: 77}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var31))
 					if templ_7745c5c3_Err != nil {
@@ -782,7 +782,7 @@ func Search(p Page, s SearchPage) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, ", lease expires ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "; it counts as no answer if it has not ended ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

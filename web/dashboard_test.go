@@ -274,7 +274,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	}
 	confirm := c.post("/prune/preview", url.Values{"days": {"30"}})
 	wantStatus(t, confirm, http.StatusOK)
-	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "will remove 1,234 markers older than 30 days") {
+	if text := confirm.doc.Find("main").Text(); !strings.Contains(text, "will remove 1,234 event ids older than 30 days from the redelivery guard") {
 		t.Fatalf("confirmation does not say what it removes:\n%s", text)
 	}
 	if n := queuetest.Markers(t, b.pool); n != 1236 {
@@ -282,7 +282,7 @@ func TestPrune_ConfirmsThenRemovesOldMarkers(t *testing.T) {
 	}
 
 	page := c.follow(c.post("/prune", url.Values{"days": {"30"}}))
-	if got := testid(page.doc, "flash"); got != "Removed 1,234 markers older than 30 days" {
+	if got := testid(page.doc, "flash"); got != "Removed 1,234 event ids older than 30 days from the redelivery guard" {
 		t.Errorf("flash %q", got)
 	}
 	if n := queuetest.Markers(t, b.pool); n != 2 {
@@ -336,7 +336,7 @@ func TestPrune_ThreeDaysIsTheShortestWindow(t *testing.T) {
 	insertMarkers(t, b, "evt_within_", 2, 2*24*time.Hour)
 	c.get("/")
 	page := c.follow(c.post("/prune", url.Values{"days": {"3"}}))
-	if got := testid(page.doc, "flash"); got != "Removed 4 markers older than 3 days" {
+	if got := testid(page.doc, "flash"); got != "Removed 4 event ids older than 3 days from the redelivery guard" {
 		t.Errorf("flash %q", got)
 	}
 	if n := queuetest.Markers(t, b.pool); n != 2 {

@@ -186,7 +186,7 @@ func TestRetryGroup_SaysWhichEventsWereInFlight(t *testing.T) {
 	form = confirm.doc.Find(`form:has(button:contains("Confirm retry group"))`)
 	action, _ = form.Attr("action")
 	page := c.follow(c.post(action, formValues(form)))
-	want := "2 events queued for retry; of them, 1 event was in flight: it will run again as soon as the attempt in flight ends, if it fails"
+	want := "2 events queued for retry; of them, 1 event was being delivered: it will run again as soon as the try being delivered ends, if it fails"
 	if got := testid(page.doc, "flash"); got != want {
 		t.Errorf("flash %q, want %q", got, want)
 	}

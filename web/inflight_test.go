@@ -43,7 +43,7 @@ func TestEventDetail_SaysWhileAnAttemptIsInFlight(t *testing.T) {
 	}{
 		{"UntilTheRetryLoopReleasesIt", func(t *testing.T, b *testBundle, e queue.Event) (string, func()) {
 			a := claimOne(t, b)
-			return "In flight: retry 3 of 5 is running now (the retry loop), started just now, lease expires in ",
+			return "Being delivered: retry 3 of 5 is running now (the retry loop), started just now; it counts as no answer if it has not ended in ",
 				func() {
 					_, _, err := b.store.SettleAndStart(context.Background(),
 						[]queue.Settled{{Claimed: a.Claimed[0], Kind: queue.SettleReleased}}, nil)
@@ -56,7 +56,7 @@ func TestEventDetail_SaysWhileAnAttemptIsInFlight(t *testing.T) {
 			if _, err := queuetest.NewSeed(b.store).TryLockEvent(context.Background(), e.EventID); err != nil {
 				t.Fatal(err)
 			}
-			return "In flight: an attempt is running now (a delivery), started just now, lease expires in ",
+			return "Being delivered: an attempt is running now (a delivery), started just now; it counts as no answer if it has not ended in ",
 				func() {
 					_, err := b.pool.Exec(context.Background(),
 						`UPDATE webhook_leases SET expires_at = now() - interval '1 second' WHERE event_id = $1`, e.EventID)
@@ -141,7 +141,7 @@ func TestRetryNow_OnAnEventInFlightWaitsForItsAttempt(t *testing.T) {
 	c := b.client(t)
 	u := c.signIn(accounts.RoleOperator)
 	detail := c.get("/events/" + e.ID.String())
-	const after = "will run again as soon as the attempt in flight ends, if it fails"
+	const after = "will run again as soon as the try being delivered ends, if it fails"
 	if got := testid(detail.doc, "retry-now-note"); !strings.Contains(got, "after Retry now the event "+after) {
 		t.Errorf("in flight, Retry now is explained as %q, want it to say the event %s", got, after)
 	}
@@ -173,8 +173,8 @@ func TestRetryNow_OnAnEventInFlightWaitsForItsAttempt(t *testing.T) {
 		t.Errorf("after Retry now in flight, the note says %q, want it to say a retry was asked for", got)
 	}
 	next := detail.doc.Find(`.facts div:has(dt:contains("Next retry")) dd`).Text()
-	if !strings.Contains(strings.Join(strings.Fields(next), " "), "as soon as the attempt in flight ends, if it fails") {
-		t.Errorf("Next retry says %q, want as soon as the attempt in flight ends", next)
+	if !strings.Contains(strings.Join(strings.Fields(next), " "), "as soon as the try being delivered ends, if it fails") {
+		t.Errorf("Next retry says %q, want as soon as the try being delivered ends", next)
 	}
 }
 
@@ -192,7 +192,7 @@ func TestSearch_SaysWhileAnEventIsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	answer, text := searchAnswer(t, c, "evt_first_run")
-	if want := "evt_first_run is being processed now (a delivery), started just now, and nothing of it is written"; answer != "inflight" || !strings.Contains(text, want) {
+	if want := "evt_first_run is being delivered now (a delivery), started just now, and nothing of it is written"; answer != "inflight" || !strings.Contains(text, want) {
 		t.Errorf("on its first run: answer %q, %q; want inflight, saying %q", answer, text, want)
 	}
 	if _, err := b.pool.Exec(ctx, `UPDATE webhook_leases SET expires_at = now() - interval '1 second' WHERE event_id = 'evt_first_run'`); err != nil {
@@ -210,7 +210,7 @@ func TestSearch_SaysWhileAnEventIsInFlight(t *testing.T) {
 	if answer, _ := page.doc.Find(`[data-testid="search-answer"]`).Attr("data-answer"); answer != "queued" {
 		t.Errorf("a queued event in flight: answer %q, want queued", answer)
 	}
-	want := "In flight: an attempt is running now (the retry loop), started just now, lease expires in "
+	want := "Being delivered: a try is running now (the retry loop), started just now; it counts as no answer if it has not ended in "
 	if got := strings.Join(strings.Fields(testid(page.doc, "inflight-note")), " "); !strings.HasPrefix(got, want) {
 		t.Errorf("a queued event in flight: the notice says %q, want %q…", got, want)
 	}

@@ -29,7 +29,7 @@ func (d *dashboard) pruneDays(c echo.Context) (days int, ok bool, err error) {
 		return 0, false, d.renderOverview(c, http.StatusUnprocessableEntity, views.PruneForm{
 			Days: raw,
 			Error: fmt.Sprintf("Days must be a whole number, at least %d: Stripe redelivers an event for up to %d days, "+
-				"and a redelivery whose marker was pruned would be processed again.", minPruneDays, minPruneDays),
+				"and a redelivery whose id was pruned would be delivered again.", minPruneDays, minPruneDays),
 		}, views.ReconcileForm{})
 	}
 	// Beyond this, days*24h overflows a time.Duration; nothing is that old.
@@ -46,7 +46,7 @@ func (d *dashboard) handlePrunePreview() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return render(c, http.StatusOK, views.PruneConfirm(d.page(c, "Prune markers?", "overview"), days, n))
+		return render(c, http.StatusOK, views.PruneConfirm(d.page(c, "Prune the redelivery guard?", "overview"), days, n))
 	}
 }
 
@@ -69,12 +69,12 @@ func (d *dashboard) handlePrune() echo.HandlerFunc {
 			if err := tx.RecordPrune(ctx, removed); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Prune, "markers older than "+daysText(days), removed)
+			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Prune, "redelivery guard ids older than "+daysText(days), removed)
 		})
 		if err != nil {
 			return err
 		}
-		flash(c, fmt.Sprintf("Removed %s markers older than %s", views.Count(removed), daysText(days)))
+		flash(c, fmt.Sprintf("Removed %s event ids older than %s from the redelivery guard", views.Count(removed), daysText(days)))
 		return c.Redirect(http.StatusSeeOther, "/")
 	}
 }

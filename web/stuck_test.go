@@ -44,7 +44,7 @@ func TestStuck_CountedOnTheOverviewAndMarkedOnTheLists(t *testing.T) {
 		title, _ := row.Find(`[data-testid="stuck-mark"]`).Attr("title")
 		marked[id] = title
 	})
-	if !strings.Contains(marked["evt_overdue"], "not claimed") || !strings.Contains(marked["evt_reclaimed"], "Claimed 3 times") ||
+	if !strings.Contains(marked["evt_overdue"], "not tried") || !strings.Contains(marked["evt_reclaimed"], "3 tries by the retry loop never came back") ||
 		marked["evt_fine"] != "" {
 		t.Errorf("stuck marks on the pending list: %q", marked)
 	}
@@ -54,7 +54,7 @@ func TestStuck_CountedOnTheOverviewAndMarkedOnTheLists(t *testing.T) {
 	if n := stuck.doc.Find(`[data-testid="event-row"]`).Length(); n != 2 {
 		t.Errorf("the overview's stuck link %s lists %d events, want 2", href, n)
 	}
-	if got := testid(c.get("/events/"+overdue.ID.String()).doc, "stuck-note"); !strings.HasPrefix(got, "Stuck.") {
+	if got := testid(c.get("/events/"+overdue.ID.String()).doc, "stuck-note"); !strings.HasPrefix(got, "No answer.") {
 		t.Errorf("the overdue event's detail page says %q, want it stuck", got)
 	}
 }
@@ -181,13 +181,13 @@ func TestStuck_HeldWhileDeliveryIsPaused(t *testing.T) {
 		t.Errorf("overview after resume with no loop claiming: %q stuck, want 1", got)
 	}
 	stuck, heldBy = marks()
-	if !strings.Contains(stuck["evt_held"], "not claimed") || len(heldBy) != 0 {
+	if !strings.Contains(stuck["evt_held"], "not tried") || len(heldBy) != 0 {
 		t.Errorf("pending list after resume: stuck %q, held %q; want evt_held stuck and nothing held", stuck, heldBy)
 	}
 	if n := op.get("/events?status=pending&stuck=1").doc.Find(`[data-testid="event-row"]`).Length(); n != 1 {
 		t.Errorf("the stuck list after resume has %d events, want 1", n)
 	}
-	if got := testid(op.get("/events/"+held.ID.String()).doc, "stuck-note"); !strings.HasPrefix(got, "Stuck.") {
+	if got := testid(op.get("/events/"+held.ID.String()).doc, "stuck-note"); !strings.HasPrefix(got, "No answer.") {
 		t.Errorf("evt_held's page after resume says %q, want it stuck", got)
 	}
 }
