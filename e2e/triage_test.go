@@ -39,7 +39,7 @@ func TestSupportFindsAnEventByIDFromTheOverview(t *testing.T) {
 
 	step(t, "QueuedEventLinksToItsDetail", func(t *testing.T) {
 		searchFor(t, page, queued)
-		must(t, expect.Locator(answer.GetByRole("heading")).ToHaveText("On the queue: failed, first retry pending"), "answer: on the queue")
+		must(t, expect.Locator(answer.GetByRole("heading")).ToHaveText("On the queue: waiting to retry, first retry next"), "answer: on the queue")
 		must(t, expect.Locator(answer).ToContainText(downstreamRefusal), "shows the last error")
 		click(t, page.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Open its detail"}), "Open its detail")
 		must(t, expect.Page(page).ToHaveURL(h.url("/events/"+h.queueID(t, queued))), "on the event's detail page")

@@ -202,9 +202,9 @@ func (d EventDetail) Recovered() *queue.Attempt {
 func statusLabel(s queue.Status) string {
 	switch s {
 	case queue.StatusFailed:
-		return "failed, first retry pending"
+		return "waiting to retry, first retry next"
 	case queue.StatusRetrying:
-		return "retrying"
+		return "waiting to retry, retried before"
 	case queue.StatusDead:
 		return "dead"
 	}

@@ -165,7 +165,7 @@ func Events(p Page, l EventList) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = tab(l.Status == queue.StatusFailed, "/events?status=failed", "First retry pending", l.Failed).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = tab(l.Status == queue.StatusFailed, "/events?status=failed", "Waiting for the first retry", l.Failed).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

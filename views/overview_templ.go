@@ -299,7 +299,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<section id=\"stats\" class=\"stats\" aria-label=\"Queue\" hx-get=\"/overview/stats\" hx-trigger=\"every 2s\" hx-swap=\"outerHTML\"><a class=\"stat\" href=\"/events?status=failed\"><span class=\"stat-label\">Failed</span> <span class=\"stat-value\" data-testid=\"count-failed\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<section id=\"stats\" class=\"stats\" aria-label=\"Queue\" hx-get=\"/overview/stats\" hx-trigger=\"every 2s\" hx-swap=\"outerHTML\"><a class=\"stat\" href=\"/events?status=failed\"><span class=\"stat-label\">Waiting to retry</span> <span class=\"stat-value\" data-testid=\"count-failed\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -312,7 +312,7 @@ func OverviewStatsBlock(st OverviewStats) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</span> <span class=\"stat-note\">first retry pending</span></a> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</span> <span class=\"stat-note\">first retry next</span></a> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -15,13 +15,13 @@ import (
 
 // notOnThePages are the words SPEC.md's glossary keeps off the pages: the
 // code's own, which a support person does not use.
-var notOnThePages = regexp.MustCompile(`(?i)\b(processed markers?|markers?|deferred|stuck|claimed|leases?d?|in flight|rejected)\b`)
+var notOnThePages = regexp.MustCompile(`(?i)\b(processed markers?|markers?|deferred|stuck|claimed|leases?d?|in flight|rejected|failed, first retry|first retry pending)\b`)
 
 // The pages speak a support person's words (SPEC.md's glossary): with an
 // event being delivered, one whose tries never came back, one overdue,
 // none of the overview, the lists, an event's page, Find an event, the
 // prune confirmation or the accounts page says markers, deferred, stuck,
-// claimed, lease, in flight or rejected.
+// claimed, lease, in flight, rejected, or failed as an event's state.
 func TestPages_SpeakTheGlossarysWords(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -40,7 +40,7 @@ func TestPages_SpeakTheGlossarysWords(t *testing.T) {
 	c := b.client(t)
 	c.signIn(accounts.RoleAdmin)
 	pages := map[string]response{}
-	for _, path := range []string{"/", "/events?status=pending", "/events?status=pending&stuck=1", "/events/" + running.ID.String(),
+	for _, path := range []string{"/", "/events?status=pending", "/events?status=failed", "/events?status=pending&stuck=1", "/events/" + running.ID.String(),
 		"/events/" + noAnswer.ID.String(), "/search?q=evt_running", "/accounts"} {
 		pages[path] = c.get(path)
 	}
