@@ -87,7 +87,7 @@ func TestDemo_TheWholeStoryFromMakeRun(t *testing.T) {
 		visit(t, page, "/events?status=pending&type=customer.subscription.updated")
 		rows := page.Locator(`tr[data-testid="event-row"]`)
 		must(t, expect.Locator(rows.First()).ToContainText("downstream answered 422"), "a pending event shows its error")
-		// Retries happen within seconds: the attempt count climbs while the
+		// Retries happen within seconds: the retry count climbs while the
 		// person watches.
 		queuetest.WaitFor(t, 20*time.Second, "a subscription update retried twice", func() bool {
 			return h.count(t, `SELECT count(*) FROM webhook_events
@@ -96,7 +96,7 @@ func TestDemo_TheWholeStoryFromMakeRun(t *testing.T) {
 		_, err := page.Reload()
 		must(t, err, "reload Pending")
 		must(t, expect.Locator(rows.Filter(playwright.LocatorFilterOptions{
-			Has: page.Locator(`td[data-label="Attempts"]`).GetByText(regexp.MustCompile(`^[2-4]$`)),
+			Has: page.Locator(`td[data-label="Retries"]`).GetByText(regexp.MustCompile(`^[2-4]$`)),
 		}).First()).ToBeVisible(), "an event retried at least twice")
 		// The app's crashes wait beside them, with the framework's error.
 		visit(t, page, "/events?status=pending&error=ECONNREFUSED")

@@ -576,6 +576,11 @@ func TestEvent_AttemptCountAgreesWithHistory(t *testing.T) {
 	if got := strings.TrimSpace(rows.First().Find("strong + span").Text()); got != "failed" {
 		t.Errorf("the inline attempt's outcome is %q, want failed", got)
 	}
+	// The list's column counts what the row counts, and says so.
+	list := c.get("/events?status=dead")
+	if got := strings.TrimSpace(list.doc.Find(`[data-event-id="evt_1SixAttempts"] td[data-label="Retries"]`).Text()); got != "5" {
+		t.Errorf("the dead list's Retries for the event is %q, want 5", got)
+	}
 }
 
 func TestAudit_ListsActionsNewestFirst(t *testing.T) {
