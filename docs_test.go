@@ -20,7 +20,7 @@ import (
 // The documents are held to the code here, so that a setting added to
 // config.go, or a package moved, fails a test until the document says so.
 
-// TestArchitecture_NamesExist holds ARCHITECTURE.md to the tree. Every name
+// TestArchitecture_NamesExist holds docs/architecture.md to the tree. Every name
 // in backticks is checked by what it looks like:
 //
 //   - a path (`worker/receive.go`, `internal/store/accounts`, `views/*.templ`,
@@ -40,7 +40,7 @@ import (
 func TestArchitecture_NamesExist(t *testing.T) {
 	t.Parallel()
 	tree := scanTree(t)
-	const doc = "ARCHITECTURE.md"
+	const doc = "docs/architecture.md"
 	for _, block := range docBlocks(readLines(t, doc)) {
 		if block.fenced {
 			for _, p := range drawnPath.FindAllString(block.text, -1) {
@@ -366,7 +366,7 @@ func readLines(t *testing.T, path string) []string {
 // another.
 func TestDocs_LinksResolve(t *testing.T) {
 	t.Parallel()
-	docs := []string{"README.md", "OPERATIONS.md", "ARCHITECTURE.md", ".ci/bench/README.md"}
+	docs := []string{"README.md", "OPERATIONS.md", "docs/architecture.md", ".ci/bench/README.md"}
 	for _, doc := range docs {
 		for n, line := range readLines(t, doc) {
 			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
@@ -422,13 +422,13 @@ func headingAnchors(t *testing.T, path string) []string {
 	return anchors
 }
 
-// TestArchitecture_PackageMapMatchesGoList holds ARCHITECTURE.md's package
+// TestArchitecture_PackageMapMatchesGoList holds docs/architecture.md's package
 // map to the code: the map's lines (a package, "→", the packages of hookd
 // its production code imports, continued on indented lines) must be, one
 // for one, what `go list` says of every package of the module.
 func TestArchitecture_PackageMapMatchesGoList(t *testing.T) {
 	t.Parallel()
-	drawn := readPackageMap(t, "ARCHITECTURE.md")
+	drawn := readPackageMap(t, "docs/architecture.md")
 
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...").Output()
 	if err != nil {
@@ -460,14 +460,14 @@ func TestArchitecture_PackageMapMatchesGoList(t *testing.T) {
 		got, ok := drawn[pkg]
 		switch {
 		case !ok:
-			t.Errorf("ARCHITECTURE.md's package map has no line for %s, which imports %s", pkg, packageList(imports))
+			t.Errorf("docs/architecture.md's package map has no line for %s, which imports %s", pkg, packageList(imports))
 		case !slices.Equal(got, imports):
-			t.Errorf("ARCHITECTURE.md's package map says %s imports %s; go list says %s", pkg, packageList(got), packageList(imports))
+			t.Errorf("docs/architecture.md's package map says %s imports %s; go list says %s", pkg, packageList(got), packageList(imports))
 		}
 	}
 	for pkg := range drawn {
 		if _, ok := listed[pkg]; !ok {
-			t.Errorf("ARCHITECTURE.md's package map has a line for %s, which go list does not know", pkg)
+			t.Errorf("docs/architecture.md's package map has a line for %s, which go list does not know", pkg)
 		}
 	}
 }
@@ -529,14 +529,14 @@ func readPackageMap(t *testing.T, path string) map[string][]string {
 	return drawn
 }
 
-// TestArchitecture_EnvironmentReaders holds ARCHITECTURE.md's list of the
+// TestArchitecture_EnvironmentReaders holds docs/architecture.md's list of the
 // files that read the environment (the Go files, tests aside, named in its
 // paragraph "The environment.") to the production code that calls os.Getenv,
 // os.LookupEnv or os.Environ.
 func TestArchitecture_EnvironmentReaders(t *testing.T) {
 	t.Parallel()
 	named := map[string]bool{}
-	for _, block := range docBlocks(readLines(t, "ARCHITECTURE.md")) {
+	for _, block := range docBlocks(readLines(t, "docs/architecture.md")) {
 		if strings.HasPrefix(block.text, "**The environment.**") {
 			for _, span := range codeSpans(block.text) {
 				// A test file named there is the test that holds it.
@@ -547,7 +547,7 @@ func TestArchitecture_EnvironmentReaders(t *testing.T) {
 		}
 	}
 	if len(named) == 0 {
-		t.Fatal("ARCHITECTURE.md has no paragraph \"**The environment.**\" naming the files that read it")
+		t.Fatal("docs/architecture.md has no paragraph \"**The environment.**\" naming the files that read it")
 	}
 	readers := map[string]bool{}
 	fset := token.NewFileSet()
@@ -586,12 +586,12 @@ func TestArchitecture_EnvironmentReaders(t *testing.T) {
 	}
 	for path := range readers {
 		if !named[path] {
-			t.Errorf("%s reads the environment, but ARCHITECTURE.md's \"The environment.\" does not name it", path)
+			t.Errorf("%s reads the environment, but docs/architecture.md's \"The environment.\" does not name it", path)
 		}
 	}
 	for path := range named {
 		if !readers[path] {
-			t.Errorf("ARCHITECTURE.md's \"The environment.\" names %s, which does not read the environment", path)
+			t.Errorf("docs/architecture.md's \"The environment.\" names %s, which does not read the environment", path)
 		}
 	}
 }
