@@ -20,8 +20,9 @@ import (
 // The documents are held to the code here, so that a setting added to
 // config.go, or a package moved, fails a test until the document says so.
 
-// TestArchitecture_NamesExist holds docs/architecture.md to the tree. Every name
-// in backticks is checked by what it looks like:
+// TestDocs_NamesExist holds the documents to the tree. On the pages that
+// explain the code (docs/architecture.md, CONTRIBUTING.md) every name in
+// backticks is checked by what it looks like:
 //
 //   - a path (`worker/receive.go`, `internal/store/accounts`, `views/*.templ`,
 //     `migrations/00013_leases.sql`), written from the repository's root,
@@ -36,13 +37,77 @@ import (
 //     code, the SQL or the scripts;
 //   - a folder path in the package map's drawing must exist.
 //
-// Anything else in backticks (SQL, commands, status codes) is prose.
-func TestArchitecture_NamesExist(t *testing.T) {
+// Anything else in backticks (SQL, commands, status codes) is prose. The
+// pages for those who run hookd (README.md and the rest of docs/) put
+// values in backticks too (`invoice.paid`, `true`, `http/protobuf`), so
+// there a name is checked only when it cannot be prose: a path under a
+// file or folder of the repository must exist, a variable of hookd's own
+// (HOOKD_..., STRIPE_..., DATABASE_URL) must appear in the code, and a
+// test cited as evidence (`TestX`) must be declared.
+func TestDocs_NamesExist(t *testing.T) {
 	t.Parallel()
 	tree := scanTree(t)
-	const doc = "docs/architecture.md"
+	for _, doc := range docPages(t) {
+		checkNames(t, tree, doc, slices.Contains(codePages, doc))
+	}
+}
+
+// codePages are the documents that explain the code, whose every name in
+// backticks is a name of the tree.
+var codePages = []string{"docs/architecture.md", "CONTRIBUTING.md"}
+
+// docPages is every document held to the code: the README, CONTRIBUTING.md
+// and every page under docs/.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(pages, "docs/architecture.md") {
+		t.Fatalf("docs/ has no architecture.md (its pages: %s)", strings.Join(pages, ", "))
+	}
+	return append([]string{"README.md", "CONTRIBUTING.md"}, pages...)
+}
+
+// checkUserName checks a name in backticks on a page for those who run
+// hookd, where most are values, not names (see TestDocs_NamesExist).
+func checkUserName(t *testing.T, tree *goTree, where, span string) {
+	t.Helper()
+	switch {
+	case isDocPath(span):
+		first, _, _ := strings.Cut(span, "/")
+		if _, err := os.Stat(first); err != nil {
+			return // not under the repository's files: a value, or a file of the server
+		}
+		if matches, _ := filepath.Glob(strings.TrimSuffix(span, "/")); len(matches) == 0 {
+			t.Errorf("%s: `%s` is not in the tree (paths are written from the repository's root)", where, span)
+		}
+	case hookdVar.MatchString(span):
+		if !tree.mentions(span) {
+			t.Errorf("%s: `%s` appears nowhere in the code, the SQL or the scripts", where, span)
+		}
+	case testName.MatchString(span):
+		if tree.whereIs(span) == "" {
+			t.Errorf("%s: `%s` is declared nowhere in the tree", where, span)
+		}
+	}
+}
+
+var (
+	hookdVar = regexp.MustCompile(`^(HOOKD_[A-Z0-9_]+|STRIPE_[A-Z0-9_]+|DATABASE_URL)$`)
+	testName = regexp.MustCompile(`^Test[A-Z][A-Za-z0-9_]*$`)
+)
+
+func checkNames(t *testing.T, tree *goTree, doc string, full bool) {
+	t.Helper()
 	for _, block := range docBlocks(readLines(t, doc)) {
 		if block.fenced {
+			// Other pages' fenced blocks are examples (a shell session, an
+			// nginx server, doctor's output), not drawings of the tree.
+			if doc != "docs/architecture.md" {
+				continue
+			}
 			for _, p := range drawnPath.FindAllString(block.text, -1) {
 				if _, err := os.Stat(p); err != nil {
 					t.Errorf("%s:%d: the package map draws %s, which is not a folder of the tree", doc, block.line, p)
@@ -53,6 +118,10 @@ func TestArchitecture_NamesExist(t *testing.T) {
 		var ctx struct{ dir, file string }
 		for _, span := range codeSpans(block.text) {
 			where := fmt.Sprintf("%s:%d", doc, block.line)
+			if !full {
+				checkUserName(t, tree, where, span)
+				continue
+			}
 			switch {
 			case isDocPath(span):
 				p := strings.TrimSuffix(span, "/")
@@ -366,11 +435,7 @@ func readLines(t *testing.T, path string) []string {
 // another.
 func TestDocs_LinksResolve(t *testing.T) {
 	t.Parallel()
-	pages, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range append([]string{"README.md", ".ci/bench/README.md"}, pages...) {
+	for _, doc := range append(docPages(t), ".ci/bench/README.md") {
 		for n, line := range readLines(t, doc) {
 			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
 				target := m[1]
@@ -410,19 +475,25 @@ func headingAnchors(t *testing.T, path string) []string {
 		if fenced || !strings.HasPrefix(line, "#") {
 			continue
 		}
-		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
-		var b strings.Builder
-		for _, r := range title {
-			switch {
-			case r == ' ':
-				b.WriteByte('-')
-			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-				b.WriteRune(r)
-			}
-		}
-		anchors = append(anchors, b.String())
+		anchors = append(anchors, anchorOf(line))
 	}
 	return anchors
+}
+
+// anchorOf is a Markdown heading's anchor as GitHub makes it: lower case,
+// punctuation dropped, spaces as hyphens.
+func anchorOf(heading string) string {
+	title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(heading, "#")))
+	var b strings.Builder
+	for _, r := range title {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // TestArchitecture_PackageMapMatchesGoList holds docs/architecture.md's package
@@ -693,3 +764,53 @@ func TestPackages_DocsAreShort(t *testing.T) {
 		}
 	}
 }
+
+// TestReadme_FitsInFiveMinutes holds README.md to 150 lines: what hookd is,
+// the two commands, the first five minutes, the production path, what an
+// app receives and the links to docs/. The reference lives under docs/.
+func TestReadme_FitsInFiveMinutes(t *testing.T) {
+	t.Parallel()
+	const most = 150
+	if n := len(readLines(t, "README.md")); n > most {
+		t.Errorf("README.md has %d lines, over %d: move the detail to a page of docs/ and link to it", n, most)
+	}
+}
+
+// TestDocs_EveryPageHasATableOfContents holds each page of docs/ to a table
+// of contents at its top: before its first section, a list of links to its
+// sections (its "## " headings), every one of them, in their order.
+func TestDocs_EveryPageHasATableOfContents(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		var listed, sections []string
+		fenced := false
+		for _, line := range readLines(t, page) {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+			}
+			switch {
+			case fenced:
+			case strings.HasPrefix(line, "## "):
+				sections = append(sections, anchorOf(line))
+			case len(sections) == 0 && strings.HasPrefix(line, "- ["):
+				if m := tocEntry.FindStringSubmatch(line); m != nil {
+					listed = append(listed, m[1])
+				}
+			}
+		}
+		if len(sections) == 0 {
+			t.Errorf("%s has no sections (## headings) for a table of contents to list", page)
+			continue
+		}
+		if !slices.Equal(listed, sections) {
+			t.Errorf("%s: the table of contents at its top lists %s; its sections are %s",
+				page, packageList(listed), packageList(sections))
+		}
+	}
+}
+
+var tocEntry = regexp.MustCompile(`^- \[[^]]+\]\(#([^)]+)\)$`)
