@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/base64"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/hookd/hookd/worker"
 )
 
 // The documents are held to the code here, so that a setting added to
@@ -814,3 +820,59 @@ func TestDocs_EveryPageHasATableOfContents(t *testing.T) {
 }
 
 var tocEntry = regexp.MustCompile(`^- \[[^]]+\]\(#([^)]+)\)$`)
+
+// TestReadme_ListsEveryForwardedHeader holds the README's "What your app
+// receives" to the forwarder: every header a delivery carries (with every
+// field of the Delivery set, and a signing secret) is named there in
+// backticks. Content-Length and Accept-Encoding are net/http's own.
+func TestReadme_ListsEveryForwardedHeader(t *testing.T) {
+	t.Parallel()
+	var section strings.Builder
+	in := false
+	for _, line := range readLines(t, "README.md") {
+		if strings.HasPrefix(line, "## ") {
+			in = line == "## What your app receives"
+		}
+		if in {
+			section.WriteString(line + "\n")
+		}
+	}
+	if section.Len() == 0 {
+		t.Fatal(`README.md has no section "## What your app receives"`)
+	}
+	named := map[string]bool{}
+	for _, span := range codeSpans(section.String()) {
+		name, _, _ := strings.Cut(span, ":")
+		named[http.CanonicalHeaderKey(name)] = true
+	}
+
+	got := make(chan http.Header, 1)
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	// One call: the connection closes with it, and leaves no goroutine of
+	// the forwarder's client behind for the package's leak check.
+	app.Config.SetKeepAlivesEnabled(false)
+	app.Start()
+	defer app.Close()
+	f, err := worker.NewForwarder(app.URL, "whsec_"+base64.StdEncoding.EncodeToString([]byte("a key for the docs test")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := true
+	res := f.Process(context.Background(), worker.Delivery{
+		EventID: "evt_1", EventType: "invoice.paid", Payload: []byte(`{"id":"evt_1"}`), Attempt: 1,
+		Endpoint: "connect", Livemode: &live, Account: "acct_1", Replay: "app bug fix",
+	})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for name := range <-got {
+		if name == "Content-Length" || name == "Accept-Encoding" {
+			continue
+		}
+		if !named[name] {
+			t.Errorf("the forwarder sends %s, which README.md's \"What your app receives\" does not name", name)
+		}
+	}
+}
