@@ -876,3 +876,20 @@ func TestReadme_ListsEveryForwardedHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestDocs_DashboardPageSpeaksASupportPersonsWords holds docs/dashboard.md,
+// the page support staff read, to the words on the pages: none of the
+// code's words that the glossary (the "not" column) keeps off them.
+func TestDocs_DashboardPageSpeaksASupportPersonsWords(t *testing.T) {
+	t.Parallel()
+	const page = "docs/dashboard.md"
+	notWords := []string{"processed marker", "deferred", "rejected", "leased", "in flight", "stuck", "claimed twice"}
+	for n, line := range readLines(t, page) {
+		lower := strings.ToLower(line)
+		for _, w := range notWords {
+			if strings.Contains(lower, w) {
+				t.Errorf("%s:%d: %q is the code's word; the page says what support staff say (the glossary)", page, n+1, w)
+			}
+		}
+	}
+}
