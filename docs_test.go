@@ -893,3 +893,25 @@ func TestDocs_DashboardPageSpeaksASupportPersonsWords(t *testing.T) {
 		}
 	}
 }
+
+// TestReadme_LinksEveryDocsPage: the README is the way in, so every page
+// of docs/ is linked from it.
+func TestReadme_LinksEveryDocsPage(t *testing.T) {
+	t.Parallel()
+	pages, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, line := range readLines(t, "README.md") {
+		for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			linked[filepath.Clean(file)] = true
+		}
+	}
+	for _, page := range pages {
+		if !linked[page] {
+			t.Errorf("README.md does not link %s", page)
+		}
+	}
+}
