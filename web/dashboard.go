@@ -31,7 +31,7 @@ type dashboard struct {
 	passwordChecks *checkSlots
 	// formKeys signs the sign-in form's token and checks it.
 	formKeys *accounts.KeyRing
-	// deviceKeys signs the cookies of known browsers (signin.go).
+	// deviceKeys signs the cookies of known browsers (known_browser.go).
 	deviceKeys *accounts.KeyRing
 }
 
