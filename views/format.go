@@ -188,6 +188,10 @@ func actionLabel(a audit.Action) string {
 		return "replay started"
 	case audit.ReplayCancel:
 		return "replay cancelled"
+	case audit.AccessRevoked:
+		return "access revoked by the identity provider"
+	case audit.EmergencyLogin:
+		return "emergency admin login"
 	}
 	return string(a)
 }

@@ -81,6 +81,8 @@ func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 		audit.Erase:          "payloads erased",
 		audit.ReplayStart:    "replay started",
 		audit.ReplayCancel:   "replay cancelled",
+		audit.AccessRevoked:  "access revoked by the identity provider",
+		audit.EmergencyLogin: "emergency admin login",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)

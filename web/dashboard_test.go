@@ -598,7 +598,8 @@ func TestAudit_ListsActionsNewestFirst(t *testing.T) {
 		t.Fatalf("%d audit rows, want 2", rows.Length())
 	}
 	cells := rows.First().Find("td").Map(func(_ int, s *goquery.Selection) string { return strings.TrimSpace(s.Text()) })
-	want := []string{"just now", u.Email, "retry", "evt_audited", "1"}
+	// Who: the email, and the account beside it.
+	want := []string{"just now", fmt.Sprintf("%s account %d", u.Email, u.ID), "retry", "evt_audited", "1"}
 	if strings.Join(cells, "|") != strings.Join(want, "|") {
 		t.Errorf("newest row %q, want %q", cells, want)
 	}

@@ -47,7 +47,34 @@ const (
 	OIDCLogin   Action = "oidc_login"   // someone signed in through the identity provider, with the role its groups gave
 	OIDCRefused Action = "oidc_refused" // the identity provider vouched for someone hookd refused: no role, or an unverified email
 	SessionsEnd Action = "sessions_end" // an admin ended every session of an account
+
+	AccessRevoked  Action = "access_revoked"  // the identity provider refused a known person: their sessions ended, their role gone
+	EmergencyLogin Action = "emergency_login" // the emergency admin (HOOKD_EMERGENCY_ADMIN) signed in with a password
 )
+
+// Account names who acted: the email the pages show, and, so the entry
+// names one account whatever that email becomes, the account's id and, for
+// an account of the identity provider, its issuer and subject. Zero ID for
+// an actor with no account (a command line).
+type Account struct {
+	ID      int64
+	Email   string
+	Issuer  string
+	Subject string
+}
+
+// String writes the account as the audit page shows it beside the email,
+// "" when it has no id.
+func (a Account) String() string {
+	if a.ID == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("account %d", a.ID)
+	if a.Issuer != "" {
+		s += fmt.Sprintf(", issuer %s, subject %s", a.Issuer, a.Subject)
+	}
+	return s
+}
 
 // Entry is one line of the audit log.
 type Entry struct {
@@ -59,6 +86,16 @@ type Entry struct {
 	Target string `db:"target"`
 	// Count is how many events or markers the action changed.
 	Count int64 `db:"count"`
+	// Account is who acted, beside Email; zero for entries that name an
+	// email alone.
+	AccountID      int64  `db:"account_id"`
+	AccountIssuer  string `db:"account_issuer"`
+	AccountSubject string `db:"account_subject"`
+}
+
+// Account returns the entry's actor.
+func (e Entry) Account() Account {
+	return Account{ID: e.AccountID, Email: e.Email, Issuer: e.AccountIssuer, Subject: e.AccountSubject}
 }
 
 // Page is one page of the audit log and the number of entries in all.
@@ -71,9 +108,16 @@ type Page struct {
 // action it records (queue.Tx and accounts.Tx give theirs with PgxTx), so
 // the entry commits or rolls back with the action.
 func Record(ctx context.Context, tx pgx.Tx, email string, action Action, target string, count int64) error {
+	return RecordAccount(ctx, tx, Account{Email: email}, action, target, count)
+}
+
+// RecordAccount is Record naming the account that acted, not its email
+// alone.
+func RecordAccount(ctx context.Context, tx pgx.Tx, who Account, action Action, target string, count int64) error {
 	_, err := tx.Exec(ctx, `
-		INSERT INTO audit_log (user_email, action, target, count) VALUES ($1, $2, $3, $4)`,
-		email, action, target, count)
+		INSERT INTO audit_log (user_email, action, target, count, account_id, account_issuer, account_subject)
+		VALUES ($1, $2, $3, $4, nullif($5, 0), nullif($6, ''), nullif($7, ''))`,
+		who.Email, action, target, count, who.ID, who.Issuer, who.Subject)
 	if err != nil {
 		return fmt.Errorf("write audit log: %w", err)
 	}
@@ -94,7 +138,9 @@ func New(db store.DBTX) *Log {
 // Read returns a page of the audit log, newest first.
 func (l *Log) Read(ctx context.Context, limit, offset int) (Page, error) {
 	entries, err := store.QueryAll[Entry](ctx, l.db, `
-		SELECT id, at, user_email, action, target, count FROM audit_log
+		SELECT id, at, user_email, action, target, count, coalesce(account_id, 0) AS account_id,
+		       coalesce(account_issuer, '') AS account_issuer, coalesce(account_subject, '') AS account_subject
+		FROM audit_log
 		ORDER BY at DESC, id DESC LIMIT $1 OFFSET $2`, limit, max(offset, 0))
 	if err != nil {
 		return Page{}, fmt.Errorf("read audit log: %w", err)
