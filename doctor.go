@@ -45,7 +45,8 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 		MetricsPublic:     cfg.MetricsPublic,
 		OIDC: doctor.OIDC{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
 			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: config.OIDCRedirectURL(cfg),
-			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin},
+			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin,
+			AllowedDomains: cfg.OIDCAllowedDomains, Recheck: cfg.OIDCRecheck, Alerts: cfg.AlertURL != ""},
 	})
 	results = append(results, traceCheck(ctx, cfg.Trace))
 	if failed := doctor.Write(stdout, results); failed > 0 {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
@@ -172,13 +173,15 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
 	s.loops = append(s.loops, st.control.Run, retrier.Run, replayer.Run, pruner.Run)
-	s.addAlerter(store, stripeClient)
+	alert := s.addAlerter(store, stripeClient)
 	if reconciler != nil {
 		s.loops = append(s.loops, reconciler.Run)
 	}
+	provider := s.addSignIn(accts)
 
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
-		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer})
+		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer,
+		oidc: provider, alert: alert})
 	if err := s.listen(handler, reg); err != nil {
 		return nil, err
 	}
@@ -200,17 +203,44 @@ func (s *server) producers(store *queue.Store, proc worker.Processor, metrics *t
 }
 
 // addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its
-// alerts go.
-func (s *server) addAlerter(store *queue.Store, stripeClient *stripeapi.Client) {
+// alerts go, and returns how to post an alert of one's own through it (nil
+// without).
+func (s *server) addAlerter(store *queue.Store, stripeClient *stripeapi.Client) func(context.Context, string) {
 	cfg := s.cfg
 	if cfg.AlertURL == "" {
-		return
+		return nil
 	}
 	alerter := maintenance.NewAlerter(store, s.logger, maintenance.AlerterConfig{
 		URL: cfg.AlertURL.Reveal(), PublicURL: cfg.PublicURL, PendingAge: cfg.AlertPendingAge,
 		StalledAfter: worker.RetrierStalledAfter(cfg.RetryInterval), BreakerFailures: int(cfg.BreakerFailures),
 		Endpoints: cfg.Endpoints, Stripe: stripeClient, Quiet: cfg.AlertQuiet})
 	s.loops = append(s.loops, alerter.Run)
+	return alerter.Announce
+}
+
+// addSignIn makes the identity provider the settings name (nil without),
+// one for the dashboard and the re-check loop, so they share its discovery,
+// and adds the re-check loop when signed-in people are re-checked. It
+// warns when a role is given to every person the provider signs in.
+func (s *server) addSignIn(accts *accounts.Store) *idp.Provider {
+	cfg := s.cfg
+	provider := config.OIDCProvider(cfg)
+	if provider == nil {
+		return nil
+	}
+	if role, ok := cfg.OIDCRoles.Everyone(); ok {
+		s.logger.Warn("HOOKD_OIDC_ROLES gives every person the identity provider signs in a role: "+
+			"with a provider anyone can get an account at, that is anyone", "role", role, "allowed_domains", cfg.OIDCAllowedDomains)
+	}
+	switch {
+	case config.OIDCRechecks(cfg):
+		s.loops = append(s.loops, idp.NewRechecker(provider, accts, s.logger,
+			idp.RecheckConfig{Every: cfg.OIDCRecheck, SessionMaxAge: cfg.SessionMaxAge}).Run)
+	case cfg.OIDCRecheck > 0:
+		s.logger.Warn("signed-in people are not re-checked at the identity provider: HOOKD_OIDC_RECHECK needs " +
+			"HOOKD_OIDC_CLIENT_SECRET to seal refresh tokens with; a leaver keeps their session until HOOKD_SESSION_MAX_AGE")
+	}
+	return provider
 }
 
 // registerHeartbeat registers this replica's heartbeat, the replica of
@@ -251,6 +281,8 @@ type pipeline struct {
 	pace       *worker.Pace
 	replayer   *worker.Replayer
 	tracer     *tracing.Tracer
+	oidc       *idp.Provider
+	alert      func(context.Context, string)
 }
 
 // newHandler is hookd's HTTP handler: the receiver, the dashboard and the
@@ -287,7 +319,10 @@ func newHandler(cfg config.Config, logger *slog.Logger, st stores, p pipeline) h
 		Replayer:         p.replayer,
 		// Who may sign in, and how: the identity provider, passwords and
 		// how long a session lasts.
-		OIDC:              config.OIDCProvider(cfg),
+		OIDC:              p.oidc,
+		PublicURL:         cfg.PublicURL,
+		OIDCRecheck:       cfg.OIDCRecheck,
+		Alert:             p.alert,
 		Tracer:            p.tracer,
 		TraceURL:          cfg.TraceURL,
 		PasswordSignInOff: cfg.PasswordSignInOff,

@@ -51,14 +51,14 @@ func sessionCSRF(c echo.Context) string {
 // loginCSRF returns the sign-in form's token, setting its cookie when the
 // browser has none.
 func (d *dashboard) loginCSRF(c echo.Context) (string, error) {
-	nonce := csrfNonce(c)
+	nonce := d.csrfNonce(c)
 	if nonce == "" {
 		nonce = randomToken()
 		c.Set(ctxCSRFNonce, nonce)
 		c.SetCookie(&http.Cookie{
-			Name:     csrfCookie,
+			Name:     d.cookies.name(csrfCookie),
 			Value:    nonce,
-			Path:     "/login",
+			Path:     d.cookies.path("/login"),
 			HttpOnly: true,
 			SameSite: http.SameSiteLaxMode,
 			Secure:   d.sessions.forRequest(c.Request()).Cookie.Secure,
@@ -69,11 +69,11 @@ func (d *dashboard) loginCSRF(c echo.Context) (string, error) {
 
 // csrfNonce returns the sign-in form's nonce: the one set during this
 // request, else the cookie's when it is one hookd could have made.
-func csrfNonce(c echo.Context) string {
+func (d *dashboard) csrfNonce(c echo.Context) string {
 	if n, ok := c.Get(ctxCSRFNonce).(string); ok {
 		return n
 	}
-	cookie, err := c.Cookie(csrfCookie)
+	cookie, err := c.Cookie(d.cookies.name(csrfCookie))
 	if err != nil {
 		return ""
 	}
@@ -158,7 +158,7 @@ func (d *dashboard) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		// sign-in cookie, before the body is read.
 		sm, ctx := session(c), c.Request().Context()
 		signedIn := sm.GetInt64(ctx, sessUserID) != 0
-		want, nonce := sm.GetString(ctx, sessCSRF), csrfNonce(c)
+		want, nonce := sm.GetString(ctx, sessCSRF), d.csrfNonce(c)
 		if signedIn && want == "" || !signedIn && nonce == "" {
 			return errCSRF
 		}

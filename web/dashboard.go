@@ -27,11 +27,13 @@ type dashboard struct {
 	rejections *rejections.Store
 	opts       Options
 	sessions   sessionManagers
+	// cookies names the cookies and their paths (__Host- with https).
+	cookies cookiePolicy
 	// passwordChecks holds a slot per password check running.
 	passwordChecks *checkSlots
 	// formKeys signs the sign-in form's token and checks it.
 	formKeys *accounts.KeyRing
-	// deviceKeys signs the cookies of known browsers (known_browser.go).
+	// deviceKeys signs the cookies of known browsers (signin.go).
 	deviceKeys *accounts.KeyRing
 }
 
@@ -46,7 +48,9 @@ func newDashboard(opts Options) *dashboard {
 		counts:     opts.Stores.Activity,
 		rejections: opts.Stores.Rejections,
 		opts:       opts,
-		sessions:   newSessionManagers(opts.Sessions, opts.SecureCookies, opts.SessionMaxAge),
+		sessions: newSessionManagers(opts.Sessions, opts.SecureCookies || isHTTPS(opts.PublicURL), opts.SessionMaxAge,
+			cookiePolicy{hostOnly: isHTTPS(opts.PublicURL)}),
+		cookies: cookiePolicy{hostOnly: isHTTPS(opts.PublicURL)},
 
 		passwordChecks: newCheckSlots(maxPasswordChecks),
 		formKeys:       opts.FormKeys,

@@ -38,7 +38,7 @@ const (
 // knownDevice returns the request's known-browser mark for email, and
 // whether it has a valid one.
 func (d *dashboard) knownDevice(c echo.Context, email string) (string, bool, error) {
-	cookie, err := c.Cookie(knownDeviceCookie)
+	cookie, err := c.Cookie(d.cookies.name(knownDeviceCookie))
 	if err != nil {
 		return "", false, nil
 	}
@@ -71,9 +71,9 @@ func (d *dashboard) rememberDevice(c echo.Context, email string) error {
 		return err
 	}
 	cookie := &http.Cookie{
-		Name:     knownDeviceCookie,
+		Name:     d.cookies.name(knownDeviceCookie),
 		Value:    strconv.FormatInt(secs, 10) + "." + mac,
-		Path:     "/login",
+		Path:     d.cookies.path("/login"),
 		MaxAge:   int(knownDeviceLifetime.Seconds()),
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,

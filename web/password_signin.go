@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/netblock"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
@@ -150,6 +151,9 @@ func (d *dashboard) refuseLogin(c echo.Context, email, next string, status int, 
 // under a new token.
 func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []accounts.LoginKey) error {
 	ctx := c.Request().Context()
+	// The emergency admin skips the provider and its second factor: its
+	// sign-ins are audited apart and alerted.
+	emergency := d.opts.EmergencyAdmin != "" && strings.EqualFold(u.Email, d.opts.EmergencyAdmin)
 	err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 		if err := tx.ClearLoginFailures(ctx, keys[0].Key); err != nil {
 			return err
@@ -162,10 +166,18 @@ func (d *dashboard) startSession(c echo.Context, u accounts.User, keys []account
 		if err := tx.RecordSignIn(ctx, u.ID); err != nil {
 			return err
 		}
-		return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Login, "", 0)
+		if emergency {
+			return audit.RecordAccount(ctx, tx.PgxTx(), idp.AuditAccount(u), audit.EmergencyLogin, "from "+c.RealIP(), 0)
+		}
+		return audit.RecordAccount(ctx, tx.PgxTx(), idp.AuditAccount(u), audit.Login, "", 0)
 	})
 	if err != nil {
 		return err
+	}
+	if emergency && d.opts.Alert != nil {
+		d.opts.Alert(ctx, fmt.Sprintf("The emergency admin %s signed in with a password from %s, past the identity "+
+			"provider and its second factor. If nobody meant to, end its sessions on the accounts page and change its password.",
+			u.Email, c.RealIP()))
 	}
 	if err := d.rememberDevice(c, u.Email); err != nil {
 		return err

@@ -69,9 +69,12 @@ func (d *dashboard) handleOIDCStart() echo.HandlerFunc {
 		}
 		start, err := d.opts.OIDC.Start(ctx)
 		if err != nil {
-			d.logger.WarnContext(ctx, "identity provider unreachable", "issuer", d.opts.OIDC.Issuer(), "err", err)
-			return d.signInFailed(c, http.StatusServiceUnavailable, "The identity provider at "+d.opts.OIDC.Issuer()+
-				" does not answer, so sign-in cannot start: "+err.Error()+". Try again in a moment; "+d.fallback())
+			// What went wrong goes to the log alone: go-oidc's errors carry
+			// the provider's answer and addresses inside the network.
+			d.logger.WarnContext(ctx, "identity provider unreachable", "issuer", d.opts.OIDC.Issuer(), "err", err,
+				"request_id", requestID(c))
+			return d.signInFailed(c, http.StatusServiceUnavailable, "The identity provider does not answer, so sign-in "+
+				"cannot start. Try again in a moment; "+d.fallback()+" "+d.seeLog(c))
 		}
 		payload, err := json.Marshal(oidcState{State: start.State, Nonce: start.Nonce, Verifier: start.Verifier,
 			Next: next, Started: time.Now().Unix()})
@@ -94,9 +97,9 @@ func (d *dashboard) handleOIDCStart() echo.HandlerFunc {
 // GET navigation, which SameSite=Lax lets through) and to no other path.
 func (d *dashboard) setStateCookie(c echo.Context, value string, maxAge int) {
 	c.SetCookie(&http.Cookie{
-		Name:     oidcStateCookie,
+		Name:     d.cookies.name(oidcStateCookie),
 		Value:    value,
-		Path:     "/auth/oidc",
+		Path:     d.cookies.path("/auth/oidc"),
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		SameSite: http.SameSiteLaxMode,
@@ -112,6 +115,15 @@ func (d *dashboard) fallback() string {
 	return "you can also sign in with a password."
 }
 
+// seeLog tells whoever sees a failed sign-in where its details are.
+func (d *dashboard) seeLog(c echo.Context) string {
+	return "If it goes on, tell whoever runs hookd: its log says why, under request " + requestID(c) + "."
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
 func (d *dashboard) signInFailed(c echo.Context, status int, msg string) error {
 	p := d.page(c, "Not signed in", "")
 	return render(c, status, views.SignInFailed(p, msg))
@@ -121,7 +133,7 @@ func (d *dashboard) signInFailed(c echo.Context, status int, msg string) error {
 // there is none it may finish.
 func (d *dashboard) readStateCookie(c echo.Context) (oidcState, string, error) {
 	const startAgain = " Start the sign-in again from this browser."
-	cookie, err := c.Cookie(oidcStateCookie)
+	cookie, err := c.Cookie(d.cookies.name(oidcStateCookie))
 	if err != nil || cookie.Value == "" {
 		return oidcState{}, "This browser did not start a sign-in here, or it was finished already, so the provider's answer " +
 			"cannot be taken (it may have been meant for another browser)." + startAgain, nil
@@ -146,7 +158,9 @@ func (d *dashboard) readStateCookie(c echo.Context) (oidcState, string, error) {
 	if err != nil {
 		return oidcState{}, "This browser's sign-in cookie could not be read." + startAgain, nil
 	}
-	if age := time.Since(time.Unix(st.Started, 0)); age < 0 || age > oidcStateLifetime {
+	// Another replica may have started the sign-in, by a clock up to
+	// idp.ClockSkew ahead of this one's.
+	if age := time.Since(time.Unix(st.Started, 0)); age < -idp.ClockSkew || age > oidcStateLifetime+idp.ClockSkew {
 		return oidcState{}, fmt.Sprintf("This sign-in was started more than %d minutes ago.", int(oidcStateLifetime.Minutes())) + startAgain, nil
 	}
 	return st, "", nil
@@ -183,6 +197,9 @@ func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
 		if err := signIn(c, u); err != nil {
 			return err
 		}
+		// Kept for the sign-out, which hands it to the provider's
+		// end_session_endpoint as the hint of whose session to end.
+		session(c).Put(ctx, sessIDToken, id.Tokens.ID)
 		return c.Redirect(http.StatusSeeOther, localPath(st.Next, "/"))
 	}
 }
@@ -230,14 +247,25 @@ func (d *dashboard) providerIdentity(c echo.Context, st oidcState) (idp.Identity
 	}
 	id, err := provider.Finish(ctx, c.QueryParam("code"), st.Verifier, st.Nonce)
 	if err != nil {
-		d.logger.WarnContext(ctx, "sign-in through the identity provider failed", "issuer", provider.Issuer(), "err", err)
-		return id, "", false, d.signInFailed(c, http.StatusUnauthorized, "The identity provider's answer could not be accepted, "+
-			"so you are not signed in: "+err.Error()+".")
+		// Nobody's access changes here: the provider may be down, or its
+		// answer unreadable, which says nothing about the person.
+		d.logger.WarnContext(ctx, "sign-in through the identity provider failed", "issuer", provider.Issuer(), "err", err,
+			"request_id", requestID(c))
+		return id, "", false, d.signInFailed(c, http.StatusUnauthorized, "The identity provider's answer could not be "+
+			"accepted, so you are not signed in. Start the sign-in again. "+d.seeLog(c))
 	}
 	role, err := provider.Role(id)
 	if refusal, ok := errors.AsType[*idp.Refusal](err); ok {
-		if err := d.auditProvider(ctx, id, audit.OIDCRefused, "no role given: "+refusal.Reason); err != nil {
+		// The provider vouched for these claims: a person it no longer
+		// lets in loses the account they had, its role and its sessions.
+		revoked, err := idp.Revoke(ctx, d.accounts, id, "refused at sign-in: "+refusal.Reason)
+		if err != nil {
 			return id, "", false, err
+		}
+		if !revoked {
+			if err := d.auditProvider(ctx, id, audit.OIDCRefused, "no role given: "+refusal.Reason); err != nil {
+				return id, "", false, err
+			}
 		}
 		return id, "", false, d.signInFailed(c, http.StatusForbidden, refusal.Reason)
 	}
@@ -249,6 +277,13 @@ func (d *dashboard) providerIdentity(c echo.Context, st oidcState) (idp.Identity
 // sign-in, in one transaction.
 func (d *dashboard) signInFromProvider(ctx context.Context, id idp.Identity, role accounts.Role, addressKey string) (accounts.User, error) {
 	var u accounts.User
+	var sealed []byte
+	if d.opts.OIDC.Offline() {
+		var err error
+		if sealed, err = d.opts.OIDC.SealRefreshToken(id.Tokens.Refresh); err != nil {
+			return u, err
+		}
+	}
 	err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
 		var before accounts.Role
 		var err error
@@ -259,6 +294,9 @@ func (d *dashboard) signInFromProvider(ctx context.Context, id idp.Identity, rol
 		if err := tx.ForgiveLoginAttempt(ctx, addressKey); err != nil {
 			return err
 		}
+		if err := tx.KeepRefreshToken(ctx, u.ID, sealed, time.Now().Add(d.opts.OIDCRecheck)); err != nil {
+			return err
+		}
 		what := "role " + string(role)
 		switch {
 		case before == "":
@@ -266,19 +304,17 @@ func (d *dashboard) signInFromProvider(ctx context.Context, id idp.Identity, rol
 		case before != role:
 			what += ", was " + string(before)
 		}
-		return audit.Record(ctx, tx.PgxTx(), u.Email, audit.OIDCLogin, providerTarget(id)+": "+what, 0)
+		return audit.RecordAccount(ctx, tx.PgxTx(), idp.AuditAccount(u), audit.OIDCLogin, idp.ProviderTarget(u)+": "+what, 0)
 	})
 	return u, err
 }
 
-// providerTarget names who the provider vouched for in the audit log: the
-// issuer and subject, never a token.
-func providerTarget(id idp.Identity) string {
-	return fmt.Sprintf("issuer %s, subject %s", id.Issuer, id.Subject)
-}
-
+// auditProvider audits what became of a person the provider vouched for
+// who has no account here.
 func (d *dashboard) auditProvider(ctx context.Context, id idp.Identity, action audit.Action, what string) error {
+	who := accounts.User{Email: id.Email, OIDCIssuer: id.Issuer, OIDCSubject: id.Subject}
 	return d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-		return audit.Record(ctx, tx.PgxTx(), id.Email, action, providerTarget(id)+": "+what, 0)
+		return audit.RecordAccount(ctx, tx.PgxTx(), audit.Account{Email: id.Email, Issuer: id.Issuer, Subject: id.Subject},
+			action, idp.ProviderTarget(who)+": "+what, 0)
 	})
 }

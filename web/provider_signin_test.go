@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/web"
@@ -32,6 +34,11 @@ type provider struct {
 	// that changes it between sign-ins (its keys, its token lifetime)
 	// does not race with it.
 	mu sync.Mutex
+	// tokenDown, when set, is the status the token endpoint answers
+	// every request with, as a provider that is down.
+	tokenDown int
+	// offline is the provider as hookd knows it, for a re-check loop.
+	offline *idp.Provider
 }
 
 // change runs fn on the provider while it answers no request.
@@ -43,7 +50,7 @@ func (p *provider) change(fn func(m *mockoidc.MockOIDC)) {
 
 // setupOIDC serves the dashboard with sign-in through a provider of its
 // own, roles mapped by roles, and opts for the rest.
-func setupOIDC(t *testing.T, roles string, opts web.Options) (*testBundle, *provider) {
+func setupOIDC(t *testing.T, roles string, opts web.Options, allowedDomains ...string) (*testBundle, *provider) {
 	t.Helper()
 	m, err := mockoidc.NewServer(nil)
 	if err != nil {
@@ -54,6 +61,10 @@ func setupOIDC(t *testing.T, roles string, opts web.Options) (*testBundle, *prov
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
+			if p.tokenDown != 0 && r.URL.Path == mockoidc.TokenEndpoint {
+				http.Error(w, "upstream database unavailable at 10.0.3.7:5432", p.tokenDown)
+				return
+			}
 			next.ServeHTTP(w, r)
 		})
 	}); err != nil {
@@ -79,7 +90,8 @@ func setupOIDC(t *testing.T, roles string, opts web.Options) (*testBundle, *prov
 		t.Fatal(err)
 	}
 	opts.OIDC = idp.New(idp.Config{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret,
-		RedirectURL: publicURL + idp.CallbackPath, Roles: mapping})
+		RedirectURL: publicURL + idp.CallbackPath, Roles: mapping, AllowedDomains: allowedDomains, Offline: opts.OIDCRecheck > 0})
+	p.offline = opts.OIDC
 	opts.Sessions = pgxstore.NewWithCleanupInterval(b.pool, 0)
 	opts.Stores, opts.Gatherer = storesOn(b.store, b.pool), prometheus.NewRegistry()
 	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: web.NewServer(opts)}}
@@ -328,24 +340,43 @@ func TestOIDC_InvalidTokensAreRefused(t *testing.T) {
 	}{
 		{"wrong nonce", func(u *providerUser, _ *provider) { u.claims["nonce"] = "another-sign-in" }, "nonce"},
 		{"wrong audience", func(u *providerUser, _ *provider) { u.claims["aud"] = "another-client" }, "audience"},
+		// Past the minute of clock skew a token is given.
 		{"expired", func(_ *providerUser, p *provider) {
-			p.change(func(m *mockoidc.MockOIDC) { m.AccessTTL = -time.Minute })
+			p.change(func(m *mockoidc.MockOIDC) { m.AccessTTL = -2 * idp.ClockSkew })
 		}, "expired"},
 		{"wrong issuer", func(u *providerUser, _ *provider) { u.claims["iss"] = "https://elsewhere.example.com" }, "issued by a different provider"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b, p := setupOIDC(t, testRoles, web.Options{})
+			log := &e2etest.SyncBuffer{}
+			b, p := setupOIDC(t, testRoles, web.Options{Logger: slog.New(slog.NewTextHandler(log, nil))})
 			c := b.client(t)
 			u := member("someone", "hookd-admins")
 			tc.edit(&u, p)
 			r := c.callback(c.answer(p, u))
-			refusedAndNothingWritten(t, b, c, r, http.StatusUnauthorized, tc.saying)
+			// The page says what happened in general terms; what was
+			// wrong, in go-oidc's words, goes to the log alone.
+			refusedAndNothingWritten(t, b, c, r, http.StatusUnauthorized, "could not be accepted")
+			if strings.Contains(pageText(r), tc.saying) {
+				t.Errorf("the page tells go-oidc's error: %q", pageText(r))
+			}
+			if !strings.Contains(log.String(), tc.saying) {
+				t.Errorf("the log does not say %q:\n%s", tc.saying, log)
+			}
 			if n := len(auditTargets(t, b, "oidc_login")); n != 0 {
 				t.Errorf("%d sign-ins audited", n)
 			}
 		})
 	}
+}
+
+// A token the provider's clock says expired less than idp.ClockSkew ago
+// is still taken: a provider or replica a few seconds off refuses nobody.
+func TestOIDC_ClockSkewOfLessThanAMinuteIsTolerated(t *testing.T) {
+	t.Parallel()
+	b, p := setupOIDC(t, testRoles, web.Options{})
+	p.change(func(m *mockoidc.MockOIDC) { m.AccessTTL = -idp.ClockSkew / 2 })
+	b.client(t).signInWith(p, member("ana", "staff"))
 }
 
 // The state is good once, and only in the browser that started the
@@ -427,12 +458,80 @@ func TestOIDC_GroupRemovedBetweenSignInsRecomputesTheRole(t *testing.T) {
 		t.Errorf("audit %q, want the second sign-in to say the role went from admin to viewer", logins)
 	}
 
-	// Out of every group: refused, and the account keeps its last role
-	// until its sessions end, which HOOKD_SESSION_MAX_AGE bounds.
+	// Out of every group: refused, and, the provider having vouched for
+	// the claims that refuse her, her account goes with its role and every
+	// session, at once.
 	c := b.client(t)
 	r := c.callback(c.answer(p, member("ana")))
 	if r.status != http.StatusForbidden {
 		t.Errorf("sign-in in no group: %d, want 403", r.status)
+	}
+	if u, ok := providerAccount(t, b, "ana"); ok {
+		t.Errorf("ana's account is still there after the provider refused her: %+v", u)
+	}
+	if got := first.signedInStatus(); got != http.StatusSeeOther {
+		t.Errorf("the first session's overview after the refusal: %d, want 303 to sign in", got)
+	}
+	revoked := auditTargets(t, b, "access_revoked")
+	if len(revoked) != 1 || !strings.Contains(revoked[0], "subject ana: role viewer and every session ended; refused at sign-in") {
+		t.Errorf("audit %q, want one access_revoked for ana", revoked)
+	}
+	var accountID int64
+	var issuer, subject string
+	if err := b.pool.QueryRow(context.Background(), `SELECT account_id, account_issuer, account_subject FROM audit_log
+		WHERE action = 'access_revoked'`).Scan(&accountID, &issuer, &subject); err != nil {
+		t.Fatal(err)
+	}
+	if accountID != before.ID || issuer != p.mock.Issuer() || subject != "ana" {
+		t.Errorf("access_revoked names account %d, %s, %s; want %d, %s, ana", accountID, issuer, subject, before.ID, p.mock.Issuer())
+	}
+}
+
+// A provider that cannot be reached, or answers with an error, at a
+// sign-in changes nobody's access: the person's earlier session goes on.
+func TestOIDC_ProviderDownEndsNoSession(t *testing.T) {
+	t.Parallel()
+	b, p := setupOIDC(t, testRoles, web.Options{})
+	first := b.client(t)
+	first.signInWith(p, member("ana", "hookd-admins"))
+	c := b.client(t)
+	callback := c.answer(p, member("ana"))
+	p.change(func(*mockoidc.MockOIDC) { p.tokenDown = http.StatusBadGateway })
+	r := c.callback(callback)
+	if r.status != http.StatusUnauthorized || strings.Contains(pageText(r), "10.0.3.7") {
+		t.Errorf("callback with the provider failing: %d %q, want 401 without the provider's answer", r.status, pageText(r))
+	}
+	if u, ok := providerAccount(t, b, "ana"); !ok || u.Role != accounts.RoleAdmin {
+		t.Errorf("ana's account after the provider failed: %+v (found %v), want admin as before", u, ok)
+	}
+	if got := first.get("/accounts").status; got != http.StatusOK {
+		t.Errorf("the earlier session's accounts page: %d, want 200", got)
+	}
+}
+
+// HOOKD_OIDC_ALLOWED_DOMAINS lets in verified emails of its domains
+// alone, and tells anyone else why not.
+func TestOIDC_AllowedDomains(t *testing.T) {
+	t.Parallel()
+	b, p := setupOIDC(t, "viewer:*", web.Options{}, "example.com")
+	b.client(t).signInWith(p, member("ana", "staff"))
+
+	c := b.client(t)
+	outsider := member("mallory")
+	outsider.claims["email"] = "mallory@gmail.com"
+	r := c.callback(c.answer(p, outsider))
+	if r.status != http.StatusForbidden || !strings.Contains(pageText(r), "limited to the verified emails of the company's domains, and mallory@gmail.com is not one of them") {
+		t.Errorf("a gmail.com person: %d %q, want 403 saying the domain is not let in", r.status, pageText(r))
+	}
+	c = b.client(t)
+	unsure := member("eve")
+	delete(unsure.claims, "email_verified")
+	r = c.callback(c.answer(p, unsure))
+	if r.status != http.StatusForbidden || !strings.Contains(pageText(r), "does not say your email eve@example.com is verified") {
+		t.Errorf("an email of the domain not said verified: %d %q, want 403", r.status, pageText(r))
+	}
+	if _, ok := providerAccount(t, b, "mallory"); ok {
+		t.Error("mallory has an account")
 	}
 }
 
@@ -543,4 +642,161 @@ func TestOIDC_ThrottleAppliesToTheCallback(t *testing.T) {
 		}
 	}
 	t.Fatal("200 forged callbacks from one address, none made to wait")
+}
+
+// startRecheck runs the re-check loop over b's accounts with p, asking
+// again every: a test's stand-in for hookd serve's loop.
+func startRecheck(t *testing.T, b *testBundle, p *provider, every time.Duration, log *e2etest.SyncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := idp.NewRechecker(p.offline, b.accounts, slog.New(slog.NewTextHandler(log, nil)),
+		idp.RecheckConfig{Every: every, Poll: 20 * time.Millisecond, Retry: every})
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// eventually polls cond until it holds, failing the test after 30 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// With a refresh token, the re-check ends a leaver's sessions without
+// their signing in again: removed from every group at the provider, the
+// person loses the account at the next re-check.
+func TestOIDC_RecheckEndsALeaversSessions(t *testing.T) {
+	t.Parallel()
+	b, p := setupOIDC(t, testRoles, web.Options{OIDCRecheck: 50 * time.Millisecond})
+	ana := member("ana", "hookd-admins")
+	c := b.client(t)
+	c.signInWith(p, ana)
+	var sealed []byte
+	if err := b.pool.QueryRow(context.Background(), `SELECT oidc_refresh_token FROM users WHERE oidc_subject = 'ana'`).
+		Scan(&sealed); err != nil || len(sealed) == 0 {
+		t.Fatalf("no refresh token kept (%v)", err)
+	}
+	log := &e2etest.SyncBuffer{}
+	startRecheck(t, b, p, 50*time.Millisecond, log)
+	// A re-check that lets her in changes nothing.
+	eventually(t, "a re-check that keeps ana as admin", func() bool {
+		var rechecked bool
+		_ = b.pool.QueryRow(context.Background(), `SELECT oidc_refresh_token <> $1 OR oidc_recheck_at > now()
+			FROM users WHERE oidc_subject = 'ana'`, sealed).Scan(&rechecked)
+		return rechecked
+	})
+	if got := c.get("/accounts").status; got != http.StatusOK {
+		t.Fatalf("ana's accounts page after a re-check that lets her in: %d", got)
+	}
+	p.change(func(*mockoidc.MockOIDC) { ana.claims["groups"] = []string{} })
+	eventually(t, "ana's session ended by the re-check", func() bool { return c.signedInStatus() == http.StatusSeeOther })
+	if _, ok := providerAccount(t, b, "ana"); ok {
+		t.Error("ana's account is still there")
+	}
+	if revoked := auditTargets(t, b, "access_revoked"); len(revoked) != 1 || !strings.Contains(revoked[0], "re-check refused") {
+		t.Errorf("audit %q, want one access_revoked at a re-check", revoked)
+	}
+}
+
+// A provider that does not answer the re-check ends nobody's session: it
+// says nothing about the person. The refresh token is kept for the next.
+func TestOIDC_RecheckWithTheProviderDownEndsNoSession(t *testing.T) {
+	t.Parallel()
+	b, p := setupOIDC(t, testRoles, web.Options{OIDCRecheck: 50 * time.Millisecond})
+	c := b.client(t)
+	c.signInWith(p, member("ana", "hookd-admins"))
+	p.change(func(*mockoidc.MockOIDC) { p.tokenDown = http.StatusServiceUnavailable })
+	log := &e2etest.SyncBuffer{}
+	startRecheck(t, b, p, 50*time.Millisecond, log)
+	eventually(t, "three re-checks that could not ask the provider", func() bool {
+		return strings.Count(log.String(), "could not be asked") >= 3
+	})
+	if got := c.get("/accounts").status; got != http.StatusOK {
+		t.Errorf("ana's accounts page with the provider down: %d, want 200", got)
+	}
+	var kept bool
+	if err := b.pool.QueryRow(context.Background(), `SELECT oidc_refresh_token IS NOT NULL FROM users WHERE oidc_subject = 'ana'`).
+		Scan(&kept); err != nil || !kept {
+		t.Errorf("refresh token kept: %v (%v)", kept, err)
+	}
+}
+
+// With an https public URL every response says Strict-Transport-Security
+// and the cookies are __Host- ones at path /; with http, neither.
+func TestOIDC_HTTPSPublicURLMeansHSTSAndHostCookies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		publicURL string
+		https     bool
+	}{{"https://hooks.example.com", true}, {"http://127.0.0.1:8080", false}} {
+		t.Run(tc.publicURL, func(t *testing.T) {
+			t.Parallel()
+			b, _ := setupOIDC(t, testRoles, web.Options{PublicURL: tc.publicURL})
+			r := b.client(t).get("/login")
+			if got := r.header.Get("Strict-Transport-Security"); (got == "max-age=31536000") != tc.https || !tc.https && got != "" {
+				t.Errorf("Strict-Transport-Security %q with %s", got, tc.publicURL)
+			}
+			for _, path := range []string{"/login", "/auth/oidc"} {
+				res, err := b.client(t).http.Get(b.srv.URL + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res.Body.Close()
+				cookies := res.Cookies()
+				if len(cookies) == 0 {
+					t.Fatalf("GET %s set no cookie", path)
+				}
+				for _, ck := range cookies {
+					host := strings.HasPrefix(ck.Name, "__Host-")
+					if host != tc.https || tc.https && (!ck.Secure || ck.Path != "/" || ck.Domain != "") {
+						t.Errorf("GET %s with %s: cookie %s (Secure %v, Path %q, Domain %q)", path, tc.publicURL,
+							ck.Name, ck.Secure, ck.Path, ck.Domain)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The emergency admin's sign-in is audited apart, naming the account, and
+// alerted.
+func TestOIDC_EmergencyAdminSignInIsAuditedAndAlerted(t *testing.T) {
+	t.Parallel()
+	alerts := make(chan string, 1)
+	b, _ := setupOIDC(t, testRoles, web.Options{PasswordSignInOff: true, EmergencyAdmin: "break-glass@example.com",
+		Alert: func(_ context.Context, text string) { alerts <- text }})
+	u := createAccount(t, b, "break-glass@example.com", accounts.RoleAdmin)
+	c := b.client(t)
+	c.get("/login")
+	r := c.post("/login", url.Values{"email": {"break-glass@example.com"}, "password": {testPassword}})
+	if r.status != http.StatusSeeOther {
+		t.Fatalf("emergency admin's sign-in: %d %q", r.status, pageText(r))
+	}
+	select {
+	case text := <-alerts:
+		if !strings.Contains(text, "emergency admin break-glass@example.com signed in") {
+			t.Errorf("alert %q", text)
+		}
+	default:
+		t.Error("no alert for the emergency admin's sign-in")
+	}
+	var id int64
+	if err := b.pool.QueryRow(context.Background(), `SELECT account_id FROM audit_log WHERE action = 'emergency_login'`).
+		Scan(&id); err != nil || id != u.ID {
+		t.Errorf("emergency_login names account %d (%v), want %d", id, err, u.ID)
+	}
+	if n := len(auditTargets(t, b, "login")); n != 0 {
+		t.Errorf("%d ordinary login entries for the emergency admin", n)
+	}
 }

@@ -32,6 +32,8 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	if opts.OIDC != nil {
 		e.GET("/auth/oidc", d.handleOIDCStart(), session...)
 		e.GET(idp.CallbackPath, d.handleOIDCCallback(), session...)
+		// Back from signing out at the provider.
+		e.GET(idp.SignedOutPath, func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/login?signed_out=1") })
 	}
 	e.POST("/logout", d.handleLogout(), viewer...)
 	e.GET("/", d.handleOverview(), viewer...)

@@ -10,6 +10,7 @@ package web
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -141,6 +142,16 @@ type Options struct {
 	// OIDC, when set, signs people in through the identity provider at
 	// /auth/oidc; nil offers passwords alone.
 	OIDC *idp.Provider
+	// PublicURL is HOOKD_PUBLIC_URL. When it is https, every response
+	// says Strict-Transport-Security, the cookies are __Host- ones and
+	// always Secure; sign-out at the provider comes back to it.
+	PublicURL string
+	// OIDCRecheck is HOOKD_OIDC_RECHECK: how long after a sign-in through
+	// the provider its re-check is due, when OIDC.Offline.
+	OIDCRecheck time.Duration
+	// Alert, when set, posts an alert through HOOKD_ALERT_URL: the
+	// emergency admin's sign-ins.
+	Alert func(ctx context.Context, text string)
 	// PasswordSignInOff (HOOKD_PASSWORD_SIGNIN=off) refuses password
 	// sign-ins to every account but EmergencyAdmin's (an email).
 	PasswordSignInOff bool
@@ -165,7 +176,7 @@ func NewServer(opts Options) http.Handler {
 	e.HidePort = true
 	e.IPExtractor = clientAddress(opts.TrustedProxies)
 	e.Use(middleware.RequestID())
-	e.Use(securityHeaders)
+	e.Use(securityHeaders(isHTTPS(opts.PublicURL)))
 
 	d := newDashboard(opts)
 	e.HTTPErrorHandler = d.handleError
@@ -174,16 +185,24 @@ func NewServer(opts Options) http.Handler {
 }
 
 // securityHeaders sets on every response what keeps the dashboard's pages
-// from running injected script, being framed or leaking their URLs.
-func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		h := c.Response().Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
-			"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "same-origin")
-		h.Set("X-Content-Type-Options", "nosniff")
-		return next(c)
+// from running injected script, being framed or leaking their URLs; with
+// an https public URL (hsts), Strict-Transport-Security too, for a year,
+// for this host alone: hookd does not decide for its parent domain's
+// other hosts.
+func securityHeaders(hsts bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Response().Header()
+			if hsts {
+				h.Set("Strict-Transport-Security", "max-age=31536000")
+			}
+			h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+				"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+			h.Set("X-Frame-Options", "DENY")
+			h.Set("Referrer-Policy", "same-origin")
+			h.Set("X-Content-Type-Options", "nosniff")
+			return next(c)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
 )
@@ -25,7 +26,10 @@ const (
 	// sessions signed in before it had that name keep it in).
 	sessStamp = "password_stamp"
 	sessCSRF  = "csrf"
-	sessFlash = "flash"
+	// sessIDToken is the provider's ID token of a sign-in through it,
+	// which its end_session_endpoint takes as the sign-out's hint.
+	sessIDToken = "oidc_id_token"
+	sessFlash   = "flash"
 )
 
 // Echo context keys.
@@ -43,7 +47,37 @@ type sessionManagers struct {
 	alwaysSecure  bool
 }
 
-func newSessionManagers(store scs.Store, alwaysSecure bool, maxAge time.Duration) sessionManagers {
+// cookiePolicy names the dashboard's cookies. With an https public URL
+// each takes the __Host- prefix, which a browser keeps only when it is
+// Secure, for this host alone (no Domain) and at path /: neither a page of
+// a sibling subdomain nor one over plain HTTP can plant or overwrite it.
+type cookiePolicy struct {
+	hostOnly bool
+}
+
+// name is the cookie's name under the policy.
+func (p cookiePolicy) name(name string) string {
+	if p.hostOnly {
+		return "__Host-" + name
+	}
+	return name
+}
+
+// path is where the cookie is sent: path, or / for a __Host- cookie.
+func (p cookiePolicy) path(path string) string {
+	if p.hostOnly {
+		return "/"
+	}
+	return path
+}
+
+// isHTTPS reports whether the public URL (HOOKD_PUBLIC_URL) is https.
+func isHTTPS(publicURL string) bool {
+	u, err := url.Parse(publicURL)
+	return err == nil && u.Scheme == "https"
+}
+
+func newSessionManagers(store scs.Store, alwaysSecure bool, maxAge time.Duration, cookies cookiePolicy) sessionManagers {
 	mk := func(secure bool) *scs.SessionManager {
 		sm := scs.New()
 		sm.Store = store
@@ -54,7 +88,7 @@ func newSessionManagers(store scs.Store, alwaysSecure bool, maxAge time.Duration
 		// overview polls every 2 seconds, so an open tab is never idle, and
 		// scs would rewrite the session on every poll to extend it.
 		sm.Lifetime = maxAge
-		sm.Cookie.Name = "hookd_session"
+		sm.Cookie.Name = cookies.name("hookd_session")
 		sm.Cookie.HttpOnly = true
 		sm.Cookie.SameSite = http.SameSiteLaxMode
 		sm.Cookie.Path = "/"
@@ -203,15 +237,26 @@ func (d *dashboard) handleLogout() echo.HandlerFunc {
 		ctx := c.Request().Context()
 		u := currentUser(c)
 		if err := d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			return audit.Record(ctx, tx.PgxTx(), u.Email, audit.Logout, "", 0)
+			return audit.RecordAccount(ctx, tx.PgxTx(), idp.AuditAccount(*u), audit.Logout, "", 0)
 		}); err != nil {
 			return err
 		}
+		idToken := session(c).GetString(ctx, sessIDToken)
 		// Destroy deletes the session from the store, so its token is
 		// useless even if it was copied. The goodbye travels in the URL:
 		// a session kept only to carry it would be stored for nobody.
 		if err := session(c).Destroy(ctx); err != nil {
 			return fmt.Errorf("end session: %w", err)
+		}
+		// Signed in through the provider, the person is signed out there
+		// too when it has an end_session_endpoint: on a shared computer
+		// the next click on "Sign in" would otherwise be signed straight
+		// back in by the provider's own session.
+		if u.FromProvider() && d.opts.OIDC != nil && d.opts.PublicURL != "" {
+			back := strings.TrimRight(d.opts.PublicURL, "/") + idp.SignedOutPath
+			if to, ok := d.opts.OIDC.EndSessionURL(ctx, idToken, back); ok {
+				return c.Redirect(http.StatusSeeOther, to)
+			}
 		}
 		return c.Redirect(http.StatusSeeOther, "/login?signed_out=1")
 	}

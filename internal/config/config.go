@@ -112,6 +112,10 @@ type Config struct {
 	OIDCClientSecret Secret
 	OIDCGroupsClaim  string
 	OIDCRoles        idp.Roles
+	// OIDCRecheck (HOOKD_OIDC_RECHECK, 0: off) and OIDCAllowedDomains
+	// (HOOKD_OIDC_ALLOWED_DOMAINS): see signin.go.
+	OIDCRecheck        time.Duration
+	OIDCAllowedDomains []string
 	// SessionMaxAge is how long a session lasts after its sign-in.
 	SessionMaxAge time.Duration
 	// PasswordSignInOff leaves password sign-in to EmergencyAdmin alone.
@@ -281,7 +285,7 @@ func checkOIDC(cfg Config) error {
 	case cfg.OIDCClientID == "":
 		return errors.New("HOOKD_OIDC_CLIENT_ID: required with HOOKD_OIDC_ISSUER (the client id hookd is registered with)")
 	case len(cfg.OIDCRoles) == 0:
-		return errors.New("HOOKD_OIDC_ROLES: required with HOOKD_OIDC_ISSUER, e.g. admin:hookd-admins,operator:support,viewer:* " +
+		return errors.New("HOOKD_OIDC_ROLES: required with HOOKD_OIDC_ISSUER, e.g. admin:hookd-admins,operator:support,viewer:staff " +
 			"(without it every sign-in would be refused)")
 	case cfg.PublicURL == "":
 		return errors.New("HOOKD_PUBLIC_URL: required with HOOKD_OIDC_ISSUER: the redirect URL registered at the provider is " +
@@ -296,7 +300,8 @@ func OIDCProvider(cfg Config) *idp.Provider {
 		return nil
 	}
 	return idp.New(idp.Config{Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret.Reveal(),
-		RedirectURL: OIDCRedirectURL(cfg), GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles})
+		RedirectURL: OIDCRedirectURL(cfg), GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles,
+		AllowedDomains: cfg.OIDCAllowedDomains, Offline: OIDCRechecks(cfg)})
 }
 
 // OIDCRedirectURL is where the identity provider sends the browser back:

@@ -78,3 +78,62 @@ func TestParseConfig_OIDC(t *testing.T) {
 		t.Errorf("an error shows the client secret: %v", err)
 	}
 }
+
+func TestParseConfig_OIDCLeaversAndStrangers(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"HOOKD_OIDC_ISSUER": "https://idp.example.com/realms/acme", "HOOKD_OIDC_CLIENT_ID": "hookd",
+		"HOOKD_OIDC_CLIENT_SECRET": "s3cret", "HOOKD_OIDC_ROLES": "admin:hookd-admins",
+		"HOOKD_PUBLIC_URL": "https://hooks.example.com/",
+	}
+	with := func(extra map[string]string) map[string]string {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		return env
+	}
+	cfg, err := Parse("serve", nil, envOf(base), new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OIDCRecheck != time.Hour || !OIDCRechecks(cfg) || cfg.OIDCAllowedDomains != nil {
+		t.Errorf("defaults: re-check %v (on %v), domains %v; want 1h, on, none", cfg.OIDCRecheck, OIDCRechecks(cfg), cfg.OIDCAllowedDomains)
+	}
+	cfg, err = Parse("serve", nil, envOf(with(map[string]string{"HOOKD_OIDC_RECHECK": "off",
+		"HOOKD_OIDC_ALLOWED_DOMAINS": " Example.com, example.de "})), new(bytes.Buffer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if OIDCRechecks(cfg) || strings.Join(cfg.OIDCAllowedDomains, ",") != "example.com,example.de" {
+		t.Errorf("set: re-check %v, domains %q", cfg.OIDCRecheck, cfg.OIDCAllowedDomains)
+	}
+	// A public client has no secret to seal refresh tokens with.
+	public := with(nil)
+	delete(public, "HOOKD_OIDC_CLIENT_SECRET")
+	if cfg, err := Parse("serve", nil, envOf(public), new(bytes.Buffer)); err != nil || OIDCRechecks(cfg) {
+		t.Errorf("public client: re-checks %v (%v), want off", OIDCRechecks(cfg), err)
+	}
+	// http is taken on this host alone.
+	for _, issuer := range []string{"http://localhost:9998/", "http://127.0.0.1:9998", "http://[::1]:9998"} {
+		if _, err := Parse("serve", nil, envOf(with(map[string]string{"HOOKD_OIDC_ISSUER": issuer})), new(bytes.Buffer)); err != nil {
+			t.Errorf("issuer %s: %v", issuer, err)
+		}
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOOKD_OIDC_ISSUER": "http://sso.example.com/realms/acme"}, "HOOKD_OIDC_ISSUER: \"http://sso.example.com/realms/acme\" is not https"},
+		{map[string]string{"HOOKD_OIDC_RECHECK": "0"}, "HOOKD_OIDC_RECHECK: must be greater than zero"},
+		{map[string]string{"HOOKD_OIDC_ALLOWED_DOMAINS": "ana@example.com"}, `HOOKD_OIDC_ALLOWED_DOMAINS: "ana@example.com" is not an email domain`},
+	} {
+		_, err := Parse("serve", nil, envOf(with(tc.env)), new(bytes.Buffer))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want %q", tc.env, err, tc.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/internal/idp"
+	"github.com/hookd/hookd/views/humanize"
 )
 
 // OIDC is the sign-in through the identity provider, as hookd serve would
@@ -27,6 +28,11 @@ type OIDC struct {
 	// and HOOKD_EMERGENCY_ADMIN.
 	PasswordSignInOff bool
 	EmergencyAdmin    string
+	// AllowedDomains is HOOKD_OIDC_ALLOWED_DOMAINS; Recheck is
+	// HOOKD_OIDC_RECHECK (0: off); Alerts says HOOKD_ALERT_URL is set.
+	AllowedDomains []string
+	Recheck        time.Duration
+	Alerts         bool
 }
 
 // IdentityProvider checks the sign-in through the identity provider: its
@@ -35,7 +41,8 @@ type OIDC struct {
 func IdentityProvider(ctx context.Context, client *http.Client, cfg OIDC) []Result {
 	const discovery, redirect, roles, passwords = "oidc discovery", "oidc redirect url", "oidc roles", "password sign-in"
 	if cfg.Issuer == "" {
-		return []Result{{discovery, Skip, "HOOKD_OIDC_ISSUER is not set: people sign in with passwords"}}
+		return append([]Result{{discovery, Skip, "HOOKD_OIDC_ISSUER is not set: people sign in with passwords"}},
+			emergencyAdmin(cfg)...)
 	}
 	results := make([]Result, 0, 4)
 	p := idp.New(idp.Config{Issuer: cfg.Issuer, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret,
@@ -61,6 +68,7 @@ func IdentityProvider(ctx context.Context, client *http.Client, cfg OIDC) []Resu
 		results = append(results, Result{roles, OK, fmt.Sprintf("%s, read from the claim %s; admins from %s",
 			cfg.Roles, p.GroupsClaim(), strings.Join(admins, ", "))})
 	}
+	results = append(results, everyone(cfg), recheck(cfg))
 
 	switch {
 	case !cfg.PasswordSignInOff:
@@ -71,7 +79,58 @@ func IdentityProvider(ctx context.Context, client *http.Client, cfg OIDC) []Resu
 	default:
 		results = append(results, Result{passwords, OK, "off, except for the emergency admin " + cfg.EmergencyAdmin})
 	}
-	return results
+	return append(results, emergencyAdmin(cfg)...)
+}
+
+// everyone warns of a role given to every person the provider signs in:
+// with Google, GitLab.com, Entra's common endpoint or a realm people may
+// register at themselves, that is anyone.
+func everyone(cfg OIDC) Result {
+	const name = "oidc open door"
+	role, ok := cfg.Roles.Everyone()
+	switch {
+	case !ok && len(cfg.AllowedDomains) == 0:
+		return Result{name, OK, "no role is given to every person: only the groups of HOOKD_OIDC_ROLES let people in"}
+	case !ok:
+		return Result{name, OK, "only the groups of HOOKD_OIDC_ROLES let people in, with verified emails of " +
+			strings.Join(cfg.AllowedDomains, ", ")}
+	case len(cfg.AllowedDomains) == 0:
+		return Result{name, Warn, fmt.Sprintf("HOOKD_OIDC_ROLES gives %s to every person the provider signs in (%s): "+
+			"if anyone can get an account there (Google, GitLab.com, Entra's common endpoint, self-registration), anyone "+
+			"reads the events' payloads; map a group instead, or set HOOKD_OIDC_ALLOWED_DOMAINS", role, idp.AnyGroup)}
+	}
+	return Result{name, Warn, fmt.Sprintf("HOOKD_OIDC_ROLES gives %s to every person the provider signs in (%s) "+
+		"with a verified email of %s: map a group instead unless everyone there may read the events' payloads",
+		role, idp.AnyGroup, strings.Join(cfg.AllowedDomains, ", "))}
+}
+
+func recheck(cfg OIDC) Result {
+	const name = "oidc re-check"
+	switch {
+	case cfg.Recheck == 0:
+		return Result{name, Warn, "HOOKD_OIDC_RECHECK is off: someone the provider stops letting in keeps a session " +
+			"they have until HOOKD_SESSION_MAX_AGE, or until they sign in again"}
+	case cfg.ClientSecret == "":
+		return Result{name, Warn, "off: HOOKD_OIDC_RECHECK needs HOOKD_OIDC_CLIENT_SECRET, which refresh tokens are sealed with; " +
+			"someone the provider stops letting in keeps a session they have until HOOKD_SESSION_MAX_AGE"}
+	}
+	return Result{name, OK, "every signed-in person is asked about again every " + humanize.Duration(cfg.Recheck) +
+		" (the provider must give refresh tokens: offline_access)"}
+}
+
+// emergencyAdmin says the emergency admin is on: a password sign-in past
+// the provider and its second factor.
+func emergencyAdmin(cfg OIDC) []Result {
+	const name = "emergency admin"
+	if cfg.EmergencyAdmin == "" {
+		return nil
+	}
+	if !cfg.Alerts {
+		return []Result{{name, Warn, "on: " + cfg.EmergencyAdmin + " signs in with a password, past the identity " +
+			"provider's second factor; each sign-in is audited as emergency_login, but HOOKD_ALERT_URL is not set to alert on it"}}
+	}
+	return []Result{{name, OK, "on: " + cfg.EmergencyAdmin + " signs in with a password, past the identity provider's " +
+		"second factor; each sign-in is audited as emergency_login and alerted through HOOKD_ALERT_URL"}}
 }
 
 // probeRedirect asks the provider's authorization endpoint to start a

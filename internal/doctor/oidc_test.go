@@ -55,15 +55,18 @@ func oidcConfig(t *testing.T, m *mockoidc.MockOIDC, roles string) doctor.OIDC {
 		t.Fatal(err)
 	}
 	return doctor.OIDC{Issuer: m.Issuer(), ClientID: m.ClientID, ClientSecret: m.ClientSecret, Roles: mapping,
-		RedirectURL: "https://hooks.example.com" + idp.CallbackPath}
+		RedirectURL: "https://hooks.example.com" + idp.CallbackPath, Recheck: idp.DefaultRecheck}
 }
 
 func TestIdentityProvider_AllWell(t *testing.T) {
 	t.Parallel()
 	m := startProvider(t, false)
-	cfg := oidcConfig(t, m, "admin:hookd-admins,viewer:*")
-	cfg.PasswordSignInOff, cfg.EmergencyAdmin = true, "break-glass@example.com"
+	cfg := oidcConfig(t, m, "admin:hookd-admins,viewer:staff")
+	cfg.PasswordSignInOff, cfg.EmergencyAdmin, cfg.Alerts = true, "break-glass@example.com", true
 	got := byCheck(t, doctor.IdentityProvider(context.Background(), http.DefaultClient, cfg))
+	expect(t, got["oidc open door"], doctor.OK, "only the groups")
+	expect(t, got["oidc re-check"], doctor.OK, "every 1 h")
+	expect(t, got["emergency admin"], doctor.OK, "break-glass@example.com", "emergency_login", "alerted")
 	expect(t, got["oidc discovery"], doctor.OK, m.Issuer())
 	expect(t, got["oidc redirect url"], doctor.OK, "https://hooks.example.com/auth/oidc/callback")
 	expect(t, got["oidc roles"], doctor.OK, "admins from hookd-admins", "claim groups")
@@ -93,4 +96,30 @@ func TestIdentityProvider_Misconfigured(t *testing.T) {
 	if len(off) != 1 || off[0].Status != doctor.Skip || !strings.Contains(off[0].Detail, "HOOKD_OIDC_ISSUER") {
 		t.Errorf("without an issuer: %+v, want one skipped line naming HOOKD_OIDC_ISSUER", off)
 	}
+}
+
+// A role given to * lets in everyone the provider knows: doctor warns,
+// whether or not HOOKD_OIDC_ALLOWED_DOMAINS narrows it.
+func TestIdentityProvider_EveryoneMappedWarns(t *testing.T) {
+	t.Parallel()
+	m := startProvider(t, false)
+	cfg := oidcConfig(t, m, "admin:hookd-admins,viewer:*")
+	got := byCheck(t, doctor.IdentityProvider(context.Background(), http.DefaultClient, cfg))
+	expect(t, got["oidc open door"], doctor.Warn, "gives viewer to every person", "HOOKD_OIDC_ALLOWED_DOMAINS")
+	cfg.AllowedDomains = []string{"example.com"}
+	got = byCheck(t, doctor.IdentityProvider(context.Background(), http.DefaultClient, cfg))
+	expect(t, got["oidc open door"], doctor.Warn, "gives viewer to every person", "example.com")
+}
+
+func TestIdentityProvider_RecheckOffAndEmergencyAdminWithoutAlerts(t *testing.T) {
+	t.Parallel()
+	m := startProvider(t, false)
+	cfg := oidcConfig(t, m, "admin:hookd-admins")
+	cfg.Recheck, cfg.EmergencyAdmin = 0, "break-glass@example.com"
+	got := byCheck(t, doctor.IdentityProvider(context.Background(), http.DefaultClient, cfg))
+	expect(t, got["oidc re-check"], doctor.Warn, "HOOKD_OIDC_RECHECK is off")
+	expect(t, got["emergency admin"], doctor.Warn, "break-glass@example.com", "HOOKD_ALERT_URL is not set")
+	cfg.Recheck, cfg.ClientSecret = idp.DefaultRecheck, ""
+	got = byCheck(t, doctor.IdentityProvider(context.Background(), http.DefaultClient, cfg))
+	expect(t, got["oidc re-check"], doctor.Warn, "needs HOOKD_OIDC_CLIENT_SECRET")
 }

@@ -2,20 +2,26 @@
 // OpenID Connect: the authorization-code flow with PKCE, state and nonce
 // (the state's single use and its tie to the browser are the dashboard's),
 // the ID token's checks (signature against the provider's current keys,
-// issuer, audience, expiry, nonce), the claims hookd reads from the token
-// and, for what the token leaves out, from the userinfo endpoint, and the
-// mapping from the provider's groups to hookd's roles.
+// issuer, audience, expiry with a minute of clock skew, nonce), the claims
+// hookd reads from the token and, for what the token leaves out, from the
+// userinfo endpoint, who is let in (the groups mapped to hookd's roles, and
+// the email domains allowed), the re-check of a signed-in person with a
+// refresh token, and sign-out at the provider.
 //
-// It keeps no token: the ID token and the access token are read once, in
-// Finish, and dropped.
+// It keeps no token: Finish and Recheck hand the refresh token and the ID
+// token to the caller, which keeps them (the refresh token encrypted) or
+// drops them.
 package idp
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +37,11 @@ import (
 // CallbackPath is where the provider sends the browser back; the redirect
 // URL is HOOKD_PUBLIC_URL with this path.
 const CallbackPath = "/auth/oidc/callback"
+
+// SignedOutPath is where the provider sends the browser back after a
+// sign-out there: register HOOKD_PUBLIC_URL with this path as a post
+// logout redirect URI of hookd's client.
+const SignedOutPath = "/auth/oidc/signed-out"
 
 // DefaultGroupsClaim is HOOKD_OIDC_GROUPS_CLAIM's default.
 const DefaultGroupsClaim = "groups"
@@ -49,9 +60,59 @@ type Config struct {
 	// strings, or one string. Default DefaultGroupsClaim.
 	GroupsClaim string
 	Roles       Roles
+	// AllowedDomains is HOOKD_OIDC_ALLOWED_DOMAINS: when set, only a
+	// verified email of one of these domains signs in (and, from Google,
+	// only an account whose hd claim is one of them).
+	AllowedDomains []string
+	// Offline asks for a refresh token (the offline_access scope; Google's
+	// access_type=offline), with which Recheck asks the provider again
+	// about a signed-in person.
+	Offline bool
 	// HTTPClient reaches the provider. Default: a client with a 10 s
 	// timeout.
 	HTTPClient *http.Client
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// ClockSkew is how far the provider's clock, or another replica's, may be
+// from this one's: a token expired less than this long ago, and a sign-in
+// another replica started up to this far in its future, are accepted.
+const ClockSkew = time.Minute
+
+// Discovery's timings: a failed read of the discovery document is
+// answered from memory for discoveryRetry, so requests do not queue
+// behind a provider that is down; a read one is used for discoveryRefresh,
+// then read again (in the background: the old one serves meanwhile).
+const (
+	discoveryRetry   = 30 * time.Second
+	discoveryRefresh = 24 * time.Hour
+)
+
+// CheckIssuer refuses an issuer that is not an https URL, unless it is on
+// this host (localhost, a loopback address): over plain HTTP anyone on the
+// way could swap the provider's keys and sign in as anyone.
+func CheckIssuer(issuer string) error {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL", issuer)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q is not https: over plain HTTP anyone on the way could sign in as anyone "+
+		"(http is taken for localhost and loopback addresses alone)", issuer)
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Provider is the identity provider, discovered on first use: hookd
@@ -61,12 +122,21 @@ type Provider struct {
 
 	mu         sync.Mutex
 	discovered *discovered
+	readAt     time.Time
+	// failed is the last read's error, until failedAt + discoveryRetry.
+	failed   error
+	failedAt time.Time
+	// reading is closed when the read under way ends; nil when none is.
+	reading chan struct{}
 }
 
 type discovered struct {
 	provider *oidc.Provider
 	verifier *oidc.IDTokenVerifier
 	oauth    oauth2.Config
+	// endSession is the provider's end_session_endpoint, "" without one.
+	endSession string
+	userinfo   bool
 }
 
 // New returns the provider cfg describes. It reaches nothing yet.
@@ -77,6 +147,9 @@ func New(cfg Config) *Provider {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Provider{cfg: cfg}
 }
 
@@ -86,46 +159,120 @@ func (p *Provider) Issuer() string { return p.cfg.Issuer }
 // GroupsClaim returns the claim the groups are read from.
 func (p *Provider) GroupsClaim() string { return p.cfg.GroupsClaim }
 
+// Offline reports whether sign-ins ask for a refresh token to re-check
+// the person with.
+func (p *Provider) Offline() bool { return p.cfg.Offline }
+
 func (p *Provider) clientContext(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, p.cfg.HTTPClient)
 }
 
-// discover reads the provider's discovery document the first time it
-// succeeds. The key set it makes fetches the provider's keys again when a
-// token is signed with a key it does not know, so a rotated key is
+// discover returns the provider's discovery document. One read runs at a
+// time, whoever asks: every request waits for the same read (or for its
+// own context), none holds a lock while the provider is slow, and a read
+// that failed is answered from memory for discoveryRetry. A document
+// older than discoveryRefresh is read again in the background while the
+// old one serves. The key set it makes fetches the provider's keys again
+// when a token is signed with a key it does not know, so a rotated key is
 // picked up at the next sign-in.
 func (p *Provider) discover(ctx context.Context) (*discovered, error) {
+	for {
+		p.mu.Lock()
+		now := p.cfg.Now()
+		d := p.discovered
+		switch {
+		case d != nil && (now.Sub(p.readAt) < discoveryRefresh || p.reading != nil ||
+			p.failed != nil && now.Sub(p.failedAt) < discoveryRetry):
+			p.mu.Unlock()
+			return d, nil
+		case d == nil && p.reading == nil && p.failed != nil && now.Sub(p.failedAt) < discoveryRetry:
+			err := p.failed
+			p.mu.Unlock()
+			return nil, err
+		}
+		if p.reading == nil {
+			p.reading = make(chan struct{})
+			go p.read(p.reading)
+		}
+		reading := p.reading
+		p.mu.Unlock()
+		if d != nil {
+			return d, nil
+		}
+		select {
+		case <-reading:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the discovery document of %s: %w", p.cfg.Issuer, ctx.Err())
+		}
+	}
+}
+
+// read reads the discovery document once, bounded by the HTTP client's
+// timeout alone: no request's deadline, as every request waiting shares it,
+// and the key set keeps its context for later fetches.
+func (p *Provider) read(done chan struct{}) {
+	d, err := p.readDocument(p.clientContext(context.Background()))
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.discovered != nil {
-		return p.discovered, nil
+	if err != nil {
+		p.failed, p.failedAt = err, p.cfg.Now()
+	} else {
+		p.discovered, p.readAt, p.failed = d, p.cfg.Now(), nil
 	}
-	// The key set keeps this context for its later fetches: no deadline of
-	// this request's, only the HTTP client.
-	provider, err := oidc.NewProvider(p.clientContext(context.WithoutCancel(ctx)), p.cfg.Issuer)
+	p.reading = nil
+	close(done)
+}
+
+func (p *Provider) readDocument(ctx context.Context) (*discovered, error) {
+	provider, err := oidc.NewProvider(ctx, p.cfg.Issuer)
 	if err != nil {
 		return nil, fmt.Errorf("read the discovery document of %s: %w", p.cfg.Issuer, err)
 	}
-	p.discovered = &discovered{
+	var endpoints struct {
+		EndSession string   `json:"end_session_endpoint"`
+		Userinfo   string   `json:"userinfo_endpoint"`
+		Scopes     []string `json:"scopes_supported"`
+	}
+	if err := provider.Claims(&endpoints); err != nil {
+		return nil, fmt.Errorf("read the discovery document of %s: %w", p.cfg.Issuer, err)
+	}
+	// The provider's clock, or this host's, may be up to ClockSkew off: a
+	// token is taken until ClockSkew after its expiry.
+	now := func() time.Time { return p.cfg.Now().Add(-ClockSkew) }
+	return &discovered{
 		provider: provider,
-		verifier: provider.Verifier(&oidc.Config{ClientID: p.cfg.ClientID}),
+		verifier: provider.Verifier(&oidc.Config{ClientID: p.cfg.ClientID, Now: now}),
 		oauth: oauth2.Config{
 			ClientID:     p.cfg.ClientID,
 			ClientSecret: p.cfg.ClientSecret,
 			RedirectURL:  p.cfg.RedirectURL,
 			Endpoint:     provider.Endpoint(),
-			Scopes:       p.scopes(),
+			Scopes:       p.scopes(endpoints.Scopes),
 		},
-	}
-	return p.discovered, nil
+		endSession: endpoints.EndSession,
+		userinfo:   endpoints.Userinfo != "",
+	}, nil
+}
+
+// isGoogle reports whether the provider is Google's, which asks for a
+// refresh token with access_type=offline rather than a scope.
+func (p *Provider) isGoogle() bool {
+	return strings.TrimRight(p.cfg.Issuer, "/") == "https://accounts.google.com"
 }
 
 // scopes asks for the ID token, the email and profile claims, and a scope
 // named like the groups claim unless a standard scope carries it: that is
 // how Okta, Keycloak (a client scope named groups) and most others are set
 // up to send groups. Providers leave out scopes they do not know.
-func (p *Provider) scopes() []string {
+//
+// With Config.Offline it asks for offline_access too, unless the provider
+// lists the scopes it supports without it (some refuse a scope they do not
+// know) or is Google's, which asks otherwise (Start).
+func (p *Provider) scopes(supported []string) []string {
 	scopes := []string{oidc.ScopeOpenID, "email", "profile"}
+	if p.cfg.Offline && !p.isGoogle() && (len(supported) == 0 || slices.Contains(supported, oidc.ScopeOfflineAccess)) {
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
 	switch p.cfg.GroupsClaim {
 	case "email", "preferred_username", "name", "nickname", "sub":
 	default:
@@ -151,7 +298,12 @@ func (p *Provider) Start(ctx context.Context) (Start, error) {
 		return Start{}, err
 	}
 	s := Start{State: oauth2.GenerateVerifier(), Nonce: oauth2.GenerateVerifier(), Verifier: oauth2.GenerateVerifier()}
-	s.URL = d.oauth.AuthCodeURL(s.State, oidc.Nonce(s.Nonce), oauth2.S256ChallengeOption(s.Verifier))
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(s.Nonce), oauth2.S256ChallengeOption(s.Verifier)}
+	if p.cfg.Offline && p.isGoogle() {
+		// Google gives a refresh token only at a consent screen.
+		opts = append(opts, oauth2.AccessTypeOffline, oauth2.SetAuthURLParam("prompt", "consent"))
+	}
+	s.URL = d.oauth.AuthCodeURL(s.State, opts...)
 	return s, nil
 }
 
@@ -162,12 +314,30 @@ type Identity struct {
 	// Email is what the pages show: the email claim, else
 	// preferred_username, else the subject.
 	Email string
-	// EmailUnverified is set when the provider says email_verified false.
+	// EmailClaim is the email claim alone, "" without one; EmailVerified
+	// is set when the provider says email_verified true, EmailUnverified
+	// when it says false (neither when it says nothing).
+	EmailClaim      string
+	EmailVerified   bool
 	EmailUnverified bool
+	// HostedDomain is Google's hd claim: the Workspace domain of the
+	// account, "" for a personal one.
+	HostedDomain string
 	// Groups are the groups claim's values; GroupsFound says whether the
 	// claim was there at all.
 	Groups      []string
 	GroupsFound bool
+	// Tokens are what the provider gave with this identity, for the
+	// caller to keep or drop.
+	Tokens Tokens
+}
+
+// Tokens are a sign-in's tokens that outlive it: the refresh token
+// (Config.Offline), and the raw ID token, which the provider's
+// end_session_endpoint takes as the hint of whose session to end.
+type Tokens struct {
+	Refresh string
+	ID      string
 }
 
 // Finish ends a sign-in: it trades code for tokens with PKCE's verifier,
@@ -208,14 +378,88 @@ func (p *Provider) Finish(ctx context.Context, code, verifier, nonce string) (Id
 			return Identity{}, err
 		}
 	}
-	return p.identity(idToken.Issuer, idToken.Subject, claims)
+	id, err := p.identity(idToken.Issuer, idToken.Subject, claims)
+	id.Tokens = Tokens{Refresh: token.RefreshToken, ID: raw}
+	return id, err
+}
+
+// ErrRefreshRefused is Recheck's error when the provider refuses the
+// refresh token (invalid_grant): it no longer vouches for the person's
+// earlier sign-in, revoked or expired, and they must sign in again.
+var ErrRefreshRefused = errors.New("the identity provider refused the refresh token")
+
+// Recheck asks the provider about a signed-in person again, with the
+// refresh token of their sign-in, and returns who they are now (with the
+// new refresh token when the provider rotates it). The claims are those
+// of the new ID token, filled in from the userinfo endpoint like
+// Finish's; the subject must be subject. It fails with ErrRefreshRefused
+// when the provider refuses the token, and with another error when the
+// provider could not be asked, which says nothing about the person.
+func (p *Provider) Recheck(ctx context.Context, refreshToken, subject string) (Identity, error) {
+	d, err := p.discover(ctx)
+	if err != nil {
+		return Identity{}, err
+	}
+	ctx = p.clientContext(ctx)
+	token, err := d.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && re.ErrorCode == "invalid_grant" {
+		return Identity{}, fmt.Errorf("%w: %s", ErrRefreshRefused, exchangeError(err))
+	}
+	if err != nil {
+		return Identity{}, fmt.Errorf("refresh the sign-in: %w", exchangeError(err))
+	}
+	claims := map[string]any{}
+	issuer := p.cfg.Issuer
+	raw, _ := token.Extra("id_token").(string)
+	if raw != "" {
+		idToken, err := d.verifier.Verify(ctx, raw)
+		if err != nil {
+			return Identity{}, fmt.Errorf("the refreshed ID token is not valid: %w", err)
+		}
+		if idToken.Subject != subject {
+			return Identity{}, errors.New("the refreshed ID token names another subject")
+		}
+		if err := idToken.Claims(&claims); err != nil {
+			return Identity{}, fmt.Errorf("read the refreshed ID token's claims: %w", err)
+		}
+		issuer = idToken.Issuer
+	}
+	if err := p.addUserinfo(ctx, d, token, subject, claims); err != nil {
+		return Identity{}, err
+	}
+	if raw == "" && len(claims) == 0 {
+		return Identity{}, errors.New("the provider's refresh gave neither an ID token nor a userinfo endpoint to read")
+	}
+	id, err := p.identity(issuer, subject, claims)
+	id.Tokens = Tokens{Refresh: cmp.Or(token.RefreshToken, refreshToken), ID: raw}
+	return id, err
+}
+
+// EndSessionURL returns where to send the browser to sign out at the
+// provider too (RP-initiated logout), back to postLogout afterwards, or
+// false when the provider has no end_session_endpoint or cannot be read.
+// idTokenHint names the session to end.
+func (p *Provider) EndSessionURL(ctx context.Context, idTokenHint, postLogout string) (string, bool) {
+	d, err := p.discover(ctx)
+	if err != nil || d.endSession == "" {
+		return "", false
+	}
+	u, err := url.Parse(d.endSession)
+	if err != nil {
+		return "", false
+	}
+	q := u.Query()
+	if idTokenHint != "" {
+		q.Set("id_token_hint", idTokenHint)
+	}
+	q.Set("client_id", p.cfg.ClientID)
+	q.Set("post_logout_redirect_uri", postLogout)
+	u.RawQuery = q.Encode()
+	return u.String(), true
 }
 
 func (p *Provider) addUserinfo(ctx context.Context, d *discovered, token *oauth2.Token, subject string, claims map[string]any) error {
-	var endpoint struct {
-		URL string `json:"userinfo_endpoint"`
-	}
-	if err := d.provider.Claims(&endpoint); err != nil || endpoint.URL == "" {
+	if !d.userinfo {
 		return nil
 	}
 	info, err := d.provider.UserInfo(ctx, oauth2.StaticTokenSource(token))
@@ -249,9 +493,15 @@ func (p *Provider) identity(issuer, subject string, claims map[string]any) (Iden
 	// send; absent says nothing, as with providers that never send it.
 	switch v := claims["email_verified"].(type) {
 	case bool:
-		id.EmailUnverified = !v
+		id.EmailVerified, id.EmailUnverified = v, !v
 	case string:
-		id.EmailUnverified = v == strconv.FormatBool(false)
+		id.EmailVerified, id.EmailUnverified = v == strconv.FormatBool(true), v == strconv.FormatBool(false)
+	}
+	if s, ok := claims["email"].(string); ok {
+		id.EmailClaim = strings.TrimSpace(s)
+	}
+	if s, ok := claims["hd"].(string); ok {
+		id.HostedDomain = strings.ToLower(strings.TrimSpace(s))
 	}
 	groups, found := claims[p.cfg.GroupsClaim]
 	id.GroupsFound = found
@@ -288,6 +538,9 @@ func (p *Provider) Role(id Identity) (accounts.Role, error) {
 		return "", &Refusal{Reason: fmt.Sprintf("The identity provider says the email %s is not verified "+
 			"(email_verified is false). Verify it there, then sign in again.", id.Email)}
 	}
+	if reason := p.outsideDomains(id); reason != "" {
+		return "", &Refusal{Reason: reason}
+	}
 	role, ok := p.cfg.Roles.For(id.Groups)
 	if ok {
 		return role, nil
@@ -305,6 +558,46 @@ func (p *Provider) Role(id Identity) (accounts.Role, error) {
 	// everyone the provider knows.
 	return "", &Refusal{Reason: fmt.Sprintf("Your groups give no role in hookd (%s). "+
 		"Ask whoever runs hookd which group lets you in.", read)}
+}
+
+// outsideDomains says why id is refused by HOOKD_OIDC_ALLOWED_DOMAINS, or
+// "" when the setting lets id in (or is not set).
+func (p *Provider) outsideDomains(id Identity) string {
+	allowed := p.cfg.AllowedDomains
+	if len(allowed) == 0 {
+		return ""
+	}
+	const limited = "Sign-in here is limited to the verified emails of the company's domains"
+	_, domain, _ := strings.Cut(strings.ToLower(id.EmailClaim), "@")
+	switch {
+	case id.EmailClaim == "":
+		return limited + ", and the identity provider sent no email for you."
+	case !id.EmailVerified:
+		return fmt.Sprintf("%s, and the identity provider does not say your email %s is verified.", limited, id.EmailClaim)
+	case !slices.Contains(allowed, domain):
+		return fmt.Sprintf("%s, and %s is not one of them. Sign in with your company account.", limited, id.EmailClaim)
+	case id.HostedDomain != "" && !slices.Contains(allowed, id.HostedDomain) || p.isGoogle() && id.HostedDomain == "":
+		return fmt.Sprintf("%s, and your Google account is not one of the company's Workspace (its hd is %q). "+
+			"Sign in with your company account.", limited, id.HostedDomain)
+	}
+	return ""
+}
+
+// ParseDomains reads HOOKD_OIDC_ALLOWED_DOMAINS: email domains separated
+// by commas, compared without case.
+func ParseDomains(s string) ([]string, error) {
+	var domains []string
+	for d := range strings.SplitSeq(s, ",") {
+		d = strings.ToLower(strings.TrimSpace(d))
+		if d == "" {
+			continue
+		}
+		if strings.ContainsAny(d, "@/: ") || !strings.Contains(d, ".") {
+			return nil, fmt.Errorf("%q is not an email domain, e.g. example.com", d)
+		}
+		domains = append(domains, d)
+	}
+	return domains, nil
 }
 
 // exchangeError keeps what the provider said of a refused code, and

@@ -83,3 +83,11 @@ func (r Roles) AdminGroups() []string {
 	}
 	return groups
 }
+
+// Everyone returns the role the mapping gives every person the provider
+// signs in (through AnyGroup), and false when it gives none: with a
+// provider anyone can get an account at (Google, GitLab.com, Entra's
+// common endpoint, a realm with self-registration), that is everyone.
+func (r Roles) Everyone() (accounts.Role, bool) {
+	return r.For(nil)
+}

@@ -257,6 +257,11 @@ func (a *Alerter) post(ctx context.Context, text string) error {
 	}
 }
 
+// Announce posts text as an alert of its own, outside the conditions
+// Check evaluates: an event worth a message at once (the emergency admin's
+// sign-in). It never waits; the alert is sent while Run runs.
+func (a *Alerter) Announce(ctx context.Context, text string) { a.enqueue(ctx, text) }
+
 // enqueue hands text to the sending goroutine without ever waiting.
 func (a *Alerter) enqueue(ctx context.Context, text string) {
 	select {

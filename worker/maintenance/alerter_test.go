@@ -378,3 +378,18 @@ func TestAlerter_CircuitBreaker(t *testing.T) {
 	}
 	wantContains(t, texts[1], "cleared", "circuit breaker closed")
 }
+
+// An alert of the caller's own (the emergency admin's sign-in) is posted
+// as it is, outside the conditions, once.
+func TestAlerter_Announce(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	hook := newIncomingWebhook(t)
+	a := maintenance.NewAlerter(bundle.store, discardLogger, alerterConfig(hook.srv.URL))
+	runAlerter(t, a)
+	a.Announce(t.Context(), "The emergency admin break-glass@example.com signed in with a password")
+	texts := hook.waitTexts(t, 1)
+	if len(texts) != 1 || texts[0] != "The emergency admin break-glass@example.com signed in with a password" {
+		t.Errorf("alerts %q, want the announcement alone", texts)
+	}
+}
