@@ -47,8 +47,8 @@ STRIPE_MOCK_VERSION := v0.203.0
 stripe-mock:
 	@[ -x "$$(go env GOPATH)/bin/stripe-mock" ] || go install github.com/stripe/stripe-mock@$(STRIPE_MOCK_VERSION)
 
-# ZITADEL's example OpenID provider, which the end-to-end tests sign in
-# through (e2e/oidc_test.go).
+# The OpenID provider the end-to-end tests sign in through (ZITADEL's
+# example provider, extended in .ci/oidc-provider; e2e/oidc_test.go).
 oidc-provider:
 	@bash .ci/oidc-provider.sh
 

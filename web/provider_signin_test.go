@@ -742,8 +742,13 @@ func TestOIDC_HTTPSPublicURLMeansHSTSAndHostCookies(t *testing.T) {
 	}{{"https://hooks.example.com", true}, {"http://127.0.0.1:8080", false}} {
 		t.Run(tc.publicURL, func(t *testing.T) {
 			t.Parallel()
-			b, _ := setupOIDC(t, testRoles, web.Options{PublicURL: tc.publicURL})
+			b, p := setupOIDC(t, testRoles, web.Options{PublicURL: tc.publicURL})
 			r := b.client(t).get("/login")
+			// The sign-out's redirect to the provider is a form's: the
+			// pages let forms reach its origin.
+			if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "form-action 'self' "+idp.Origin(p.mock.Issuer())+";") {
+				t.Errorf("Content-Security-Policy %q does not let the sign-out reach the provider", csp)
+			}
 			if got := r.header.Get("Strict-Transport-Security"); (got == "max-age=31536000") != tc.https || !tc.https && got != "" {
 				t.Errorf("Strict-Transport-Security %q with %s", got, tc.publicURL)
 			}

@@ -176,7 +176,7 @@ func NewServer(opts Options) http.Handler {
 	e.HidePort = true
 	e.IPExtractor = clientAddress(opts.TrustedProxies)
 	e.Use(middleware.RequestID())
-	e.Use(securityHeaders(isHTTPS(opts.PublicURL)))
+	e.Use(securityHeaders(isHTTPS(opts.PublicURL), providerOrigin(opts.OIDC)))
 
 	d := newDashboard(opts)
 	e.HTTPErrorHandler = d.handleError
@@ -188,22 +188,38 @@ func NewServer(opts Options) http.Handler {
 // from running injected script, being framed or leaking their URLs; with
 // an https public URL (hsts), Strict-Transport-Security too, for a year,
 // for this host alone: hookd does not decide for its parent domain's
-// other hosts.
-func securityHeaders(hsts bool) echo.MiddlewareFunc {
+// other hosts. Forms post to hookd alone, and their redirects stay there,
+// but for the sign-out's to the identity provider (provider, its origin).
+func securityHeaders(hsts bool, provider string) echo.MiddlewareFunc {
+	formAction := "'self'"
+	if provider != "" {
+		formAction += " " + provider
+	}
+	csp := "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+		"frame-ancestors 'none'; form-action " + formAction + "; base-uri 'none'"
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			h := c.Response().Header()
 			if hsts {
 				h.Set("Strict-Transport-Security", "max-age=31536000")
 			}
-			h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
-				"frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+			h.Set("Content-Security-Policy", csp)
 			h.Set("X-Frame-Options", "DENY")
 			h.Set("Referrer-Policy", "same-origin")
 			h.Set("X-Content-Type-Options", "nosniff")
 			return next(c)
 		}
 	}
+}
+
+// providerOrigin is the identity provider's origin, "" without one: the
+// sign-out form's redirect goes to its end_session_endpoint, which the
+// browser follows only when the page's form-action allows it.
+func providerOrigin(p *idp.Provider) string {
+	if p == nil {
+		return ""
+	}
+	return idp.Origin(p.Issuer())
 }
 
 // clientAddress returns how the client's address is found. It counts

@@ -107,6 +107,15 @@ func CheckIssuer(issuer string) error {
 		"(http is taken for localhost and loopback addresses alone)", issuer)
 }
 
+// Origin returns the scheme and host of rawURL, "" when it is not a URL.
+func Origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 func isLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
@@ -444,8 +453,10 @@ func (p *Provider) EndSessionURL(ctx context.Context, idTokenHint, postLogout st
 	if err != nil || d.endSession == "" {
 		return "", false
 	}
+	// The dashboard's pages let their forms' redirects reach the issuer's
+	// origin alone (form-action): an endpoint elsewhere would be blocked.
 	u, err := url.Parse(d.endSession)
-	if err != nil {
+	if err != nil || Origin(d.endSession) != Origin(p.cfg.Issuer) {
 		return "", false
 	}
 	q := u.Query()
