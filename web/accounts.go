@@ -88,7 +88,7 @@ func (d *dashboard) handleAddAccount() echo.HandlerFunc {
 			if u, err = tx.CreateUser(ctx, form.Email, c.FormValue("password"), role); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.AccountAdd, accountText(u), 1)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountAdd, accountText(u), 1)
 		})
 		if msg, ok := refusal(err, "Not added"); ok {
 			form.Error = msg
@@ -143,7 +143,7 @@ func (d *dashboard) handleSetRole() echo.HandlerFunc {
 			if before, err = tx.SetRole(ctx, me.ID, id, role); err != nil || before.Role == role {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), me.Email, audit.AccountRole,
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountRole,
 				fmt.Sprintf("%s from %s to %s", before.Email, before.Role, role), 1)
 		})
 		if err != nil {
@@ -189,7 +189,7 @@ func (d *dashboard) handleRemove() echo.HandlerFunc {
 			if removed, err = tx.RemoveUser(ctx, me.ID, id); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), me.Email, audit.AccountRemove, accountText(removed), 1)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountRemove, accountText(removed), 1)
 		})
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not removed")
@@ -216,7 +216,7 @@ func (d *dashboard) handleEndSessions() echo.HandlerFunc {
 			if ended, err = tx.EndSessions(ctx, id); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.SessionsEnd, accountText(ended), 1)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.SessionsEnd, accountText(ended), 1)
 		})
 		if err != nil {
 			return d.accountChangeFailed(c, err, "No session ended")

@@ -67,12 +67,11 @@ type deliveryFlash struct {
 func (d *dashboard) changeDelivery(c echo.Context, change func(*queue.Tx) error, action audit.Action, target string,
 	say deliveryFlash) error {
 	ctx := c.Request().Context()
-	email := currentUser(c).Email
 	err := d.store.InTx(ctx, func(tx *queue.Tx) error {
 		if err := change(tx); err != nil {
 			return err
 		}
-		return audit.Record(ctx, tx.PgxTx(), email, action, target, 0)
+		return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), action, target, 0)
 	})
 	switch {
 	case errors.Is(err, say.unchanged):

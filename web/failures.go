@@ -100,7 +100,7 @@ func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 			if revived, err = tx.RetryDeadMatching(ctx, g.Filter(queue.StatusDead)); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryGroup,
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.RetryGroup,
 				views.DescribeFilter(g.Filter(queue.StatusDead)), revived.Queued+hastened.Total())
 		})
 		if err != nil {

@@ -46,7 +46,7 @@ func (d *dashboard) handleErase() echo.HandlerFunc {
 			if erased, err = tx.EraseCustomer(ctx, customer, email); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), email, audit.Erase, customer, erased.Payloads)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.Erase, customer, erased.Payloads)
 		})
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/alexedwards/scs/pgxstore"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
@@ -593,7 +595,7 @@ func TestOIDC_AdminEndsAProviderAccountsSessions(t *testing.T) {
 	b, p := setupOIDC(t, testRoles, web.Options{})
 	ana := b.client(t)
 	ana.signInWith(p, member("ana", "support"))
-	createAccount(t, b, "admin@example.com", accounts.RoleAdmin)
+	adminAccount := createAccount(t, b, "admin@example.com", accounts.RoleAdmin)
 	admin := b.client(t)
 	admin.signInAs("admin@example.com")
 
@@ -620,6 +622,23 @@ func TestOIDC_AdminEndsAProviderAccountsSessions(t *testing.T) {
 	}
 	if ends := auditTargets(t, b, "sessions_end"); len(ends) != 1 || !strings.Contains(ends[0], "ana@example.com") {
 		t.Errorf("audit %q, want one sessions_end for ana", ends)
+	}
+	// The entry names the admin's account beside the email, as the audit
+	// page shows; ana's sign-in names hers with its issuer and subject.
+	var by int64
+	if err := b.pool.QueryRow(context.Background(), `SELECT account_id FROM audit_log WHERE action = 'sessions_end'`).
+		Scan(&by); err != nil || by != adminAccount.ID {
+		t.Errorf("sessions_end names account %d (%v), want the admin's %d", by, err, adminAccount.ID)
+	}
+	shown := admin.get("/audit").doc.Find(`[data-testid="audit-account"]`)
+	want := map[string]bool{fmt.Sprintf("account %d", adminAccount.ID): false}
+	ana2, _ := providerAccount(t, b, "ana")
+	want[fmt.Sprintf("account %d, issuer %s, subject ana", ana2.ID, p.mock.Issuer())] = false
+	shown.Each(func(_ int, s *goquery.Selection) { want[strings.TrimSpace(s.Text())] = true })
+	for text, seen := range want {
+		if !seen {
+			t.Errorf("the audit page does not show %q", text)
+		}
 	}
 }
 

@@ -69,7 +69,7 @@ func (d *dashboard) handlePrune() echo.HandlerFunc {
 			if err := tx.RecordPrune(ctx, removed); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Prune, "redelivery guard ids older than "+daysText(days), removed)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.Prune, "redelivery guard ids older than "+daysText(days), removed)
 		})
 		if err != nil {
 			return err

@@ -217,7 +217,7 @@ func (d *dashboard) recordPull(ctx context.Context, c echo.Context, eventID stri
 				changed = 1
 			}
 		}
-		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.Pull, eventID, changed)
+		return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.Pull, eventID, changed)
 	})
 	return refilled, err
 }
@@ -226,7 +226,7 @@ func (d *dashboard) recordPull(ctx context.Context, c echo.Context, eventID stri
 // event in its own transaction, so the entry has one of its own.
 func (d *dashboard) recordAudit(ctx context.Context, c echo.Context, action audit.Action, target string, count int64) error {
 	return d.store.InTx(ctx, func(tx *queue.Tx) error {
-		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, target, count)
+		return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), action, target, count)
 	})
 }
 

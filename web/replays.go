@@ -125,7 +125,7 @@ func (d *dashboard) handleStartReplay() echo.HandlerFunc {
 			if r, err = tx.StartReplay(ctx, form.Name, f, email); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), email, audit.ReplayStart,
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.ReplayStart,
 				fmt.Sprintf("replay %d %q: %s", r.ID, r.Name, r.Summary), r.Total)
 		})
 		if errors.Is(err, queue.ErrNothingToReplay) {
@@ -210,7 +210,7 @@ func (d *dashboard) handleCancelReplay() echo.HandlerFunc {
 			if r, err = tx.CancelReplay(ctx, id, email); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), email, audit.ReplayCancel,
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.ReplayCancel,
 				fmt.Sprintf("replay %d %q", r.ID, r.Name), r.Remaining())
 		})
 		switch {

@@ -35,7 +35,7 @@ func (d *dashboard) retryOne(c echo.Context, action audit.Action,
 		if done, err = act(ctx, tx, id); err != nil || done == "" {
 			return err
 		}
-		return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, action, e.EventID, 1)
+		return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), action, e.EventID, 1)
 	})
 	if errors.Is(err, queue.ErrPayloadErased) {
 		flash(c, views.ErasedRetryRefusal(e))
@@ -94,7 +94,7 @@ func (d *dashboard) handleRetryAll() echo.HandlerFunc {
 			if r, err = tx.RetryDeadMatching(ctx, f); err != nil {
 				return err
 			}
-			return audit.Record(ctx, tx.PgxTx(), currentUser(c).Email, audit.RetryAll, filterText(f), r.Queued)
+			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.RetryAll, filterText(f), r.Queued)
 		})
 		if err != nil {
 			return err

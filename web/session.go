@@ -182,6 +182,12 @@ func (d *dashboard) requireRole(need accounts.Role) echo.MiddlewareFunc {
 	}
 }
 
+// actor names the signed-in account in the audit log: its email, id and,
+// for the provider's, issuer and subject.
+func actor(c echo.Context) audit.Account {
+	return idp.AuditAccount(*currentUser(c))
+}
+
 func currentUser(c echo.Context) *accounts.User {
 	u, _ := c.Get(ctxUser).(*accounts.User)
 	return u
