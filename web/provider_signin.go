@@ -158,12 +158,18 @@ func (d *dashboard) readStateCookie(c echo.Context) (oidcState, string, error) {
 	if err != nil {
 		return oidcState{}, "This browser's sign-in cookie could not be read." + startAgain, nil
 	}
-	// Another replica may have started the sign-in, by a clock up to
-	// idp.ClockSkew ahead of this one's.
-	if age := time.Since(time.Unix(st.Started, 0)); age < -idp.ClockSkew || age > oidcStateLifetime+idp.ClockSkew {
+	if !stateFresh(time.Unix(st.Started, 0), time.Now()) {
 		return oidcState{}, fmt.Sprintf("This sign-in was started more than %d minutes ago.", int(oidcStateLifetime.Minutes())) + startAgain, nil
 	}
 	return st, "", nil
+}
+
+// stateFresh reports whether a sign-in started at started may still be
+// finished at now: within oidcStateLifetime, give or take idp.ClockSkew, as
+// another replica, whose clock may be that far off, may have started it.
+func stateFresh(started, now time.Time) bool {
+	age := now.Sub(started)
+	return age >= -idp.ClockSkew && age <= oidcStateLifetime+idp.ClockSkew
 }
 
 func (d *dashboard) handleOIDCCallback() echo.HandlerFunc {
