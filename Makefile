@@ -53,7 +53,8 @@ oidc-provider:
 	@bash .ci/oidc-provider.sh
 
 # Jaeger, the trace backend main_traces_test.go reads hookd's traces back
-# from: built once from .ci/jaeger (pinned there), then started in memory.
+# from: built once from .ci/jaeger (pinned there); each test starts one of
+# its own and stops it.
 jaeger:
 	@bash .ci/jaeger.sh
 
