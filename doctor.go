@@ -67,7 +67,7 @@ func traceCheck(ctx context.Context, e tracing.Export) doctor.Result {
 	where := cmp.Or(e.TracesEndpoint, e.Endpoint)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	traceID, err := tracing.Probe(ctx, e)
+	traceID, err := tracing.Probe(ctx, e, buildVersion())
 	if err != nil {
 		return doctor.Result{Check: name, Status: doctor.Warn, Detail: fmt.Sprintf(
 			"the collector at %s refused a test span, so hookd serve's spans would be lost: %v (check the endpoint and OTEL_EXPORTER_OTLP_HEADERS)",

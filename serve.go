@@ -50,7 +50,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 	logger := slog.New(handler)
 	tuneGC(cfg)
-	tracer, shutdownTraces, err := tracing.Setup(ctx, cfg.Trace, logger)
+	tracer, shutdownTraces, err := tracing.Setup(ctx, cfg.Trace, logger, buildVersion())
 	if err != nil {
 		return err
 	}

@@ -235,7 +235,7 @@ func (t *breakerTally) read(br pgx.BatchResults, cfg breakerConfig) error {
 // The count is an expression of the row itself, not of a read before the
 // update: a transaction that waited for another's lock on the row counts
 // on top of what that one committed.
-const breakerSQL = `
+const breakerSQL = `-- hookd.breaker
 	UPDATE delivery_control c
 	SET breaker_failures = CASE WHEN $1::bool THEN $2::int ELSE c.breaker_failures + $2::int END,
 	    breaker_error = CASE WHEN $3::bool THEN NULL WHEN c.breaker_opened_at IS NOT NULL THEN c.breaker_error

@@ -48,7 +48,7 @@ func (c *activityColumns) add(s Seen) {
 // the primary key, so that two transactions never wait on each other's
 // rows in opposite orders. A thin and a snapshot event of one endpoint and
 // account in one group are one row: a row is updated once per statement.
-const upsertActivitySQL = `
+const upsertActivitySQL = `-- hookd.endpoint_activity
 	INSERT INTO endpoint_activity AS a (endpoint, account, last_event_at, last_thin_at, last_snapshot_at)
 	SELECT endpoint, account, now(),
 	       CASE WHEN bool_or(thin) THEN now() END, CASE WHEN bool_or(NOT thin) THEN now() END
@@ -112,7 +112,7 @@ func (c *pairColumns) add(p Pair) {
 // linkPairsSQL links the thin events $1 to the snapshot events $2, through
 // the endpoints $3, with $4 saying which was forwarded. A pair linked
 // already stays as its first link says: a redelivery changes nothing.
-const linkPairsSQL = `
+const linkPairsSQL = `-- hookd.link_pairs
 	INSERT INTO event_pairs (thin_event_id, snapshot_event_id, endpoint, forwarded)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
 	ON CONFLICT (thin_event_id) DO NOTHING`

@@ -223,10 +223,10 @@ func insertLeasesSQL(rows string) string {
 // for none), their runs starting now, and returns the ids it took (and
 // what each takeover recorded). An id given twice would be taken twice by
 // one command, which PostgreSQL refuses: callers pass each once.
-var takeLeasesSQL = insertLeasesSQL(`
+var takeLeasesSQL = "-- hookd.take_leases\n" + insertLeasesSQL(`
 	SELECT d.id, $3, d.path, now() + make_interval(secs => $4), $5, now()
 	FROM unnest($1::text[], $2::text[]) AS d(id, path)
-	WHERE ` + grantableSQL("$5") + `
+	WHERE `+grantableSQL("$5")+`
 	ORDER BY d.id`)
 
 // InFlight is a live lease on an event: a processor is running it now.

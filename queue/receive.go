@@ -277,7 +277,7 @@ func (op *markOp) result() []DeliveryState {
 // marker, no queue row and no lease, and returns, in the order of $2, what
 // it read of each and whether it wrote its marker. A marker written
 // meanwhile by another transaction is waited for and kept.
-var markUnleasedSQL = `
+var markUnleasedSQL = `-- hookd.mark
 	WITH l AS MATERIALIZED (
 		SELECT l.*, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued,
 		       (SELECT true FROM webhook_leases x WHERE x.event_id = l.event_id) IS NOT NULL AS leased
@@ -425,7 +425,7 @@ func queuedSQL(source, id string) string {
 // eventStatesSQL reads, for each event id $2 of source $1, with its place
 // in $2 (ord), whether it has a dedup marker (processed) and whether it has
 // a queue row (queued).
-var eventStatesSQL = `
+var eventStatesSQL = `-- hookd.event_states
 		SELECT d.id, d.ord, ` + markedSQL("d.id") + ` AS processed, ` + queuedSQL("$1", "d.id") + ` AS queued
 		FROM unnest($2::text[]) WITH ORDINALITY AS d(id, ord)`
 
@@ -436,7 +436,7 @@ var eventStatesSQL = `
 // $1, what it read and whether it took the lease (and what a takeover
 // recorded). An event processed or queued is never written to, so its
 // redelivery costs a read.
-var takeDeliveriesSQL = `
+var takeDeliveriesSQL = `-- hookd.take
 	WITH g AS MATERIALIZED (
 		SELECT ` + grantableSQL("$7") + ` AS ok
 	), d AS MATERIALIZED (
@@ -457,7 +457,7 @@ var takeDeliveriesSQL = `
 // event of source $1 among $2 that owner $3 just leased has a marker or a
 // queue row, and gives back the lease of each that has: only new events
 // stay leased. It returns each leased event's id and what it read.
-var recheckTakenSQL = `
+var recheckTakenSQL = `-- hookd.recheck_taken
 	WITH h AS MATERIALIZED (
 		SELECT l.event_id, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued
 		FROM webhook_leases l
@@ -621,7 +621,7 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 // logColumns orders them, beside $1-$3), or the queue row ($4-$23, as
 // queuedColumns orders them); and the attempts ($24-$33, as
 // attemptColumns orders them). It returns the leases it released.
-var settleDeliveriesSQL = `
+var settleDeliveriesSQL = `-- hookd.settle
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
 		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(34)+`)
@@ -653,7 +653,7 @@ var settleDeliveriesSQL = `
 // markers without attempts: it releases the leases ($1 event ids, $2
 // owners) and writes the marker, with its event log columns ($3-$13), of
 // each one it released.
-var settleProcessedSQL = `
+var settleProcessedSQL = `-- hookd.settle_processed
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
 		FROM unnest($1::text[], $2::uuid[], `+logUnnestSQL(3)+`) AS l(event_id, owner, `+logNamesSQL+`)

@@ -608,7 +608,7 @@ func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, s
 // from the queue row, and its payload $7 (compressPayload). The attempts to
 // record follow from $8 on. It returns
 // the released events.
-var settleReplayedSQL = `
+var settleReplayedSQL = `-- hookd.settle_replayed
 	WITH freed AS (` + releaseLeasesSQL("$1", "$2") + `
 	), released AS (
 		SELECT o.* FROM freed f

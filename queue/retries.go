@@ -102,7 +102,7 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 // for the stuck check (stuck.go); a pending row at MaxAttempts with
 // claims > 0 is one whose last attempt was counted and never settled (a
 // row left so by a release before): it is made dead.
-var claimAttemptsSQL = `
+var claimAttemptsSQL = `-- hookd.claim
 	WITH due AS (
 		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
@@ -177,7 +177,7 @@ func (op *startOp) queue(b *pgx.Batch) {
 // attempt, with its outcome. A database crash loses the marks with the
 // leases, and the attempts that were running then are not counted: they
 // are the database's failure, not the event's.
-const startAttemptsSQL = `
+const startAttemptsSQL = `-- hookd.start_attempts
 	UPDATE webhook_leases l SET started_at = now()
 	WHERE l.event_id = ANY ($1::text[])
 	  AND (l.event_id, l.owner) IN (SELECT * FROM unnest($1::text[], $2::uuid[]))
@@ -367,7 +367,7 @@ func (op *retrySettleOp) states() []SettledState {
 // hastened it. The attempt of a run that started (its lease says so:
 // SettleAndStart), or that brings its record, is counted here, with its
 // outcome; a release, or a success found already processed, counts none.
-var settleAttemptsSQL = `
+var settleAttemptsSQL = `-- hookd.settle_attempts
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
 	), released AS (
 		SELECT o.*, f.started FROM freed f

@@ -88,10 +88,21 @@ func (d *dashboard) chains() (session, viewer, operator, admin []echo.Middleware
 }
 
 // traced is the middleware that makes each request to route a server
-// span, with tracing on; none with it off.
+// span, with tracing on; none with it off. The span's client.address is
+// the client's as hookd believes it (echo's RealIP, HOOKD_TRUSTED_PROXIES):
+// otelhttp takes any X-Forwarded-For a sender writes, and a sender could
+// then name any address it likes.
 func traced(t *tracing.Tracer, route string) []echo.MiddlewareFunc {
 	if t == nil {
 		return nil
 	}
-	return []echo.MiddlewareFunc{echo.WrapMiddleware(func(h http.Handler) http.Handler { return t.Handler(route, h) })}
+	return []echo.MiddlewareFunc{
+		echo.WrapMiddleware(func(h http.Handler) http.Handler { return t.Handler(route, h) }),
+		func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				tracing.ClientAddress(c.Request().Context(), c.RealIP())
+				return next(c)
+			}
+		},
+	}
 }

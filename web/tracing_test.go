@@ -166,6 +166,23 @@ func (h *tracedHookd) span(t *testing.T, name string, match func(tracetest.SpanS
 	return found
 }
 
+// sqlKeywords are the words a statement may start with, which the
+// database instrumentation named its spans by: every short transaction of
+// hookd's was WITH.
+var sqlKeywords = map[string]bool{"WITH": true, "SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true,
+	"BEGIN": true, "COMMIT": true, "BATCH": true}
+
+// children are the ended spans whose parent is s.
+func (h *tracedHookd) children(s tracetest.SpanStub) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, c := range h.spans.GetSpans() {
+		if childOf(s)(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 func childOf(parent tracetest.SpanStub) func(tracetest.SpanStub) bool {
 	return func(s tracetest.SpanStub) bool { return s.Parent.SpanID() == parent.SpanContext.SpanID() }
 }
@@ -208,14 +225,22 @@ func TestTracing_InlineDeliveryIsOneSpanTree(t *testing.T) {
 		t.Errorf("the call to the app's span kind = %v, want client", client.SpanKind)
 	}
 	// The lease's and the outcome's short transactions, each one batch of
-	// statements, are their children, with the database conventions.
-	for _, step := range []tracetest.SpanStub{lease, outcome} {
-		batch := h.span(t, "batch start", func(s tracetest.SpanStub) bool {
-			return childOf(step)(s) && attr(s, "db.system.name") == "postgresql"
+	// statements, are their children, one CLIENT span each, named by what
+	// the transaction does, with the database conventions.
+	for step, name := range map[*tracetest.SpanStub]string{&lease: "hookd.take", &outcome: "hookd.settle_processed"} {
+		batch := h.span(t, name, func(s tracetest.SpanStub) bool {
+			return childOf(*step)(s) && attr(s, "db.system.name") == "postgresql" && attr(s, "db.query.summary") == name
 		})
-		stmt := h.span(t, "WITH", func(s tracetest.SpanStub) bool { return childOf(batch)(s) && attr(s, "db.query.text") != "" })
-		if stmt.SpanKind != trace.SpanKindClient {
-			t.Errorf("statement span of %s kind = %v, want client", step.Name, stmt.SpanKind)
+		if batch.SpanKind != trace.SpanKindClient {
+			t.Errorf("the transaction span of %s's kind = %v, want client", step.Name, batch.SpanKind)
+		}
+		if n := len(h.children(batch)); n != 0 {
+			t.Errorf("the transaction span %s has %d children, want none: one span a round trip", name, n)
+		}
+	}
+	for _, s := range h.spans.GetSpans() {
+		if first, _, _ := strings.Cut(s.Name, " "); sqlKeywords[strings.ToUpper(first)] {
+			t.Errorf("span %q is named by a SQL keyword, not by its statement", s.Name)
 		}
 	}
 	for _, s := range h.spans.GetSpans() {
@@ -241,9 +266,17 @@ func TestTracing_RetriesAreTracesLinkedToTheDelivery(t *testing.T) {
 	if got := attr(deliver, "hookd.outcome"); got != "queued" {
 		t.Errorf("delivery span's outcome = %q, want queued", got)
 	}
-	if deliver.Status.Description == "" || !strings.Contains(deliver.Status.Description, "500") {
-		t.Errorf("failed delivery's status = %+v, want an error naming the app's 500", deliver.Status)
+	if deliver.Status.Description != "app_status: the app answered 500" || attr(deliver, "error.type") != "app_status" {
+		t.Errorf("failed delivery's status = %+v, error.type %q; want the app's 500 and the class app_status",
+			deliver.Status, attr(deliver, "error.type"))
 	}
+	// The event goes on the queue under a PRODUCER span, whose context the
+	// queue row keeps.
+	send := h.span(t, tracing.SpanSend, childOf(deliver))
+	if send.SpanKind != trace.SpanKindProducer {
+		t.Errorf("the span that queues the event is %v, want producer", send.SpanKind)
+	}
+	wantMessaging(t, send, id, "send")
 
 	for range 2 {
 		dueNow(t, h.pool)
@@ -255,7 +288,7 @@ func TestTracing_RetriesAreTracesLinkedToTheDelivery(t *testing.T) {
 	queuetest.WaitFor(t, 5*time.Second, "two retry spans", func() bool {
 		retries = retries[:0]
 		for _, s := range h.spans.GetSpans() {
-			if s.Name == tracing.SpanRetry {
+			if s.Name == tracing.SpanProcess {
 				retries = append(retries, s)
 			}
 		}
@@ -269,9 +302,16 @@ func TestTracing_RetriesAreTracesLinkedToTheDelivery(t *testing.T) {
 		if r.SpanContext.TraceID() == deliver.SpanContext.TraceID() {
 			t.Errorf("retry %s is in the delivery's trace, want one of its own", n)
 		}
-		if len(r.Links) != 1 || r.Links[0].SpanContext.SpanID() != deliver.SpanContext.SpanID() ||
+		if len(r.Links) != 1 || r.Links[0].SpanContext.SpanID() != send.SpanContext.SpanID() ||
 			r.Links[0].SpanContext.TraceID() != deliver.SpanContext.TraceID() {
-			t.Errorf("retry %s links %v, want the delivery's span %s", n, r.Links, deliver.SpanContext.SpanID())
+			t.Errorf("retry %s links %v, want the span that queued the event, %s", n, r.Links, send.SpanContext.SpanID())
+		}
+		if r.SpanKind != trace.SpanKindConsumer {
+			t.Errorf("retry %s's span is %v, want consumer", n, r.SpanKind)
+		}
+		wantMessaging(t, r, id, "process")
+		if attr(r, "hookd.queue.wait_ms") == "" {
+			t.Errorf("retry %s's span does not say how long the event waited on the queue", n)
 		}
 		if got := attr(r, "hookd.attempt"); got != n {
 			t.Errorf("retry %s's hookd.attempt = %q", n, got)
@@ -358,6 +398,32 @@ func TestTracing_RefusalSaysWhy(t *testing.T) {
 	}
 }
 
+// TestTracing_ClientAddressIsTheOneHookdBelieves sends a delivery that
+// claims, in X-Forwarded-For, to come from elsewhere, from an address that
+// is no trusted proxy: the server span's client.address is the
+// connection's, as the rejection log's is, not the one the sender wrote.
+func TestTracing_ClientAddressIsTheOneHookdBelieves(t *testing.T) {
+	t.Parallel()
+	h := newTracedHookd(t, 0)
+	payload, _, err := stripeevent.Sample("invoice.paid", payloadMarker, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/webhooks/stripe", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Stripe-Signature", stripeevent.Sign(payload, testSecret, time.Now()))
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	if got := do(t, req); got.status != http.StatusOK {
+		t.Fatalf("delivery answered %d %q", got.status, got.body)
+	}
+	server := h.span(t, "POST /webhooks/stripe", nil)
+	if got := attr(server, "client.address"); got != "127.0.0.1" {
+		t.Errorf("server span's client.address = %q, want the connection's 127.0.0.1, not X-Forwarded-For's", got)
+	}
+}
+
 func TestTracing_NoAttributeHoldsPayloadOrSecret(t *testing.T) {
 	t.Parallel()
 	h := newTracedHookd(t, 1)
@@ -366,7 +432,7 @@ func TestTracing_NoAttributeHoldsPayloadOrSecret(t *testing.T) {
 	if _, err := h.retrier.RunBatch(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	h.span(t, tracing.SpanRetry, nil)
+	h.span(t, tracing.SpanProcess, nil)
 	_, v1, _ := strings.Cut(sig, "v1=")
 	secrets := []string{payloadMarker, string(payload), testSecret, strings.TrimPrefix(testSecret, "whsec_"),
 		tracedForwardSecret, strings.TrimPrefix(tracedForwardSecret, "whsec_"), v1, appToken}
@@ -387,6 +453,21 @@ func TestTracing_NoAttributeHoldsPayloadOrSecret(t *testing.T) {
 				t.Errorf("span %s's status holds %q", s.Name, secret[:min(len(secret), 20)])
 			}
 		}
+	}
+}
+
+// wantMessaging checks the messaging conventions' attributes of s, a span
+// of event id's operation op (send or process) on the queue.
+func wantMessaging(t *testing.T, s tracetest.SpanStub, id, op string) {
+	t.Helper()
+	for key, want := range map[string]string{"messaging.system": "hookd", "messaging.operation.type": op,
+		"messaging.operation.name": op, "messaging.message.id": id, "messaging.destination.name": "default"} {
+		if got := attr(s, key); got != want {
+			t.Errorf("span %s's %s = %q, want %q", s.Name, key, got, want)
+		}
+	}
+	if want := op + " default"; s.Name != want {
+		t.Errorf("span %s, want it named %q", s.Name, want)
 	}
 }
 
@@ -452,6 +533,7 @@ func TestTracing_ReplayIsATraceLinkedToTheDelivery(t *testing.T) {
 	h := newTracedHookd(t, 1)
 	id, _, _ := h.deliver(t, "queued")
 	deliver := h.span(t, tracing.SpanDeliver, func(s tracetest.SpanStub) bool { return attr(s, "hookd.event_id") == id })
+	send := h.span(t, tracing.SpanSend, childOf(deliver))
 
 	replayer := worker.NewReplayer(h.store, slog.New(slog.DiscardHandler), worker.ProducerConfig{
 		Interval: 50 * time.Millisecond, Processor: h.forwarder, Tracer: h.tracer})
@@ -465,14 +547,18 @@ func TestTracing_ReplayIsATraceLinkedToTheDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	replay := h.span(t, tracing.SpanReplay, nil)
+	replay := h.span(t, tracing.SpanProcess, func(s tracetest.SpanStub) bool { return attr(s, "hookd.path") == "replay" })
 	if replay.Parent.IsValid() || replay.SpanContext.TraceID() == deliver.SpanContext.TraceID() {
 		t.Errorf("the replay's span is in trace %s under %s, want the root of a trace of its own",
 			replay.SpanContext.TraceID(), replay.Parent.SpanID())
 	}
-	if len(replay.Links) != 1 || replay.Links[0].SpanContext.SpanID() != deliver.SpanContext.SpanID() {
-		t.Errorf("the replay's span links %v, want the delivery's span %s", replay.Links, deliver.SpanContext.SpanID())
+	if len(replay.Links) != 1 || replay.Links[0].SpanContext.SpanID() != send.SpanContext.SpanID() {
+		t.Errorf("the replay's span links %v, want the span that queued the event, %s", replay.Links, send.SpanContext.SpanID())
 	}
+	if replay.SpanKind != trace.SpanKindConsumer {
+		t.Errorf("the replay's span is %v, want consumer", replay.SpanKind)
+	}
+	wantMessaging(t, replay, id, "process")
 	for key, want := range map[string]string{"hookd.event_id": id, "hookd.path": "replay", "hookd.replay": name,
 		"hookd.outcome": string(queue.ReplaySettleDelivered)} {
 		if got := attr(replay, key); got != want {

@@ -6,9 +6,11 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/telemetry"
+	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 )
 
@@ -32,6 +34,7 @@ func handleStripeWebhook(logger *slog.Logger, rcv *receiver.Receiver, metrics *t
 		refuse := func(status int, err error, payload []byte) {
 			rejections.Record(telemetry.Refusal{Reason: receiver.RejectReason(err), Detail: err.Error(),
 				HTTPStatus: status, RemoteAddr: c.RealIP(), Payload: payload, SigHeader: sigHeader})
+			tracing.Refuse(trace.SpanFromContext(req.Context()), string(receiver.RejectReason(err)), err.Error())
 		}
 		payload, tooLarge, err := bodies.read(req)
 		if errors.Is(err, errBodyMemoryFull) || tooLarge {

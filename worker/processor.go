@@ -19,6 +19,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -111,11 +112,14 @@ func Process(ctx context.Context, p Processor, timeout time.Duration, d Delivery
 	defer func() {
 		took = time.Since(start)
 		if r := recover(); r != nil {
-			res = Result{Err: fmt.Errorf("processor panicked: %v", r)}
+			res = Result{Err: fmt.Errorf("%w: %v", errPanicked, r)}
 		}
 	}()
 	return p.Process(ctx, d), 0
 }
+
+// errPanicked is the error of a processor run that panicked.
+var errPanicked = errors.New("processor panicked")
 
 // maxErrorText bounds the error text stored per attempt and queue row.
 const maxErrorText = 2000

@@ -59,8 +59,8 @@ type ProducerConfig struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
-	// Tracer, when set, makes each job a trace of its own (tracing.SpanRetry,
-	// tracing.SpanReplay), linked to the delivery that queued the event
+	// Tracer, when set, makes each job a trace of its own, a CONSUMER span
+	// (tracing.SpanProcess), linked to the span that queued the event
 	// while it is queued; nil traces nothing.
 	Tracer *tracing.Tracer
 }

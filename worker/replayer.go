@@ -356,7 +356,9 @@ func (r *Replayer) startSpan(ctx context.Context, run queue.RunningReplay, m que
 	}
 	attrs := append(tracing.Event(m.EventID, m.EventType, m.Endpoint, m.Attempts, string(queue.PathReplay)),
 		tracing.AttrReplay.String(run.Name))
-	return r.cfg.Tracer.StartLinked(ctx, tracing.SpanReplay, m.TraceParent, attrs...)
+	// A replay takes the event from the event log, not the queue: it has
+	// waited for no one, and its span says no wait.
+	return r.cfg.Tracer.StartProcess(ctx, m.EventID, m.TraceParent, time.Time{}, attrs...)
 }
 
 // settleTraced writes a traced delivery's outcome under a span of its
@@ -381,6 +383,6 @@ func (r *Replayer) settleTraced(t *replaying) {
 // traceFailure marks the span of ctx failed when the processor failed.
 func traceFailure(ctx context.Context, res Result) {
 	if res.Err != nil {
-		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", ErrorText(res.Err))
+		tracing.FailApp(trace.SpanFromContext(ctx), res.HTTPStatus, FailureClass(res))
 	}
 }

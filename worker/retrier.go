@@ -229,7 +229,7 @@ func (b *retryBatch) prepare(context.Context, *settling) bool {
 func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, Delivery) {
 	r, e := b.r, t.s.Claimed.Event
 	if r.cfg.Tracer != nil {
-		t.ctx, t.span = r.cfg.Tracer.StartLinked(ctx, tracing.SpanRetry, deref(e.TraceParent),
+		t.ctx, t.span = r.cfg.Tracer.StartProcess(ctx, e.EventID, deref(e.TraceParent), e.CreatedAt,
 			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(t.s.Claimed.Path))...)
 		ctx = t.ctx
 	}
@@ -262,7 +262,7 @@ func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time
 	if res.Err != nil {
 		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
-		tracing.Fail(trace.SpanFromContext(ctx), "app_failed", a.Error)
+		tracing.FailApp(trace.SpanFromContext(ctx), res.HTTPStatus, FailureClass(res))
 		if a.AppDown && (b.probe || r.cfg.Control.Held()) {
 			s.Kind, s.Attempt = queue.SettleReleased, nil
 		}

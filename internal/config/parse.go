@@ -185,6 +185,7 @@ func readTraceExport(e *tracing.Export, getenv func(string) string) error {
 			return fmt.Errorf("%s: hookd sends OTLP over HTTP, http/protobuf, only (got %q)", name, v)
 		}
 	}
+	e.Sampler = getenv("OTEL_TRACES_SAMPLER")
 	return nil
 }
 

@@ -252,9 +252,8 @@ func traceRefusal(verifying, delivery trace.Span, err error) {
 		return
 	}
 	reason := string(RejectReason(err))
-	delivery.SetAttributes(tracing.AttrRefusal.String(reason))
-	tracing.Fail(verifying, reason, err.Error())
-	tracing.Fail(delivery, reason, err.Error())
+	tracing.Refuse(verifying, reason, err.Error())
+	tracing.Refuse(delivery, reason, err.Error())
 }
 
 // traceOutcome sets what became of a delivery on its span: the outcome's
@@ -300,7 +299,7 @@ func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []b
 	// A recovered event never reached hookd, so there is no delivery to
 	// link to: the recovery is a trace of its own, linked to the
 	// reconciliation run's span when the caller has one.
-	ctx, span := r.tracer.StartLinked(ctx, tracing.SpanRecover, "")
+	ctx, span := r.tracer.StartProcess(ctx, ev.ID, "", time.Time{})
 	defer span.End()
 	outcome, err := r.receive(ctx, &ev, &ep, payload, "", queue.PathReconcile)
 	traceOutcome(span, outcome, err)
@@ -344,11 +343,8 @@ type delivery struct {
 	// turn is what the delivery's next turn at the database does.
 	turn turn
 	// span is the span of the delivery's turn at the database (its lease,
-	// then its outcome), and traceParent the delivery's own span's W3C
-	// traceparent, kept with a queue row; a non-recording span and "" with
-	// tracing off.
-	span        trace.Span
-	traceParent string
+	// then its outcome); a non-recording span with tracing off.
+	span trace.Span
 
 	// Set by exchange: the event's state, and the lease when it is new.
 	state    queue.DeliveryState
@@ -379,7 +375,6 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 	d := &delivery{ctx: ctx, ev: *ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.Event(ev.ID, ev.Type, ep.Label, 0, string(path))...)
-		d.traceParent = r.tracer.Parent(ctx)
 	}
 	if outcome, how, ok := r.markable(d); ok {
 		if got, done, err := r.mark(d, outcome, how); done || err != nil {
@@ -423,7 +418,16 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 
 	outcome, res := r.run(d)
 	d.turn = turnSettle
-	_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
+	if d.outcome.Queue != nil {
+		// The event goes on the queue for later: the outcome is the
+		// PRODUCER span, whose context the queue row keeps for the
+		// attempts that take it from there to link to.
+		var sent context.Context
+		sent, d.span = r.tracer.StartSend(d.ctx, d.ev.ID)
+		d.outcome.Queue.TraceParent = r.tracer.Parent(sent)
+	} else {
+		_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
+	}
 	r.outcomes.Do(d)
 	d.span.End()
 	switch {
@@ -548,7 +552,7 @@ func (r *Receiver) processed(d *delivery, res worker.Result, took time.Duration)
 	// Failed: from here on the event keeps its history, starting with this
 	// attempt.
 	attempt.Error = worker.ErrorText(res.Err)
-	tracing.Fail(trace.SpanFromContext(d.ctx), "app_failed", attempt.Error)
+	tracing.FailApp(trace.SpanFromContext(d.ctx), res.HTTPStatus, worker.FailureClass(res))
 	fe := failedEvent(d, attempt.Error)
 	d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
 	return Queued
@@ -685,7 +689,7 @@ func failedEvent(d *delivery, reason string) queue.FailedEvent {
 	return queue.FailedEvent{
 		Source: queue.SourceStripe, EventID: d.key, EventType: d.ev.Type,
 		Payload: d.payload, Signature: storedSignature(d.sigHeader), Error: reason, Created: d.ev.created(),
-		Meta: d.ev.meta(d.ep.Label), TraceParent: d.traceParent,
+		Meta: d.ev.meta(d.ep.Label),
 	}
 }
 

@@ -1,10 +1,14 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
@@ -32,6 +36,9 @@ type Export struct {
 	// TracesEndpoint, when set, is the full URL traces go to, and wins
 	// over Endpoint.
 	TracesEndpoint string
+	// Sampler is OTEL_TRACES_SAMPLER, which the SDK reads itself; hookd
+	// says it at start ("" is the SDK's default, parentbased_always_on).
+	Sampler string
 }
 
 // On says whether traces are exported at all.
@@ -40,22 +47,21 @@ func (e Export) On() bool { return e.Endpoint != "" || e.TracesEndpoint != "" }
 // newExporter is the OTLP/HTTP exporter e describes: the SDK reads the
 // headers, timeout, compression and certificate from the environment.
 func newExporter(ctx context.Context, e Export) (*otlptrace.Exporter, error) {
-	target := e.TracesEndpoint
-	if target == "" {
-		target = strings.TrimRight(e.Endpoint, "/") + "/v1/traces"
-	}
-	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(target))
+	exporter, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(e.target()))
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT: %v", err)
 	}
 	return exporter, nil
 }
 
-// newResource is hookd's resource: service.name is hookd unless the
-// standard variables name it (later detectors win).
-func newResource(ctx context.Context) (*resource.Resource, error) {
+// newResource is hookd's resource: service.name hookd, service.version
+// the build's version, and service.instance.id a UUID of this process's
+// own, unless the standard variables say otherwise (later detectors win).
+func newResource(ctx context.Context, version string) (*resource.Resource, error) {
 	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
-		resource.WithAttributes(semconv.ServiceName(ServiceName)), resource.WithFromEnv())
+		resource.WithAttributes(semconv.ServiceName(ServiceName), semconv.ServiceVersion(version),
+			semconv.ServiceInstanceID(uuid.NewString())),
+		resource.WithFromEnv())
 	if err != nil {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %v", err)
 	}
@@ -65,14 +71,15 @@ func newResource(ctx context.Context) (*resource.Resource, error) {
 // Probe sends one span named SpanDoctor to where e exports, as hookd
 // serve would send its spans (the same endpoint, headers and resource),
 // and returns its trace id, to look it up in the backend, or why the
-// collector refused it. It is hookd doctor's check.
-func Probe(ctx context.Context, e Export) (traceID string, err error) {
+// collector refused it. It is hookd doctor's check; version is the
+// build's, as hookd serve says it.
+func Probe(ctx context.Context, e Export, version string) (traceID string, err error) {
 	exporter, err := newExporter(ctx, e)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = exporter.Shutdown(context.WithoutCancel(ctx)) }()
-	res, err := newResource(ctx)
+	res, err := newResource(ctx, version)
 	if err != nil {
 		return "", err
 	}
@@ -99,11 +106,13 @@ func (k *keepSpans) ForceFlush(context.Context) error                { return ni
 
 // Setup starts exporting traces as e says and returns the Tracer every
 // part of hookd starts its spans with, and the shutdown that sends what
-// is still buffered (call it last, with a deadline). With e off it
-// returns a nil Tracer and a no-op shutdown: nothing is set up at all.
-// The exporter's own failures (a collector down) are logged to logger as
-// warnings, at most one a batch, instead of the standard library's log.
-func Setup(ctx context.Context, e Export, logger *slog.Logger) (*Tracer, func(context.Context) error, error) {
+// is still buffered (call it last, with a deadline). version is the
+// build's, for service.version. With e off it returns a nil Tracer and a
+// no-op shutdown: nothing is set up at all. With e on it logs one line
+// that says where traces go. The exporter's own failures (a collector
+// down) are logged to logger as warnings, at most one a batch, instead
+// of the standard library's log.
+func Setup(ctx context.Context, e Export, logger *slog.Logger, version string) (*Tracer, func(context.Context) error, error) {
 	if !e.On() {
 		return nil, func(context.Context) error { return nil }, nil
 	}
@@ -111,17 +120,45 @@ func Setup(ctx context.Context, e Export, logger *slog.Logger) (*Tracer, func(co
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := newResource(ctx)
+	res, err := newResource(ctx, version)
 	if err != nil {
 		return nil, nil, err
 	}
 	// The sampler is the SDK's default, parent-based always on, unless
 	// OTEL_TRACES_SAMPLER says otherwise; the receiver ignores a parent a
 	// sender claims (see Handler), so a delivery's sampling is hookd's.
-	provider := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	// Refused deliveries are kept from the exporter but for one every
+	// RefusalEvery (refusalFilter).
+	batcher := sdktrace.NewBatchSpanProcessor(exporter)
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(newRefusalFilter(batcher, RefusalEvery)),
+		sdktrace.WithResource(res))
 	logger = logger.With("component", "tracing")
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		logger.Warn("traces not exported", "err", err)
 	}))
+	service, _ := res.Set().Value(semconv.ServiceNameKey)
+	instance, _ := res.Set().Value(semconv.ServiceInstanceIDKey)
+	logger.Info("traces exported", "exporter", "otlp/http", "endpoint", displayURL(e.target()),
+		"service.name", service.AsString(), "service.instance.id", instance.AsString(),
+		"sampler", cmp.Or(e.Sampler, "parentbased_always_on"),
+		"refused_deliveries", "one every "+RefusalEvery.String())
 	return New(provider), provider.Shutdown, nil
+}
+
+// target is the URL traces are sent to.
+func (e Export) target() string {
+	if e.TracesEndpoint != "" {
+		return e.TracesEndpoint
+	}
+	return strings.TrimRight(e.Endpoint, "/") + "/v1/traces"
+}
+
+// displayURL is u without its user, password, query or fragment, which
+// may hold a token, for the log.
+func displayURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return (&url.URL{Scheme: p.Scheme, Host: p.Host, Path: p.Path}).String()
 }

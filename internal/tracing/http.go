@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 
@@ -38,6 +39,15 @@ func (rt redactURL) RoundTrip(r *http.Request) (*http.Response, error) {
 		span.SetAttributes(semconv.URLFull(u.String()))
 	}
 	return rt.base.RoundTrip(r)
+}
+
+// ClientAddress sets the client.address of ctx's server span to addr, the
+// client's address as hookd believes it, in place of the one otelhttp
+// reads from any X-Forwarded-For.
+func ClientAddress(ctx context.Context, addr string) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(semconv.ClientAddress(addr))
+	}
 }
 
 // Handler wraps h, served at route, so that each request is a server

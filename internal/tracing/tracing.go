@@ -1,25 +1,33 @@
 // Package tracing is hookd's OpenTelemetry tracing: the span names and
 // attributes every path shares, the tracer the receiver, the retry loop,
 // replays and the forwarder start their spans with, the OTLP export that
-// OTEL_EXPORTER_OTLP_ENDPOINT turns on (Setup), the HTTP and PostgreSQL
-// instrumentation (otelhttp, otelpgx) bound to that same provider, and the
-// slog handler that stamps a traced delivery's records with its trace.
+// OTEL_EXPORTER_OTLP_ENDPOINT turns on (Setup), the HTTP instrumentation
+// (otelhttp) and the PostgreSQL tracer (QueryTracer) bound to that same
+// provider, and the slog handler that stamps a traced delivery's records
+// with its trace. Spans follow OpenTelemetry's conventions: the receiver's
+// SERVER span, a PRODUCER span where an event is queued for later, a
+// CONSUMER span for each attempt taken from the queue, CLIENT spans for
+// the app and the database.
 //
 // Its guarantee: with tracing off (a nil *Tracer) nothing is exported,
 // nothing wraps the HTTP handler, the forwarder's transport or the
 // database's connections, and the code that starts spans gets the
 // context's own non-recording span back without allocating; and with it on,
-// no attribute holds an event's payload or a secret: only ids, types,
-// labels, numbers, outcomes and the refusals' and failures' short texts,
-// which hookd already writes to its logs and pages.
+// no attribute or status holds an event's payload, a secret or the app's
+// answer: only ids, types, labels, numbers, outcomes, status codes, the
+// failures' classes and the refusals' short texts, which hookd already
+// writes to its logs and pages.
 package tracing
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -27,19 +35,30 @@ import (
 const ScopeName = "github.com/hookd/hookd"
 
 // The names of hookd's own spans. A delivery's span is the parent of its
-// verification, lease, call to the app and outcome; a retry's, replay's
-// or recovery's is the root of a trace of its own, linked to the span of
-// the delivery that queued the event.
+// verification, lease, call to the app and outcome, which is a PRODUCER
+// span, SpanSend, when it puts the event on the queue for later. Each
+// retry, replay and recovery is a CONSUMER span, SpanProcess, the root of
+// a trace of its own, linked to the span that queued the event.
 const (
 	SpanDeliver = "hookd.deliver"
 	SpanVerify  = "hookd.verify"
 	SpanLease   = "hookd.lease"
 	SpanOutcome = "hookd.outcome"
-	SpanRetry   = "hookd.retry"
-	SpanReplay  = "hookd.replay"
-	SpanRecover = "hookd.recover"
+	// SpanSend and SpanProcess are named as OpenTelemetry's messaging
+	// conventions name them, "{operation} {destination}": the queue has
+	// one destination, Destination, until events have destinations of
+	// their own.
+	SpanSend    = "send " + Destination
+	SpanProcess = "process " + Destination
 	// SpanDoctor is the one span hookd doctor sends (Probe).
 	SpanDoctor = "hookd.doctor"
+)
+
+// The messaging conventions' values for hookd's queue: it is a system of
+// its own (a table in PostgreSQL), and every event goes to Destination.
+const (
+	MessagingSystem = "hookd"
+	Destination     = "default"
 )
 
 // The attributes of hookd's spans, beside OpenTelemetry's semantic
@@ -69,6 +88,10 @@ const (
 	// commit); its statements' spans are the children of its first
 	// delivery's.
 	AttrGroup = attribute.Key("hookd.group_size")
+	// AttrQueueWait is how long, in milliseconds, the event had been on
+	// the queue when a retry or replay took it: from the delivery that
+	// queued it to the start of this attempt.
+	AttrQueueWait = attribute.Key("hookd.queue.wait_ms")
 )
 
 // Tracer starts hookd's spans from one TracerProvider. A nil *Tracer is
@@ -107,14 +130,31 @@ func (t *Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 	return t.tracer.Start(ctx, name, opts...)
 }
 
-// StartLinked starts a span named name as the root of a trace of its own,
-// linked to the span traceparent names (the delivery that queued the
-// event) when it names one, and to ctx's span when that is valid (the
-// reconciliation run that found the event). A retry can run days after its
-// delivery, so it is its own trace rather than a child of one long since
-// ended, as OpenTelemetry's messaging conventions advise for work taken
-// from a queue.
-func (t *Tracer) StartLinked(ctx context.Context, name, traceparent string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+// StartSend starts the PRODUCER span of putting event eventID on the
+// queue for later, a child of ctx's span (the delivery's); the queue row
+// keeps its traceparent (Parent), which each later attempt links to.
+func (t *Tracer) StartSend(ctx context.Context, eventID string) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return t.tracer.Start(ctx, SpanSend, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
+		semconv.MessagingSystemKey.String(MessagingSystem), semconv.MessagingOperationTypeSend,
+		semconv.MessagingOperationName("send"), semconv.MessagingDestinationName(Destination),
+		semconv.MessagingMessageID(eventID)))
+}
+
+// StartProcess starts the CONSUMER span of an attempt taken from the
+// queue (a retry or a replay) or recovered from Stripe's Events API, as
+// the root of a trace of its own: linked to the span traceparent names
+// (the one that queued the event) when it names one, and to ctx's span
+// when that is valid (the reconciliation run that found the event). A
+// retry can run days after its delivery, so it is its own trace rather
+// than a child of one long since ended, as OpenTelemetry's messaging
+// conventions advise for work taken from a queue. queued, when not zero,
+// is when the event was queued, and the span says how long it waited
+// (AttrQueueWait). attrs are the event's (Event).
+func (t *Tracer) StartProcess(ctx context.Context, eventID, traceparent string, queued time.Time,
+	attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if t == nil {
 		return ctx, trace.SpanFromContext(ctx)
 	}
@@ -125,7 +165,14 @@ func (t *Tracer) StartLinked(ctx context.Context, name, traceparent string, attr
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		links = append(links, trace.Link{SpanContext: sc})
 	}
-	return t.tracer.Start(ctx, name, trace.WithNewRoot(), trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	attrs = append(attrs, semconv.MessagingSystemKey.String(MessagingSystem), semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(Destination),
+		semconv.MessagingMessageID(eventID))
+	if !queued.IsZero() {
+		attrs = append(attrs, AttrQueueWait.Int64(max(time.Since(queued).Milliseconds(), 0)))
+	}
+	return t.tracer.Start(ctx, SpanProcess, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 
 // parse reads a W3C traceparent header value.
@@ -167,15 +214,44 @@ func Event(id, typ, endpoint string, attempt int, path string) []attribute.KeyVa
 	}
 }
 
-// Fail marks span failed with reason, a short text such as a refusal's or
-// the app's answer (never a payload), and the semantic conventions'
-// error.type.
+// Fail marks span failed with reason, a short text of hookd's own such as
+// a refusal's or a database error (never the app's answer, see FailApp),
+// and the semantic conventions' error.type.
 func Fail(span trace.Span, errorType, reason string) {
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(attribute.String("error.type", errorType))
+	span.SetAttributes(semconv.ErrorTypeKey.String(errorType))
 	span.SetStatus(codes.Error, reason)
+}
+
+// FailApp marks span failed by the app: its status says the HTTP status
+// the app answered (0: no answer) and class, the kind of failure
+// (app_status, timeout, connection, ...), which is also its error.type.
+// The app's own answer never goes into a span: its body may name a
+// customer (an email in a validation error), and spans go to a vendor.
+func FailApp(span trace.Span, status int, class string) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(semconv.ErrorTypeKey.String(class))
+	if status != 0 {
+		span.SetStatus(codes.Error, fmt.Sprintf("%s: the app answered %d", class, status))
+		return
+	}
+	span.SetStatus(codes.Error, class+": the app gave no answer")
+}
+
+// Refuse marks span the span of a refused delivery: reason is the
+// rejection log's (AttrRefusal and error.type), detail the refusal's
+// text, which names what was wrong and never holds a secret. The spans of
+// a refused delivery are exported only for one every RefusalEvery.
+func Refuse(span trace.Span, reason, detail string) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(AttrRefusal.String(reason))
+	Fail(span, reason, detail)
 }
 
 // Outcome sets span's outcome.

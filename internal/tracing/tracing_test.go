@@ -1,0 +1,96 @@
+package tracing
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// refusedDelivery makes the spans of one refused delivery as the receiver
+// does: the server span, the delivery's under it and the verification's
+// under that, the verification ending first with the refusal.
+func refusedDelivery(tr *Tracer) {
+	ctx, server := tr.Start(context.Background(), "POST /webhooks/stripe")
+	ctx, deliver := tr.Start(ctx, SpanDeliver)
+	_, verify := tr.Start(ctx, SpanVerify)
+	Refuse(verify, "no_signature", "no Stripe-Signature header")
+	Refuse(deliver, "no_signature", "no Stripe-Signature header")
+	verify.End()
+	deliver.End()
+	server.End()
+}
+
+func TestRefusalFilter_ExportsOneRefusedDeliveryAnInterval(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	filter := newRefusalFilter(sdktrace.NewSimpleSpanProcessor(spans), time.Hour)
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(filter))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	tr := New(provider)
+
+	for range 60 {
+		refusedDelivery(tr)
+	}
+	// A delivery that is not refused passes whole, failed or not, between
+	// refusals as after them.
+	ctx, server := tr.Start(context.Background(), "POST /webhooks/stripe")
+	_, deliver := tr.Start(ctx, SpanDeliver)
+	FailApp(deliver, 500, "app_status")
+	deliver.End()
+	server.End()
+	refusedDelivery(tr)
+
+	got := spans.GetSpans()
+	if len(got) != 5 {
+		t.Fatalf("exported %d spans, want 5: the first refused delivery's 3 and the failed delivery's 2", len(got))
+	}
+	first := got[0].SpanContext.TraceID()
+	for _, s := range got[:3] {
+		if s.SpanContext.TraceID() != first {
+			t.Errorf("span %s of trace %s exported, want only the first refused delivery's", s.Name, s.SpanContext.TraceID())
+		}
+	}
+	if n := filter.open.Load(); n != 0 || len(filter.kept) != 0 {
+		t.Errorf("the filter still holds %d refused traces (%d counted open) after their roots ended", len(filter.kept), n)
+	}
+}
+
+func TestLogHandler_StampsSampledSpansOnly(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(LogHandler(slog.NewTextHandler(&buf, nil)))
+	sampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2},
+		TraceFlags: trace.FlagsSampled})
+	unsampled := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{3}, SpanID: trace.SpanID{4}})
+	logger.InfoContext(trace.ContextWithSpanContext(context.Background(), sampled), "sampled")
+	logger.InfoContext(trace.ContextWithSpanContext(context.Background(), unsampled), "unsampled")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines logged, want 2:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[0], "trace_id="+sampled.TraceID().String()) {
+		t.Errorf("a line logged under a sampled span has no trace id: %s", lines[0])
+	}
+	if strings.Contains(lines[1], "trace_id=") {
+		t.Errorf("a line logged under a span never exported names its trace: %s", lines[1])
+	}
+}
+
+func TestStatementName(t *testing.T) {
+	for sql, want := range map[string]string{
+		"-- hookd.take\n\tWITH x AS (SELECT 1) SELECT * FROM x": "hookd.take",
+		"\n\t-- hookd.settle_attempts\nUPDATE t SET a = 1":      "hookd.settle_attempts",
+		"WITH x AS (SELECT 1) SELECT * FROM x":                   "postgresql",
+		"-- hookd.":                                              "postgresql",
+		"-- someone else's comment\nSELECT 1":                    "postgresql",
+	} {
+		if got := StatementName(sql); got != want {
+			t.Errorf("StatementName(%q) = %q, want %q", sql, got, want)
+		}
+	}
+}
