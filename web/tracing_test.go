@@ -96,10 +96,10 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	return w.buf.Write(p)
 }
 
-func newTracedHookd(t *testing.T, failFirst int) *tracedHookd {
+func newTracedHookd(t *testing.T, failFirst int, opts ...sdktrace.TracerProviderOption) *tracedHookd {
 	t.Helper()
 	spans := tracetest.NewInMemoryExporter()
-	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	provider := sdktrace.NewTracerProvider(append([]sdktrace.TracerProviderOption{sdktrace.WithSyncer(spans)}, opts...)...)
 	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
 	tracer := tracing.New(provider)
 
@@ -421,6 +421,39 @@ func TestTracing_ClientAddressIsTheOneHookdBelieves(t *testing.T) {
 	server := h.span(t, "POST /webhooks/stripe", nil)
 	if got := attr(server, "client.address"); got != "127.0.0.1" {
 		t.Errorf("server span's client.address = %q, want the connection's 127.0.0.1, not X-Forwarded-For's", got)
+	}
+}
+
+// TestTracing_SendersTraceContextNeverForcesSampling runs hookd sampling
+// nothing of its own and posts a delivery whose traceparent says sampled:
+// the sender's decision is not hookd's, so the delivery is neither
+// sampled nor joined to the sender's trace, and the app is told so.
+func TestTracing_SendersTraceContextNeverForcesSampling(t *testing.T) {
+	t.Parallel()
+	h := newTracedHookd(t, 0, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	payload, _, err := stripeevent.Sample("invoice.paid", payloadMarker, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/webhooks/stripe", bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Stripe-Signature", stripeevent.Sign(payload, testSecret, time.Now()))
+	const senderTrace = "0af7651916cd43dd8448eb211c80319c"
+	req.Header.Set("traceparent", "00-"+senderTrace+"-b7ad6b7169203331-01")
+	if got := do(t, req); got.status != http.StatusOK {
+		t.Fatalf("delivery answered %d %q", got.status, got.body)
+	}
+	got := h.app.received()
+	if len(got) != 1 {
+		t.Fatalf("the app received %d deliveries, want 1", len(got))
+	}
+	if strings.Contains(got[0], senderTrace) || !strings.HasSuffix(got[0], "-00") {
+		t.Errorf("the app received traceparent %q, want a trace of hookd's own, not sampled", got[0])
+	}
+	if n := len(h.spans.GetSpans()); n != 0 {
+		t.Errorf("%d spans exported of a delivery hookd did not sample", n)
 	}
 }
 
