@@ -90,19 +90,23 @@ func (d *dashboard) chains() (session, viewer, operator, admin []echo.Middleware
 // traced is the middleware that makes each request to route a server
 // span, with tracing on; none with it off. The span's client.address is
 // the client's as hookd believes it (echo's RealIP, HOOKD_TRUSTED_PROXIES):
-// otelhttp takes any X-Forwarded-For a sender writes, and a sender could
-// then name any address it likes.
+// a sender could write any X-Forwarded-For it likes. An error the route
+// returns is answered here (as echo's logger middleware does), so that the
+// span has the status that was sent.
 func traced(t *tracing.Tracer, route string) []echo.MiddlewareFunc {
 	if t == nil {
 		return nil
 	}
-	return []echo.MiddlewareFunc{
-		echo.WrapMiddleware(func(h http.Handler) http.Handler { return t.Handler(route, h) }),
-		func(next echo.HandlerFunc) echo.HandlerFunc {
-			return func(c echo.Context) error {
-				tracing.ClientAddress(c.Request().Context(), c.RealIP())
-				return next(c)
+	return []echo.MiddlewareFunc{func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			ctx, span := t.StartServer(c.Request(), route, c.RealIP())
+			c.SetRequest(c.Request().WithContext(ctx))
+			err := next(c)
+			if err != nil {
+				c.Error(err)
 			}
-		},
-	}
+			tracing.EndServer(span, c.Response().Status)
+			return err
+		}
+	}}
 }

@@ -217,7 +217,6 @@ func TestTracing_InlineDeliveryIsOneSpanTree(t *testing.T) {
 			t.Errorf("delivery span's %s = %q, want %q", key, got, want)
 		}
 	}
-	h.span(t, tracing.SpanVerify, childOf(deliver))
 	lease := h.span(t, tracing.SpanLease, childOf(deliver))
 	outcome := h.span(t, tracing.SpanOutcome, childOf(deliver))
 	client := h.span(t, "POST", childOf(deliver))
@@ -383,15 +382,19 @@ func TestTracing_RefusalSaysWhy(t *testing.T) {
 	}
 	server := h.span(t, "POST /webhooks/stripe", nil)
 	deliver := h.span(t, tracing.SpanDeliver, childOf(server))
-	verify := h.span(t, tracing.SpanVerify, childOf(deliver))
-	for _, s := range []tracetest.SpanStub{deliver, verify} {
+	for _, s := range []tracetest.SpanStub{server, deliver} {
 		if s.Status.Description == "" || attr(s, "error.type") != "wrong_signature" {
 			t.Errorf("span %s: status %+v, error.type %q; want the refusal's reason wrong_signature",
 				s.Name, s.Status, attr(s, "error.type"))
 		}
 	}
-	if got := attr(deliver, "hookd.refusal"); got != "wrong_signature" {
-		t.Errorf("delivery span's hookd.refusal = %q, want wrong_signature", got)
+	for _, s := range []tracetest.SpanStub{server, deliver} {
+		if got := attr(s, "hookd.refusal"); got != "wrong_signature" {
+			t.Errorf("span %s's hookd.refusal = %q, want wrong_signature", s.Name, got)
+		}
+	}
+	if got := attr(server, "http.response.status_code"); got != "400" {
+		t.Errorf("server span's http.response.status_code = %q, want 400", got)
 	}
 	if n := queuetest.Count(t, h.pool, `SELECT count(*) FROM webhook_events`); n != 0 {
 		t.Errorf("a refused delivery left %d queue rows", n)

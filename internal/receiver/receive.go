@@ -224,18 +224,18 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string) (Outcome, error) {
 	ctx, span := r.tracer.Start(ctx, tracing.SpanDeliver)
 	defer span.End()
-	_, verifying := r.tracer.Start(ctx, tracing.SpanVerify)
+	// The signature check and the parse take microseconds, less than a
+	// span of their own would cost: a refusal says itself on the
+	// delivery's span.
 	ep, err := r.verify(payload, sigHeader)
 	var ev event
 	if err == nil {
 		err = parseEvent(payload, &ev)
 	}
 	if err != nil {
-		traceRefusal(verifying, span, err)
-		verifying.End()
+		traceRefusal(span, err)
 		return 0, err
 	}
-	verifying.End()
 	outcome, err := r.receive(ctx, &ev, ep, payload, sigHeader, queue.PathInline)
 	traceOutcome(span, outcome, err)
 	if err != nil {
@@ -244,16 +244,13 @@ func (r *Receiver) Receive(ctx context.Context, payload []byte, sigHeader string
 	return outcome, nil
 }
 
-// traceRefusal says on the verification's span and the delivery's why the
-// delivery was refused: the rejection log's reason, and the refusal's
-// text, which names what was wrong and never holds a secret.
-func traceRefusal(verifying, delivery trace.Span, err error) {
-	if !delivery.IsRecording() {
-		return
+// traceRefusal says on the delivery's span why the delivery was refused:
+// the rejection log's reason, and the refusal's text, which names what was
+// wrong and never holds a secret.
+func traceRefusal(delivery trace.Span, err error) {
+	if delivery.IsRecording() {
+		tracing.Refuse(delivery, string(RejectReason(err)), err.Error())
 	}
-	reason := string(RejectReason(err))
-	tracing.Refuse(verifying, reason, err.Error())
-	tracing.Refuse(delivery, reason, err.Error())
 }
 
 // traceOutcome sets what became of a delivery on its span: the outcome's

@@ -24,11 +24,10 @@ const RefusalEvery = 10 * time.Second
 
 // refusalFilter passes ended spans on to next, but for those of refused
 // deliveries beyond one every every. A refused delivery is the trace of a
-// span that ends with an error status and AttrRefusal (Refuse): its
-// verification, the first of the delivery's spans to end, or the server
-// span alone when the body was refused before it was verified. The
-// decision holds for the trace's spans that end after it, until its local
-// root ends.
+// span that ends with an error status and AttrRefusal (Refuse): the
+// delivery's, the first of its spans to end, or the server span alone when
+// the body was refused before it was verified. The decision holds for the
+// trace's spans that end after it, until its local root ends.
 type refusalFilter struct {
 	next  sdktrace.SpanProcessor
 	every time.Duration

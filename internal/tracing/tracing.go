@@ -35,13 +35,12 @@ import (
 const ScopeName = "github.com/hookd/hookd"
 
 // The names of hookd's own spans. A delivery's span is the parent of its
-// verification, lease, call to the app and outcome, which is a PRODUCER
+// lease, call to the app and outcome, which is a PRODUCER
 // span, SpanSend, when it puts the event on the queue for later. Each
 // retry, replay and recovery is a CONSUMER span, SpanProcess, the root of
 // a trace of its own, linked to the span that queued the event.
 const (
 	SpanDeliver = "hookd.deliver"
-	SpanVerify  = "hookd.verify"
 	SpanLease   = "hookd.lease"
 	SpanOutcome = "hookd.outcome"
 	// SpanSend and SpanProcess are named as OpenTelemetry's messaging

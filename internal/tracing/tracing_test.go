@@ -14,16 +14,14 @@ import (
 )
 
 // refusedDelivery makes the spans of one refused delivery as the receiver
-// does: the server span, the delivery's under it and the verification's
-// under that, the verification ending first with the refusal.
+// and the web server do: the server span and the delivery's under it,
+// which ends first, with the refusal; then the server span, marked too.
 func refusedDelivery(tr *Tracer) {
 	ctx, server := tr.Start(context.Background(), "POST /webhooks/stripe")
-	ctx, deliver := tr.Start(ctx, SpanDeliver)
-	_, verify := tr.Start(ctx, SpanVerify)
-	Refuse(verify, "no_signature", "no Stripe-Signature header")
+	_, deliver := tr.Start(ctx, SpanDeliver)
 	Refuse(deliver, "no_signature", "no Stripe-Signature header")
-	verify.End()
 	deliver.End()
+	Refuse(server, "no_signature", "no Stripe-Signature header")
 	server.End()
 }
 
@@ -47,11 +45,11 @@ func TestRefusalFilter_ExportsOneRefusedDeliveryAnInterval(t *testing.T) {
 	refusedDelivery(tr)
 
 	got := spans.GetSpans()
-	if len(got) != 5 {
-		t.Fatalf("exported %d spans, want 5: the first refused delivery's 3 and the failed delivery's 2", len(got))
+	if len(got) != 4 {
+		t.Fatalf("exported %d spans, want 4: the first refused delivery's 2 and the failed delivery's 2", len(got))
 	}
 	first := got[0].SpanContext.TraceID()
-	for _, s := range got[:3] {
+	for _, s := range got[:2] {
 		if s.SpanContext.TraceID() != first {
 			t.Errorf("span %s of trace %s exported, want only the first refused delivery's", s.Name, s.SpanContext.TraceID())
 		}
