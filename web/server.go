@@ -129,7 +129,7 @@ type Options struct {
 	// a cancel stops at once; nil leaves them to the runners' polls.
 	Replayer *worker.Replayer
 	// Tracer, when set, makes each delivery's request a server span
-	// (tracing.Tracer.Handler); nil traces nothing.
+	// (tracing.Tracer.StartServer); nil traces nothing.
 	Tracer *tracing.Tracer
 	// TraceURL (HOOKD_TRACE_URL), when set, links each attempt's trace id
 	// on an event's page to the tracing backend: the id replaces

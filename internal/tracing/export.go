@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -126,7 +125,7 @@ func Setup(ctx context.Context, e Export, logger *slog.Logger, version string) (
 	}
 	// The sampler is the SDK's default, parent-based always on, unless
 	// OTEL_TRACES_SAMPLER says otherwise; the receiver ignores a parent a
-	// sender claims (see Handler), so a delivery's sampling is hookd's.
+	// sender claims (see Tracer.StartServer), so a delivery's sampling is hookd's.
 	// Refused deliveries are kept from the exporter but for one every
 	// RefusalEvery (refusalFilter).
 	batcher := sdktrace.NewBatchSpanProcessor(exporter)
