@@ -47,7 +47,9 @@ func newRefusalFilter(next sdktrace.SpanProcessor, every time.Duration) *refusal
 	return &refusalFilter{next: next, every: every, kept: map[trace.TraceID]bool{}}
 }
 
-func (f *refusalFilter) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) { f.next.OnStart(ctx, s) }
+func (f *refusalFilter) OnStart(ctx context.Context, s sdktrace.ReadWriteSpan) {
+	f.next.OnStart(ctx, s)
+}
 
 func (f *refusalFilter) OnEnd(s sdktrace.ReadOnlySpan) {
 	if f.open.Load() == 0 && s.Status().Code != codes.Error {

@@ -83,9 +83,9 @@ func TestStatementName(t *testing.T) {
 	for sql, want := range map[string]string{
 		"-- hookd.take\n\tWITH x AS (SELECT 1) SELECT * FROM x": "hookd.take",
 		"\n\t-- hookd.settle_attempts\nUPDATE t SET a = 1":      "hookd.settle_attempts",
-		"WITH x AS (SELECT 1) SELECT * FROM x":                   "postgresql",
-		"-- hookd.":                                              "postgresql",
-		"-- someone else's comment\nSELECT 1":                    "postgresql",
+		"WITH x AS (SELECT 1) SELECT * FROM x":                  "postgresql",
+		"-- hookd.":                                             "postgresql",
+		"-- someone else's comment\nSELECT 1":                   "postgresql",
 	} {
 		if got := StatementName(sql); got != want {
 			t.Errorf("StatementName(%q) = %q, want %q", sql, got, want)
