@@ -35,8 +35,13 @@ const (
 	// one that runs a processor does, and finds out from that.
 	DeliveryLeased
 	// DeliveryUngranted: no lease may be granted to the Store's replica
-	// now (grantableSQL), whoever holds the event: answer ErrNotGranted.
+	// now (grantableSQL), whoever holds the event: queue it without one
+	// (QueueUngranted) or answer ErrNotGranted.
 	DeliveryUngranted
+	// DeliveryQueuedUngranted: QueueUngranted put the new event on the
+	// retry queue without a lease; the retry loop runs it once it can take
+	// one.
+	DeliveryQueuedUngranted
 )
 
 // Deliveries is a batch of deliveries after Exchange: their leases, all

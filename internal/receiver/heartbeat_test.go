@@ -85,11 +85,14 @@ func TestReceive_AFencedReplicaWhoseDeliveriesCommitBeatsThroughThem(t *testing.
 }
 
 // While the database grants no lease (here: it lost its unlogged lease
-// tables, as crash recovery does, and the grace after has not passed), a
-// delivery is answered that its lease cannot be taken yet, not that
-// another delivery holds it: no other delivery does, and the operator
-// reading the 503s and the metrics must not go looking for one.
-func TestReceive_NoLeaseGrantedIsNotAnotherDelivery(t *testing.T) {
+// tables, as crash recovery and a promoted standby do, and the grace after
+// has not passed), an event the database has never seen needs no lease to
+// be queued: it is queued unprocessed and answered 200, and runs once
+// leases are granted again. An event with a lease on it is answered that
+// its lease cannot be taken yet, not that another delivery holds it: the
+// operator reading the 503s and the metrics must not go looking for one.
+// (Before, every delivery in the grace was answered 503.)
+func TestReceive_NoLeaseGrantedQueuesANewEvent(t *testing.T) {
 	t.Parallel()
 	_, bundle := setup(t)
 	store := queue.New(bundle.pool, queue.WithReplica(uuid.New()))
@@ -103,13 +106,39 @@ func TestReceive_NoLeaseGrantedIsNotAnotherDelivery(t *testing.T) {
 	r := newReceiver(store, p)
 	body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
 	got, err := r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
-	if !errors.Is(err, queue.ErrNotGranted) || errors.Is(err, queue.ErrEventLocked) {
-		t.Fatalf("a delivery no lease can be granted for: got %v, %v; want ErrNotGranted", got, err)
+	if err != nil || got != receiver.Deferred {
+		t.Fatalf("a new event no lease can be granted for: got %v, %v; want %v", got, err, receiver.Deferred)
 	}
 	if n := p.runs.Load(); n != 0 {
 		t.Errorf("processor runs: got %d, want 0", n)
 	}
-	if n := queuetest.Markers(t, bundle.pool) + bundle.queued(t); n != 0 {
-		t.Errorf("markers and queue rows: got %d, want none", n)
+	if n := bundle.queued(t); n != 1 {
+		t.Errorf("queue rows: got %d, want 1", n)
+	}
+	if n := queuetest.Markers(t, bundle.pool); n != 0 {
+		t.Errorf("markers: got %d, want 0", n)
+	}
+	// Its redelivery is answered from its state.
+	got, err = r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
+	if err != nil || got != receiver.AlreadyQueued {
+		t.Fatalf("its redelivery: got %v, %v; want %v", got, err, receiver.AlreadyQueued)
+	}
+
+	leased := stripeevent.NewID("evt")
+	if _, err := bundle.pool.Exec(t.Context(), `
+		INSERT INTO webhook_leases (event_id, owner, path, expires_at) VALUES ($1, gen_random_uuid(), 'inline', now() + interval '1 minute')`,
+		leased); err != nil {
+		t.Fatal(err)
+	}
+	body = stripeevent.Minimal(leased, "invoice.paid")
+	got, err = r.Receive(t.Context(), body, stripeevent.Sign(body, testSecret, time.Now()))
+	if !errors.Is(err, queue.ErrNotGranted) || errors.Is(err, queue.ErrEventLocked) {
+		t.Fatalf("a leased event no lease can be granted for: got %v, %v; want ErrNotGranted", got, err)
+	}
+	if n := p.runs.Load(); n != 0 {
+		t.Errorf("processor runs: got %d, want 0", n)
+	}
+	if n := bundle.queued(t); n != 1 {
+		t.Errorf("queue rows after the leased event: got %d, want 1", n)
 	}
 }

@@ -406,7 +406,7 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 	case queue.DeliveryBusy:
 		return 0, queue.ErrEventLocked
 	case queue.DeliveryUngranted:
-		return 0, queue.ErrNotGranted
+		return r.queueUngranted(d)
 	case queue.DeliveryProcessed:
 		return Duplicate, r.linkSecond(d)
 	case queue.DeliveryQueued:
@@ -446,6 +446,39 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 			"event_type", d.ev.Type, "err", res.Err)
 	}
 	return outcome, nil
+}
+
+// ungrantedReason is the last_error of an event queued while no lease
+// could be granted.
+const ungrantedReason = "deferred: no lease could be granted when it arrived (the database had lost its leases " +
+	"moments before, after a crash or a failover, or this replica was fenced), so the retry loop delivers it"
+
+// queueUngranted answers a delivery that no lease could be granted to: an
+// event the database has never seen is queued, durably and unprocessed,
+// and answered 200 (Deferred); the retry loop runs it once leases are
+// granted again. Only an event that has a lease on it is answered 503.
+func (r *Receiver) queueUngranted(d *delivery) (Outcome, error) {
+	fe := failedEvent(d, ungrantedReason)
+	outcome := Deferred
+	if d.testEvents() == endpoint.QueueTestEvents {
+		fe.Held, outcome = true, Held
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), writeTimeout)
+	defer cancel()
+	st, err := r.store.QueueUngranted(ctx, fe)
+	switch {
+	case err != nil:
+		return 0, err
+	case st == queue.DeliveryQueuedUngranted:
+		r.logger.InfoContext(d.ctx, "event deferred to the retry queue", "event_id", d.ev.ID,
+			"event_type", d.ev.Type, "reason", ungrantedReason)
+		return outcome, nil
+	case st == queue.DeliveryProcessed:
+		return Duplicate, nil
+	case st == queue.DeliveryQueued:
+		return AlreadyQueued, nil
+	}
+	return 0, queue.ErrNotGranted
 }
 
 // run processes a leased new event, unless it is deferred, and sets the
