@@ -92,12 +92,15 @@ func connect(ctx context.Context, setting, connString string, maxConns int32, op
 	return open(ctx, setting, pcfg)
 }
 
-// open opens the pool pcfg describes and checks it answers.
+// open opens the pool pcfg describes, hardened for a failover (harden),
+// and checks it answers.
 func open(ctx context.Context, setting string, pcfg *pgxpool.Config) (*pgxpool.Pool, error) {
+	opened := harden(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", setting, err)
 	}
+	opened(pool)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {

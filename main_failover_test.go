@@ -583,3 +583,63 @@ func runFailover(t *testing.T, c failoverCase) {
 		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
 	}
 }
+
+// TestFailover_FrozenPrimaryNeverHangsHookd freezes the primary (SIGSTOP
+// to its postmaster and every process it started, by pid): its sockets
+// stay open and nothing answers, as when a host vanishes. Every delivery
+// meanwhile is answered 503 within hookd's own timeouts, none is answered
+// 200, and once the standby is promoted a new event is answered 200 again
+// by the same process, and every event answered 503 is answered 200 when
+// delivered again.
+func TestFailover_FrozenPrimaryNeverHangsHookd(t *testing.T) {
+	pair := newPGPair(t, true)
+	app := newLeaseApp(t, func(r *http.Request) int { return http.StatusOK })
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + pair.url(),
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_FORWARD_URL=" + app.srv.URL,
+		"HOOKD_RETRY_INTERVAL=200ms",
+		"HOOKD_LOG_LEVEL=warn",
+	})
+	p := rig.start()
+	firstNew200(t, p.base, 30*time.Second)
+	pair.primary.freeze()
+
+	// Deliveries while the primary is frozen: each is answered, and not
+	// with a 2xx. The client gives up after 30 s: a hang.
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	const during = 6
+	frozen := make([]*stripeSender, during)
+	var wg sync.WaitGroup
+	for i := range frozen {
+		id := stripeevent.NewID("evt")
+		frozen[i] = &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		wg.Go(func() {
+			started := time.Now()
+			frozen[i].deliver(client, p.base, time.Time{}, time.Millisecond)
+			t.Logf("frozen primary: %s answered after %s: %v", frozen[i].id, time.Since(started).Round(time.Millisecond), frozen[i].err)
+		})
+	}
+	wg.Wait()
+	for _, s := range frozen {
+		if !s.answered.IsZero() {
+			t.Errorf("%s: answered 2xx (%s) while the primary was frozen", s.id, s.body)
+		}
+		if s.statuses[http.StatusServiceUnavailable] != 1 {
+			t.Errorf("%s: answers %v, last error %v; want one 503", s.id, s.statuses, s.err)
+		}
+	}
+	promoted := pair.promote()
+	first := firstNew200(t, p.base, 60*time.Second)
+	t.Logf("frozen primary: the first new event was answered 200 %s after the promotion", first.Sub(promoted).Round(time.Millisecond))
+	for _, s := range frozen {
+		s.deliver(client, p.base, time.Now().Add(30*time.Second), 100*time.Millisecond)
+		if s.answered.IsZero() {
+			t.Errorf("%s: not answered 2xx after the promotion: %v", s.id, s.err)
+		}
+	}
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+}
