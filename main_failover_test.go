@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -308,6 +309,26 @@ func (p *pgPair) promote() time.Time {
 	return time.Now()
 }
 
+// checkDoctor checks what hookd doctor says of the pair: a synchronous
+// one, that a failover loses nothing answered 200; an asynchronous one,
+// that it can.
+func checkDoctor(t *testing.T, pair *pgPair) {
+	t.Helper()
+	r := doctor.Replication(t.Context(), pair.url())
+	want, says := doctor.Warn, []string{"asynchronous", "standby", "can lose events already answered 200"}
+	if pair.synchronous {
+		want, says = doctor.OK, []string{"a commit waits for standby standby", "loses nothing answered 200"}
+	}
+	if r.Status != want {
+		t.Errorf("doctor on a synchronous=%t pair: %s %q, want %s", pair.synchronous, r.Status, r.Detail, want)
+	}
+	for _, w := range says {
+		if !strings.Contains(r.Detail, w) {
+			t.Errorf("doctor on a synchronous=%t pair: %q lacks %q", pair.synchronous, r.Detail, w)
+		}
+	}
+}
+
 // failoverRun is the load of a failover test: senders deliver events
 // Stripe-style (signed anew each post with stripe-go, posted again after
 // any answer but a 2xx), a few at a time, each sender one event after
@@ -525,6 +546,7 @@ func runFailover(t *testing.T, c failoverCase) {
 		bouncer = startPgBouncer(t, pair.primary)
 		dbURL = bouncer.url()
 	}
+	checkDoctor(t, pair)
 	app := newLeaseApp(t, func(r *http.Request) int { return http.StatusOK })
 	rig := newCrashRig(t, []string{
 		"DATABASE_URL=" + dbURL,

@@ -1,8 +1,8 @@
 // Package doctor checks a hookd configuration end to end, the way the first
 // day in production asks: is the database reachable and migrated, do its
-// timeouts leave hookd's statements room, is the signing secret Stripe's,
-// does the app answer a signed test delivery, are the timeouts and the
-// retention safe, does Stripe's API know the endpoint, and is the clock
+// timeouts leave hookd's statements room, does a commit wait for a
+// standby, is the signing secret Stripe's, does the app answer a signed
+// test delivery, are the timeouts and the retention safe, does Stripe's API know the endpoint, and is the clock
 // right. Each check says ok, warn or fail, and what to do.
 //
 // It changes nothing: it writes no row, applies no migration, and the one
@@ -115,6 +115,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 	results := []Result{
 		Database(ctx, cfg.DatabaseURL),
 		SessionTimeouts(ctx, cfg.DatabaseURL),
+		Replication(ctx, cfg.DatabaseURL),
 		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
 		Forward(ctx, cfg),
 		ForwardSignature(cfg),

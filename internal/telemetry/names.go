@@ -37,6 +37,8 @@ const (
 	metricQueueEvents           metricName = "hookd_queue_events"
 	metricQueueDueEvents        metricName = "hookd_queue_due_events"
 	metricQueueStatsUp          metricName = "hookd_queue_stats_up"
+	metricCommitWaitsForStandby metricName = "hookd_database_commit_waits_for_standby"
+	metricDatabaseStandbys      metricName = "hookd_database_standbys"
 )
 
 // Outcome is how the receiver answered a delivery: the outcome label of

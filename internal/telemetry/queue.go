@@ -25,6 +25,8 @@ type QueueCollector struct {
 	depth  *prometheus.Desc
 	due    *prometheus.Desc
 	up     *prometheus.Desc
+	waits  *prometheus.Desc
+	stands *prometheus.Desc
 
 	// mu is held across a read, so concurrent scrapes wait for one read
 	// rather than each making their own.
@@ -32,6 +34,8 @@ type QueueCollector struct {
 	readAt time.Time
 	stats  queue.Stats
 	err    error
+	repl   queue.Replication
+	replOK bool
 }
 
 // DefaultQueueStatsMaxAge is how long the statistics a scrape reports may
@@ -51,6 +55,12 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 			"Pending events whose next retry time has passed.", nil, nil),
 		up: prometheus.NewDesc(string(metricQueueStatsUp),
 			"1 when the queue statistics could be read at this scrape, 0 otherwise.", nil, nil),
+		waits: prometheus.NewDesc(string(metricCommitWaitsForStandby),
+			"1 when a commit waits for a standby (synchronous_commit and synchronous_standby_names), 0 when it waits "+
+				"for none: a failover can then lose events answered 200.", nil, nil),
+		stands: prometheus.NewDesc(string(metricDatabaseStandbys),
+			"Standbys streaming from the database, by whether a commit waits for them (sync) or not (async).",
+			[]string{"sync"}, nil),
 	}
 }
 
@@ -59,6 +69,8 @@ func (qc *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- qc.depth
 	ch <- qc.due
 	ch <- qc.up
+	ch <- qc.waits
+	ch <- qc.stands
 }
 
 // Collect implements prometheus.Collector.
@@ -73,6 +85,18 @@ func (qc *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Retrying), string(queue.StatusRetrying))
 	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Dead), string(queue.StatusDead))
 	ch <- prometheus.MustNewConstMetric(qc.due, prometheus.GaugeValue, float64(st.DueNow))
+	qc.mu.Lock()
+	r, ok := qc.repl, qc.replOK
+	qc.mu.Unlock()
+	if ok {
+		waits := 0.0
+		if r.Waits() {
+			waits = 1
+		}
+		ch <- prometheus.MustNewConstMetric(qc.waits, prometheus.GaugeValue, waits)
+		ch <- prometheus.MustNewConstMetric(qc.stands, prometheus.GaugeValue, float64(len(r.Sync)), "sync")
+		ch <- prometheus.MustNewConstMetric(qc.stands, prometheus.GaugeValue, float64(len(r.Async)), "async")
+	}
 }
 
 // read returns the statistics, read afresh only when the last read is older
@@ -87,6 +111,14 @@ func (qc *QueueCollector) read() (queue.Stats, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	qc.stats, qc.err = qc.store.Stats(ctx)
+	if qc.err == nil {
+		var err error
+		qc.repl, err = qc.store.Replication(ctx)
+		qc.replOK = err == nil
+		if err != nil {
+			qc.logger.WarnContext(ctx, "metrics: cannot read what a commit waits for", "err", err)
+		}
+	}
 	qc.readAt = time.Now()
 	if qc.err != nil {
 		qc.logger.WarnContext(ctx, "metrics: cannot read queue stats", "err", qc.err)

@@ -55,7 +55,7 @@ func scrape(t *testing.T, qc *telemetry.QueueCollector, n, c int) string {
 }
 
 // A flood of scrapes, many at once, reads the queue statistics once: the
-// statements of one Stats call, and no more.
+// statements of one Stats call and one Replication call, and no more.
 func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -64,6 +64,9 @@ func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 
 	before := counter.n.Load()
 	if _, err := store.Stats(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Replication(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	perRead := counter.n.Load() - before
