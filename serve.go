@@ -177,6 +177,9 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	if reconciler != nil {
 		s.loops = append(s.loops, reconciler.Run)
 	}
+	watch := &failoverWatch{store: store, logger: logger, alert: alert, reconciler: reconciler}
+	watch.look(ctx)
+	s.loops = append(s.loops, watch.run)
 	provider := s.addSignIn(accts)
 
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,

@@ -186,6 +186,8 @@ func actionLabel(a audit.Action) string {
 		return "payloads erased"
 	case audit.ReplayStart:
 		return "replay started"
+	case audit.Failover:
+		return "database failed over"
 	case audit.ReplayCancel:
 		return "replay cancelled"
 	case audit.AccessRevoked:

@@ -125,6 +125,14 @@ type Options struct {
 	// Trigger says who asked, for the record of the run. Default:
 	// reconcileruns.TriggerCommand.
 	Trigger reconcileruns.Trigger
+	// Since, when set, is the start of the window in place of Window (and
+	// no earlier than MaxWindow ago): a failover's run looks back from the
+	// newest event the new primary holds.
+	Since time.Time
+	// Young includes the events younger than the usual 5 minutes: after a
+	// failover, Stripe's delivery of a young event may have been answered
+	// 200 and lost with the old primary, and is not coming again.
+	Young bool
 }
 
 // Result is what one run found and did.
@@ -239,8 +247,15 @@ func (r *Reconciler) RunOnce(ctx context.Context, opts Options) (Result, error) 
 		return res, err
 	}
 	res.Since = now.Add(-res.Window)
+	if !opts.Since.IsZero() {
+		res.Since = opts.Since
+		if earliest := now.Add(-r.cfg.MaxWindow); res.Since.Before(earliest) {
+			res.Since = earliest
+		}
+		res.Window = now.Sub(res.Since)
+	}
 
-	todo, err := r.survey(ctx, now, &res)
+	todo, err := r.survey(ctx, now, &res, opts.Young)
 	if opts.DryRun {
 		// What a run would recover: the events the survey found to do.
 		res.Recovered = int64(len(todo))
@@ -295,14 +310,20 @@ type pending struct {
 // survey reads every endpoint with a Stripe id and lists the window's
 // events of each, counting each event once into res however many
 // endpoints list it, and returns the never-seen ones of types their
-// endpoint receives that are old enough, oldest first. Every endpoint is
-// read before any event is listed, so a wrong id or a missing permission
-// stops the run before it lists anything.
-func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result) ([]pending, error) {
+// endpoint receives that are old enough (any age when young), oldest
+// first. Every endpoint is read before any event is listed, so a wrong id
+// or a missing permission stops the run before it lists anything.
+func (r *Reconciler) survey(ctx context.Context, now time.Time, res *Result, young bool) ([]pending, error) {
 	if err := r.readEndpoints(ctx, res); err != nil {
 		return nil, err
 	}
-	l := &listing{r: r, res: res, youngAfter: now.Add(-minAge), examined: map[string]bool{}}
+	youngAfter := now.Add(-minAge)
+	if young {
+		// Nothing listed is too young: Stripe lists no event from the
+		// future of the database's clock by more than the skew.
+		youngAfter = now.Add(time.Hour)
+	}
+	l := &listing{r: r, res: res, youngAfter: youngAfter, examined: map[string]bool{}}
 	for _, s := range res.Endpoints {
 		if err := r.list(ctx, s, res.Since, func(page []stripeapi.Event) error { return l.page(ctx, s, page) }); err != nil {
 			return nil, err

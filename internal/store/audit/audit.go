@@ -44,6 +44,8 @@ const (
 	ReplayStart  Action = "replay_start"  // an operator started a named replay of the events a filter matched
 	ReplayCancel Action = "replay_cancel" // an operator cancelled a running replay
 
+	Failover Action = "failover" // hookd noticed the database failed over (its WAL timeline changed)
+
 	OIDCLogin   Action = "oidc_login"   // someone signed in through the identity provider, with the role its groups gave
 	OIDCRefused Action = "oidc_refused" // the identity provider vouched for someone hookd refused: no role, or an unverified email
 	SessionsEnd Action = "sessions_end" // an admin ended every session of an account

@@ -94,6 +94,7 @@ const (
 	TriggerSchedule  Trigger = "schedule"  // the loop in hookd serve
 	TriggerCommand   Trigger = "command"   // hookd reconcile
 	TriggerDashboard Trigger = "dashboard" // an operator
+	TriggerFailover  Trigger = "failover"  // hookd noticed the database failed over
 )
 
 // Counts is what a reconcile run found among the events Stripe
