@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -47,8 +46,16 @@ type failoverWatch struct {
 
 // run looks every timelineEvery until ctx is cancelled.
 func (w *failoverWatch) run(ctx context.Context) error {
-	startstop.Every(ctx, timelineEvery, w.look)
-	return nil
+	tick := time.NewTicker(timelineEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			w.look(ctx)
+		}
+	}
 }
 
 // look reads the timeline once, and acts when it changed. The server

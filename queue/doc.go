@@ -23,6 +23,7 @@ package queue
 //	endpoints.go        endpoint_activity, event_pairs: what came through each endpoint, the thin/snapshot pairs
 //	replays.go          replays, replay_events: a replay's members, its claim and its settle
 //	workerstatus.go     worker_status: what the retry loops and pruners last reported
+//	timeline.go         database_timeline: the WAL timeline, which a failover changes (NoteTimeline)
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release
@@ -30,6 +31,7 @@ package queue
 //
 //	receive.go    the receiver's short transaction (Exchange), and the one
 //	              read of an event's marker and queue state (markedSQL, queuedSQL)
+//	ungranted.go  a new event queued while no lease can be granted (QueueUngranted)
 //	retries.go    the retry loop's claim (ClaimAttempts), and its settle and start
 //	              (SettleAndStart)
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
@@ -40,6 +42,7 @@ package queue
 // backoff, MaxAttempts and the pending rule, stuck.go the stuck rule,
 // failures.go the failure groups, pending.go the oldest pending event.
 // reads.go is the dashboard's time-limited, read-only Store (NewReader).
+// replication.go reads what a commit waits for (synchronous standbys).
 // The seed's single-event functions, which only tests call, are
 // queuetest.Seed's. store.go is the Store itself; internal/store what it
 // runs on.
