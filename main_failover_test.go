@@ -379,16 +379,17 @@ type failoverRun struct {
 	mu      sync.Mutex
 	senders []*stripeSender
 	// ok counts the events answered 2xx so far.
-	ok   atomic.Int64
-	stop chan struct{}
-	wg   sync.WaitGroup
+	ok     atomic.Int64
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	client *http.Client
 }
 
 // startLoad starts workers senders; next returns each event to deliver
 // (its id and payload). It goes on until stopLoad.
 func startLoad(base string, workers int, next func() (string, []byte)) *failoverRun {
-	run := &failoverRun{stop: make(chan struct{})}
 	client := &http.Client{Timeout: 20 * time.Second}
+	run := &failoverRun{stop: make(chan struct{}), client: client}
 	for range workers {
 		run.wg.Go(func() {
 			for {
@@ -417,6 +418,7 @@ func startLoad(base string, workers int, next func() (string, []byte)) *failover
 func (run *failoverRun) stopLoad() []*stripeSender {
 	close(run.stop)
 	run.wg.Wait()
+	run.client.CloseIdleConnections()
 	return run.senders
 }
 
