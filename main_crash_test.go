@@ -61,11 +61,16 @@ func (r *crashRig) start() *hookdProcess {
 
 // poisonApp is an app that answers every event at once but poison, which
 // it holds until hookd is killed, saying on arrived when it has it.
-func poisonApp(t *testing.T, poison string) (*leaseApp, chan struct{}) {
+func poisonApp(t *testing.T, poison string, latency time.Duration) (*leaseApp, chan struct{}) {
 	arrived := make(chan struct{}, 1)
 	app := newLeaseApp(t, func(r *http.Request) int {
 		if r.Header.Get("Hookd-Event-Id") != poison {
-			return http.StatusOK
+			select {
+			case <-time.After(latency):
+				return http.StatusOK
+			case <-r.Context().Done():
+				return http.StatusServiceUnavailable
+			}
 		}
 		select {
 		case arrived <- struct{}{}:
@@ -114,15 +119,18 @@ func (r *crashRig) killOnEachArrival(p *hookdProcess, arrived chan struct{}, don
 }
 
 // A crash takes no batch-mate with it: the retry loop claims a batch of
-// 100 whose first event kills hookd on every attempt. Each attempt counts
-// when its own run starts, so each kill costs the poison an attempt and no
-// other event one: the poison is dead after MaxAttempts, and the other 99
-// reach the app exactly once and are processed, none dead.
+// 100 whose first event kills hookd on every attempt, at the default
+// concurrency, with the app answering the others in 300 ms, so at the
+// first kill dozens of them are in flight beside the poison. That kill
+// charges nobody: every run it cut short becomes a suspect and runs again
+// alone. The poison is then charged each kill it causes alone and is dead
+// after MaxAttempts of them; the other 99 are processed, none dead, none
+// charged an attempt for the interruption.
 func TestLeases_PoisonInARetryBatchTakesNoBatchMate(t *testing.T) {
 	t.Parallel()
 	bundle := setup(t)
 	poison, others := stripeevent.NewID("evt"), newEventIDs(99)
-	app, arrived := poisonApp(t, poison)
+	app, arrived := poisonApp(t, poison, 300*time.Millisecond)
 	insertDue(t, bundle.pool, others)
 	// The poison is the batch's first.
 	insertDue(t, bundle.pool, []string{poison})
@@ -137,15 +145,13 @@ func TestLeases_PoisonInARetryBatchTakesNoBatchMate(t *testing.T) {
 		// hookd never gives up on the poison before it is killed.
 		"HOOKD_FORWARD_TIMEOUT=30s",
 		"HOOKD_RETRY_BATCH=100",
-		// One run at a time: a kill cuts short the poison's run alone.
-		"HOOKD_RETRY_CONCURRENCY=1",
 		"HOOKD_RETRY_INTERVAL=100ms",
 	})
 	p, kills := rig.killOnEachArrival(rig.start(), arrived, func() bool {
 		status, _ := statusOf(t, bundle, poison)
 		return status == string(queue.StatusDead)
-	}, time.Now().Add(3*time.Minute))
-	queuetest.WaitFor(t, time.Minute, "the other 99 processed", func() bool {
+	}, time.Now().Add(4*time.Minute))
+	queuetest.WaitFor(t, 2*time.Minute, "the other 99 processed", func() bool {
 		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`, others) == 99
 	})
 	if err := p.terminate(); err != nil {
@@ -156,34 +162,43 @@ func TestLeases_PoisonInARetryBatchTakesNoBatchMate(t *testing.T) {
 		t.Errorf("poison: %s after %d attempts, want dead after %d", status, attempts, queue.MaxAttempts)
 	}
 	calls := app.calls()
-	if kills != queue.MaxAttempts || calls[poison] != queue.MaxAttempts {
-		t.Errorf("the poison reached the app %d times in %d kills, want %d", calls[poison], kills, queue.MaxAttempts)
+	// The first kill cut the batch short; each after it, the poison alone.
+	if kills != queue.MaxAttempts+1 || calls[poison] != queue.MaxAttempts+1 {
+		t.Errorf("the poison reached the app %d times in %d kills, want %d", calls[poison], kills, queue.MaxAttempts+1)
 	}
-	for _, id := range others {
-		if calls[id] != 1 {
-			t.Errorf("%s, in the poison's batch, reached the app %d times, want exactly 1", id, calls[id])
-		}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1
+		AND error LIKE '%crashed hookd%'`, poison); n != queue.MaxAttempts {
+		t.Errorf("%d attempts of the poison say it crashed hookd, want %d", n, queue.MaxAttempts)
 	}
+	cut := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id <> $1`, poison)
+	if cut == 0 {
+		t.Errorf("no batch-mate was cut short by the first kill: the test proves nothing")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id <> $1
+		AND (cleared_at IS NULL OR crashes <> 0)`, poison); n != 0 {
+		t.Errorf("%d batch-mates still suspects or charged a crash, want none", n)
+	}
+	t.Logf("batch-mates cut short by the first kill and run alone after it: %d", cut)
 	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id <> $1`, poison); n != 0 {
 		t.Errorf("%d of the other events still on the queue (dead or not), want none", n)
 	}
-	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id <> $1 AND error LIKE '%interrupted%'`,
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id <> $1 AND outcome <> 'succeeded'`,
 		poison); n != 0 {
-		t.Errorf("%d interrupted attempts recorded for the other events, want none", n)
+		t.Errorf("%d failed attempts recorded for the other events, want none", n)
 	}
 }
 
 // An event that kills hookd whenever it reaches the app, delivered by
-// Stripe: its redelivery after the crash takes the dead replica's lease
-// over, counts that run as an interrupted attempt and queues the event
-// (answered 200) instead of running it inline again; the retry loop's
-// runs each count too, and after MaxAttempts retries it is dead instead of
+// Stripe: its redelivery after the crash finds it a suspect, charged
+// nothing for the inline run, and queues it (answered 200) instead of
+// running it inline again; it then runs alone, each run alone that kills
+// hookd is charged, and after MaxAttempts of them it is dead instead of
 // crashing hookd forever.
 func TestLeases_InlineCrashLoopEndsDead(t *testing.T) {
 	t.Parallel()
 	bundle := setup(t)
 	poison := stripeevent.NewID("evt")
-	app, arrived := poisonApp(t, poison)
+	app, arrived := poisonApp(t, poison, 0)
 	rig := newCrashRig(t, []string{
 		"DATABASE_URL=" + bundle.dbURL,
 		"STRIPE_WEBHOOK_SECRET=" + testSecret,
@@ -227,9 +242,13 @@ func TestLeases_InlineCrashLoopEndsDead(t *testing.T) {
 	if calls := app.calls()[poison]; kills != queue.MaxAttempts+1 || calls != kills {
 		t.Errorf("the poison reached the app %d times in %d kills, want the inline run and %d retries", calls, kills, queue.MaxAttempts)
 	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1
+		AND path IN ('inline', 'retry') AND crashes = $2 AND cleared_at IS NULL`, poison, queue.MaxAttempts); n != 1 {
+		t.Errorf("the poison is not a suspect charged %d crashes", queue.MaxAttempts)
+	}
 	paths := map[string]int{}
 	rows, err := bundle.pool.Query(context.Background(),
-		`SELECT path FROM webhook_attempts WHERE event_id = $1 AND error LIKE '%interrupted%'`, poison)
+		`SELECT path FROM webhook_attempts WHERE event_id = $1 AND error LIKE '%crashed hookd%'`, poison)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,8 +259,8 @@ func TestLeases_InlineCrashLoopEndsDead(t *testing.T) {
 		}
 		paths[path]++
 	}
-	if paths["inline"] != 1 || paths["retry"] != queue.MaxAttempts {
-		t.Errorf("interrupted attempts by path: %v; want 1 inline and %d retry", paths, queue.MaxAttempts)
+	if paths["inline"] != 0 || paths["retry"] != queue.MaxAttempts {
+		t.Errorf("attempts that crashed hookd by path: %v; want %d retry, the inline run charged nothing", paths, queue.MaxAttempts)
 	}
 }
 

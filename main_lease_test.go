@@ -734,13 +734,14 @@ func (p *hookdProcess) terminate() error {
 	}
 }
 
-// TestLeases_CrashLoopMakesThePoisonEventDead proves that an attempt counts
-// when it starts: an event whose every attempt kills hookd (here the test
-// SIGKILLs the real binary each time the app gets the event) is tried
-// MaxAttempts times and then made dead, its last_error and its history
-// saying each attempt was interrupted, instead of crashing hookd forever;
-// and that the events claimed in the same batch reach the app exactly once
-// and are processed.
+// TestLeases_CrashLoopMakesThePoisonEventDead proves that a crash is
+// charged to the event that caused it: an event whose every attempt kills
+// hookd (here the test SIGKILLs the real binary each time the app gets the
+// event) is charged nothing for the first kill, which cut its batch's run
+// short, then runs alone, is charged each kill alone and is made dead after
+// MaxAttempts of them, its last_error and its history saying each crashed
+// hookd, instead of crashing hookd forever; and the events claimed in the
+// same batch reach the app exactly once and are processed.
 func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 	t.Parallel()
 	bin := buildHookdBinary(t)
@@ -826,7 +827,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 			var selfRecorded int
 			err := bundle.pool.QueryRow(context.Background(), `
 				SELECT e.status, (SELECT count(*) FROM webhook_attempts a
-				                  WHERE a.event_id = e.event_id AND a.error NOT LIKE '%was interrupted%')
+				                  WHERE a.event_id = e.event_id AND a.error NOT LIKE '%crashed hookd%')
 				FROM webhook_events e WHERE e.event_id = $1`, poison).Scan(&status, &selfRecorded)
 			if err != nil {
 				t.Fatalf("read the poison event: %v", err)
@@ -850,7 +851,7 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		poison).Scan(&e.Status, &e.Attempts, &e.LastError); err != nil {
 		t.Fatal(err)
 	}
-	if want := queuetest.InterruptedError(queue.MaxAttempts); e.Status != queue.StatusDead || e.Attempts != queue.MaxAttempts ||
+	if want := queuetest.CrashedError(queue.MaxAttempts); e.Status != queue.StatusDead || e.Attempts != queue.MaxAttempts ||
 		e.LastError == nil || *e.LastError != want {
 		t.Errorf("poison event: %s after %d attempts, last_error %v; want dead after %d, %q",
 			e.Status, e.Attempts, deref(e.LastError), queue.MaxAttempts, want)
@@ -863,15 +864,17 @@ func TestLeases_CrashLoopMakesThePoisonEventDead(t *testing.T) {
 		t.Errorf("the poison's history holds %d attempts, want %d", len(attempts), queue.MaxAttempts)
 	}
 	for i, a := range attempts {
-		if want := queuetest.InterruptedError(i + 1); a.Number != i+1 || a.Succeeded || a.Path != queue.PathRetry || deref(a.Error) != want {
+		if want := queuetest.CrashedError(i + 1); a.Number != i+1 || a.Succeeded || a.Path != queue.PathRetry || deref(a.Error) != want {
 			t.Errorf("poison attempt %d: number %d, succeeded %v, path %s, error %q; want number %d, failed, retry, %q",
 				i, a.Number, a.Succeeded, a.Path, deref(a.Error), i+1, want)
 		}
 	}
 	calls := app.calls()
-	if kills != queue.MaxAttempts || calls[poison] != queue.MaxAttempts {
+	// The first kill cut the batch's run short and charged nobody; each
+	// after it came while the poison ran alone.
+	if kills != queue.MaxAttempts+1 || calls[poison] != queue.MaxAttempts+1 {
 		t.Errorf("the poison reached the app %d times and hookd was killed %d times, want %d and %d",
-			calls[poison], kills, queue.MaxAttempts, queue.MaxAttempts)
+			calls[poison], kills, queue.MaxAttempts+1, queue.MaxAttempts+1)
 	}
 	for _, id := range others {
 		if calls[id] != 1 {

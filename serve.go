@@ -160,11 +160,14 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	// One Pace for every path that delivers to the app: the receiver (and
 	// reconciliation through it), the retry loop and replays share the rate.
 	pace := worker.NewPace(cfg.ForwardRate)
+	// One Alone for every path that runs events: while a suspect runs
+	// alone on this replica, nothing else does.
+	alone := worker.NewAlone()
 	receiver := receiver.New(store, logger, receiver.Config{
 		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
 		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
-		Heartbeat: s.heartbeat, Tracer: tracer})
-	retrier, replayer := s.producers(store, proc, metrics, st.control, pace)
+		Heartbeat: s.heartbeat, Alone: alone, Tracer: tracer})
+	retrier, replayer := s.producers(store, proc, metrics, st.control, pace, alone)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -196,10 +199,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 // delivery control, rate and heartbeat; the retry loop's interval, batch
 // and concurrency are settings, the replays' the worker's defaults.
 func (s *server) producers(store *queue.Store, proc worker.Processor, metrics *telemetry.Metrics, control *worker.Control,
-	pace *worker.Pace) (*worker.Retrier, *worker.Replayer) {
+	pace *worker.Pace, alone *worker.Alone) (*worker.Retrier, *worker.Replayer) {
 	cfg := s.cfg
 	delivering := worker.ProducerConfig{ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout,
-		Processor: proc, Metrics: metrics, Control: control, Pace: pace, Heartbeat: s.heartbeat, Tracer: s.tracer}
+		Processor: proc, Metrics: metrics, Control: control, Pace: pace, Heartbeat: s.heartbeat, Alone: alone,
+		Tracer: s.tracer}
 	retries := delivering
 	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
 	return worker.NewRetrier(store, s.logger, retries), worker.NewReplayer(store, s.logger, delivering)

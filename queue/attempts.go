@@ -38,21 +38,27 @@ const (
 	AttemptFailed    AttemptOutcome = "failed"
 )
 
-// InterruptedRun is the error of a delivery's run that the receiver, taking
-// the event over, found started and never reported: recorded in the history
-// as a failed attempt.
-const InterruptedRun = "the run of this event was interrupted: hookd stopped or lost its database before it " +
-	"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
+// What earlier versions of hookd recorded for a run cut short, which they
+// charged to every event in flight: a delivery's run the receiver found
+// (legacyInterruptedRun), a retry the claim found (legacyInterruptedFormat,
+// with the attempt's number). The history of events from then keeps them.
+const (
+	legacyInterruptedRun = "the run of this event was interrupted: hookd stopped or lost its database before it " +
+		"could record the outcome, so it counts as a failed attempt and the event is queued for retry"
+	legacyInterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
+		"before it could record the outcome, so the attempt counts as failed"
+)
 
-// Interrupted reports whether a is an attempt that never came back: its run
-// started, and hookd stopped or lost its database before recording an
-// outcome, so it was recorded as failed by the claim or delivery that
-// found it (InterruptedFormat, InterruptedRun).
+// Interrupted reports whether a is an attempt that never came back: a
+// suspect's run alone that crashed hookd (CrashedFormat), or a run an
+// earlier version charged when it was cut short.
 func (a Attempt) Interrupted() bool {
 	if a.Outcome != AttemptFailed || a.Error == nil {
 		return false
 	}
-	return *a.Error == InterruptedRun || *a.Error == strings.Replace(InterruptedFormat, "%s", strconv.Itoa(a.Number), 1)
+	n := strconv.Itoa(a.Number)
+	return *a.Error == strings.Replace(CrashedFormat, "%s", n, 1) || *a.Error == legacyInterruptedRun ||
+		*a.Error == strings.Replace(legacyInterruptedFormat, "%s", n, 1)
 }
 
 // Attempt is one processing attempt of an event.

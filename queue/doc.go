@@ -34,6 +34,9 @@ package queue
 //	ungranted.go  a new event queued while no lease can be granted (QueueUngranted)
 //	retries.go    the retry loop's claim (ClaimAttempts), and its settle and start
 //	              (SettleAndStart)
+//	suspects.go   webhook_suspects with the queue and the leases: runs a dead
+//	              process cut short, the suspect slot, the claim of a suspect to
+//	              run alone (ClaimSuspect), charged only when it crashes hookd
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
 //	search.go     where one event is, across the tables (Locate, FindEvent)
 //	reconcile.go  reconciliation's reads: the database's clock, which events it has seen

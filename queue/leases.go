@@ -152,8 +152,8 @@ func (l *Lease) ReleaseWith(ctx context.Context, write func(pgx.Tx) error) error
 
 // releaseLeasesSQL deletes the leases of the event ids in the text[]
 // parameter ids still held by the owners in the uuid[] parameter owners, at
-// the same places, and returns their event_id, owner and whether their run
-// had started. It finds them by
+// the same places, and returns their event_id, owner, whether their run
+// had started and whether it was a suspect's run alone. It finds them by
 // the ids alone, through the primary key: a join with the parameters would
 // be planned, once for all executions, as a scan of the whole table, which
 // holds every lease deleted since the last vacuum.
@@ -162,7 +162,7 @@ func releaseLeasesSQL(ids, owners string) string {
 		DELETE FROM webhook_leases l
 		WHERE l.event_id = ANY (` + ids + `::text[])
 		  AND (l.event_id, l.owner) IN (SELECT * FROM unnest(` + ids + `::text[], ` + owners + `::uuid[]))
-		RETURNING l.event_id, l.owner, l.started_at IS NOT NULL AS started`
+		RETURNING l.event_id, l.owner, l.started_at IS NOT NULL AS started, l.alone`
 }
 
 // leaseSeconds is how long, in seconds, a lease for a processor that may
@@ -207,15 +207,29 @@ func interruptedSQL(l string) string {
 // under it and never reported, and returns the ids it took with what each
 // takeover recorded. It never waits for a live lease: a wait lasts only as
 // long as another short transaction. rows must filter on grantableSQL.
-func insertLeasesSQL(rows string) string {
+//
+// Each row returned also says whether the takeover cut short a started run
+// (cut_short) and whether that run was a suspect's run alone (crashed):
+// suspectedSQL makes the former suspects, and the claim of a suspect
+// charges the latter.
+func insertLeasesSQL(rows string) string { return insertLeasesWithSQL(false, rows) }
+
+// insertLeasesWithSQL is insertLeasesSQL; with alone, rows gives a
+// seventh column, whether the run is a suspect's run alone.
+func insertLeasesWithSQL(alone bool, rows string) string {
+	cols := "event_id, owner, path, expires_at, replica, started_at"
+	if alone {
+		cols += ", alone"
+	}
 	return `
-	INSERT INTO webhook_leases AS l (event_id, owner, path, expires_at, replica, started_at)
+	INSERT INTO webhook_leases AS l (` + cols + `)
 	` + rows + `
 	ON CONFLICT (event_id) DO UPDATE
 	SET owner = excluded.owner, path = excluded.path, taken_at = excluded.taken_at, expires_at = excluded.expires_at,
-	    replica = excluded.replica, started_at = excluded.started_at, interrupted = ` + interruptedSQL("l") + `
+	    replica = excluded.replica, started_at = excluded.started_at, interrupted = ` + interruptedSQL("l") + `,
+	    cut_short = l.started_at IS NOT NULL, crashed = l.started_at IS NOT NULL AND l.alone, alone = excluded.alone
 	WHERE NOT ` + liveLeaseSQL("l") + `
-	RETURNING l.event_id, l.interrupted`
+	RETURNING l.event_id, l.interrupted, l.cut_short, l.crashed`
 }
 
 // takeLeasesSQL takes the leases of the event ids $1, each for the path of
@@ -223,11 +237,15 @@ func insertLeasesSQL(rows string) string {
 // for none), their runs starting now, and returns the ids it took (and
 // what each takeover recorded). An id given twice would be taken twice by
 // one command, which PostgreSQL refuses: callers pass each once.
-var takeLeasesSQL = "-- hookd.take_leases\n" + insertLeasesSQL(`
+var takeLeasesSQL = `-- hookd.take_leases
+	WITH taken AS (` + insertLeasesSQL(`
 	SELECT d.id, $3, d.path, now() + make_interval(secs => $4), $5, now()
 	FROM unnest($1::text[], $2::text[]) AS d(id, path)
 	WHERE `+grantableSQL("$5")+`
-	ORDER BY d.id`)
+	ORDER BY d.id`) + `
+	), suspected AS (` + suspectedSQL("taken") + `
+	)
+	SELECT event_id, interrupted FROM taken`
 
 // InFlight is a live lease on an event: a processor is running it now.
 type InFlight struct {

@@ -151,54 +151,80 @@ func TestTakeDeliveries_ConcurrentTakersProcessOnce(t *testing.T) {
 	}
 }
 
-// An attempt counts when its run starts; one that never reports stays
-// counted and is recorded as interrupted by the claim that takes its lease
-// over, and an interrupted fifth attempt makes the event dead instead of
-// running a sixth. A claim whose run never started counts nothing.
-func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
+// An attempt counts when its run starts, but a run cut short by a dead
+// process is charged nothing: the claim that takes its lease over makes the
+// event a suspect, due at once and left for its run alone. A suspect whose
+// run alone dies is charged one attempt each time, and the fifth makes it
+// dead with a last_error saying it crashed hookd. A claim whose run never
+// started counts nothing.
+func TestClaimAttempts_InterruptedRunsChargeOnlyASuspectAlone(t *testing.T) {
 	t.Parallel()
 	s, bundle := setup(t)
 	e := queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_crash"})
-	for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
-		claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
-		if err != nil || len(claim.Claimed) != 1 {
-			t.Fatalf("claim %d: %+v, %v", attempt, claim.Claimed, err)
-		}
-		c := claim.Claimed[0]
-		if c.Dead || c.Event.Attempts != attempt {
-			t.Fatalf("claim %d: attempts %d, dead %v", attempt, c.Event.Attempts, c.Dead)
-		}
-		if attempt == 1 {
-			// A claimer that dies before the run starts counts nothing.
-			expireLeases(t, bundle.pool)
-			if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
-				t.Fatal(err)
-			}
-			again, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
-			if err != nil || len(again.Claimed) != 1 || again.Claimed[0].Event.Attempts != 1 {
-				t.Fatalf("the claim after an unstarted one: %+v, %v; want attempt 1 again", again.Claimed, err)
-			}
-			c = again.Claimed[0]
-		}
-		if ok, err := s.StartAttempts(t.Context(), []queue.Claimed{c}); err != nil || !ok[0] {
-			t.Fatalf("start attempt %d: %v, %v", attempt, ok, err)
-		}
-		// The claimer dies: no outcome, the lease runs out.
-		expireLeases(t, bundle.pool)
-		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
 	claim, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
-	if err != nil || len(claim.Claimed) != 1 || !claim.Claimed[0].Dead {
-		t.Fatalf("the claim after an interrupted fifth attempt: %+v, %v; want the event made dead", claim.Claimed, err)
+	if err != nil || len(claim.Claimed) != 1 || claim.Claimed[0].Event.Attempts != 1 {
+		t.Fatalf("claim: %+v, %v", claim.Claimed, err)
+	}
+	// A claimer that dies before the run starts counts nothing, and makes
+	// no suspect.
+	expireLeases(t, bundle.pool)
+	if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.ClaimAttempts(t.Context(), 10, time.Minute)
+	if err != nil || len(again.Claimed) != 1 || again.Claimed[0].Event.Attempts != 1 {
+		t.Fatalf("the claim after an unstarted one: %+v, %v; want attempt 1 again", again.Claimed, err)
+	}
+	if ok, err := s.StartAttempts(t.Context(), again.Claimed); err != nil || !ok[0] {
+		t.Fatalf("start: %v, %v", ok, err)
+	}
+	// The claimer dies mid-run: the next claim makes the event a suspect.
+	expireLeases(t, bundle.pool)
+	if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.ClaimAttempts(t.Context(), 10, time.Minute); err != nil || len(c.Claimed) != 0 {
+		t.Fatalf("the claim after a run cut short: %+v, %v; want nothing claimed", c.Claimed, err)
+	}
+	if c, err := s.ClaimAttempts(t.Context(), 10, time.Minute); err != nil || len(c.Claimed) != 0 {
+		t.Fatalf("a suspect claimed by a batch: %+v, %v", c.Claimed, err)
 	}
 	got, err := s.Event(t.Context(), e.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.Attempts != 0 || got.LastError == nil || *got.LastError != queue.SuspectError {
+		t.Errorf("the suspect's row: %d attempts, last error %v; want none charged", got.Attempts, got.LastError)
+	}
+	sp, err := s.SuspectOf(t.Context(), "evt_crash")
+	if err != nil || sp == nil || sp.Interruptions != 1 || sp.Crashes != 0 || sp.Path != queue.PathRetry {
+		t.Fatalf("suspect: %+v, %v; want one uncharged retry interruption", sp, err)
+	}
+
+	for attempt := 1; attempt <= queue.MaxAttempts; attempt++ {
+		c, _, ok, err := s.ClaimSuspect(t.Context(), time.Minute)
+		if err != nil || !ok || c.Dead || c.Event.Attempts != attempt {
+			t.Fatalf("suspect claim %d: %+v, %v, %v", attempt, c, ok, err)
+		}
+		if ok, err := s.StartAttempts(t.Context(), []queue.Claimed{c}); err != nil || !ok[0] {
+			t.Fatalf("start attempt %d: %v, %v", attempt, ok, err)
+		}
+		// It crashes hookd while it runs alone.
+		expireLeases(t, bundle.pool)
+		if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now() WHERE id = $1`, e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, _, ok, err := s.ClaimSuspect(t.Context(), time.Minute)
+	if err != nil || !ok || !c.Dead {
+		t.Fatalf("the claim after a fifth crash alone: %+v, %v, %v; want the event made dead", c, ok, err)
+	}
+	got, err = s.Event(t.Context(), e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got.Status != queue.StatusDead || got.Attempts != queue.MaxAttempts || got.LastError == nil ||
-		*got.LastError != queuetest.InterruptedError(queue.MaxAttempts) {
+		*got.LastError != queuetest.CrashedError(queue.MaxAttempts) {
 		t.Errorf("dead row: %s, %d attempts, last error %v", got.Status, got.Attempts, got.LastError)
 	}
 	attempts, err := s.Attempts(t.Context(), queue.SourceStripe, "evt_crash")
@@ -206,12 +232,19 @@ func TestClaimAttempts_InterruptedAttemptsCountUntilDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(attempts) != queue.MaxAttempts {
-		t.Fatalf("%d attempts in the history, want the %d interrupted ones", len(attempts), queue.MaxAttempts)
+		t.Fatalf("%d attempts in the history, want the %d that crashed hookd alone", len(attempts), queue.MaxAttempts)
 	}
 	for i, a := range attempts {
-		if a.Number != i+1 || a.Succeeded || a.Error == nil || !strings.Contains(*a.Error, "interrupted") {
+		if a.Number != i+1 || a.Succeeded || a.Error == nil || !strings.Contains(*a.Error, "crashed hookd") {
 			t.Errorf("attempt %d: number %d, error %v", i, a.Number, a.Error)
 		}
+	}
+	if sp, err := s.SuspectOf(t.Context(), "evt_crash"); err != nil || sp == nil || sp.Crashes != queue.MaxAttempts ||
+		sp.ClearedAt != nil {
+		t.Errorf("suspect: %+v, %v; want %d crashes, still a suspect", sp, err, queue.MaxAttempts)
+	}
+	if _, _, ok, err := s.ClaimSuspect(t.Context(), time.Minute); err != nil || ok {
+		t.Errorf("a dead suspect claimed again: %v, %v", ok, err)
 	}
 	if again, err := s.ClaimAttempts(t.Context(), 10, time.Minute); err != nil || len(again.Claimed) != 0 {
 		t.Errorf("a dead event claimed again: %+v, %v", again.Claimed, err)

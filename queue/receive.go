@@ -53,10 +53,11 @@ type Deliveries struct {
 	// the leases were asked for, so before they expire.
 	Deadline time.Time
 	States   []DeliveryState
-	// Interrupted, for a DeliveryNew event whose lease was taken over from
-	// a run that started and never reported (hookd killed while the app
-	// had the event), is that run's path; empty otherwise. That run is an
-	// attempt, and the event goes on the retry queue with it counted.
+	// Interrupted, for a DeliveryNew event that is a suspect (suspects.go):
+	// its lease was taken over from a run that started and never reported
+	// (hookd killed while the app had the event), now or before, is that
+	// run's path; empty otherwise. The event is never run inline: it goes
+	// on the retry queue, charged nothing, and runs alone.
 	Interrupted []AttemptPath
 }
 
@@ -438,9 +439,11 @@ var eventStatesSQL = `-- hookd.event_states
 // has a dedup marker or a queue row, and takes the lease of each that has
 // neither, for the path $2 and, where $3 says it runs at once, with its run
 // started: owner $5, $6 seconds, replica $7. It returns, in the order of
-// $1, what it read and whether it took the lease (and what a takeover
-// recorded). An event processed or queued is never written to, so its
-// redelivery costs a read.
+// $1, what it read and whether it took the lease, with the path of a run
+// the takeover cut short (the event becomes a suspect) or, for an event
+// that is a suspect already, the path of the run that made it one. An
+// event processed or queued is never written to, so its redelivery costs a
+// read.
 var takeDeliveriesSQL = `-- hookd.take
 	WITH g AS MATERIALIZED (
 		SELECT ` + grantableSQL("$7") + ` AS ok
@@ -452,8 +455,12 @@ var takeDeliveriesSQL = `-- hookd.take
 		FROM d
 		WHERE NOT d.processed AND NOT d.queued AND (SELECT ok FROM g)
 		ORDER BY d.id`) + `
+	), suspected AS (` + suspectedSQL("taken") + `
 	)
-	SELECT d.processed, d.queued, t.event_id IS NOT NULL, t.interrupted, (SELECT ok FROM g)
+	SELECT d.processed, d.queued, t.event_id IS NOT NULL,
+	       CASE WHEN t.cut_short THEN t.interrupted
+	            ELSE (SELECT s.path FROM webhook_suspects s WHERE s.event_id = t.event_id AND s.cleared_at IS NULL) END,
+	       (SELECT ok FROM g)
 	FROM d LEFT JOIN taken t ON t.event_id = d.id
 	ORDER BY d.ord`
 

@@ -436,7 +436,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	}
 	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
 		var id string
-		return id, row.Scan(&id, nil)
+		return id, row.Scan(&id, nil, nil, nil)
 	})
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)

@@ -99,14 +99,13 @@ func (s *Store) Register(ctx context.Context) error {
 // or another replica found it silent, and either way its leases may be
 // another's now. In the same round trip it writes lease_epoch's row again
 // when the database lost it, and lets go of the leases of replicas silent
-// past ReplicaSilence: their claimed retries are due at once, and the
-// leases of runs they never started are deleted; a lease whose run started
-// stays for the path that takes it over to count that attempt.
+// past ReplicaSilence: their claimed retries are due at once, and the runs
+// they had started become suspects (reapSilentSQL).
 func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO lease_epoch (began_at) VALUES (now()) ON CONFLICT (one) DO NOTHING`)
 	b.Queue(beatSQL, s.replica.arg())
-	b.Queue(reapSilentSQL)
+	b.Queue(reapSilentSQL, MaxAttempts, CrashedFormat, SuspectError)
 	if s.pool == nil {
 		return false, errors.New("queue: a beat needs a Store over a pool, not a transaction")
 	}
@@ -129,22 +128,47 @@ func (s *Store) Beat(ctx context.Context) (registered bool, err error) {
 // replica's row is gone.
 const beatSQL = `UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`
 
-// reapSilentSQL forgets the replicas silent past ReplicaSilence, deletes
-// their leases whose runs never started, and makes the queue rows of all
-// their leases due at once.
+// reapSilentSQL forgets the replicas silent past ReplicaSilence and
+// deletes their leases. The runs of those leases that had started were cut
+// short by a dead process: each event becomes a suspect (suspects.go),
+// charged nothing, unless its run was a suspect's run alone, which is
+// charged one attempt (CrashedFormat, dead at MaxAttempts with $2 the
+// format's text). The queue rows of all their leases are due at once.
+// Only one beat can forget a replica, so each run is recorded once. $1 is
+// MaxAttempts.
 var reapSilentSQL = `
 	WITH gone AS (
 		DELETE FROM hookd_replicas WHERE beat_at < now() - ` + intervalSQL(ReplicaSilence) + `
 		RETURNING id
 	), orphans AS (
-		SELECT l.event_id, l.started_at FROM webhook_leases l
-		WHERE l.replica IN (SELECT id FROM gone)
-	), unstarted AS (
 		DELETE FROM webhook_leases l
-		WHERE l.event_id IN (SELECT event_id FROM orphans WHERE started_at IS NULL) AND l.started_at IS NULL
+		WHERE l.replica IN (SELECT id FROM gone)
+		RETURNING l.event_id, l.path, l.started_at IS NOT NULL AS started, l.started_at IS NOT NULL AND l.alone AS crashed
+	), suspected AS (
+		INSERT INTO webhook_suspects AS s (event_id, path, interruptions, crashes)
+		SELECT o.event_id, o.path, CASE WHEN o.crashed THEN 0 ELSE 1 END, CASE WHEN o.crashed THEN 1 ELSE 0 END
+		FROM orphans o
+		WHERE o.started AND NOT ` + notEventKey("o.event_id") + `
+		ON CONFLICT (event_id) DO UPDATE
+		SET interruptions = s.interruptions + excluded.interruptions, crashes = s.crashes + excluded.crashes,
+		    path = excluded.path, cleared_at = NULL
+	), due AS (
+		UPDATE webhook_events e
+		SET next_retry_at = CASE WHEN o.crashed AND e.attempts + 1 >= $1 THEN e.next_retry_at ELSE now() END,
+		    attempts = e.attempts + CASE WHEN o.crashed THEN 1 ELSE 0 END,
+		    status = CASE WHEN o.crashed AND e.attempts + 1 >= $1 THEN 'dead' ELSE e.status END,
+		    payload = ` + erasedPayloadSQL("e", "o.crashed AND e.attempts + 1 >= $1") + `,
+		    last_error = CASE WHEN o.crashed THEN format($2, e.attempts + 1)
+		                      WHEN o.started THEN $3 ELSE e.last_error END,
+		    last_attempt_at = CASE WHEN o.crashed THEN now() ELSE e.last_attempt_at END,
+		    claims = CASE WHEN o.crashed THEN 0 ELSE e.claims END
+		FROM orphans o
+		WHERE e.event_id = o.event_id AND e.` + pending + `
+		RETURNING e.source, e.event_id, e.attempts, o.crashed
 	)
-	UPDATE webhook_events e SET next_retry_at = now()
-	WHERE e.event_id IN (SELECT event_id FROM orphans) AND e.` + pending + ` AND e.next_retry_at > now()`
+	` + insertAttemptsSQL(`
+	SELECT d.source, d.event_id, 0, 'failed', NULL::int, format($2, d.attempts), 'retry', d.attempts, NULL::text
+	FROM due d WHERE d.crashed`)
 
 // Deregister removes the Store's replica at a clean stop, once none of its
 // processors runs: a lease it still has (none, after a clean stop) is

@@ -128,8 +128,8 @@ func TestLeases_ASilentReplicaLetsGo(t *testing.T) {
 }
 
 // A beat lets go of what silent replicas held: their claimed retries are
-// due at once, the leases of runs they never started are gone, and a lease
-// whose run started stays for the claim that counts it as interrupted.
+// due at once and their leases gone; a run that had started was cut short
+// by a dead process, so its event is a suspect, charged nothing.
 func TestBeat_FreesTheClaimsOfSilentReplicas(t *testing.T) {
 	t.Parallel()
 	_, bundle := setup(t)
@@ -157,28 +157,32 @@ func TestBeat_FreesTheClaimsOfSilentReplicas(t *testing.T) {
 	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE next_retry_at <= now()`); n != 3 {
 		t.Errorf("%d of the silent replica's 3 claimed events due, want all", n)
 	}
-	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases`); n != 1 {
-		t.Errorf("%d leases left, want the started run's only", n)
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_leases`); n != 0 {
+		t.Errorf("%d leases left, want none", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects
+		WHERE event_id = 'evt_1' AND interruptions = 1 AND crashes = 0 AND path = 'retry'`); n != 1 {
+		t.Errorf("evt_1, whose run started, is not a suspect with one uncharged interruption")
 	}
 	if registered, err := dead.Beat(t.Context()); err != nil || registered {
 		t.Errorf("the silent replica's own beat: registered %v, %v; want its row gone", registered, err)
 	}
 
 	again, err := alive.ClaimAttempts(t.Context(), 10, time.Hour)
-	if err != nil || len(again.Claimed) != 3 {
-		t.Fatalf("claim after the beat: %v, %v; want all 3", again.Claimed, err)
+	if err != nil || len(again.Claimed) != 2 {
+		t.Fatalf("claim after the beat: %v, %v; want evt_2 and evt_3", again.Claimed, err)
 	}
 	for _, c := range again.Claimed {
-		want := 1
-		if c.Event.EventID == "evt_1" {
-			want = 2 // its first attempt started and was interrupted
-		}
-		if c.Event.Attempts != want {
-			t.Errorf("%s: attempt %d now, want %d", c.Event.EventID, c.Event.Attempts, want)
+		if c.Event.EventID == "evt_1" || c.Event.Attempts != 1 {
+			t.Errorf("%s: attempt %d now, want evt_2 and evt_3 at attempt 1", c.Event.EventID, c.Event.Attempts)
 		}
 	}
-	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE error LIKE '%interrupted%'`); n != 1 {
-		t.Errorf("%d interrupted attempts recorded, want evt_1's", n)
+	c, _, ok, err := alive.ClaimSuspect(t.Context(), time.Hour)
+	if err != nil || !ok || c.Event.EventID != "evt_1" || c.Event.Attempts != 1 {
+		t.Errorf("suspect claim: %+v, %v, %v; want evt_1 at attempt 1, nothing charged", c, ok, err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts`); n != 0 {
+		t.Errorf("%d attempts recorded, want none: the interruption is charged to no one", n)
 	}
 }
 
@@ -221,49 +225,86 @@ func TestLeases_NoneGrantedForTheGraceAfterTheDatabaseLostThem(t *testing.T) {
 	}
 }
 
-// An attempt of a claimed batch counts when its own run starts: a claimer
-// that dies after starting one of ten counts that one, and the other nine
-// are claimed again with no attempt spent.
-func TestStartAttempts_ACrashCountsOnlyTheStartedRun(t *testing.T) {
+// A crash charges only the event that caused it: a claimer that dies with
+// two runs of a batch of ten started charges no one, and makes those two
+// suspects; each then runs alone, through the suspect claim, on replicas
+// that die whenever they run evt_0. evt_0 is charged each crash alone and
+// is dead after MaxAttempts; evt_1, run alone once and done, is cleared;
+// the other eight are claimed again with no attempt spent.
+func TestStartAttempts_ACrashChargesOnlyTheSuspectAlone(t *testing.T) {
 	t.Parallel()
 	_, bundle := setup(t)
 	a, b := replica(t, bundle.pool), replica(t, bundle.pool)
 	for i := range 10 {
 		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_%d", i)})
 	}
-	for round := 1; round <= queue.MaxAttempts; round++ {
-		claim, err := a.ClaimAttempts(context.Background(), 10, time.Hour)
-		if err != nil || len(claim.Claimed) == 0 {
-			t.Fatalf("round %d: claim %d, %v", round, len(claim.Claimed), err)
+	claim, err := a.ClaimAttempts(context.Background(), 10, time.Hour)
+	if err != nil || len(claim.Claimed) != 10 {
+		t.Fatalf("claim %d, %v", len(claim.Claimed), err)
+	}
+	var running []queue.Claimed
+	for _, c := range claim.Claimed {
+		if c.Event.EventID == "evt_0" || c.Event.EventID == "evt_1" {
+			running = append(running, c)
 		}
-		var poison []queue.Claimed
-		for _, c := range claim.Claimed {
-			if c.Event.EventID == "evt_0" {
-				poison = append(poison, c)
-			}
-		}
-		if len(poison) == 1 {
-			if _, err := a.StartAttempts(t.Context(), poison); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// a is killed mid-run: b's beat finds it silent.
+	}
+	if _, err := a.StartAttempts(t.Context(), running); err != nil {
+		t.Fatal(err)
+	}
+	kill := func() {
+		// a is killed mid-run: b's beat finds it silent; a starts again,
+		// a replica of a new id.
 		silence(t, bundle.pool, a)
 		if _, err := b.Beat(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		// a starts again, a replica of a new id.
 		a = replica(t, bundle.pool)
 	}
-	if _, err := a.ClaimAttempts(context.Background(), 10, time.Hour); err != nil {
-		t.Fatal(err)
+	kill()
+	for crashes := 0; ; {
+		c, _, ok, err := a.ClaimSuspect(t.Context(), time.Hour)
+		if err != nil || (!ok && crashes < queue.MaxAttempts) || c.Dead {
+			t.Fatalf("suspect claim after %d crashes: %+v, %v, %v", crashes, c, ok, err)
+		}
+		if !ok {
+			// The beat that found the fifth crash made evt_0 dead.
+			break
+		}
+		if ok, err := a.StartAttempts(t.Context(), []queue.Claimed{c}); err != nil || !ok[0] {
+			t.Fatalf("start: %v, %v", ok, err)
+		}
+		if c.Event.EventID == "evt_1" {
+			states, err := a.SettleAttempts(t.Context(), []queue.Settled{{Claimed: c, Kind: queue.SettleDone,
+				Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_1", Succeeded: true, Path: queue.PathRetry,
+					Number: c.Event.Attempts}}})
+			if err != nil || !states[0].Written {
+				t.Fatalf("settle evt_1: %v, %v", states, err)
+			}
+			continue
+		}
+		crashes++
+		kill()
+		if crashes > queue.MaxAttempts {
+			t.Fatalf("evt_0 ran alone %d times", crashes)
+		}
 	}
 	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id = 'evt_0' AND status = 'dead'
-		AND attempts = $1`, queue.MaxAttempts); n != 1 {
-		t.Errorf("the event whose runs all crashed is not dead after %d attempts", queue.MaxAttempts)
+		AND attempts = $1 AND last_error = $2`, queue.MaxAttempts, queuetest.CrashedError(queue.MaxAttempts)); n != 1 {
+		t.Errorf("the event whose runs alone all crashed is not dead after %d attempts", queue.MaxAttempts)
 	}
-	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id <> 'evt_0'
-		AND attempts = 0 AND status <> 'dead'`); n != 9 {
-		t.Errorf("%d of the 9 batch-mates with no attempt spent and alive, want 9", n)
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = 'evt_1'`); n != 1 {
+		t.Errorf("evt_1, run alone, not processed")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = 'evt_1'
+		AND cleared_at IS NOT NULL AND crashes = 0`); n != 1 {
+		t.Errorf("evt_1 not cleared as a suspect")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id NOT IN ('evt_0', 'evt_1')
+		AND attempts = 0 AND status <> 'dead'`); n != 8 {
+		t.Errorf("%d of the 8 batch-mates with no attempt spent and alive, want 8", n)
+	}
+	again, err := a.ClaimAttempts(context.Background(), 10, time.Hour)
+	if err != nil || len(again.Claimed) != 8 {
+		t.Errorf("the 8 batch-mates claimed again: %d, %v", len(again.Claimed), err)
 	}
 }

@@ -36,24 +36,18 @@ type Attempts struct {
 	Deadline time.Time
 }
 
-// InterruptedFormat is the last_error, for PostgreSQL's format() with the
-// attempt's number, of an event whose attempt never reported an outcome:
-// its process was killed, or lost the database, while the app had the
-// event. ClaimAttempts records it in the history and on the row.
-const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its database " +
-	"before it could record the outcome, so the attempt counts as failed"
-
 // ClaimAttempts claims up to n due events for an attempt each, in one
 // statement: it selects them FOR UPDATE SKIP LOCKED, so other claims skip
 // them, takes each one's lease for a processor run of processFor (not yet
 // started) and pushes the event's next_retry_at to when the lease expires.
 // Each attempt counts from when its own run starts (SettleAndStart marks
-// its lease), not from the claim: a crash counts the attempts that had
-// started, and none of the batch's others. The claim that takes over a
-// lease whose run started and never reported records that attempt in the
-// history as interrupted and counts it; where that was the fifth, the
-// claim makes the event dead instead of running it a sixth time
-// (Claimed.Dead).
+// its lease), not from the claim: a crash counts none of the batch's
+// others. A suspect (suspects.go) is never claimed: it runs alone, through
+// ClaimSuspect. An event whose lease the claim finds with a run that
+// started and never reported (its process died) is not claimed either: it
+// is charged nothing, becomes a suspect with SuspectError, and its lease is
+// left free for its run alone. A pending row at MaxAttempts whose last
+// attempt was counted and never settled is made dead (Claimed.Dead).
 //
 // An event whose lease another holder has (a delivery or recovery of the
 // same event at this moment) is left as it is, due, for a later claim.
@@ -61,7 +55,7 @@ const InterruptedFormat = "attempt %s was interrupted: hookd stopped or lost its
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, InterruptedFormat,
+	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, SuspectError,
 		s.replica.arg())
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
@@ -92,61 +86,64 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 }
 
 // claimAttemptsSQL claims up to $1 due events for owner $2 of replica $6
-// with leases of $3 seconds; $4 is MaxAttempts, and $5 InterruptedFormat.
+// with leases of $3 seconds; $4 is MaxAttempts, and $5 SuspectError.
 //
-// An interrupted attempt is one whose run started under a lease that is no
-// longer live and never reported: its start is on the lease alone, and it
-// is counted and recorded here. An event whose interrupted attempt was its
-// last is made dead, its lease taken only to check that no one has it and
-// left expired at once. claims counts the claims since the last outcome,
-// for the stuck check (stuck.go); a pending row at MaxAttempts with
-// claims > 0 is one whose last attempt was counted and never settled (a
-// row left so by a release before): it is made dead.
+// An interrupted run is one that started under a lease that is no longer
+// live and never reported: its event becomes a suspect here, uncharged,
+// due at once for its run alone, and is not returned. claims counts the
+// claims since the last outcome, for the stuck check (stuck.go); a pending
+// row at MaxAttempts with claims > 0 is one whose last attempt was counted
+// and never settled (a row left so by a release before): it is made dead,
+// its lease taken only to check that no one has it and left expired at
+// once.
 var claimAttemptsSQL = `-- hookd.claim
 	WITH due AS (
 		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
 		  AND (attempts < $4 OR claims > 0)
 		  AND next_retry_at <= now()
+		  AND NOT ` + openSuspectSQL("webhook_events.event_id") + `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
 	), held AS (` + heldLeasesSQL("SELECT event_id FROM due") + `
 	), free AS (
-		SELECT d.*, d.attempts + CASE WHEN h.started THEN 1 ELSE 0 END AS counted,
-		       coalesce(h.started, false) AS interrupted
+		SELECT d.*, d.attempts AS counted, coalesce(h.started, false) AS interrupted
 		FROM due d LEFT JOIN held h USING (event_id)
 		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
 		   OR NOT h.live
 	), leased AS (` + insertLeasesSQL(`
 		SELECT f.event_id, $2::uuid, CASE WHEN f.manual_retry THEN 'manual' ELSE 'retry' END,
-		       CASE WHEN f.counted < $4 THEN now() + make_interval(secs => $3) ELSE now() END, $6::uuid, NULL::timestamptz
+		       CASE WHEN f.counted < $4 AND NOT f.interrupted THEN now() + make_interval(secs => $3) ELSE now() END,
+		       $6::uuid, NULL::timestamptz
 		FROM free f
 		WHERE `+grantableSQL("$6")+`
 		ORDER BY f.event_id`) + `
 	), claimed AS (
 		SELECT f.* FROM free f JOIN leased USING (event_id)
-	), interrupted AS (` + insertAttemptsSQL(`
-		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($5, c.counted), 'retry', c.counted, NULL::text
-		FROM claimed c JOIN webhook_events e ON e.id = c.id
-		WHERE c.interrupted`) + `
+	), suspected AS (` + suspectedSQL("leased") + `
+	), updated AS (
+		UPDATE webhook_events e
+		SET attempts = c.counted,
+		    status = CASE WHEN c.counted < $4 THEN e.status ELSE 'dead' END,
+		    payload = ` + erasedPayloadSQL("e", "c.counted >= $4") + `,
+		    last_error = CASE WHEN c.interrupted THEN $5 ELSE e.last_error END,
+		    claims = CASE WHEN c.counted >= $4 THEN 0 WHEN c.interrupted THEN c.claims ELSE c.claims + 1 END,
+		    manual_retry = CASE WHEN c.interrupted AND c.counted < $4 THEN e.manual_retry ELSE false END,
+		    next_retry_at = CASE WHEN c.counted >= $4 THEN e.next_retry_at WHEN c.interrupted THEN now()
+		                         ELSE now() + make_interval(secs => $3) END
+		FROM claimed c
+		WHERE e.id = c.id
+		RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
+		          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
+		          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
+		          e.trace_parent, c.manual_retry AS asked_manual,
+		          ` + markedSQL("e.event_id") + ` AS processed, c.interrupted AND c.counted < $4 AS suspect
 	)
-	UPDATE webhook_events e
-	SET attempts = c.counted,
-	    status = CASE WHEN c.counted < $4 THEN e.status ELSE 'dead' END,
-	    payload = ` + erasedPayloadSQL("e", "c.counted >= $4") + `,
-	    last_error = CASE WHEN c.interrupted THEN format($5, c.counted) ELSE e.last_error END,
-	    last_attempt_at = CASE WHEN c.interrupted THEN now() ELSE e.last_attempt_at END,
-	    claims = CASE WHEN c.counted < $4 THEN c.claims + 1 ELSE 0 END,
-	    manual_retry = false,
-	    next_retry_at = CASE WHEN c.counted < $4 THEN now() + make_interval(secs => $3) ELSE e.next_retry_at END
-	FROM claimed c
-	WHERE e.id = c.id
-	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
-	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
-	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
-	          e.trace_parent, c.manual_retry,
-	          ` + markedSQL("e.event_id")
+	SELECT id, source, event_id, event_type, payload, signature, status, attempts, last_error, next_retry_at, created_at,
+	       last_attempt_at, manual_retry, claims, endpoint, livemode, account, api_version, object_id, object_type, customer,
+	       snapshot_event, trace_parent, asked_manual, processed
+	FROM updated WHERE NOT suspect`
 
 // startOp is the starting part of SettleAndStart's short transaction.
 type startOp struct {
@@ -367,10 +364,12 @@ func (op *retrySettleOp) states() []SettledState {
 // hastened it. The attempt of a run that started (its lease says so:
 // SettleAndStart), or that brings its record, is counted here, with its
 // outcome; a release, or a success found already processed, counts none.
+// A suspect's run alone that completed, a success or a failure, clears the
+// suspect; one given back leaves it a suspect.
 var settleAttemptsSQL = `-- hookd.settle_attempts
 	WITH freed AS (` + releaseLeasesSQL("$2", "$3") + `
 	), released AS (
-		SELECT o.*, f.started FROM freed f
+		SELECT o.*, f.started, f.alone FROM freed f
 		JOIN unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::float8[], $7::text[], $8::text[], $9::bytea[],
 		            $10::bool[])
 		     AS o(id, event_id, owner, kind, new_status, wait, error, how, payload, attempted)
@@ -400,6 +399,10 @@ var settleAttemptsSQL = `-- hookd.settle_attempts
 		FROM released r
 		WHERE e.id = r.id AND r.kind = 'released' AND e.` + pending + `
 	), recorded AS (` + givenAttemptsSQL(11, "released") + `
+	), cleared AS (
+		UPDATE webhook_suspects s SET cleared_at = now()
+		FROM released r
+		WHERE s.event_id = r.event_id AND r.alone AND r.kind IN ('done', 'failed') AND s.cleared_at IS NULL
 	)
 	SELECT r.id::text, coalesce(f.status, ''), coalesce(f.manual_retry, false)
 	FROM released r LEFT JOIN failed f ON f.id = r.id`

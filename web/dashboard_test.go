@@ -544,7 +544,7 @@ func TestEvent_AttemptCountAgreesWithHistory(t *testing.T) {
 	c := b.client(t)
 	c.signIn(accounts.RoleViewer)
 	e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1SixAttempts", Status: queue.StatusDead,
-		Attempts: queue.MaxAttempts, LastError: queuetest.InterruptedError(queue.MaxAttempts)})
+		Attempts: queue.MaxAttempts, LastError: queuetest.CrashedError(queue.MaxAttempts)})
 	for n := range queue.MaxAttempts + 1 {
 		a := queue.NewAttempt{Source: queue.SourceStripe, EventID: "evt_1SixAttempts", Duration: time.Second,
 			HTTPStatus: 500, Error: "HTTP 500", Path: queue.PathRetry, Number: n}
@@ -552,7 +552,7 @@ func TestEvent_AttemptCountAgreesWithHistory(t *testing.T) {
 		case 0:
 			a.Path = queue.PathInline
 		case queue.MaxAttempts:
-			a.HTTPStatus, a.Error = 0, queuetest.InterruptedError(n)
+			a.HTTPStatus, a.Error = 0, queuetest.CrashedError(n)
 		}
 		queuetest.InsertAttempt(t, b.pool, a)
 	}

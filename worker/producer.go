@@ -59,6 +59,10 @@ type ProducerConfig struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *Heartbeat
+	// Alone, when set, is shared by every path of the replica: no job
+	// starts while a suspect runs alone (or waits to), and the loops claim
+	// nothing meanwhile.
+	Alone *Alone
 	// Tracer, when set, makes each job a trace of its own, a CONSUMER span
 	// (tracing.SpanProcess), linked to the span that queued the event
 	// while it is queued; nil traces nothing.
@@ -194,7 +198,20 @@ type jobs[J comparable] interface {
 // (jobWorker.takeSlot), held from before its start is written until its run
 // ends, so a crash interrupts no more than Concurrency runs. Once ctx is
 // cancelled no job starts.
+//
+// A job also enters the replica's Alone with its slot, so none starts
+// while a suspect runs alone (workAlone runs that suspect).
 func work[J comparable](ctx context.Context, p *producer, deadline time.Time, batch []J, js jobs[J]) {
+	workWith(ctx, p, deadline, batch, js, false)
+}
+
+// workAlone is work for a suspect's run alone: it runs while the
+// replica's Alone is closed, which it does not enter.
+func workAlone[J comparable](ctx context.Context, p *producer, deadline time.Time, j J, js jobs[J]) {
+	workWith(ctx, p, deadline, []J{j}, js, true)
+}
+
+func workWith[J comparable](ctx context.Context, p *producer, deadline time.Time, batch []J, js jobs[J], alone bool) {
 	queued := make(chan J, len(batch))
 	for _, j := range batch {
 		queued <- j
@@ -202,7 +219,7 @@ func work[J comparable](ctx context.Context, p *producer, deadline time.Time, ba
 	close(queued)
 	var workers sync.WaitGroup
 	for range min(p.cfg.Concurrency, len(batch)) {
-		w := &jobWorker[J]{p: p, js: js, deadline: deadline}
+		w := &jobWorker[J]{p: p, js: js, deadline: deadline, alone: alone}
 		workers.Go(func() { w.loop(ctx, queued) })
 	}
 	workers.Wait()
@@ -217,6 +234,8 @@ type jobWorker[J comparable] struct {
 	// last is the job the worker took last, whose outcome is not written
 	// yet; the zero J once it is.
 	last J
+	// alone: the worker runs a suspect alone, and enters no Alone.
+	alone bool
 }
 
 // loop takes jobs until none is left, starting each one it may in the
@@ -242,7 +261,7 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 		if w.js.prepare(ctx, j) && w.p.takeTurn(ctx, w.deadline) {
 			next = j
 		} else {
-			w.p.freeSlot()
+			w.freeSlot()
 		}
 	}
 	var zero J
@@ -251,7 +270,7 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 		started = w.js.write(w.last, next)
 	}
 	if next != zero && !started {
-		w.p.freeSlot()
+		w.freeSlot()
 	}
 	if w.last != zero {
 		w.js.settled(ctx, w.last)
@@ -272,26 +291,47 @@ func (w *jobWorker[J]) run(ctx context.Context, j J) {
 	runCtx, d := w.js.begin(ctx, j)
 	res, took := w.p.process(runCtx, w.deadline, d)
 	w.js.end(runCtx, j, res, took)
-	w.p.freeSlot()
+	w.freeSlot()
 }
 
 // takeSlot waits for a job's slot (producer.slots) until ctx is done, and
 // reports whether it has it. A worker that must wait writes the outcome of
 // its last job first, alone: a run that ended never waits unwritten on
 // another batch's runs.
+//
+// With the slot it enters the replica's Alone: while a suspect runs alone,
+// or waits to, no slot is taken and the job is given back.
 func (w *jobWorker[J]) takeSlot(ctx context.Context) bool {
 	select {
 	case w.p.slots <- struct{}{}:
-		return true
+		return w.enter()
 	default:
 	}
 	w.writeLast(ctx)
 	select {
 	case w.p.slots <- struct{}{}:
-		return true
+		return w.enter()
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// enter enters the replica's Alone with the slot just taken, or gives
+// the slot back.
+func (w *jobWorker[J]) enter() bool {
+	if w.alone || w.p.cfg.Alone.Enter() {
+		return true
+	}
+	w.p.freeSlot()
+	return false
+}
+
+// freeSlot gives back the slot of a job, and leaves the Alone it entered.
+func (w *jobWorker[J]) freeSlot() {
+	if !w.alone {
+		w.p.cfg.Alone.Leave()
+	}
+	w.p.freeSlot()
 }
 
 // writeLast writes the outcome of the last job alone, if it has one

@@ -116,9 +116,9 @@ func (r *Replayer) loop(ctx, workCtx context.Context) {
 // runOnce runs one batch of the oldest running replay that has members
 // this replica can lease now, and reports whether it ran any.
 func (r *Replayer) runOnce(ctx, workCtx context.Context) (bool, error) {
-	if r.cfg.Control.Held() || r.cfg.Heartbeat.Overdue() {
+	if r.cfg.Control.Held() || r.cfg.Heartbeat.Overdue() || r.cfg.Alone.Closed() {
 		// Held, or the replica's beats are late and it would soon cancel
-		// what it claimed now (Retrier.turn).
+		// what it claimed now (Retrier.turn), or a suspect runs alone here.
 		return false, nil
 	}
 	runs, err := r.store.RunningReplays(ctx)

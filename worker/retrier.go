@@ -61,6 +61,10 @@ type Retrier struct {
 func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Retrier {
 	cfg = cfg.withDefaults(DefaultRetryInterval, DefaultRetryBatch, DefaultRetryConcurrency)
 	cfg.BatchSize = min(cfg.BatchSize, MaxRetryBatch)
+	if cfg.Alone == nil {
+		// Suspects run alone among the retry loop's runs, at least.
+		cfg.Alone = NewAlone()
+	}
 	r := &Retrier{producer: newProducer(cfg, batchLoops), store: store, logger: logger.With("component", "retrier")}
 	r.steps = newStepWriter(store, r.logger, cfg.Tracer, cfg.BatchSize)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
@@ -92,6 +96,9 @@ func (r *Retrier) loops(ctx, workCtx context.Context) {
 			startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.turn(ctx, workCtx) })
 		})
 	}
+	wg.Go(func() {
+		startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.suspectsTurn(ctx, workCtx) })
+	})
 	wg.Wait()
 	r.logger.Info("retry loop stopped")
 }
@@ -115,6 +122,11 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		// again once a beat gets through.
 		r.recordTick(ctx)
 		return queue.BeatInterval
+	}
+	if r.cfg.Alone.Closed() {
+		// A suspect runs alone on this replica: nothing else starts.
+		r.recordTick(ctx)
+		return ControlRefresh
 	}
 	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
 	switch {

@@ -39,11 +39,6 @@ import (
 // queue.LeaseMargin, so an outcome is written while its lease still holds.
 const writeTimeout = queue.LeaseMargin
 
-// interruptedError is the error recorded for a delivery's run that started
-// and never reported (hookd killed, or cut off from its database, while the
-// app had the event), found when a redelivery takes its lease over.
-const interruptedError = queue.InterruptedRun
-
 // Outcome is what Receive did with a valid delivery. Each is answered 200,
 // with its Label.
 type Outcome int
@@ -135,6 +130,10 @@ type Config struct {
 	// Heartbeat, when set, keeps the leases live while the replica beats,
 	// and cancels every processor run when it cannot (worker.Heartbeat).
 	Heartbeat *worker.Heartbeat
+	// Alone, when set, is the replica's, shared with the retry loop: while
+	// a suspect runs alone on the replica, a new event is queued
+	// unprocessed, as a deferred one is, and answered 200.
+	Alone *worker.Alone
 	// StallAfter is how long a group of deliveries at the database (one
 	// waiting on a lock, say) holds up the deliveries that reach the
 	// database behind it before they go on beside it. Default:
@@ -159,6 +158,7 @@ type Receiver struct {
 	control   *worker.Control
 	pace      *worker.Pace
 	heartbeat *worker.Heartbeat
+	alone     *worker.Alone
 	tracer    *tracing.Tracer
 	// leases and outcomes gather the deliveries that reach the database at
 	// one moment into one short transaction each: the leases and states of
@@ -202,6 +202,7 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		control:   cfg.Control,
 		pace:      cfg.Pace,
 		heartbeat: cfg.Heartbeat,
+		alone:     cfg.Alone,
 		tracer:    cfg.Tracer,
 	}
 	r.leases = groupcommit.New(maxBatch, r.exchange)
@@ -390,8 +391,21 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 			d.deferred = r.deferReason()
 		}
 	}
+	if d.deferred == "" {
+		// Nothing starts while a suspect runs alone on this replica.
+		if !r.alone.Enter() {
+			d.deferred = aloneReason
+		} else {
+			defer r.alone.Leave()
+		}
+	}
 	return r.leased(d)
 }
+
+// aloneReason is why a delivery is queued unprocessed while a suspect
+// runs alone on its replica.
+const aloneReason = "deferred to the retry queue: this replica is running an event alone after a crash " +
+	"(a suspect), with nothing else in flight"
 
 // leased takes d's lease and, when its event is new, runs it and writes
 // its outcome with the lease's release.
@@ -490,13 +504,13 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		return outcome, worker.Result{}
 	}
 	if d.interrupted != "" {
-		// The run before this one started and hookd never heard back:
-		// most likely the event itself stopped the process. It is not run
-		// inline again; the retry queue takes it, with that run counted.
-		attempt := queue.NewAttempt{Source: queue.SourceStripe, EventID: d.key, Path: d.interrupted, Error: interruptedError}
-		fe := failedEvent(d, interruptedError)
-		d.outcome.Queue, d.outcome.Wait, d.outcome.Attempt = &fe, r.store.RetryDelay(0), &attempt
-		return Queued, worker.Result{Err: errors.New(interruptedError)}
+		// A run of the event started and hookd never heard back: the
+		// process died, maybe because of this event, maybe beside it. It
+		// is a suspect: never run inline again, it goes on the retry
+		// queue charged nothing and runs alone there.
+		fe := failedEvent(d, queue.SuspectError)
+		d.outcome.Queue = &fe
+		return Queued, worker.Result{Err: errors.New(queue.SuspectError)}
 	}
 	if d.deferred == "" {
 		d.deferred = r.holdReason(d.ctx)

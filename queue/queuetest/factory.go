@@ -89,10 +89,10 @@ func InsertAttempt(t testing.TB, pool *pgxpool.Pool, a queue.NewAttempt) {
 	}
 }
 
-// InterruptedError is the last_error the retry loop's claim records for the
-// attempt that never reported an outcome (queue.InterruptedFormat).
-func InterruptedError(attempt int) string {
-	return strings.Replace(queue.InterruptedFormat, "%s", strconv.Itoa(attempt), 1)
+// CrashedError is the last_error recorded for a suspect's attempt that
+// crashed hookd while it ran alone (queue.CrashedFormat).
+func CrashedError(attempt int) string {
+	return strings.Replace(queue.CrashedFormat, "%s", strconv.Itoa(attempt), 1)
 }
 
 // WaitFor polls cond until it holds, failing t after timeout. Tests use it

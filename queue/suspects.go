@@ -1,0 +1,266 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Suspects: an interrupted attempt is charged only to the event that
+// caused it.
+//
+// When a process dies, every run it had in flight is cut short, and
+// nothing tells the event that killed it from the ones beside it. So a run
+// cut short by a dead process (its lease taken over, or reaped with its
+// silent replica) is recorded as interrupted and charged nothing: its event
+// becomes a suspect (webhook_suspects). A suspect is claimed by no batch;
+// it runs again alone (ClaimSuspect), on the one replica that holds the
+// suspect slot (TakeSuspectSlot), with nothing else in flight there. A
+// suspect whose run alone completes is cleared (a failure is charged as
+// any other); one whose process dies while it runs alone is charged one
+// attempt (CrashedFormat) and stays a suspect, so the fifth such crash
+// makes it dead, and only it.
+
+// SuspectSlotKey is the lease key of the suspect slot: the replica that
+// holds it runs suspects, one at a time, and no other does. No event id
+// has it.
+const SuspectSlotKey = "hookd:suspects"
+
+// SuspectError is the last_error of an event whose run a dead process cut
+// short beside others: it is charged nothing and becomes a suspect.
+const SuspectError = "a run of this event was cut short: hookd stopped (killed, or it lost its database) while it ran " +
+	"with other events in flight; not charged: the event runs again alone, so that a crash is charged only to the event " +
+	"that caused it"
+
+// CrashedFormat is the last_error, for PostgreSQL's format() with the
+// attempt's number, of a suspect whose process died while it ran alone:
+// nothing else was running, so it crashed hookd, and the attempt counts.
+const CrashedFormat = "attempt %s crashed hookd: the event ran alone after an earlier crash, and hookd stopped before " +
+	"it could record the outcome, so the attempt counts as failed"
+
+// notEventKey is true for the lease key SQL expression k of work that is
+// not an event's (the suspect slot, reconciliation's run): its lease cut
+// short makes no suspect.
+func notEventKey(k string) string { return k + ` LIKE 'hookd:%'` }
+
+// suspectedSQL makes suspects of the events of the set taken (rows of
+// insertLeasesSQL) whose takeover cut short a run that was not alone, and
+// counts the interruption, uncharged. A crashed run alone is the claim of
+// the suspect's to charge (ClaimSuspect).
+func suspectedSQL(taken string) string {
+	return `
+		INSERT INTO webhook_suspects AS s (event_id, path, interruptions)
+		SELECT t.event_id, t.interrupted, 1 FROM ` + taken + ` t
+		WHERE t.cut_short AND NOT t.crashed AND NOT ` + notEventKey("t.event_id") + `
+		ON CONFLICT (event_id) DO UPDATE
+		SET interruptions = s.interruptions + 1, path = excluded.path, cleared_at = NULL`
+}
+
+// openSuspectSQL is true when the event whose id the SQL expression id
+// gives is a suspect not yet cleared.
+func openSuspectSQL(id string) string {
+	return `(SELECT true FROM webhook_suspects s WHERE s.event_id = ` + id + ` AND s.cleared_at IS NULL) IS NOT NULL`
+}
+
+// SuspectSlot is the suspect slot, held by this replica.
+type SuspectSlot struct{ lease *Lease }
+
+// TakeSuspectSlot takes the suspect slot for holdFor, or returns
+// ErrEventLocked when another replica holds it. Its lease is kept live by
+// the replica's beats, so a replica that dies holding it lets it go within
+// ReplicaSilence; its run is never marked started, so losing it makes no
+// suspect.
+func (s *Store) TakeSuspectSlot(ctx context.Context, holdFor time.Duration) (*SuspectSlot, error) {
+	owner := uuid.New()
+	rows, err := s.db.Query(ctx, insertLeasesSQL(`
+		SELECT $1::text, $2::uuid, 'retry', now() + make_interval(secs => $3), $4::uuid, NULL::timestamptz
+		WHERE `+grantableSQL("$4")), SuspectSlotKey, [16]byte(owner), leaseSeconds(holdFor), s.replica.arg())
+	if err != nil {
+		return nil, fmt.Errorf("take the suspect slot: %w", err)
+	}
+	taken, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+		var id string
+		return id, row.Scan(&id, nil, nil, nil)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take the suspect slot: %w", err)
+	}
+	if len(taken) == 0 {
+		return nil, ErrEventLocked
+	}
+	return &SuspectSlot{lease: &Lease{store: s, EventID: SuspectSlotKey, Owner: owner, Deadline: time.Now().Add(holdFor)}}, nil
+}
+
+// Renew keeps the slot for holdFor from now, or returns ErrLeaseLost.
+func (sl *SuspectSlot) Renew(ctx context.Context, holdFor time.Duration) error {
+	return sl.lease.Renew(ctx, holdFor)
+}
+
+// Release hands the slot on: any replica may take it at once.
+func (sl *SuspectSlot) Release(ctx context.Context) error {
+	_, err := sl.lease.store.releaseLeases(ctx, []string{SuspectSlotKey}, []uuid.UUID{sl.lease.Owner})
+	return err
+}
+
+// SuspectsWaiting reports whether some suspect could run now: pending, due
+// and not leased by a live holder. The suspect runner asks before it takes
+// the slot, so replicas with nothing to run alone never hold it.
+func (s *Store) SuspectsWaiting(ctx context.Context) (bool, error) {
+	var waiting bool
+	err := s.db.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM webhook_suspects s JOIN webhook_events e ON e.event_id = s.event_id
+			WHERE s.cleared_at IS NULL AND e.`+pending+` AND e.next_retry_at <= now()
+			  AND NOT EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = s.event_id AND `+liveLeaseSQL("l")+`))`).
+		Scan(&waiting)
+	if err != nil {
+		return false, fmt.Errorf("read suspects: %w", err)
+	}
+	return waiting, nil
+}
+
+// ClaimSuspect claims the oldest suspect that can run now (pending, due,
+// its lease free) for a run alone of processFor, as ClaimAttempts claims
+// a batch: the lease taken not yet started (SettleAndStart starts it) and
+// marked alone. The claim that takes over the lease of a run alone that
+// started and never reported charges that attempt (CrashedFormat): where
+// it was the fifth, the event is made dead instead (Claimed.Dead). It
+// returns ok false when no suspect can run now.
+func (s *Store) ClaimSuspect(ctx context.Context, processFor time.Duration) (c Claimed, deadline time.Time, ok bool, err error) {
+	owner := uuid.New()
+	deadline = time.Now().Add(processFor)
+	var e Event
+	var manual bool
+	err = s.db.QueryRow(ctx, claimSuspectSQL, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
+		s.replica.arg()).Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
+		&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
+		&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
+		&e.TraceParent, &manual, &c.Processed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Claimed{}, deadline, false, nil
+	}
+	if err != nil {
+		return Claimed{}, deadline, false, fmt.Errorf("claim a suspect: %w", err)
+	}
+	c.Event, c.Owner, c.Path = e, owner, PathRetry
+	if manual {
+		c.Path = PathManual
+	}
+	c.Dead = e.Status == StatusDead
+	if !c.Dead {
+		c.Event.Attempts++
+	}
+	return c, deadline, true, nil
+}
+
+// claimSuspectSQL claims the oldest suspect that can run now for owner $1
+// of replica $5, with a lease of $2 seconds marked alone; $3 is
+// MaxAttempts and $4 CrashedFormat. A suspect whose run alone crashed is
+// charged that attempt here; at MaxAttempts it is made dead, its lease
+// left expired at once, and it stays a suspect (a person's retry runs it
+// alone again).
+var claimSuspectSQL = `
+	WITH due AS (
+		SELECT e.id, e.event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
+		JOIN webhook_events e ON e.event_id = s.event_id
+		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now()
+		ORDER BY s.since, s.event_id
+		LIMIT 8
+		FOR UPDATE OF e SKIP LOCKED
+	), held AS (` + heldLeasesSQL("SELECT event_id FROM due") + `
+	), free AS (
+		SELECT d.*, coalesce(h.started AND (SELECT x.alone FROM webhook_leases x WHERE x.event_id = d.event_id), false) AS crashed
+		FROM due d LEFT JOIN held h USING (event_id)
+		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
+		   OR NOT h.live
+		ORDER BY d.since, d.event_id
+		LIMIT 1
+	), leased AS (` + insertLeasesWithSQL(true, `
+		SELECT f.event_id, $1::uuid, CASE WHEN f.manual_retry THEN 'manual' ELSE 'retry' END,
+		       CASE WHEN f.attempts + f.crashed::int < $3 THEN now() + make_interval(secs => $2) ELSE now() END,
+		       $5::uuid, NULL::timestamptz, f.attempts + f.crashed::int < $3
+		FROM free f
+		WHERE `+grantableSQL("$5")) + `
+	), claimed AS (
+		SELECT f.*, l.cut_short, f.attempts + CASE WHEN f.crashed THEN 1 ELSE 0 END AS counted
+		FROM free f JOIN leased l USING (event_id)
+	), suspected AS (
+		UPDATE webhook_suspects s
+		SET crashes = s.crashes + CASE WHEN c.crashed THEN 1 ELSE 0 END,
+		    interruptions = s.interruptions + CASE WHEN c.cut_short AND NOT c.crashed THEN 1 ELSE 0 END,
+		    ran_alone_at = CASE WHEN c.counted < $3 THEN now() ELSE s.ran_alone_at END
+		FROM claimed c WHERE s.event_id = c.event_id
+	), crashed AS (` + insertAttemptsSQL(`
+		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($4, c.counted), 'retry', c.counted, NULL::text
+		FROM claimed c JOIN webhook_events e ON e.id = c.id
+		WHERE c.crashed`) + `
+	)
+	UPDATE webhook_events e
+	SET attempts = c.counted,
+	    status = CASE WHEN c.counted < $3 THEN e.status ELSE 'dead' END,
+	    payload = ` + erasedPayloadSQL("e", "c.counted >= $3") + `,
+	    last_error = CASE WHEN c.crashed THEN format($4, c.counted) ELSE e.last_error END,
+	    last_attempt_at = CASE WHEN c.crashed THEN now() ELSE e.last_attempt_at END,
+	    claims = CASE WHEN c.counted < $3 THEN c.claims + 1 ELSE 0 END,
+	    manual_retry = false,
+	    next_retry_at = CASE WHEN c.counted < $3 THEN now() + make_interval(secs => $2) ELSE e.next_retry_at END
+	FROM claimed c
+	WHERE e.id = c.id
+	RETURNING e.id, e.source, e.event_id, e.event_type, e.payload, e.signature, e.status,
+	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
+	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
+	          e.trace_parent, c.manual_retry,
+	          ` + markedSQL("e.event_id")
+
+// SuspectCounts is what the dashboard and /metrics say of suspects.
+type SuspectCounts struct {
+	// Open are the suspects not yet cleared: each runs alone next.
+	Open int
+	// Crashes are the attempts charged to suspects that died running
+	// alone, over the suspects not yet cleared.
+	Crashes int
+}
+
+// Suspects counts the suspects not yet cleared.
+func (s *Store) Suspects(ctx context.Context) (SuspectCounts, error) {
+	var c SuspectCounts
+	err := s.db.QueryRow(ctx, `SELECT count(*), coalesce(sum(crashes), 0) FROM webhook_suspects WHERE cleared_at IS NULL`).
+		Scan(&c.Open, &c.Crashes)
+	if err != nil {
+		return SuspectCounts{}, fmt.Errorf("count suspects: %w", err)
+	}
+	return c, nil
+}
+
+// Suspect is what the event page says of an event that is, or was, a
+// suspect.
+type Suspect struct {
+	Since         time.Time
+	Path          AttemptPath
+	Interruptions int
+	Crashes       int
+	RanAloneAt    *time.Time
+	// ClearedAt is when a run alone completed: the event ran alone after
+	// a crash and is a suspect no longer.
+	ClearedAt *time.Time
+}
+
+// SuspectOf returns what became of eventID as a suspect, or nil when a
+// crash never cut its run short.
+func (s *Store) SuspectOf(ctx context.Context, eventID string) (*Suspect, error) {
+	var sp Suspect
+	err := s.db.QueryRow(ctx, `
+		SELECT since, path, interruptions, crashes, ran_alone_at, cleared_at FROM webhook_suspects WHERE event_id = $1`,
+		eventID).Scan(&sp.Since, &sp.Path, &sp.Interruptions, &sp.Crashes, &sp.RanAloneAt, &sp.ClearedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read suspect %s: %w", eventID, err)
+	}
+	return &sp, nil
+}

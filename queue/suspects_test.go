@@ -1,0 +1,212 @@
+package queue_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// cutShort makes suspects of n events: a replica claims and starts them
+// all, and dies; beats reaps it, each replica's beat at the same moment.
+func cutShort(t *testing.T, pool *pgxpool.Pool, n int, beats []*queue.Store) {
+	t.Helper()
+	for i := range n {
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_%02d", i)})
+	}
+	dying := replica(t, pool)
+	claim, err := dying.ClaimAttempts(t.Context(), n, time.Hour)
+	if err != nil || len(claim.Claimed) != n {
+		t.Fatalf("claim: %d, %v", len(claim.Claimed), err)
+	}
+	if ok, err := dying.StartAttempts(t.Context(), claim.Claimed); err != nil || len(ok) != n {
+		t.Fatalf("start: %v, %v", ok, err)
+	}
+	silence(t, pool, dying)
+	var wg sync.WaitGroup
+	for _, b := range beats {
+		wg.Go(func() {
+			if _, err := b.Beat(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// Replicas beating at the same moment all find the dead one: each of its
+// started runs becomes a suspect once, with one interruption, uncharged.
+func TestBeat_RacingBeatsRecordEachCutShortRunOnce(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	beats := make([]*queue.Store, 8)
+	for i := range beats {
+		beats[i] = replica(t, bundle.pool)
+	}
+	cutShort(t, bundle.pool, 20, beats)
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects
+		WHERE interruptions = 1 AND crashes = 0 AND cleared_at IS NULL`); n != 20 {
+		t.Errorf("%d suspects with one uncharged interruption, want 20", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE attempts = 0 AND next_retry_at <= now()`); n != 20 {
+		t.Errorf("%d events due with no attempt charged, want 20", n)
+	}
+	counts, err := beats[0].Suspects(t.Context())
+	if err != nil || counts.Open != 20 || counts.Crashes != 0 {
+		t.Errorf("suspect counts: %+v, %v", counts, err)
+	}
+}
+
+// Claims racing from several replicas take each suspect once, one at a
+// time, and never one a live holder has.
+func TestClaimSuspect_RacingClaimsTakeEachOnce(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	stores := make([]*queue.Store, 8)
+	for i := range stores {
+		stores[i] = replica(t, bundle.pool)
+	}
+	cutShort(t, bundle.pool, 20, stores[:1])
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			for {
+				c, _, ok, err := s.ClaimSuspect(t.Context(), time.Hour)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					return
+				}
+				mu.Lock()
+				claimed[c.Event.EventID]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(claimed) != 20 {
+		t.Errorf("%d suspects claimed, want 20", len(claimed))
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("%s claimed %d times", id, n)
+		}
+	}
+	if waiting, err := stores[0].SuspectsWaiting(t.Context()); err != nil || waiting {
+		t.Errorf("suspects waiting with all leased: %v, %v", waiting, err)
+	}
+}
+
+// The suspect slot is held by one replica at a time: of replicas racing
+// for it, one wins each round; a holder that hands it on lets the next take
+// it, and one that goes silent loses it.
+func TestSuspectSlot_OneReplicaAtATime(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	stores := make([]*queue.Store, 8)
+	for i := range stores {
+		stores[i] = replica(t, bundle.pool)
+	}
+	for round := range 20 {
+		var won atomic.Int32
+		var slot atomic.Pointer[queue.SuspectSlot]
+		var wg sync.WaitGroup
+		for _, s := range stores {
+			wg.Go(func() {
+				sl, err := s.TakeSuspectSlot(t.Context(), time.Minute)
+				switch {
+				case errors.Is(err, queue.ErrEventLocked):
+				case err != nil:
+					t.Error(err)
+				default:
+					won.Add(1)
+					slot.Store(sl)
+				}
+			})
+		}
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("round %d: %d replicas hold the slot, want 1", round, won.Load())
+		}
+		if err := slot.Load().Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := stores[0]
+	if _, err := holder.TakeSuspectSlot(t.Context(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores[1].TakeSuspectSlot(t.Context(), time.Hour); !errors.Is(err, queue.ErrEventLocked) {
+		t.Fatalf("the slot taken from a live holder: %v", err)
+	}
+	silence(t, bundle.pool, holder)
+	if _, err := stores[1].Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stores[1].TakeSuspectSlot(t.Context(), time.Hour); err != nil {
+		t.Errorf("the slot of a silent holder: %v, want it taken", err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects`); n != 0 {
+		t.Errorf("%d suspects made of the slot's lease, want none", n)
+	}
+}
+
+// A suspect whose run alone completes is cleared, whether it succeeded or
+// failed as usual (and that failure is charged): it is a suspect no longer,
+// and its record says it ran alone after a crash.
+func TestSettleAttempts_ClearsASuspectThatCompletes(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	b := replica(t, bundle.pool)
+	cutShort(t, bundle.pool, 2, []*queue.Store{b})
+	for _, succeed := range []bool{true, false} {
+		c, _, ok, err := b.ClaimSuspect(t.Context(), time.Hour)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v, %v", ok, err)
+		}
+		if ok, err := b.StartAttempts(t.Context(), []queue.Claimed{c}); err != nil || !ok[0] {
+			t.Fatalf("start: %v, %v", ok, err)
+		}
+		kind := queue.SettleDone
+		if !succeed {
+			kind = queue.SettleFailed
+		}
+		a := &queue.NewAttempt{Source: queue.SourceStripe, EventID: c.Event.EventID, Succeeded: succeed,
+			Path: queue.PathRetry, Number: c.Event.Attempts, HTTPStatus: 500}
+		if !succeed {
+			a.Error = "app answered 500"
+		}
+		if st, err := b.SettleAttempts(t.Context(), []queue.Settled{{Claimed: c, Kind: kind, Attempt: a}}); err != nil ||
+			!st[0].Written {
+			t.Fatalf("settle: %v, %v", st, err)
+		}
+		sp, err := s.SuspectOf(t.Context(), c.Event.EventID)
+		if err != nil || sp == nil || sp.ClearedAt == nil || sp.RanAloneAt == nil {
+			t.Errorf("%s after its run alone (success %v): %+v, %v; want cleared", c.Event.EventID, succeed, sp, err)
+		}
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE attempts = 1 AND status = 'retrying'`); n != 1 {
+		t.Errorf("the failed one: want its ordinary failure charged (attempt 1, retrying)")
+	}
+	if counts, err := s.Suspects(t.Context()); err != nil || counts.Open != 0 {
+		t.Errorf("open suspects: %+v, %v; want none", counts, err)
+	}
+	// A cleared event is claimed by batches again.
+	if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_events SET next_retry_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if claim, err := s.ClaimAttempts(t.Context(), 10, time.Hour); err != nil || len(claim.Claimed) != 1 {
+		t.Errorf("claim after clearing: %d, %v; want the failed one", len(claim.Claimed), err)
+	}
+}
