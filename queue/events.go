@@ -324,6 +324,9 @@ type Stats struct {
 	// OldestPending is when the oldest failed or retrying event was
 	// received; nil when none is pending.
 	OldestPending *time.Time
+	// Suspects counts the events a crash cut short that have not yet run
+	// alone to an outcome (suspects.go); dead ones included.
+	Suspects int64
 	// Markers is the number of dedup markers; when MarkersEstimated it is
 	// the planner's estimate ("about N"), exact otherwise.
 	Markers          int64
@@ -346,9 +349,10 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		       (SELECT count(*) FROM webhook_events WHERE status = 'dead'),
 		       (SELECT count(*) FROM webhook_events
 		        WHERE `+pending+` AND attempts < $1 AND next_retry_at <= now()),
-		       (SELECT min(created_at) FROM webhook_events WHERE `+pending+`)`,
+		       (SELECT min(created_at) FROM webhook_events WHERE `+pending+`),
+		       (SELECT count(*) FROM webhook_suspects WHERE cleared_at IS NULL)`,
 		MaxAttempts).
-		Scan(&st.Failed, &st.Deferred, &st.Retrying, &st.Dead, &st.DueNow, &st.OldestPending)
+		Scan(&st.Failed, &st.Deferred, &st.Retrying, &st.Dead, &st.DueNow, &st.OldestPending, &st.Suspects)
 	if err != nil {
 		return Stats{}, fmt.Errorf("queue stats: %w", err)
 	}

@@ -108,6 +108,10 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	if err != nil {
 		return views.EventDetail{}, err
 	}
+	suspect, err := d.reads.SuspectOf(ctx, e.EventID)
+	if err != nil {
+		return views.EventDetail{}, err
+	}
 	// Indented for reading; shown as received when it is not JSON.
 	payload := e.Payload
 	var buf bytes.Buffer
@@ -120,7 +124,7 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	// before the browser follows the redirect, and the search follows
 	// the event wherever it went.
 	detail := views.EventDetail{Event: e, Payload: payload, Attempts: attempts, OverdueAfter: queue.OverdueAfter,
-		InFlight: inFlight, Back: "/search?q=" + url.QueryEscape(e.EventID),
+		InFlight: inFlight, Suspect: suspect, Back: "/search?q=" + url.QueryEscape(e.EventID),
 		CanPull: canPull && (e.Account == nil || d.opts.Reconciler.PullsConnect())}
 	if ref, _, ok := stripeapi.EventObject([]byte(e.Payload)); ok {
 		detail.Stripe = views.StripeNow{Configured: d.opts.Stripe != nil, Object: ref.String()}

@@ -39,6 +39,7 @@ const (
 	metricQueueStatsUp          metricName = "hookd_queue_stats_up"
 	metricCommitWaitsForStandby metricName = "hookd_database_commit_waits_for_standby"
 	metricDatabaseStandbys      metricName = "hookd_database_standbys"
+	metricQueueSuspects         metricName = "hookd_queue_suspects"
 )
 
 // Outcome is how the receiver answered a delivery: the outcome label of

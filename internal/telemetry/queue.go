@@ -24,6 +24,7 @@ type QueueCollector struct {
 	maxAge time.Duration
 	depth  *prometheus.Desc
 	due    *prometheus.Desc
+	sus    *prometheus.Desc
 	up     *prometheus.Desc
 	waits  *prometheus.Desc
 	stands *prometheus.Desc
@@ -53,6 +54,8 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 			"Events on the retry queue by status (failed, retrying, dead).", []string{"status"}, nil),
 		due: prometheus.NewDesc(string(metricQueueDueEvents),
 			"Pending events whose next retry time has passed.", nil, nil),
+		sus: prometheus.NewDesc(string(metricQueueSuspects),
+			"Events a crash of hookd cut short that wait to run alone (or died running alone): suspects.", nil, nil),
 		up: prometheus.NewDesc(string(metricQueueStatsUp),
 			"1 when the queue statistics could be read at this scrape, 0 otherwise.", nil, nil),
 		waits: prometheus.NewDesc(string(metricCommitWaitsForStandby),
@@ -68,6 +71,7 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 func (qc *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- qc.depth
 	ch <- qc.due
+	ch <- qc.sus
 	ch <- qc.up
 	ch <- qc.waits
 	ch <- qc.stands
@@ -85,6 +89,7 @@ func (qc *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Retrying), string(queue.StatusRetrying))
 	ch <- prometheus.MustNewConstMetric(qc.depth, prometheus.GaugeValue, float64(st.Dead), string(queue.StatusDead))
 	ch <- prometheus.MustNewConstMetric(qc.due, prometheus.GaugeValue, float64(st.DueNow))
+	ch <- prometheus.MustNewConstMetric(qc.sus, prometheus.GaugeValue, float64(st.Suspects))
 	qc.mu.Lock()
 	r, ok := qc.repl, qc.replOK
 	qc.mu.Unlock()

@@ -99,3 +99,25 @@ func TestQueueCollector_ReadsAgainWhenStale(t *testing.T) {
 		return strings.Contains(scrape(t, qc, 1, 1), `hookd_queue_events{status="dead"} 1`)
 	})
 }
+
+// /metrics counts the suspects: events a crash cut short that wait to run
+// alone, and only until a run alone completes.
+func TestQueueCollector_CountsSuspects(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	qc := telemetry.NewQueueCollector(discardLogger, b.queue, time.Nanosecond)
+	if body := scrape(t, qc, 1, 1); !strings.Contains(body, "hookd_queue_suspects 0") {
+		t.Fatalf("first scrape:\n%s", body)
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_cut"})
+	if _, err := b.pool.Exec(context.Background(), `INSERT INTO webhook_suspects (event_id, path, interruptions)
+		VALUES ('evt_cut', 'retry', 1), ('evt_done', 'inline', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(context.Background(), `UPDATE webhook_suspects SET cleared_at = now() WHERE event_id = 'evt_done'`); err != nil {
+		t.Fatal(err)
+	}
+	if body := scrape(t, qc, 1, 1); !strings.Contains(body, "hookd_queue_suspects 1") {
+		t.Errorf("with one suspect open and one cleared:\n%s", body)
+	}
+}
