@@ -305,13 +305,16 @@ type takeOp struct {
 	paths      []AttemptPath
 	runs       []bool
 	first      []takenState
-	again      map[string][2]bool
+	again      map[string]rechecked
 }
 
 // rechecked is what recheckTakenSQL read of one event it leased.
 type rechecked struct {
 	EventID           string
 	Processed, Queued bool
+	// Suspect is the path of the run that made the event a suspect, if
+	// it is one.
+	Suspect *string
 }
 
 // takenState is what the statement that takes leases found of one event.
@@ -367,9 +370,9 @@ func (op *takeOp) read(br pgx.BatchResults) (err error) {
 		return err
 	}
 	again, err := collect(br, pgx.RowToStructByPos[rechecked])
-	op.again = make(map[string][2]bool, len(again))
+	op.again = make(map[string]rechecked, len(again))
 	for _, r := range again {
-		op.again[r.EventID] = [2]bool{r.Processed, r.Queued}
+		op.again[r.EventID] = r
 	}
 	return err
 }
@@ -383,8 +386,13 @@ func (op *takeOp) result() Deliveries {
 	for i, id := range op.ids {
 		f := op.first[i]
 		if again, ok := op.again[id]; ok && f.Taken {
-			// Taken: what counts is the state read after the take.
-			f.Processed, f.Queued = again[0], again[1]
+			// Taken: what counts is the state read after the take, a
+			// suspect's too (a beat that reaped the lease the take waited
+			// for made it one after the take's snapshot).
+			f.Processed, f.Queued = again.Processed, again.Queued
+			if f.Interrupted == nil {
+				f.Interrupted = again.Suspect
+			}
 		}
 		switch {
 		case f.Processed:
@@ -468,17 +476,19 @@ var takeDeliveriesSQL = `-- hookd.take
 // whatever the previous holders committed with their release, whether each
 // event of source $1 among $2 that owner $3 just leased has a marker or a
 // queue row, and gives back the lease of each that has: only new events
-// stay leased. It returns each leased event's id and what it read.
+// stay leased. It returns each leased event's id and what it read, with
+// the path that made it a suspect if it is one.
 var recheckTakenSQL = `-- hookd.recheck_taken
 	WITH h AS MATERIALIZED (
-		SELECT l.event_id, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued
+		SELECT l.event_id, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued,
+		       (SELECT s.path FROM webhook_suspects s WHERE s.event_id = l.event_id AND s.cleared_at IS NULL) AS suspect
 		FROM webhook_leases l
 		WHERE l.event_id = ANY ($2::text[]) AND l.owner = $3
 	), handled AS (
 		DELETE FROM webhook_leases l
 		WHERE l.event_id = ANY (ARRAY(SELECT event_id FROM h WHERE processed OR queued)) AND l.owner = $3
 	)
-	SELECT event_id, processed, queued FROM h`
+	SELECT event_id, processed, queued, suspect FROM h`
 
 // Received is the outcome of one leased delivery, as SettleDeliveries
 // writes it.

@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -208,5 +209,54 @@ func TestSettleAttempts_ClearsASuspectThatCompletes(t *testing.T) {
 	}
 	if claim, err := s.ClaimAttempts(t.Context(), 10, time.Hour); err != nil || len(claim.Claimed) != 1 {
 		t.Errorf("claim after clearing: %d, %v; want the failed one", len(claim.Claimed), err)
+	}
+}
+
+// A delivery whose take of a lease waits on a beat that is reaping that
+// lease (its replica went silent with the run started) finds the event a
+// suspect once the beat commits, though its own snapshot predates it: the
+// event is queued, never run inline again.
+func TestTakeDeliveries_FindsASuspectMadeWhileItWaited(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	s := replica(t, bundle.pool)
+	d := take(t, s, "evt_reaped")
+	if d.States[0] != queue.DeliveryNew {
+		t.Fatalf("first take: %v", d.States)
+	}
+	// The holder dies; a beat is reaping its lease, in a transaction not
+	// yet committed.
+	if _, err := bundle.pool.Exec(t.Context(), `UPDATE webhook_leases SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := bundle.pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `DELETE FROM webhook_leases WHERE event_id = 'evt_reaped';
+		INSERT INTO webhook_suspects (event_id, path, interruptions) VALUES ('evt_reaped', 'inline', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan queue.Deliveries, 1)
+	go func() {
+		d, err := s.TakeDeliveries(context.Background(), queue.SourceStripe,
+			[]queue.Delivery{{EventID: "evt_reaped", Path: queue.PathInline, Runs: true}}, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- d
+	}()
+	queuetest.WaitFor(t, 10*time.Second, "the take to wait on the reaped lease", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	d = <-got
+	if d.States[0] != queue.DeliveryNew || d.Interrupted[0] != queue.PathInline {
+		t.Errorf("the take after the reap: %v, interrupted %q; want the lease, the event a suspect of an inline run",
+			d.States, d.Interrupted[0])
 	}
 }
