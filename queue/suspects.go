@@ -163,7 +163,7 @@ func (s *Store) ClaimSuspect(ctx context.Context, processFor time.Duration) (c C
 // charged that attempt here; at MaxAttempts it is made dead, its lease
 // left expired at once, and it stays a suspect (a person's retry runs it
 // alone again).
-var claimSuspectSQL = `
+var claimSuspectSQL = `-- hookd.claim_suspect
 	WITH due AS (
 		SELECT e.id, e.event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
 		JOIN webhook_events e ON e.event_id = s.event_id
