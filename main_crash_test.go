@@ -63,14 +63,22 @@ func (r *crashRig) start() *hookdProcess {
 // it holds until hookd is killed, saying on arrived when it has it.
 func poisonApp(t *testing.T, poison string, latency time.Duration) (*leaseApp, chan struct{}) {
 	arrived := make(chan struct{}, 1)
+	var others atomic.Int32
 	app := newLeaseApp(t, func(r *http.Request) int {
 		if r.Header.Get("Hookd-Event-Id") != poison {
+			others.Add(1)
+			defer others.Add(-1)
 			select {
 			case <-time.After(latency):
 				return http.StatusOK
 			case <-r.Context().Done():
 				return http.StatusServiceUnavailable
 			}
+		}
+		// With a slow app, the kill waits (a moment at most) until other
+		// events are in the app beside the poison, when any are coming.
+		for wait := time.Now().Add(latency / 2); latency > 0 && others.Load() == 0 && time.Now().Before(wait); {
+			time.Sleep(5 * time.Millisecond)
 		}
 		select {
 		case arrived <- struct{}{}:
