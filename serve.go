@@ -180,9 +180,9 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	if reconciler != nil {
 		s.loops = append(s.loops, reconciler.Run)
 	}
-	watch := &failoverWatch{store: store, logger: logger, alert: alert, reconciler: reconciler}
-	watch.look(ctx)
-	s.loops = append(s.loops, watch.run)
+	watch := &reconcile.FailoverWatch{Store: store, Logger: logger, Alert: alert, Reconciler: reconciler}
+	watch.Look(ctx)
+	s.loops = append(s.loops, watch.Run)
 	provider := s.addSignIn(accts)
 
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,

@@ -61,28 +61,35 @@ func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Durati
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
 	a.Claimed, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
-		var c Claimed
-		var e Event
-		var manual bool
-		err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
-			&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
-			&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
-			&e.TraceParent, &manual, &c.Processed)
-		c.Event, c.Owner, c.Path = e, owner, PathRetry
-		if manual {
-			c.Path = PathManual
-		}
-		c.Dead = e.Status == StatusDead
-		if !c.Dead {
-			// The attempt about to start.
-			c.Event.Attempts++
-		}
-		return c, err
+		return scanClaimed(row, owner)
 	})
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
 	return a, nil
+}
+
+// scanClaimed reads a claimed event as claimAttemptsSQL and
+// claimSuspectSQL return it, for owner: its path (a person's retry, or the
+// loop's), whether its last attempt left it dead, and, when not, its
+// Attempts counting the attempt about to start.
+func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
+	var c Claimed
+	var e Event
+	var manual bool
+	err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
+		&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
+		&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
+		&e.TraceParent, &manual, &c.Processed)
+	c.Event, c.Owner, c.Path = e, owner, PathRetry
+	if manual {
+		c.Path = PathManual
+	}
+	c.Dead = e.Status == StatusDead
+	if !c.Dead {
+		c.Event.Attempts++
+	}
+	return c, err
 }
 
 // claimAttemptsSQL claims up to $1 due events for owner $2 of replica $6

@@ -133,26 +133,13 @@ func (s *Store) SuspectsWaiting(ctx context.Context) (bool, error) {
 func (s *Store) ClaimSuspect(ctx context.Context, processFor time.Duration) (c Claimed, deadline time.Time, ok bool, err error) {
 	owner := uuid.New()
 	deadline = time.Now().Add(processFor)
-	var e Event
-	var manual bool
-	err = s.db.QueryRow(ctx, claimSuspectSQL, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
-		s.replica.arg()).Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
-		&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
-		&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
-		&e.TraceParent, &manual, &c.Processed)
+	c, err = scanClaimed(s.db.QueryRow(ctx, claimSuspectSQL, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
+		s.replica.arg()), owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claimed{}, deadline, false, nil
 	}
 	if err != nil {
 		return Claimed{}, deadline, false, fmt.Errorf("claim a suspect: %w", err)
-	}
-	c.Event, c.Owner, c.Path = e, owner, PathRetry
-	if manual {
-		c.Path = PathManual
-	}
-	c.Dead = e.Status == StatusDead
-	if !c.Dead {
-		c.Event.Attempts++
 	}
 	return c, deadline, true, nil
 }

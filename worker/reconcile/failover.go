@@ -1,4 +1,4 @@
-package main
+package reconcile
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/queue"
-	"github.com/hookd/hookd/worker/reconcile"
 )
 
 const (
@@ -28,7 +27,7 @@ const (
 	failoverGiveUp = 10 * time.Minute
 )
 
-// failoverWatch notices a failover of the database by itself (SPEC.md,
+// FailoverWatch notices a failover of the database by itself (SPEC.md,
 // "Faults"): every replica reads the WAL timeline every timelineEvery, and
 // the one that writes a new timeline (queue.Store.NoteTimeline, which
 // audits it) logs it, sends a one-off alert, and, with a Stripe API key,
@@ -36,16 +35,17 @@ const (
 // holds, less failoverMargin, to now, young events included, whatever
 // HOOKD_RECONCILE_INTERVAL says: an event an asynchronous standby lost
 // after it was answered 200 is delivered again instead of never.
-type failoverWatch struct {
-	store      *queue.Store
-	logger     *slog.Logger
-	alert      func(context.Context, string) // nil without HOOKD_ALERT_URL
-	reconciler *reconcile.Reconciler         // nil without STRIPE_API_KEY and an endpoint id
-	retry      time.Duration
+type FailoverWatch struct {
+	Store  *queue.Store
+	Logger *slog.Logger
+	// Alert sends a one-off alert; nil without HOOKD_ALERT_URL.
+	Alert func(context.Context, string)
+	// Reconciler is nil without STRIPE_API_KEY and an endpoint id.
+	Reconciler *Reconciler
 }
 
-// run looks every timelineEvery until ctx is cancelled.
-func (w *failoverWatch) run(ctx context.Context) error {
+// Run looks every timelineEvery until ctx is cancelled.
+func (w *FailoverWatch) Run(ctx context.Context) error {
 	tick := time.NewTicker(timelineEvery)
 	defer tick.Stop()
 	for {
@@ -53,24 +53,24 @@ func (w *failoverWatch) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			w.look(ctx)
+			w.Look(ctx)
 		}
 	}
 }
 
-// look reads the timeline once, and acts when it changed. The server
+// Look reads the timeline once, and acts when it changed. The server
 // looks once before it takes its first delivery, so that the timeline is
 // kept, and reaches the standbys, before anything it answers could be
 // lost with a failover.
-func (w *failoverWatch) look(ctx context.Context) {
-	lookBack := reconcile.DefaultWindow
-	if w.reconciler != nil {
-		lookBack = w.reconciler.MaxWindow()
+func (w *FailoverWatch) Look(ctx context.Context) {
+	lookBack := DefaultWindow
+	if w.Reconciler != nil {
+		lookBack = w.Reconciler.MaxWindow()
 	}
-	f, err := w.store.NoteTimeline(ctx, lookBack)
+	f, err := w.Store.NoteTimeline(ctx, lookBack)
 	if err != nil {
 		if ctx.Err() == nil {
-			w.logger.Debug("cannot read the database's timeline", "err", err)
+			w.Logger.Debug("cannot read the database's timeline", "err", err)
 		}
 		return
 	}
@@ -79,51 +79,48 @@ func (w *failoverWatch) look(ctx context.Context) {
 	}
 }
 
-func (w *failoverWatch) failedOver(ctx context.Context, f *queue.Failover) {
+func (w *FailoverWatch) failedOver(ctx context.Context, f *queue.Failover) {
 	since := f.Newest.Add(-failoverMargin)
 	if f.Newest.IsZero() {
 		since = time.Time{}
 	}
-	w.logger.Warn("the database failed over: its WAL timeline changed; events answered 200 shortly before "+
+	w.Logger.Warn("the database failed over: its WAL timeline changed; events answered 200 shortly before "+
 		"may be gone if the standby was asynchronous", "from_timeline", f.From, "to_timeline", f.To,
-		"newest_event", f.Newest, "reconcile", w.reconciler != nil)
+		"newest_event", f.Newest, "reconcile", w.Reconciler != nil)
 	text := fmt.Sprintf("hookd: the database failed over (WAL timeline %d to %d). ", f.From, f.To)
-	if w.reconciler != nil {
+	if w.Reconciler != nil {
 		text += "Events it lost are being pulled again from Stripe's Events API."
 	} else {
 		text += "Events answered 200 just before may be lost if its standby was asynchronous: " +
 			"set STRIPE_API_KEY so hookd reconciles after a failover, or run hookd reconcile."
 	}
-	if w.alert != nil {
-		w.alert(ctx, text)
+	if w.Alert != nil {
+		w.Alert(ctx, text)
 	}
-	if w.reconciler != nil {
+	if w.Reconciler != nil {
 		go w.reconcile(context.WithoutCancel(ctx), since)
 	}
 }
 
 // reconcile runs the failover's reconcile run, again every retry while
 // another run holds the lock or it fails, until it ran or giveUp passed.
-func (w *failoverWatch) reconcile(ctx context.Context, since time.Time) {
+func (w *FailoverWatch) reconcile(ctx context.Context, since time.Time) {
 	deadline := time.Now().Add(failoverGiveUp)
-	retry := w.retry
-	if retry == 0 {
-		retry = failoverRetry
-	}
+	retry := failoverRetry
 	for {
 		// Without a recent event on the new primary, since is zero and the
 		// run looks back its usual window.
-		res, err := w.reconciler.RunOnce(ctx, reconcile.Options{Trigger: reconcileruns.TriggerFailover, Since: since, Young: true})
+		res, err := w.Reconciler.RunOnce(ctx, Options{Trigger: reconcileruns.TriggerFailover, Since: since, Young: true})
 		if err == nil {
-			w.logger.Warn("reconciled after the failover", "summary", res.Summary())
+			w.Logger.Warn("reconciled after the failover", "summary", res.Summary())
 			return
 		}
 		if time.Now().After(deadline) {
-			w.logger.Error("the reconcile run after the failover failed; run hookd reconcile", "err", err)
+			w.Logger.Error("the reconcile run after the failover failed; run hookd reconcile", "err", err)
 			return
 		}
 		if !errors.Is(err, reconcileruns.ErrRunning) {
-			w.logger.Warn("the reconcile run after the failover failed; trying again", "err", err, "retry_in", retry)
+			w.Logger.Warn("the reconcile run after the failover failed; trying again", "err", err, "retry_in", retry)
 		}
 		t := time.NewTimer(retry)
 		<-t.C
