@@ -208,7 +208,12 @@ func (r *Retrier) recordTick(ctx context.Context) {
 	if now-last < int64(tickRecordEvery) || !r.lastTick.CompareAndSwap(last, now) {
 		return
 	}
-	if err := r.store.RecordRetrierTick(ctx); err != nil && ctx.Err() == nil {
+	// A stop that comes while the tick is written does not cut it short:
+	// the other loop, which saw this one's tick taken, skipped its own, so
+	// a lost write would leave the turn unrecorded.
+	tickCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), queue.BeatInterval)
+	defer cancel()
+	if err := r.store.RecordRetrierTick(tickCtx); err != nil {
 		r.logger.WarnContext(ctx, "cannot record retrier tick", "err", err)
 	}
 }
