@@ -194,6 +194,10 @@ func actionLabel(a audit.Action) string {
 		return "access revoked by the identity provider"
 	case audit.EmergencyLogin:
 		return "emergency admin login"
+	case audit.TokenCreate:
+		return "API token created"
+	case audit.TokenRevoke:
+		return "API token revoked"
 	}
 	return string(a)
 }

@@ -83,6 +83,8 @@ func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 		audit.ReplayCancel:   "replay cancelled",
 		audit.AccessRevoked:  "access revoked by the identity provider",
 		audit.EmergencyLogin: "emergency admin login",
+		audit.TokenCreate:    "API token created",
+		audit.TokenRevoke:    "API token revoked",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)

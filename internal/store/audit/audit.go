@@ -52,6 +52,9 @@ const (
 
 	AccessRevoked  Action = "access_revoked"  // the identity provider refused a known person: their sessions ended, their role gone
 	EmergencyLogin Action = "emergency_login" // the emergency admin (HOOKD_EMERGENCY_ADMIN) signed in with a password
+
+	TokenCreate Action = "token_create" // an admin, or `hookd tokens create`, made an API token
+	TokenRevoke Action = "token_revoke" // an admin, or `hookd tokens revoke`, revoked an API token
 )
 
 // Account names who acted: the email the pages show, and, so the entry

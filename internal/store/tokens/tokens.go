@@ -81,6 +81,12 @@ type Token struct {
 	RevokedAt  *time.Time `db:"revoked_at"`
 }
 
+// AuditTarget is how an audit entry of an action on the token names it:
+// its id and name, whose it is, and its scope.
+func (t Token) AuditTarget() string {
+	return fmt.Sprintf("token %d (%s) of %s, scope %s", t.ID, t.Name, t.AccountEmail, t.Scope)
+}
+
 // Errors of the package. ErrRefused is wrapped with the reason a token
 // was refused: unknown, revoked, expired, account removed, or the
 // account's role below the token's scope; all mean the same to a client

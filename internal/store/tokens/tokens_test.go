@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -416,5 +417,68 @@ func TestList_ByAccountAndAll(t *testing.T) {
 	all, _ := s.List(ctx, ana.ID)
 	if all[1].RevokedAt == nil || all[0].RevokedAt != nil || all[0].Scope != tokens.ScopeOperate || all[0].ExpiresAt == nil {
 		t.Errorf("List(ana) = %+v", all)
+	}
+}
+
+// A token's creation and revocation commit with their audit entries, or
+// neither does.
+func TestCreateAndRevoke_AuditedInTheirTransaction(t *testing.T) {
+	t.Parallel()
+	s, b := setup(t)
+	ctx := context.Background()
+	who := audit.Account{ID: b.admin.ID, Email: b.admin.Email}
+	boom := errors.New("boom")
+	count := func(sql string) int64 { return queuetest.Count(t, b.pool, sql) }
+
+	var tok tokens.Token
+	createAudited := func(then error) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var err error
+			if _, tok, err = s.Create(ctx, tx, b.admin.ID, "ci", tokens.ScopeOperate, 0); err != nil {
+				return err
+			}
+			if err := audit.RecordAccount(ctx, tx, who, audit.TokenCreate, tok.AuditTarget(), 1); err != nil {
+				return err
+			}
+			return then
+		})
+	}
+	if err := createAudited(boom); !errors.Is(err, boom) {
+		t.Fatalf("create: %v", err)
+	}
+	if n, e := count(`SELECT count(*) FROM api_tokens`), count(`SELECT count(*) FROM audit_log`); n != 0 || e != 0 {
+		t.Fatalf("after the rollback: %d tokens, %d entries; want none", n, e)
+	}
+	if err := createAudited(nil); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("token %d (ci) of admin@example.com, scope operate", tok.ID)
+	if n := count(`SELECT count(*) FROM audit_log WHERE action = 'token_create' AND target = '` + want + `'`); n != 1 {
+		t.Fatalf("%d token_create entries naming %q, want 1", n, want)
+	}
+
+	revokeAudited := func(then error) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			revoked, err := s.Revoke(ctx, tx, tok.ID)
+			if err != nil {
+				return err
+			}
+			if err := audit.RecordAccount(ctx, tx, who, audit.TokenRevoke, revoked.AuditTarget(), 1); err != nil {
+				return err
+			}
+			return then
+		})
+	}
+	if err := revokeAudited(boom); !errors.Is(err, boom) {
+		t.Fatalf("revoke: %v", err)
+	}
+	if n, e := count(`SELECT count(*) FROM api_tokens WHERE revoked_at IS NOT NULL`), count(`SELECT count(*) FROM audit_log WHERE action = 'token_revoke'`); n != 0 || e != 0 {
+		t.Fatalf("after the rollback: %d revoked, %d entries; want none", n, e)
+	}
+	if err := revokeAudited(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM audit_log WHERE action = 'token_revoke' AND target = '` + want + `'`); n != 1 {
+		t.Fatalf("%d token_revoke entries naming %q, want 1", n, want)
 	}
 }
