@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,21 +65,21 @@ func (s Scope) Role() accounts.Role {
 // Token is an API token as stored: never its secret, which only Create
 // returns, once.
 type Token struct {
-	ID    int64  `db:"id"`
-	Name  string `db:"name"`
-	Scope Scope  `db:"scope"`
+	ID    int64  `db:"id" json:"id"`
+	Name  string `db:"name" json:"name"`
+	Scope Scope  `db:"scope" json:"scope"`
 	// AccountID is the account the token acts for; AccountEmail its email
 	// now, or, once the account is removed, the email it had when the
 	// token was made.
-	AccountID    int64     `db:"account_id"`
-	AccountEmail string    `db:"account_email"`
-	CreatedAt    time.Time `db:"created_at"`
+	AccountID    int64     `db:"account_id" json:"account_id"`
+	AccountEmail string    `db:"account_email" json:"account_email"`
+	CreatedAt    time.Time `db:"created_at" json:"created_at"`
 	// ExpiresAt is nil for a token that never expires.
-	ExpiresAt *time.Time `db:"expires_at"`
+	ExpiresAt *time.Time `db:"expires_at" json:"expires_at"`
 	// LastUsedAt is nil until its first use, then written at most once a
 	// minute.
-	LastUsedAt *time.Time `db:"last_used_at"`
-	RevokedAt  *time.Time `db:"revoked_at"`
+	LastUsedAt *time.Time `db:"last_used_at" json:"last_used_at"`
+	RevokedAt  *time.Time `db:"revoked_at" json:"revoked_at"`
 }
 
 // AuditTarget is how an audit entry of an action on the token names it:
@@ -296,6 +297,39 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Token, error) 
 			ErrRefused, a.ID, a.Name, a.Scope, a.AccountEmail, a.Role)
 	}
 	return a.Token, nil
+}
+
+// MaxLifetime is the longest lifetime ParseLifetime accepts: ten years.
+// A token that should outlive it should never expire.
+const MaxLifetime = 3650 * 24 * time.Hour
+
+// ParseLifetime reads a token's lifetime as people write it: days ("90d"),
+// a Go duration ("12h", "30m"), or "never" (and "") for a token that
+// never expires, which is 0. It refuses a lifetime not above zero or above
+// MaxLifetime.
+func ParseLifetime(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "never" {
+		return 0, nil
+	}
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n > int(MaxLifetime/(24*time.Hour)) {
+			return 0, fmt.Errorf("lifetime %q: want a whole number of days up to %d (90d), a duration (12h) or never",
+				s, MaxLifetime/(24*time.Hour))
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("lifetime %q: want days (90d), a duration (12h) or never", s)
+		}
+	}
+	if d <= 0 || d > MaxLifetime {
+		return 0, fmt.Errorf("lifetime %q: want more than nothing and at most %dd; never for no expiry", s, MaxLifetime/(24*time.Hour))
+	}
+	return d, nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -482,3 +482,27 @@ func TestCreateAndRevoke_AuditedInTheirTransaction(t *testing.T) {
 		t.Fatalf("%d token_revoke entries naming %q, want 1", n, want)
 	}
 }
+
+func TestParseLifetime(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"": 0, "never": 0, " 90d ": 90 * 24 * time.Hour, "1d": 24 * time.Hour, "12h": 12 * time.Hour,
+		"30m": 30 * time.Minute, "3650d": tokens.MaxLifetime,
+	} {
+		if got, err := tokens.ParseLifetime(in); err != nil || got != want {
+			t.Errorf("ParseLifetime(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"0d":      `lifetime "0d": want more than nothing and at most 3650d; never for no expiry`,
+		"-1h":     `lifetime "-1h": want more than nothing and at most 3650d; never for no expiry`,
+		"3651d":   `lifetime "3651d": want a whole number of days up to 3650 (90d), a duration (12h) or never`,
+		"1.5d":    `lifetime "1.5d": want a whole number of days up to 3650 (90d), a duration (12h) or never`,
+		"90 days": `lifetime "90 days": want days (90d), a duration (12h) or never`,
+		"87601h":  `lifetime "87601h": want more than nothing and at most 3650d; never for no expiry`,
+	} {
+		if _, err := tokens.ParseLifetime(in); err == nil || err.Error() != want {
+			t.Errorf("ParseLifetime(%q): %v, want %q", in, err, want)
+		}
+	}
+}
