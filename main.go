@@ -21,6 +21,10 @@
 //	                recover the events Stripe could not deliver, from its Events API
 //	hookd erase -customer cus_...
 //	                erase the payloads of every event about a customer, for a GDPR request
+//	hookd tokens create --name NAME --scope read|operate|admin [--expires 90d] --account EMAIL
+//	                make an API token for an account; its secret is printed once
+//	hookd tokens list [--json] | hookd tokens revoke ID
+//	                list the API tokens, revoke one
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -42,8 +46,11 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/demoapp"
+	"github.com/hookd/hookd/internal/tokencmd"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -104,6 +111,20 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"keys":            keysCommand,
 	"reconcile":       reconcileCommand,
 	"erase":           eraseCommand,
+	"tokens":          tokensCommand,
+}
+
+// tokensCommand runs `hookd tokens` (internal/tokencmd) on the database,
+// migrated first like the accounts' commands, auditing in the command
+// line's name.
+func tokensCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return tokencmd.Run(ctx, args, getenv, stdout, stderr, tokencmd.Deps{
+		Open: func(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+			pool, _, err := openMigrated(ctx, cfg)
+			return pool, err
+		},
+		Actor: commandLineActor(),
+	})
 }
 
 const usage = `Usage: hookd <command> [flags]
@@ -127,6 +148,11 @@ Commands:
                    read from its Events API (needs STRIPE_API_KEY)
   erase -customer cus_...
                    erase the event log's payloads of every event about a customer (GDPR), audited
+  tokens create --name NAME --scope read|operate|admin [--expires 90d] --account EMAIL
+                   make an API token for an account, audited; its secret is printed once
+  tokens list [--json]
+                   list every account's API tokens
+  tokens revoke ID revoke an API token, audited: requests with it are refused at once
   version          print the version
 
 Run "hookd <command> -h" for a command's flags.
