@@ -29,7 +29,7 @@ DEV_ENV := .cache/dev.env
 # back, closes it.
 DEMO_ENV := .ci/demo.env
 
-.PHONY: run test docs db pgbouncer browser stripe-mock oidc-provider jaeger build check bench bench-load
+.PHONY: run test docs api db pgbouncer browser stripe-mock oidc-provider jaeger build check bench bench-load
 .DEFAULT_GOAL := run
 
 db:
@@ -85,6 +85,12 @@ run: db build $(DEV_ENV)
 docs:
 	go test ./internal/config -run TestDocs_TablesAreGenerated -update
 
+# /api/v1's generated server (web/api/api.gen.go) and the JSON document it
+# serves (web/api/openapi.json), both from web/api/openapi.yaml.
+api:
+	go generate ./web/api
+	go test ./web/api -run TestDocument_CommittedJSONIsTheYAML -update
+
 # Static checks first: they are cheap and say most precisely what is wrong.
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ\.go$$')); \
@@ -95,6 +101,8 @@ check:
 	@go tool templ fmt -fail views >/dev/null 2>&1 || { echo "views: templ fmt would change the .templ files (run: go tool templ fmt views)"; exit 1; }
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
 	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
+	@$(MAKE) -s api >/dev/null && git diff --exit-code --stat -- web/api || \
+	  { echo "web/api: make api changed the committed api.gen.go or openapi.json (run: make api)"; exit 1; }
 
 test: db pgbouncer browser stripe-mock oidc-provider jaeger check
 	go test -race -count=1 -timeout 20m ./...

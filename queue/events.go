@@ -147,6 +147,25 @@ type EventFilter struct {
 	Wait       DueWait
 	Limit      int
 	Offset     int
+	// After, when set, starts the page after the event with this sort
+	// key in the list's order (Key), in place of Offset: a page by cursor
+	// neither repeats nor skips an event that arrives meanwhile.
+	After *EventKey
+}
+
+// EventKey is where an event stands in its list's order: its creation time
+// in the dead list, its due time in the pending ones, then its id.
+type EventKey struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// Key is e's place in the list of f's status.
+func (f EventFilter) Key(e Event) EventKey {
+	if f.Status == StatusDead {
+		return EventKey{At: e.CreatedAt, ID: e.ID}
+	}
+	return EventKey{At: e.NextRetryAt, ID: e.ID}
 }
 
 // EventPage is one page of queue rows and the number of rows matching the
@@ -200,6 +219,14 @@ func (f EventFilter) where() (string, []any) {
 			pending+" AND ("+reclaimedSQL+" OR next_retry_at < now() - make_interval(secs => $%d))",
 			len(args)))
 	}
+	if f.After != nil {
+		args = append(args, f.After.At, f.After.ID)
+		cond := "(next_retry_at, id) > ($%[1]d, $%[2]d)"
+		if f.Status == StatusDead {
+			cond = "(created_at < $%[1]d OR (created_at = $%[1]d AND id > $%[2]d))"
+		}
+		conds = append(conds, fmt.Sprintf(cond, len(args)-1, len(args)))
+	}
 	return strings.Join(conds, " AND "), args
 }
 
@@ -223,8 +250,10 @@ func (s *Store) Events(ctx context.Context, f EventFilter) (EventPage, error) {
 		return EventPage{}, fmt.Errorf("list events: %w", err)
 	}
 	page := EventPage{Events: events, Total: int64(len(events))}
-	if len(events) == limit || f.Offset > 0 {
-		where, args := f.where()
+	if len(events) == limit || f.Offset > 0 || f.After != nil {
+		all := f
+		all.After = nil
+		where, args := all.where()
 		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_events WHERE `+where,
 			args...).Scan(&page.Total); err != nil {
 			return EventPage{}, fmt.Errorf("count events: %w", err)

@@ -14,7 +14,7 @@ import (
 func auditRows(entries []audit.Entry) []views.AuditRow {
 	rows := make([]views.AuditRow, len(entries))
 	for i, e := range entries {
-		rows[i] = views.AuditRow{At: e.At, Email: e.Email, Account: e.Account().String(), Action: e.Action, Target: e.Target, Count: e.Count}
+		rows[i] = views.AuditRow{At: e.At, Email: e.Email, Account: e.Account().String(), Token: e.Token(), Action: e.Action, Target: e.Target, Count: e.Count}
 	}
 	return rows
 }

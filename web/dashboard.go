@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"log/slog"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
@@ -19,10 +20,12 @@ type dashboard struct {
 	logger *slog.Logger
 	// store is the queue for the actions people take; reads, for what
 	// the pages show. counts and rejections are read for the pages too.
-	store      *queue.Store
-	reads      *queue.Store
-	accounts   *accounts.Store
-	audit      *audit.Log
+	store    *queue.Store
+	reads    *queue.Store
+	accounts *accounts.Store
+	audit    *audit.Log
+	// actions are the actions the dashboard shares with /api/v1.
+	actions    *actions.Actions
 	counts     *activity.Store
 	rejections *rejections.Store
 	opts       Options
@@ -45,6 +48,7 @@ func newDashboard(opts Options) *dashboard {
 		reads:      cmp.Or(opts.Stores.Reads, opts.Stores.Queue),
 		accounts:   opts.Stores.Accounts,
 		audit:      opts.Stores.Audit,
+		actions:    opts.Actions,
 		counts:     opts.Stores.Activity,
 		rejections: opts.Stores.Rejections,
 		opts:       opts,

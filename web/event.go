@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/endpoint"
-	"github.com/hookd/hookd/internal/eventjson"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
@@ -77,17 +77,12 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 // event through two endpoints is one event, the second its duplicate), so
 // either names one page. An event id not on the queue is a 404 that says
 // where to look: it was delivered, or never received.
-func (d *dashboard) eventOf(c echo.Context) (queue.Event, error) {
-	ctx, param := c.Request().Context(), c.Param("id")
-	if id, err := uuid.Parse(param); err == nil {
-		return d.reads.Event(ctx, id)
-	}
-	if eventjson.CheckID(param) != nil {
-		return queue.Event{}, queue.ErrNotFound
-	}
-	e, err := d.reads.EventByEventID(ctx, param)
-	if errors.Is(err, queue.ErrNotFound) {
-		return queue.Event{}, echo.NewHTTPError(http.StatusNotFound, "Event "+param+" is not on the queue: it was delivered, "+
+func (d *dashboard) eventOf(c echo.Context) (actions.EventDetail, error) {
+	param := c.Param("id")
+	e, err := d.actions.Event(c.Request().Context(), param)
+	var notOnQueue *actions.NotOnQueueError
+	if errors.As(err, &notOnQueue) {
+		return actions.EventDetail{}, echo.NewHTTPError(http.StatusNotFound, "Event "+param+" is not on the queue: it was delivered, "+
 			"or hookd never received it. Find an event (/search?q="+url.QueryEscape(param)+") says which.")
 	}
 	return e, err
@@ -96,14 +91,11 @@ func (d *dashboard) eventOf(c echo.Context) (queue.Event, error) {
 // eventDetail reads everything the event's page shows.
 func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 	ctx := c.Request().Context()
-	e, err := d.eventOf(c)
+	read, err := d.eventOf(c)
 	if err != nil {
 		return views.EventDetail{}, err
 	}
-	attempts, err := d.reads.Attempts(ctx, e.Source, e.EventID)
-	if err != nil {
-		return views.EventDetail{}, err
-	}
+	e, attempts := read.Event, read.Attempts
 	inFlight, err := d.reads.EventInFlight(ctx, e.EventID)
 	if err != nil {
 		return views.EventDetail{}, err
@@ -158,20 +150,9 @@ func (d *dashboard) renderEvent(c echo.Context, status int, detail views.EventDe
 	delivery := d.opts.Control.State()
 	if detail.Event.Status != queue.StatusDead {
 		var err error
-		if detail.Wait, err = d.dueWait(c.Request().Context(), delivery); err != nil {
+		if detail.Wait, err = d.actions.DueWait(c.Request().Context()); err != nil {
 			return err
 		}
 	}
 	return render(c, status, views.EventDetailPage(d.pageWith(c, detail.Event.EventID, nav, delivery), detail))
-}
-
-// dueWait says what explains that due events wait, for the stuck rule:
-// delivery, as the page's banner shows it, or a retry loop working through
-// the queue (queue.DueWaitOf).
-func (d *dashboard) dueWait(ctx context.Context, delivery queue.DeliveryControl) (queue.DueWait, error) {
-	ws, err := d.reads.WorkerStatus(ctx)
-	if err != nil {
-		return queue.WaitUnexplained, err
-	}
-	return queue.DueWaitOf(delivery, ws), nil
 }

@@ -68,11 +68,6 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 		f := listFilter(c, status)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
 		delivery := d.opts.Control.State()
-		if status != queue.StatusDead {
-			if f.Wait, err = d.dueWait(ctx, delivery); err != nil {
-				return err
-			}
-		}
 		l, err := d.eventList(ctx, status, f, pageNum)
 		if err != nil {
 			return err
@@ -116,10 +111,12 @@ func listStatus(param string) (queue.Status, error) {
 // searched for an id the list does not have, it says where the event is,
 // so nobody has to try every list.
 func (d *dashboard) eventList(ctx context.Context, status queue.Status, f queue.EventFilter, pageNum int) (views.EventList, error) {
-	page, err := d.reads.Events(ctx, f)
+	list, err := d.actions.ListEvents(ctx, f, "")
 	if err != nil {
 		return views.EventList{}, err
 	}
+	f.Wait = list.Wait
+	page := queue.EventPage{Events: list.Events, Total: list.Total}
 	l := views.EventList{Status: status, Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
 		Self: listURL(f, pageNum), CanPull: d.opts.Reconciler != nil, OverdueAfter: queue.OverdueAfter, Wait: f.Wait}
 	ids := make([]string, len(page.Events))

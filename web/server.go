@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
@@ -156,6 +157,9 @@ type Options struct {
 	// sign-ins to every account but EmergencyAdmin's (an email).
 	PasswordSignInOff bool
 	EmergencyAdmin    string
+	// Actions are the actions the dashboard and /api/v1 share; nil means
+	// actions over Stores.
+	Actions *actions.Actions
 	// SessionMaxAge is the longest a session lasts after its sign-in,
 	// however busy it is. Zero means DefaultSessionMaxAge.
 	SessionMaxAge time.Duration
@@ -249,6 +253,10 @@ func withDefaults(opts Options) Options {
 	opts.SessionMaxAge = cmp.Or(opts.SessionMaxAge, DefaultSessionMaxAge)
 	if opts.Stores.Ungenerated == nil && opts.Stores.Queue != nil {
 		opts.Stores.Ungenerated = ungenerated.New(opts.Stores.Queue.DB())
+	}
+	if opts.Actions == nil && opts.Stores.Queue != nil {
+		opts.Actions = actions.New(actions.Stores{Queue: opts.Stores.Queue, Reads: opts.Stores.Reads,
+			Audit: opts.Stores.Audit, Control: opts.Control, Logger: opts.Logger})
 	}
 	if opts.FormKeys == nil && opts.Stores.Accounts != nil {
 		opts.FormKeys = accounts.NewKeyRing(opts.Stores.Accounts, accounts.SignInFormKey, accounts.KeyRingConfig{})

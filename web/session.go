@@ -11,6 +11,7 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
@@ -186,6 +187,11 @@ func (d *dashboard) requireRole(need accounts.Role) echo.MiddlewareFunc {
 // for the provider's, issuer and subject.
 func actor(c echo.Context) audit.Account {
 	return idp.AuditAccount(*currentUser(c))
+}
+
+// actor is the person signed in, as the shared actions name who acts.
+func (d *dashboard) actor(c echo.Context) actions.Actor {
+	return actions.Actor{Account: actor(c)}
 }
 
 func currentUser(c echo.Context) *accounts.User {

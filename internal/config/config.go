@@ -38,6 +38,11 @@ type Config struct {
 	// HOOKD_METRICS_ADDR is off. MetricsPublic also serves /metrics on Addr.
 	MetricsAddr   string
 	MetricsPublic bool
+	// APIAddr is HOOKD_API_ADDR, a listener serving /api/v1 alone, which
+	// Addr then does not serve; empty serves /api/v1 on Addr. APIRate is
+	// HOOKD_API_RATE, each token's requests a second on each replica.
+	APIAddr       string
+	APIRate       float64
 	StripeSecrets []Secret
 	// Endpoints are the Stripe endpoints hookd serves, each with its
 	// secrets: from STRIPE_WEBHOOK_SECRETS with HOOKD_ENDPOINTS' settings,

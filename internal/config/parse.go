@@ -37,6 +37,17 @@ func parseMetricsAddr(dst *string, v string) error {
 	return nil
 }
 
+// parseAddr reads a listen address; "" is none.
+func parseAddr(dst *string, v string) error {
+	if v != "" {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return errors.New("not a listen address like 127.0.0.1:8081")
+		}
+	}
+	*dst = v
+	return nil
+}
+
 func parsePositiveDuration(dst *time.Duration, v string) error {
 	d, err := time.ParseDuration(v)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views/humanize"
 	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/web/api"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -161,6 +163,12 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseAccounts(&c.ReconcileAccounts, v) }},
 	{flag: "stripe-api-rate", env: "HOOKD_STRIPE_API_RATE", def: strconv.Itoa(stripeapi.DefaultRate), usage: "reads per second hookd makes to Stripe's API at most, shared by reconciliation, doctor and the dashboard (Stripe allows 100 in live mode, 25 in test mode, to the app too)",
 		set: func(c *Config, v string) error { return parseAPIRate(&c.StripeAPIRate, v) }},
+	{flag: "api-addr", env: "HOOKD_API_ADDR", usage: "listen address serving /api/v1 alone, off the listen address the receiver and the dashboard share (default: /api/v1 on the listen address)",
+		set: func(c *Config, v string) error { return parseAddr(&c.APIAddr, v) }},
+	{flag: "api-rate", env: "HOOKD_API_RATE", def: strconv.Itoa(api.DefaultRate), usage: "requests per second each API token may make to each replica, in bursts of twice as many; past it a 429 with Retry-After",
+		set: func(c *Config, v string) error {
+			return parseRate(&c.APIRate, v, math.Inf(1), "requests per second greater than zero, like 10 or 0.5")
+		}},
 }
 
 // apply sets the setting to v, read from from (its variable or its

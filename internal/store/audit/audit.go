@@ -60,12 +60,15 @@ const (
 // Account names who acted: the email the pages show, and, so the entry
 // names one account whatever that email becomes, the account's id and, for
 // an account of the identity provider, its issuer and subject. Zero ID for
-// an actor with no account (a command line).
+// an actor with no account (a command line). TokenID and TokenName name
+// the API token that acted for the account; zero for the dashboard.
 type Account struct {
-	ID      int64
-	Email   string
-	Issuer  string
-	Subject string
+	ID        int64
+	Email     string
+	Issuer    string
+	Subject   string
+	TokenID   int64
+	TokenName string
 }
 
 // String writes the account as the audit page shows it beside the email,
@@ -96,11 +99,25 @@ type Entry struct {
 	AccountID      int64  `db:"account_id"`
 	AccountIssuer  string `db:"account_issuer"`
 	AccountSubject string `db:"account_subject"`
+	// TokenID and TokenName are the API token that acted; zero and ""
+	// for the dashboard and the command line.
+	TokenID   int64  `db:"token_id"`
+	TokenName string `db:"token_name"`
 }
 
 // Account returns the entry's actor.
 func (e Entry) Account() Account {
-	return Account{ID: e.AccountID, Email: e.Email, Issuer: e.AccountIssuer, Subject: e.AccountSubject}
+	return Account{ID: e.AccountID, Email: e.Email, Issuer: e.AccountIssuer, Subject: e.AccountSubject,
+		TokenID: e.TokenID, TokenName: e.TokenName}
+}
+
+// Token writes the API token that acted as the audit page shows it, ""
+// when none did.
+func (e Entry) Token() string {
+	if e.TokenID == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s (token %d)", e.TokenName, e.TokenID)
 }
 
 // Page is one page of the audit log and the number of entries in all.
@@ -120,9 +137,10 @@ func Record(ctx context.Context, tx pgx.Tx, email string, action Action, target 
 // alone.
 func RecordAccount(ctx context.Context, tx pgx.Tx, who Account, action Action, target string, count int64) error {
 	_, err := tx.Exec(ctx, `
-		INSERT INTO audit_log (user_email, action, target, count, account_id, account_issuer, account_subject)
-		VALUES ($1, $2, $3, $4, nullif($5, 0), nullif($6, ''), nullif($7, ''))`,
-		who.Email, action, target, count, who.ID, who.Issuer, who.Subject)
+		INSERT INTO audit_log (user_email, action, target, count, account_id, account_issuer, account_subject,
+		                       token_id, token_name)
+		VALUES ($1, $2, $3, $4, nullif($5, 0), nullif($6, ''), nullif($7, ''), nullif($8, 0), nullif($9, ''))`,
+		who.Email, action, target, count, who.ID, who.Issuer, who.Subject, who.TokenID, who.TokenName)
 	if err != nil {
 		return fmt.Errorf("write audit log: %w", err)
 	}
@@ -140,11 +158,15 @@ func New(db store.DBTX) *Log {
 	return &Log{db: db}
 }
 
+// entryColumns are Entry's columns.
+const entryColumns = `id, at, user_email, action, target, count, coalesce(account_id, 0) AS account_id,
+	coalesce(account_issuer, '') AS account_issuer, coalesce(account_subject, '') AS account_subject,
+	coalesce(token_id, 0) AS token_id, coalesce(token_name, '') AS token_name`
+
 // Read returns a page of the audit log, newest first.
 func (l *Log) Read(ctx context.Context, limit, offset int) (Page, error) {
 	entries, err := store.QueryAll[Entry](ctx, l.db, `
-		SELECT id, at, user_email, action, target, count, coalesce(account_id, 0) AS account_id,
-		       coalesce(account_issuer, '') AS account_issuer, coalesce(account_subject, '') AS account_subject
+		SELECT `+entryColumns+`
 		FROM audit_log
 		ORDER BY at DESC, id DESC LIMIT $1 OFFSET $2`, limit, max(offset, 0))
 	if err != nil {
@@ -155,4 +177,20 @@ func (l *Log) Read(ctx context.Context, limit, offset int) (Page, error) {
 		return Page{}, fmt.Errorf("count audit log: %w", err)
 	}
 	return page, nil
+}
+
+// Before returns at most limit entries of the log, newest first, that
+// come after the entry at and id in that order; the newest when id is
+// zero. It pages by the entries' sort key, so an entry written meanwhile
+// neither repeats nor hides one on the next page.
+func (l *Log) Before(ctx context.Context, at time.Time, id int64, limit int) ([]Entry, error) {
+	entries, err := store.QueryAll[Entry](ctx, l.db, `
+		SELECT `+entryColumns+`
+		FROM audit_log
+		WHERE $1::bigint = 0 OR (at, id) < ($2, $1)
+		ORDER BY at DESC, id DESC LIMIT $3`, id, at, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	return entries, nil
 }
