@@ -48,7 +48,9 @@ func (b *testBundle) run(args ...string) (string, error) {
 		return ""
 	}
 	err := tokencmd.Run(context.Background(), args, getenv, &out, &errOut, tokencmd.Deps{
-		Open:  func(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) { return pgxpool.New(ctx, cfg.DatabaseURL) },
+		Open: func(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
+			return pgxpool.New(ctx, cfg.DatabaseURL)
+		},
 		Actor: "command line: tester@host",
 	})
 	return out.String(), err
