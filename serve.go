@@ -19,13 +19,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/idempotency"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripehealth"
@@ -33,6 +36,7 @@ import (
 	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/web/api"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -185,10 +189,12 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	s.loops = append(s.loops, watch.Run)
 	provider := s.addSignIn(accts)
 
+	acts := actions.New(actions.Stores{Queue: st.queue, Reads: st.reads, Audit: st.audit, Control: st.control, Logger: logger})
+	apiOpts := api.Options{Logger: logger, Actions: acts, Tokens: st.tokens, Idempotency: st.idempotency, Rate: cfg.APIRate}
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
 		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer,
-		oidc: provider, alert: alert})
-	if err := s.listen(handler, reg); err != nil {
+		oidc: provider, alert: alert, actions: acts, api: apiOpts})
+	if err := s.listen(handler, reg, apiOpts); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -290,6 +296,10 @@ type pipeline struct {
 	tracer     *tracing.Tracer
 	oidc       *idp.Provider
 	alert      func(context.Context, string)
+	// actions are shared by the dashboard and /api/v1, whose options api
+	// is.
+	actions *actions.Actions
+	api     api.Options
 }
 
 // newHandler is hookd's HTTP handler: the receiver, the dashboard and the
@@ -302,8 +312,16 @@ func newHandler(cfg config.Config, logger *slog.Logger, st stores, p pipeline) h
 	if cfg.MetricsPublic {
 		mainGatherer = p.reg
 	}
+	// /api/v1 is served here unless HOOKD_API_ADDR gives it a listener
+	// of its own (listen).
+	var apiHere *api.Options
+	if cfg.APIAddr == "" {
+		apiHere = &p.api
+	}
 	return web.NewServer(web.Options{
 		Logger:    logger,
+		Actions:   p.actions,
+		API:       apiHere,
 		Endpoints: cfg.Endpoints,
 		Stores: web.Stores{Queue: st.queue, Reads: st.reads, Accounts: st.accounts, Audit: st.audit,
 			Activity: st.pageCounts, Rejections: st.pageRefusals, Ungenerated: st.pageUngenerated},
@@ -359,6 +377,10 @@ type stores struct {
 	// pageUngenerated is the failures page's read of them.
 	ungenerated     *ungenerated.Store
 	pageUngenerated *ungenerated.Store
+	// tokens authenticate /api/v1's requests; idempotency keeps its
+	// answers to Idempotency-Keys.
+	tokens      *tokens.Store
+	idempotency *idempotency.Store
 }
 
 // openStores opens and migrates the database, opens the dashboard's pool,
@@ -403,7 +425,9 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 		// The pruner deletes expired sessions; pgxstore's own cleanup
 		// goroutine logs through the standard logger and races its own
 		// StopCleanup.
-		sessions: pgxstore.NewWithCleanupInterval(pool, 0),
+		sessions:    pgxstore.NewWithCleanupInterval(pool, 0),
+		tokens:      tokens.New(pool),
+		idempotency: idempotency.New(pool),
 	}
 	st.control = control
 	if err := ensureAdmin(ctx, cfg, st.accounts, logger); err != nil {
@@ -433,9 +457,9 @@ func ensureAdmin(ctx context.Context, cfg config.Config, accts *accounts.Store, 
 	return nil
 }
 
-// listen opens the listen address, and the metrics address when there is
-// one.
-func (s *server) listen(handler http.Handler, reg *prometheus.Registry) error {
+// listen opens the listen address, and the metrics and API addresses
+// when there are.
+func (s *server) listen(handler http.Handler, reg *prometheus.Registry, apiOpts api.Options) error {
 	cfg, logger := s.cfg, s.logger
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -450,6 +474,14 @@ func (s *server) listen(handler http.Handler, reg *prometheus.Registry) error {
 		}
 		s.listeners = append(s.listeners, listener{newHTTPServer(cfg, web.NewMetricsHandler(reg), logger), mln})
 		logger.Info("metrics listening", "addr", mln.Addr().String())
+	}
+	if cfg.APIAddr != "" {
+		aln, err := net.Listen("tcp", cfg.APIAddr)
+		if err != nil {
+			return fmt.Errorf("HOOKD_API_ADDR: %v; set it to a free address, or unset it to serve /api/v1 on HOOKD_ADDR", err)
+		}
+		s.listeners = append(s.listeners, listener{newHTTPServer(cfg, api.NewHandler(apiOpts), logger), aln})
+		logger.Info("api listening", "addr", aln.Addr().String(), "path", api.Prefix)
 	}
 	switch {
 	case cfg.MetricsPublic:

@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"log/slog"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/web/api"
 )
 
 // perPage is the length of the event lists and the audit log.
@@ -24,8 +27,11 @@ type dashboard struct {
 	reads    *queue.Store
 	accounts *accounts.Store
 	audit    *audit.Log
-	// actions are the actions the dashboard shares with /api/v1.
+	// actions are the actions the dashboard shares with /api/v1, whose
+	// errors (problems, under its path, served here or not) apiErrors
+	// answers.
 	actions    *actions.Actions
+	apiErrors  echo.HTTPErrorHandler
 	counts     *activity.Store
 	rejections *rejections.Store
 	opts       Options
@@ -49,6 +55,7 @@ func newDashboard(opts Options) *dashboard {
 		accounts:   opts.Stores.Accounts,
 		audit:      opts.Stores.Audit,
 		actions:    opts.Actions,
+		apiErrors:  api.HandleError(opts.Logger),
 		counts:     opts.Stores.Activity,
 		rejections: opts.Stores.Rejections,
 		opts:       opts,

@@ -18,10 +18,13 @@ import (
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/idempotency"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/web"
+	"github.com/hookd/hookd/web/api"
 )
 
 const testPassword = "correct horse battery"
@@ -45,7 +48,9 @@ func storesOn(store *queue.Store, pool *pgxpool.Pool) web.Stores {
 }
 
 type setupConfig struct {
-	opts      web.Options
+	opts web.Options
+	// apiRate, when set, serves /api/v1 too, each token at this rate.
+	apiRate   float64
 	newServer func(http.Handler) *httptest.Server
 	storeOpts []queue.Option
 }
@@ -61,6 +66,10 @@ func withOptions(opts web.Options) setupOption { return func(c *setupConfig) { c
 func withNewServer(newServer func(http.Handler) *httptest.Server) setupOption {
 	return func(c *setupConfig) { c.newServer = newServer }
 }
+
+// withAPI serves /api/v1 too, on the same server, each token limited to
+// rate requests a second.
+func withAPI(rate float64) setupOption { return func(c *setupConfig) { c.apiRate = rate } }
 
 // withoutServer serves nothing, for a test that serves its own receiver
 // or replicas on the bundle's database.
@@ -100,6 +109,9 @@ func setup(t testing.TB, opts ...setupOption) *testBundle {
 	}
 	c.opts.Sessions = pgxstore.NewWithCleanupInterval(b.pool, 0)
 	c.opts.Stores, c.opts.Gatherer = stores, prometheus.NewRegistry()
+	if c.apiRate > 0 {
+		c.opts.API = &api.Options{Tokens: tokens.New(b.pool), Idempotency: idempotency.New(b.pool), Rate: c.apiRate}
+	}
 	b.srv = c.newServer(web.NewServer(c.opts))
 	t.Cleanup(b.srv.Close)
 	return b

@@ -14,6 +14,7 @@ import (
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/static"
 	"github.com/hookd/hookd/views"
+	"github.com/hookd/hookd/web/api"
 	"github.com/hookd/hookd/worker"
 )
 
@@ -95,6 +96,10 @@ func flash(c echo.Context, msg string) {
 // else is logged once, with the request id, and shown as a plain 500.
 func (d *dashboard) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if api.Serves(c.Request().URL.Path) {
+		d.apiErrors(err, c)
 		return
 	}
 	status, msg := d.errorAnswer(c, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/internal/tracing"
+	"github.com/hookd/hookd/web/api"
 )
 
 // addRoutes maps the entire HTTP surface of hookd.
@@ -24,6 +25,12 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 		newBodyReader(opts.MaxBody, opts.MaxBodyMemory, opts.Metrics), opts.Rejections), traced(opts.Tracer, stripeevent.ReceiverPath)...)
 	e.Match([]string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions},
 		stripeevent.ReceiverPath, handleStripeWebhookMethod(opts.Rejections))
+	// /api/v1, with its own middleware (a bearer token) and none of the
+	// dashboard's: a session cookie never authorizes it, so it has no
+	// CSRF to guard against.
+	if opts.API != nil {
+		api.Register(e, *opts.API)
+	}
 
 	// The dashboard, its middleware given per route (see chains).
 	session, viewer, operator, admin := d.chains()

@@ -34,6 +34,7 @@ import (
 	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/internal/tracing"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/web/api"
 	"github.com/hookd/hookd/worker"
 	"github.com/hookd/hookd/worker/maintenance"
 	"github.com/hookd/hookd/worker/reconcile"
@@ -160,6 +161,9 @@ type Options struct {
 	// Actions are the actions the dashboard and /api/v1 share; nil means
 	// actions over Stores.
 	Actions *actions.Actions
+	// API, when set, serves /api/v1 here; nil serves it elsewhere
+	// (HOOKD_API_ADDR) or not at all. Its Actions are Actions when nil.
+	API *api.Options
 	// SessionMaxAge is the longest a session lasts after its sign-in,
 	// however busy it is. Zero means DefaultSessionMaxAge.
 	SessionMaxAge time.Duration
@@ -257,6 +261,11 @@ func withDefaults(opts Options) Options {
 	if opts.Actions == nil && opts.Stores.Queue != nil {
 		opts.Actions = actions.New(actions.Stores{Queue: opts.Stores.Queue, Reads: opts.Stores.Reads,
 			Audit: opts.Stores.Audit, Control: opts.Control, Logger: opts.Logger})
+	}
+	if opts.API != nil && opts.API.Actions == nil {
+		withActions := *opts.API
+		withActions.Actions = opts.Actions
+		opts.API = &withActions
 	}
 	if opts.FormKeys == nil && opts.Stores.Accounts != nil {
 		opts.FormKeys = accounts.NewKeyRing(opts.Stores.Accounts, accounts.SignInFormKey, accounts.KeyRingConfig{})

@@ -5,18 +5,12 @@ package api
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
-	"path"
-	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/labstack/echo/v4"
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -1901,157 +1895,4 @@ func (sh *strictHandler) GetOpenAPI(ctx echo.Context) error {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
 	return nil
-}
-
-// Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
-// Stored as a slice of fixed-width chunks rather than one concatenated
-// const string: with thousands of chunks the chained `+` fold is several
-// times slower for the Go compiler than parsing a slice literal.
-var swaggerSpec = []string{
-	"7Fttc9u2k/8qO7ybiT1Hy47j9H+RX+nfuI2nD/HF6eRFnLEhYiWiJgEGAKXoMv7uN7sAKUqibLlpe2mn",
-	"r0KZILDY3d8+/IB8TjJTVkaj9i4Zfk4qYUWJHi3/+ra2zlh6kugyqyqvjE6GybscLYLPESoxRXBeWO/S",
-	"8AeLM2Vqx2+eOND4yV9nPM8pD5go63z4bq58bmoPyg+SNFE088ca7SJJEy1KTIZJ+DBJE5flWAqSpBSf",
-	"fkQ99XkyPD46ShO/qGik81bpaXJ3lyZnM9T+/OWm2G9zhEtvVYWANAaUbBeuhM+X6yqZpInFj7WyKJOh",
-	"tzV2ZcBPoqwKGogzf/30f47nz85O7PO33yz+9ct/qyRdEfL58zQplW5+P+0T+VxiWRmPOlv8gItNyX/A",
-	"ysPxCeSmtg4qtODNLeoha9SJEuEWFyCmQmkQ2s3ROpjnwi81fqVpO+g8zIWLY1Cesg1AaONztFCiz41M",
-	"gZQBxsLYyEUKJ8fHpzDPVYFXemlB5cB5VRRga62VnqZwcvRicKUbheYoJNqlSjtbPKA9brPpLur6UZXK",
-	"b2pp5KE0jjatHJRCL0B5LN025yp4lq4cEieiLnwyfH7ENlRlXUY3K5UOv5YCKe1xija5I5Esuspoh4yb",
-	"C2vGBZb0mBntUbOwoqoKlQkS9rAKI/7rV0eSf+7I8J8WJ8kw+Y/DJTAPw1t32MzLK65DUniYk1PPrSFr",
-	"CC1hni8GyV2avDXmJ6EXb4IHuD9TLsIc++oTB1Z4BNY67L16/fqHl9eji/PrN6O3Z/vkTrVDCXVF5grO",
-	"w4K+QW8XB6OJx55AdImZ0dJBrb0qQEDj48qByDKsPMqAisGKnTcNeJcmv2hR+9xY9b8E+T9PQz+boKCU",
-	"EGc0xVXBO9DGw0wUSsJerW+1mesU8FNFISkFizNzSw/GgvK8XVNrDxZLM0NJf5ZYGo9yf02h7969OxjV",
-	"PkftaU+4uol1sLHAcRf0fuQ9lhVrpbKmQutV8HkRXqC8Fvx2YmxJT4kUHg+8KjHZgHKayNqyWq9L11ld",
-	"1+WY7JImaG1IQLouCjGmmBuC8cZMuffVtfPC1+6e8a3J02aRDZ86AqULpZHzmeYIaskHIXwwSPomM7XP",
-	"TIk9GkxDatlYplkkzG0sWKwKsRj0aclbkeG1kjso4q6bt96vWmVV3Uuh0zb7BZV8aGc1418x8yTCqJbK",
-	"n2lvFz2mD74XBWwNr7T/5oRnfcgUIgtK6VHeY5yJpegVYXNJLIUqelfcsovNKbywU/S9czCgoz424+Ho",
-	"4jxAPkBdZJ4yMakJJsayx0nh8rERVnIcp79kpizpmbyGnOQ3qDlIFbLfYx2JKyL2oaC51mitHhr9b/We",
-	"H5XriRuovY2PnK0fiqQdR7xrVxLWCv7dKTcfv8dGlL4dvMRCzbDP+8cWxS3aa1Nh14XHxhQoNPtlLvQU",
-	"e5zhO1E4hDmFGRnn5/LMGRCFRSG74aAzYSUoV/YvFt7dF4QfDKVxivFip8AbR1sUMSM+TulxL+mqHpdK",
-	"6zMGV/hb49BOUotKXc/QOrWTzGkTSF1f+ZAmmUXx2NSHWlZGaX9PENqpfdn4thDOX0d5v8gPeKLdMzA5",
-	"cGnkfcGl46el0LUorjn99ZTy1OQ4o8HxRj2MRXYL3nAo/Fhjjf3IYPzznI+yRSUWhRHyGq1wfUB9iUKG",
-	"kppqrax23pRon1CXyx86CF8OqWjLlZ5CgRNP8kZc90vLG9maJvgtWDN/4qKp283UNcfjjX0s65/7QijD",
-	"5zIMbWPo510SQCtw/KpdsQOQdSOsoKPj9msusGGErcAftdXCKvy/BDMWHTd+n3vbKuFAGirWlIa5sdL1",
-	"zNGnrjjr1p28RB+rEFEUryfJ8P0Ohkvu0i21t7suRYDfbpk0lvI9aTSaol+fYyMXIFyj14jQU6DJFmB0",
-	"hhEND2upWSdd28Kmxj40OttSRcwaBmunrTeKfKh+2Nw8DWi4rYbW4srNhFaBYia/H+wSYb3xothc6JWZ",
-	"B/4ibCuyOIVHCw4LzLyj5URR8Equtxzc6HHXap2gsEaErS562UYU1HVJX06EKjB4t7cL2gh1tKIL2OUG",
-	"v1NYyA4dsmo12fr/xocT+rDfBC1HmUJoaxuqCvgjEB6YxklhvOB4TRXvEEKkSqPVUlgjpKgTowrmYacN",
-	"oqWN9H2qu6CiJtItDFApFe1AFBcdBUyo/EvXdLKso9Yj0eKU/MEuOs1BdMSx0Jp8IzdzF9nUdZr0IUqt",
-	"u8EoQu/GlqZcS9ga3nz3Lbw4ef4viBQJibHN3veSV4HAo1zd0Fgi5FLTG7u5QnGbs77WCFTSL5gwjUJF",
-	"wjO6ipnE/p4txUThLuFjxat7oojSzgud9dMByxzd06EpX/R/1STp9TLplzfn5N+KtYZwqzTvKu72FMTY",
-	"1H44LoS+5eZSQFUIpeHV27cXERIPe3zM9UG6Ts7figDaJma1VX5xSTqLnRIK28e4jPSyJU4hv5XXMDFF",
-	"YeYoCcJj4fCbY9i7yY25lWGYg1BU3Oy3zB7XVmGFVp7c+ypwbkpPTH84adH0xEHoaR1rKoxzbQMeVl9p",
-	"w+GM8Lik1jNhqYGEm1FkEplsGcK/WSze2WAwuDkFFFkOhAwewAGKo/yVdpmpkApejSgdFRw3nw546QN+",
-	"dQN71BjCVX109CyLc2DzU8hS6f0BnDEkQFi80jfb2Msb2Gsguz8Ayqvh1IZ0LjSYSnysMYbLwZXmvcLF",
-	"68u34MUtujAmRDW4WYumN+EkIPpzEnQ3ujhP0qTtupKnzJxVqEWlkmHybHA0eBbJKPaXQ0G9Pj1FnqXV",
-	"2LlMhglJzGwAf7M8t9pSRC2HHMZzLSqkHhgZThruPqwR/MdHR/dQxI+jhpfcSA85TDGMbRIjVWGmzOif",
-	"BAH65m0FPexEqJOjpw+PX2HA+aNnj1vk+MXD49fPInjL8dhl57UovtRlKah1ZBCzp5B2UtA4JyzyKVWS",
-	"JivoSYaU3CRPcNhQLodMQXB1Ypzva/54HAF7LpRvKr3QnoWTh5a9UQ6o6C9RNsnaIjvGlc5NIR2nH6VB",
-	"gOOjiwFQqUDRmw/YILAhEMgP13STV3rvJvIhN7QEFw77AWKrmODCo+WqHouLtWPI4PZsp38bufjdPH6l",
-	"OrpbTTZUKN/9gWhrddMDtpcdKwZDfMVYO3rxSGwe/xWw/MoUsqlyG2tE1kdUVQ+cYwJcQ3TA4HZIv6H3",
-	"S9Q1pE2AaLvwGgqhF4QbEOS5f2cM/n+CwdbaDf7x6y/z6zMtqfSmoMJHtllhHIYKCjVkyma18hAp8Ifc",
-	"fEl2xLpos6gtuJqLRUO3wj0LjALzBkOgvr0hGbp5M73SFWpJTm80OtgLTT/Xwk3bv0/FKU1vLPXgPscF",
-	"FZwga+zLTFThnDWkwxok+uU/DeLx8Yg2HqZqhnrbZY62J+m5zRHoibRlMOLPuMMk7aE0PvS0RJv9ZdEy",
-	"NGYC+ElkvljE5nVRYQo4mA5A6ZlRGQ4q0blutCZ9Q6bufsupVxiyRqA5uctlSSJLpyTs4cxT/7G/TYqP",
-	"917KeZQ+5jn5N5Nh3J4DxSuhtIvqwU8+BTXVhiaDTDjcJlQ4f9gi2PPddbM0FEtAJq8twtSauoI9n6Oy",
-	"UAp3i7Ij9lZV8Wf3WOyxYoWDYGvVDKnbtKae5sGckS4HZ6AQYywK3OpFHWr9Sz2JYn+4j0Juhc4flEZG",
-	"59p6oYoPf1buyUXA0WzUDVK99+E3GiwzWmPGF3riVZc9kWX3O3RzIPjlbt1Ew1VzIThfZ7ewZ2ZoZd2E",
-	"dqHK5t4RR0x+2t8euerstu96UntQtEOf+lV1tEuefpeOVjn/T0vb09I2/t/tNoPfrZ0F3NvkhlkOPyt5",
-	"t5VI+R5DZk7+aJ+I511brgmyqF9zx3XyV3CdkY4lQNdx0lAQ8EXBeNDGkWl5/tbvQY9tXpqr13xc1/W9",
-	"w/ac/7dOmG5p5VrPoZ5M1gjC8xlkurpbvqPO9Ww8jV9v2rxdNCD4ehu27vn3fSgiXfCNiVUnIPVoM/8b",
-	"Yezv2S1eIreLy+5s8/rLbj1iB3sH2sz/CPyNIPaGfIU1tE9LJ2zvnzawjP+TgFrf+A7M5EorHt3+VwLl",
-	"mXZoaigHzhj+NyTA+CFq6VJQExpOQri+vnOJ7J/N/G8D7ohkLjitmuYexMSHLrxVT9TmP2j/ytH+k7hF",
-	"EKstRjeTPQT1eII2aLytlxS6RMutpQGhF0YjdehgUWR5OHmE0cV5Gm8lGwva+M0k+T361xXqcIz3RTDo",
-	"vw+xckmmPUruBUKUA6TJ6pKrndgmji7OByvnz8nw/YfV0prgEz/rUa02GsOqnRmWZ9fvP1AMcKTNGEFq",
-	"WyTD5FBU6nD2lCqf/wsAAP//",
-}
-
-// decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
-// after base64-decoding and flate-decompressing the embedded blob.
-func decodeSpec() ([]byte, error) {
-	encoded := strings.Join(swaggerSpec, "")
-	compressed, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("error base64 decoding spec: %w", err)
-	}
-	zr := flate.NewReader(bytes.NewReader(compressed))
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(zr); err != nil {
-		return nil, fmt.Errorf("read flate: %w", err)
-	}
-	if err := zr.Close(); err != nil {
-		return nil, fmt.Errorf("close flate reader: %w", err)
-	}
-
-	return buf.Bytes(), nil
-}
-
-var rawSpec = decodeSpecCached()
-
-// a naive cache of the decoded OpenAPI spec
-func decodeSpecCached() func() ([]byte, error) {
-	data, err := decodeSpec()
-	return func() ([]byte, error) {
-		return data, err
-	}
-}
-
-// Constructs a synthetic filesystem for resolving external references when loading openapi specifications.
-func PathToRawSpec(pathToFile string) map[string]func() ([]byte, error) {
-	res := make(map[string]func() ([]byte, error))
-	if len(pathToFile) > 0 {
-		res[pathToFile] = rawSpec
-	}
-
-	return res
-}
-
-// GetSpec returns the OpenAPI specification corresponding to the generated
-// code in this file. External references in the spec are resolved through
-// PathToRawSpec; externally-referenced files must be embedded in their
-// corresponding Go packages (via the import-mapping feature). URL-based
-// external refs are not supported.
-func GetSpec() (swagger *openapi3.T, err error) {
-	resolvePath := PathToRawSpec("")
-
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = func(loader *openapi3.Loader, url *url.URL) ([]byte, error) {
-		pathToFile := url.String()
-		pathToFile = path.Clean(pathToFile)
-		getSpec, ok := resolvePath[pathToFile]
-		if !ok {
-			err1 := fmt.Errorf("path not found: %s", pathToFile)
-			return nil, err1
-		}
-		return getSpec()
-	}
-	var specData []byte
-	specData, err = rawSpec()
-	if err != nil {
-		return
-	}
-	swagger, err = loader.LoadFromData(specData)
-	if err != nil {
-		return
-	}
-	return
-}
-
-// GetSpecJSON returns the raw JSON bytes of the embedded OpenAPI
-// specification: decompressed but not unmarshaled. External references
-// are not resolved here; the bytes are the spec exactly as embedded by
-// codegen. The result is cached at package init time, so repeated calls
-// are cheap.
-func GetSpecJSON() ([]byte, error) {
-	return rawSpec()
-}
-
-// GetSwagger returns the OpenAPI specification corresponding to the
-// generated code in this file.
-//
-// Deprecated: GetSwagger predates kin-openapi renaming openapi3.Swagger
-// to openapi3.T. Use [GetSpec] instead. This wrapper is retained for
-// backwards compatibility.
-func GetSwagger() (*openapi3.T, error) {
-	return GetSpec()
 }

@@ -9,6 +9,7 @@ package api
 //go:generate go tool oapi-codegen -config oapi-codegen.yaml openapi.yaml
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -51,8 +52,7 @@ func Register(e *echo.Echo, opts Options) {
 		opts.Rate = DefaultRate
 	}
 	s := &server{opts: opts, limits: newRateLimits(opts.Rate)}
-	RegisterHandlersWithOptions(e, NewStrictHandler(s, nil), RegisterHandlersOptions{
-		BaseURL: Prefix, OperationMiddlewares: s.middleware()})
+	RegisterHandlersWithBaseURL(&router{e: e, chains: s.middleware()}, NewStrictHandler(s, nil), Prefix)
 }
 
 // NewHandler returns a server of the API alone, for a listener of its own
@@ -74,4 +74,48 @@ func Serves(path string) bool {
 type server struct {
 	opts   Options
 	limits *rateLimits
+}
+
+// router registers each of the generated code's routes with the chain of
+// its operation in the document (middleware), found by method and path;
+// a route the document does not have is a mistake, caught at start.
+type router struct {
+	e      *echo.Echo
+	chains map[string][]echo.MiddlewareFunc
+}
+
+func (r *router) add(method, path string, h echo.HandlerFunc, m []echo.MiddlewareFunc) *echo.Route {
+	chain, ok := r.chains[method+" "+path]
+	if !ok {
+		panic(fmt.Sprintf("api: %s %s is not an operation of openapi.yaml: run make api", method, path))
+	}
+	return r.e.Add(method, path, h, append(append([]echo.MiddlewareFunc{}, chain...), m...)...)
+}
+
+func (r *router) CONNECT(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodConnect, p, h, m)
+}
+func (r *router) DELETE(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodDelete, p, h, m)
+}
+func (r *router) GET(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodGet, p, h, m)
+}
+func (r *router) HEAD(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodHead, p, h, m)
+}
+func (r *router) OPTIONS(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodOptions, p, h, m)
+}
+func (r *router) PATCH(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodPatch, p, h, m)
+}
+func (r *router) POST(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodPost, p, h, m)
+}
+func (r *router) PUT(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodPut, p, h, m)
+}
+func (r *router) TRACE(p string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) *echo.Route {
+	return r.add(http.MethodTrace, p, h, m)
 }

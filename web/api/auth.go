@@ -15,44 +15,37 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookd/hookd/internal/actions"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/tokens"
 )
 
-// Bearer is what a token is to the API: the actor its actions are
-// audited as (its account and the token), and its scope.
-type Bearer struct {
-	Actor actions.Actor
-	// Scope is read, operate or admin: what the token's account may do on
-	// the dashboard as a viewer, an operator or an admin.
-	Scope string
-}
-
-// ErrRefused is an Authenticator's answer for a secret that names no
-// token that may act now: unknown, expired or revoked, or its account
-// removed or its role fallen below the token's scope. It is wrapped with
-// the reason, which the 401 says.
-var ErrRefused = errors.New("the token was refused")
-
-// Authenticator finds the token a bearer secret names.
+// Authenticator finds the token a bearer secret names: tokens.Store. A
+// secret that names no token that may act now (unknown, expired, revoked,
+// its account removed or its role fallen below the token's scope) is
+// tokens.ErrRefused, wrapped with the reason, which the 401 says.
 type Authenticator interface {
-	Authenticate(ctx context.Context, secret string) (Bearer, error)
+	Authenticate(ctx context.Context, secret string) (tokens.Token, error)
 }
 
-// scopeRank orders the scopes: a token may do what its scope or a lower
-// one allows.
-var scopeRank = map[string]int{scopeRead: 1, scopeOperate: 2, scopeAdmin: 3}
+// tokenKey keys the request's token in its context, where the handlers,
+// which see the context alone, find who acts.
+type tokenKey struct{}
 
-// bearerKey keys the request's Bearer in its context, where the
-// handlers, which see the context alone, find who acts.
-type bearerKey struct{}
-
-// bearerOf is the token the request was authenticated with.
-func bearerOf(c echo.Context) Bearer {
-	return bearerIn(c.Request().Context())
+// tokenOf is the token the request was authenticated with.
+func tokenOf(c echo.Context) tokens.Token {
+	return tokenIn(c.Request().Context())
 }
 
-func bearerIn(ctx context.Context) Bearer {
-	b, _ := ctx.Value(bearerKey{}).(Bearer)
-	return b
+func tokenIn(ctx context.Context) tokens.Token {
+	t, _ := ctx.Value(tokenKey{}).(tokens.Token)
+	return t
+}
+
+// actor is who the request acts as: its token, for the token's account.
+func actor(ctx context.Context) actions.Actor {
+	t := tokenIn(ctx)
+	return actions.Actor{Account: audit.Account{ID: t.AccountID, Email: t.AccountEmail},
+		Token: &actions.Token{ID: t.ID, Name: t.Name}}
 }
 
 // unauthorized is the 401 that asks for a token.
@@ -71,29 +64,27 @@ func (s *server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			return unauthorized("This API takes an API token: send Authorization: Bearer hkd_... " +
 				"(hookd tokens create makes one). A dashboard session does not authorize it.")
 		}
-		b, err := s.opts.Tokens.Authenticate(c.Request().Context(), strings.TrimSpace(secret))
+		t, err := s.opts.Tokens.Authenticate(c.Request().Context(), strings.TrimSpace(secret))
 		switch {
-		case errors.Is(err, ErrRefused):
-			return unauthorized(err.Error() + ".")
+		case errors.Is(err, tokens.ErrRefused):
+			msg := err.Error()
+			return unauthorized(strings.ToUpper(msg[:1]) + msg[1:] + ".")
 		case err != nil:
 			return err
 		}
-		if b.Actor.Token == nil {
-			return errors.New("an authenticated bearer names no token")
-		}
-		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), bearerKey{}, b)))
+		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), tokenKey{}, t)))
 		return next(c)
 	}
 }
 
 // requireScope refuses, with a 403, a token whose scope is below need.
-func requireScope(need string) echo.MiddlewareFunc {
+func requireScope(need tokens.Scope) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			b := bearerOf(c)
-			if scopeRank[b.Scope] < scopeRank[need] {
+			t := tokenOf(c)
+			if !t.Scope.Allows(need) {
 				return problem(http.StatusForbidden, "", fmt.Sprintf("Token %s has the %s scope; %s %s needs %s.",
-					b.Actor.Token.Name, b.Scope, c.Request().Method, c.Request().URL.Path, need))
+					t.Name, t.Scope, c.Request().Method, c.Request().URL.Path, need))
 			}
 			return next(c)
 		}
@@ -126,12 +117,12 @@ func (l *rateLimits) of(token int64) *rate.Limiter {
 // limit answers 429, with Retry-After, once the token has used up its rate.
 func (s *server) limit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		b := bearerOf(c)
-		r := s.limits.of(b.Actor.Token.ID).ReserveN(time.Now(), 1)
+		t := tokenOf(c)
+		r := s.limits.of(t.ID).ReserveN(time.Now(), 1)
 		if delay := r.Delay(); delay > 0 {
 			r.Cancel()
 			pe := problem(http.StatusTooManyRequests, "", fmt.Sprintf(
-				"Token %s made more than %g requests a second (HOOKD_API_RATE); try again in a moment.", b.Actor.Token.Name, s.limits.rate))
+				"Token %s made more than %g requests a second (HOOKD_API_RATE); try again in a moment.", t.Name, s.limits.rate))
 			pe.header.Set("Retry-After", strconv.Itoa(int(math.Ceil(delay.Seconds()))))
 			return pe
 		}

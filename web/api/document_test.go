@@ -3,8 +3,12 @@ package api_test
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
+	"regexp"
 	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/hookd/hookd/web/api"
 )
@@ -29,5 +33,34 @@ func TestDocument_CommittedJSONIsTheYAML(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatal("web/api/openapi.json is not openapi.yaml's document: run make api")
+	}
+}
+
+// docs/api.md's table of operations lists every operation of the
+// document, with its scope, and nothing else.
+func TestDocument_DocsListEveryOperation(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			want[fmt.Sprintf("| `%s %s%s` | %v |", method, api.Prefix, path, op.Extensions["x-hookd-scope"])] = true
+		}
+	}
+	page, err := os.ReadFile("../../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(GET|POST|PUT|PATCH|DELETE) " + regexp.QuoteMeta(api.Prefix) + "[^`]*` \\| [a-z]+ \\|")
+	for _, got := range row.FindAllString(string(page), -1) {
+		if !want[got] {
+			t.Errorf("docs/api.md lists %s, which is no operation of openapi.yaml with that scope", got)
+		}
+		delete(want, got)
+	}
+	for missing := range want {
+		t.Errorf("docs/api.md does not list %s", missing)
 	}
 }

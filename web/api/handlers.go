@@ -10,11 +10,6 @@ import (
 	"github.com/hookd/hookd/queue"
 )
 
-// actor is who the request acts as: its token, for its account.
-func actor(ctx context.Context) actions.Actor {
-	return bearerIn(ctx).Actor
-}
-
 func (s *server) ListEvents(ctx context.Context, req ListEventsRequestObject) (ListEventsResponseObject, error) {
 	p := req.Params
 	f := queue.EventFilter{

@@ -16,12 +16,13 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/store/idempotency"
+	"github.com/hookd/hookd/internal/store/tokens"
 )
 
 // maxBody bounds a request's body: the API's bodies are a few fields.
 const maxBody = 64 << 10
 
-// middleware is each operation's chain, by operationId: the token (a
+// middleware is each operation's chain, by its method and echo path: the token (a
 // 401), its rate (429) and scope (403), the request against the document
 // (400), and a POST's Idempotency-Key. Adding an operation to
 // openapi.yaml, with its x-hookd-scope, gives it its chain.
@@ -38,13 +39,13 @@ func (s *server) middleware() map[string][]echo.MiddlewareFunc {
 	for _, op := range ops {
 		var chain []echo.MiddlewareFunc
 		if op.scope != scopeNone {
-			chain = append(chain, s.authenticate, s.limit, requireScope(op.scope))
+			chain = append(chain, s.authenticate, s.limit, requireScope(tokens.Scope(op.scope)))
 		}
 		chain = append(chain, validate(doc, op))
 		if op.method == http.MethodPost {
 			chain = append(chain, s.idempotent)
 		}
-		chains[op.id] = chain
+		chains[op.method+" "+echoPath(op.path)] = chain
 	}
 	return chains
 }
@@ -75,45 +76,52 @@ func validate(doc *openapi3.T, op operation) echo.MiddlewareFunc {
 }
 
 // fieldProblems lists what err, openapi3filter's, found, one entry per
-// field.
+// field: a parameter by its name, a body field by its JSON path.
 func fieldProblems(err error) []FieldProblem {
 	var out []FieldProblem
 	var walk func(error)
 	walk = func(err error) {
-		var multi openapi3.MultiError
-		var reqErr *openapi3filter.RequestError
-		var schemaErr *openapi3.SchemaError
-		switch {
-		case errors.As(err, &multi):
-			for _, e := range multi {
-				walk(e)
+		switch e := err.(type) {
+		case openapi3.MultiError:
+			for _, inner := range e {
+				walk(inner)
 			}
-		case errors.As(err, &reqErr) && reqErr.Parameter != nil:
-			detail := reqErr.Reason
-			if errors.As(reqErr.Err, &schemaErr) {
-				detail = schemaErr.Reason
-			} else if detail == "" && reqErr.Err != nil {
-				detail = reqErr.Err.Error()
+		case *openapi3filter.RequestError:
+			switch {
+			case e.Parameter != nil:
+				out = append(out, FieldProblem{Field: e.Parameter.Name, Detail: e.Parameter.Name + ": " + reason(e)})
+			case e.Err != nil:
+				walk(e.Err)
+			default:
+				out = append(out, FieldProblem{Field: "body", Detail: "body: " + e.Reason})
 			}
-			out = append(out, FieldProblem{Field: reqErr.Parameter.Name, Detail: reqErr.Parameter.Name + ": " + detail})
-		case errors.As(err, &reqErr) && reqErr.Err != nil && !errors.Is(reqErr.Err, err):
-			before := len(out)
-			walk(reqErr.Err)
-			if len(out) == before {
-				out = append(out, FieldProblem{Field: "body", Detail: "body: " + reqErr.Error()})
-			}
-		case errors.As(err, &schemaErr):
-			field := strings.Join(schemaErr.JSONPointer(), ".")
+		case *openapi3.SchemaError:
+			field := strings.Join(e.JSONPointer(), ".")
 			if field == "" {
 				field = "body"
 			}
-			out = append(out, FieldProblem{Field: field, Detail: field + ": " + schemaErr.Reason})
+			out = append(out, FieldProblem{Field: field, Detail: field + ": " + e.Reason})
 		default:
 			out = append(out, FieldProblem{Field: "request", Detail: err.Error()})
 		}
 	}
 	walk(err)
 	return out
+}
+
+// reason is why a parameter was refused: its schema's reason, when it
+// broke its schema.
+func reason(e *openapi3filter.RequestError) string {
+	var schemaErr *openapi3.SchemaError
+	switch {
+	case errors.As(e.Err, &schemaErr):
+		return schemaErr.Reason
+	case e.Reason != "":
+		return e.Reason
+	case e.Err != nil:
+		return e.Err.Error()
+	}
+	return "not valid"
 }
 
 // idempotent keeps the answer of a POST that carries an Idempotency-Key,
@@ -128,7 +136,7 @@ func (s *server) idempotent(next echo.HandlerFunc) echo.HandlerFunc {
 		if key == "" {
 			return next(c)
 		}
-		token := bearerOf(c).Actor.Token.ID
+		token := tokenOf(c).ID
 		hash, err := requestHash(c)
 		if err != nil {
 			return err

@@ -2,29 +2,33 @@ package api
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/hookd/hookd/internal/store/tokens"
 )
 
-// Scopes an operation may need (x-hookd-scope), as the tokens have them;
-// scopeNone is an operation served without a token.
-const (
-	scopeNone    = "none"
-	scopeRead    = "read"
-	scopeOperate = "operate"
-	scopeAdmin   = "admin"
-)
+// scopeNone is the x-hookd-scope of an operation served without a token;
+// the others name a tokens.Scope.
+const scopeNone = "none"
 
-// document is openapi.yaml as the generated code embeds it, and the JSON
-// GET /api/v1/openapi.json serves (committed as openapi.json).
+// specYAML is the API's document, the source of the generated code.
+//
+//go:embed openapi.yaml
+var specYAML []byte
+
+// document is openapi.yaml loaded, which GET /api/v1/openapi.json serves
+// as JSON (committed as openapi.json).
 var document = sync.OnceValues(func() (*openapi3.T, error) {
-	doc, err := GetSwagger()
+	doc, err := openapi3.NewLoader().LoadFromData(specYAML)
 	if err != nil {
-		return nil, fmt.Errorf("the embedded OpenAPI document: %w", err)
+		return nil, fmt.Errorf("web/api/openapi.yaml: %w", err)
 	}
 	if err := doc.Validate(context.Background()); err != nil {
 		return nil, fmt.Errorf("the embedded OpenAPI document is not valid: %w", err)
@@ -62,7 +66,7 @@ func operations(doc *openapi3.T) ([]operation, error) {
 		for method, op := range item.Operations() {
 			scope, _ := op.Extensions["x-hookd-scope"].(string)
 			switch scope {
-			case scopeNone, scopeRead, scopeOperate, scopeAdmin:
+			case scopeNone, string(tokens.ScopeRead), string(tokens.ScopeOperate), string(tokens.ScopeAdmin):
 			default:
 				return nil, fmt.Errorf("%s %s: x-hookd-scope %q is not none, read, operate or admin", method, path, scope)
 			}
@@ -71,4 +75,22 @@ func operations(doc *openapi3.T) ([]operation, error) {
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].id < ops[j].id })
 	return ops, nil
+}
+
+// echoPath is the document's path p as the generated code registers it
+// with echo, under Prefix: {id} becomes :id.
+func echoPath(p string) string {
+	var b strings.Builder
+	b.WriteString(Prefix)
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "" {
+			continue
+		}
+		b.WriteByte('/')
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			seg = ":" + seg[1:len(seg)-1]
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
 }
