@@ -61,6 +61,8 @@ func validate(doc *openapi3.T, op operation) echo.MiddlewareFunc {
 			if r.ContentLength > maxBody {
 				return problem(http.StatusRequestEntityTooLarge, "", fmt.Sprintf("The body is larger than %d bytes.", maxBody))
 			}
+			// A body sent without its length is bounded as it is read.
+			r.Body = http.MaxBytesReader(c.Response(), r.Body, maxBody)
 			params := map[string]string{}
 			for _, name := range c.ParamNames() {
 				params[name] = c.Param(name)
