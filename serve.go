@@ -323,7 +323,7 @@ func newHandler(cfg config.Config, logger *slog.Logger, st stores, p pipeline) h
 		Actions:   p.actions,
 		API:       apiHere,
 		Endpoints: cfg.Endpoints,
-		Stores: web.Stores{Queue: st.queue, Reads: st.reads, Accounts: st.accounts, Audit: st.audit,
+		Stores: web.Stores{Queue: st.queue, Reads: st.reads, Accounts: st.accounts, Tokens: st.tokens, Audit: st.audit,
 			Activity: st.pageCounts, Rejections: st.pageRefusals, Ungenerated: st.pageUngenerated},
 		Receiver:         p.receiver,
 		Metrics:          p.metrics,

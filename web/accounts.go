@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/views"
 )
 
@@ -24,22 +26,42 @@ const noSuchAccount = "There is no such account; it may have been removed. Nothi
 // renderAccounts renders the accounts page: add is the add form's state,
 // errMsg a refusal of a change to a listed account.
 func (d *dashboard) renderAccounts(c echo.Context, status int, add views.AccountForm, errMsg string) error {
-	users, err := d.accounts.Users(c.Request().Context())
+	return d.renderAccountList(c, status, views.AccountList{Add: add}, errMsg)
+}
+
+// renderAccountList renders the accounts page with the forms' state in l
+// (the add form, an account's create-token form, a token just created),
+// filling in the accounts and their tokens.
+func (d *dashboard) renderAccountList(c echo.Context, status int, l views.AccountList, errMsg string) error {
+	ctx := c.Request().Context()
+	users, err := d.accounts.Users(ctx)
 	if err != nil {
 		return err
 	}
-	if add.Role == "" {
+	all, err := d.tokens.List(ctx, 0)
+	if err != nil {
+		return err
+	}
+	l.Users, l.Tokens = accountViews(users), map[int64][]tokens.Token{}
+	for _, t := range all {
+		l.Tokens[t.AccountID] = append(l.Tokens[t.AccountID], t)
+	}
+	if l.Add.Role == "" {
 		// The least a new account may do, as with `hookd user add`.
-		add.Role = accounts.RoleViewer
+		l.Add.Role = accounts.RoleViewer
+	}
+	if f := l.TokenForm; f.Error != "" && !slices.ContainsFunc(users, func(u accounts.User) bool { return u.ID == f.AccountID }) {
+		// Its account went meanwhile, and its form with it.
+		errMsg = f.Error
 	}
 	p := d.page(c, "Accounts", "accounts")
 	p.Error = errMsg
-	return render(c, status, views.Accounts(p, views.AccountList{Users: accountViews(users), Add: add}))
+	return render(c, status, views.Accounts(p, l))
 }
 
 func (d *dashboard) handleAccounts() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		return d.renderAccounts(c, http.StatusOK, views.AccountForm{}, "")
+		return d.renderAccountList(c, http.StatusOK, views.AccountList{NewToken: d.takeNewToken(c)}, "")
 	}
 }
 

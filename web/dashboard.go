@@ -11,6 +11,7 @@ import (
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/web/api"
 )
@@ -26,6 +27,7 @@ type dashboard struct {
 	store    *queue.Store
 	reads    *queue.Store
 	accounts *accounts.Store
+	tokens   *tokens.Store
 	audit    *audit.Log
 	// actions are the actions the dashboard shares with /api/v1, whose
 	// errors (problems, under its path, served here or not) apiErrors
@@ -53,6 +55,7 @@ func newDashboard(opts Options) *dashboard {
 		store:      opts.Stores.Queue,
 		reads:      cmp.Or(opts.Stores.Reads, opts.Stores.Queue),
 		accounts:   opts.Stores.Accounts,
+		tokens:     opts.Stores.Tokens,
 		audit:      opts.Stores.Audit,
 		actions:    opts.Actions,
 		apiErrors:  api.HandleError(opts.Logger),

@@ -43,7 +43,7 @@ type testBundle struct {
 
 // storesOn returns the server's stores over pool, with store as its queue.
 func storesOn(store *queue.Store, pool *pgxpool.Pool) web.Stores {
-	return web.Stores{Queue: store, Accounts: accounts.New(pool), Audit: audit.New(pool), Activity: activity.New(pool),
+	return web.Stores{Queue: store, Accounts: accounts.New(pool), Tokens: tokens.New(pool), Audit: audit.New(pool), Activity: activity.New(pool),
 		Rejections: rejections.New(pool)}
 }
 

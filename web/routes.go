@@ -79,6 +79,9 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/accounts/:id/remove/preview", d.handleRemovePreview(), admin...)
 	e.POST("/accounts/:id/remove", d.handleRemove(), admin...)
 	e.POST("/accounts/:id/sessions/end", d.handleEndSessions(), admin...)
+	e.POST("/accounts/:id/tokens", d.handleCreateToken(), admin...)
+	e.POST("/accounts/:id/tokens/:token/revoke/preview", d.handleRevokeTokenPreview(), admin...)
+	e.POST("/accounts/:id/tokens/:token/revoke", d.handleRevokeToken(), admin...)
 }
 
 // chains are the dashboard's middleware: session for the pages anyone may

@@ -29,6 +29,7 @@ import (
 	"github.com/hookd/hookd/internal/store/activity"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/rejections"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/internal/store/ungenerated"
 	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/telemetry"
@@ -48,7 +49,10 @@ type Stores struct {
 	// query. Nil reads from Queue.
 	Reads    *queue.Store
 	Accounts *accounts.Store
-	Audit    *audit.Log
+	// Tokens are the accounts' API tokens, which the accounts page lists,
+	// creates and revokes.
+	Tokens *tokens.Store
+	Audit  *audit.Log
 	// Activity and Rejections are read by the pages: over the reader's
 	// pool and limit too (queue.TimedReads) when the server has one.
 	Activity   *activity.Store
