@@ -23,6 +23,23 @@ func tokenSection(doc *goquery.Document, email string) *goquery.Selection {
 	return doc.Find(`section[data-testid="token-account"][data-email="` + email + `"]`)
 }
 
+// createToken makes a token for the account accountID straight through
+// the store, as `hookd tokens create` does, and returns its secret.
+func createToken(t *testing.T, b *testBundle, accountID int64, name string, scope tokens.Scope) (string, tokens.Token) {
+	t.Helper()
+	ctx := context.Background()
+	var secret string
+	var tok tokens.Token
+	if err := b.accounts.InTx(ctx, func(tx *accounts.Tx) error {
+		var err error
+		secret, tok, err = tokens.New(b.pool).Create(ctx, tx.PgxTx(), accountID, name, scope, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return secret, tok
+}
+
 func tokenCount(t *testing.T, b *testBundle) int64 {
 	t.Helper()
 	return queuetest.Count(t, b.pool, `SELECT count(*) FROM api_tokens`)
@@ -137,15 +154,7 @@ func TestAccountTokens_RevokeAfterConfirming(t *testing.T) {
 	ops := createAccount(t, b, "ops@example.com", accounts.RoleOperator)
 	other := createAccount(t, b, "other@example.com", accounts.RoleViewer)
 	store := tokens.New(b.pool)
-	var secret string
-	var tok tokens.Token
-	if err := b.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-		var err error
-		secret, tok, err = store.Create(ctx, tx.PgxTx(), ops.ID, "runbook", tokens.ScopeRead, 0)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	secret, tok := createToken(t, b, ops.ID, "runbook", tokens.ScopeRead)
 	base := fmt.Sprintf("/accounts/%d/tokens/%d/revoke", ops.ID, tok.ID)
 
 	page := c.get("/accounts")
@@ -194,14 +203,7 @@ func TestAccountTokens_OnlyAdmins(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	ops := createAccount(t, b, "ops@example.com", accounts.RoleOperator)
-	var tok tokens.Token
-	if err := b.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-		var err error
-		_, tok, err = tokens.New(b.pool).Create(ctx, tx.PgxTx(), ops.ID, "runbook", tokens.ScopeRead, 0)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	_, tok := createToken(t, b, ops.ID, "runbook", tokens.ScopeRead)
 	for _, role := range []accounts.Role{accounts.RoleViewer, accounts.RoleOperator} {
 		c := b.client(t)
 		c.signIn(role)
