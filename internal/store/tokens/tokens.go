@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,7 +96,7 @@ func (t Token) AuditTarget() string {
 var (
 	ErrRefused = errors.New("token refused")
 	// ErrNotCreated is wrapped with the reason Create refused: a blank or
-	// long name, an unknown scope, a scope above the account's role, no
+	// long name or one of several lines, an unknown scope, a scope above the account's role, no
 	// such account, a negative lifetime.
 	ErrNotCreated = errors.New("token not created")
 	// ErrNotFound is returned by Get and Revoke for an unknown id.
@@ -165,8 +166,8 @@ const tokenColumns = `t.id, t.name, t.scope, t.account_id, coalesce(u.email, t.a
 // locked for share until tx ends, so its role cannot change or the account
 // go between the check of the scope and the commit.
 //
-// It returns an error wrapping ErrNotCreated for a blank name or one
-// longer than MaxNameLength, an unknown scope, a scope above the account's
+// It returns an error wrapping ErrNotCreated for a blank name, one longer
+// than MaxNameLength or holding a control character, an unknown scope, a scope above the account's
 // role, a negative ttl, or no account accountID.
 func (s *Store) Create(ctx context.Context, tx pgx.Tx, accountID int64, name string, scope Scope, ttl time.Duration) (string, Token, error) {
 	name = strings.TrimSpace(name)
@@ -211,6 +212,11 @@ func checkNew(name string, scope Scope, ttl time.Duration) error {
 	}
 	if n := len([]rune(name)); n > MaxNameLength {
 		return fmt.Errorf("%w: the name is %d characters long, more than %d", ErrNotCreated, n, MaxNameLength)
+	}
+	if strings.ContainsFunc(name, unicode.IsControl) {
+		// A line break or a tab would break the lines of the audit log
+		// and of `hookd tokens list` that name it.
+		return fmt.Errorf("%w: the name holds a control character (a line break, a tab); give it one line of text", ErrNotCreated)
 	}
 	if _, err := ParseScope(string(scope)); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotCreated, err)

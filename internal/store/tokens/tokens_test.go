@@ -165,6 +165,8 @@ func TestCreate_RefusesWithAReason(t *testing.T) {
 			"token not created: a token needs a name, saying where it is used"},
 		{"LongName", b.admin.ID, strings.Repeat("é", 101), tokens.ScopeRead, 0,
 			"token not created: the name is 101 characters long, more than 100"},
+		{"LineBreakInName", b.admin.ID, "ci\nadmin", tokens.ScopeRead, 0,
+			"token not created: the name holds a control character (a line break, a tab); give it one line of text"},
 		{"UnknownScope", b.admin.ID, "ci", "write", 0,
 			`token not created: unknown scope "write": want read, operate or admin`},
 		{"NegativeLifetime", b.admin.ID, "ci", tokens.ScopeRead, -time.Hour,
