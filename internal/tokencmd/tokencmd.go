@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/store/tokens"
 )
 
 // Usage is the answer to `hookd tokens` without a valid subcommand.
@@ -105,9 +106,11 @@ func create(ctx context.Context, args []string, getenv func(string) string, stdo
 		"Its secret, on stdout, is shown this once and never again: store it now, e.g. in your secret manager.\n",
 		t.ID, t.Name, t.AccountEmail, t.Scope, expiry(t.ExpiresAt))
 	fmt.Fprintln(stdout, secret)
-	fmt.Fprintf(stderr, "Send it as the header\n    Authorization: Bearer %s\n"+
+	// Not the secret again: stderr is what a pipeline's log keeps when
+	// stdout is captured.
+	fmt.Fprintf(stderr, "Send it as the header\n    Authorization: Bearer %s...\n"+
 		"on requests to /api/v1, or set HOOKD_API_URL and HOOKD_API_TOKEN for the hookd command.\n"+
-		"To rotate it: create another, deploy that one, then hookd tokens revoke %d.\n", secret, t.ID)
+		"To rotate it: create another, deploy that one, then hookd tokens revoke %d.\n", tokens.Prefix, t.ID)
 	return nil
 }
 
