@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 )
 
 // Suspects: an interrupted attempt is charged only to the event that
@@ -250,4 +252,24 @@ func (s *Store) SuspectOf(ctx context.Context, eventID string) (*Suspect, error)
 		return nil, fmt.Errorf("read suspect %s: %w", eventID, err)
 	}
 	return &sp, nil
+}
+
+// PruneSuspects deletes the rows of webhook_suspects that outlived their
+// event, in batches of store.PruneBatchSize, and returns how many it
+// deleted: a suspect cleared more than olderThan ago whose event is off
+// the queue (its page has nothing left to say), and one never cleared,
+// made more than olderThan ago, whose event hookd no longer holds at all,
+// neither on the queue nor as a marker (a delivery cut short that Stripe
+// never brought again). A suspect whose event is still queued, dead
+// included, stays with it, as its attempt history does.
+func (s *Store) PruneSuspects(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return store.DeleteInBatches(ctx, s.db, "suspects", `
+		DELETE FROM webhook_suspects
+		WHERE event_id = ANY (ARRAY(
+			SELECT s.event_id FROM webhook_suspects s
+			WHERE coalesce(s.cleared_at, s.since) < now() - make_interval(secs => $1)
+			  AND NOT `+queuedSQL("$2", "s.event_id")+`
+			  AND (s.cleared_at IS NOT NULL OR NOT `+markedSQL("s.event_id")+`)
+			LIMIT $3))`,
+		olderThan.Seconds(), SourceStripe)
 }

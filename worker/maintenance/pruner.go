@@ -108,9 +108,10 @@ func (p *Pruner) prune(ctx context.Context) {
 // RunOnce deletes the markers and attempt history older than the
 // retention, records the run for the dashboard, deletes expired dashboard
 // sessions, sign-in counts old enough to start over, the chart counts
-// older than activity.Retention and the refused deliveries older than
-// the retention or beyond rejections.MaxRows, and returns how many markers
-// it deleted.
+// older than activity.Retention, the refused deliveries older than the
+// retention or beyond rejections.MaxRows and the suspects whose event is
+// gone (queue.Store.PruneSuspects), and returns how many markers it
+// deleted.
 func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
@@ -161,12 +162,16 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
+	suspects, err := p.store.PruneSuspects(ctx, p.cfg.Retention)
+	if err != nil {
+		return markers, err
+	}
 	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 || pairs > 0 ||
-		payloads > 0 || replays > 0 {
+		payloads > 0 || replays > 0 || suspects > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", counts,
 			"refused_deliveries", refused, "abandoned_leases", leases, "event_pairs", pairs,
-			"event_log_payloads", payloads, "replays", replays, "older_than", p.cfg.Retention,
+			"event_log_payloads", payloads, "replays", replays, "suspects", suspects, "older_than", p.cfg.Retention,
 			"payloads_older_than", p.cfg.PayloadRetention)
 	}
 	return markers, nil

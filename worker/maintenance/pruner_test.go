@@ -2,9 +2,15 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker/maintenance"
@@ -73,6 +79,57 @@ func TestPruner(t *testing.T) {
 		}
 		if got := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM event_log`); got != 3 {
 			t.Errorf("%d event log entries, want 3: evt_31d's goes with its marker", got)
+		}
+	})
+
+	// A suspect's row goes with the rest of its event: once the event is
+	// off the queue, a row cleared a retention ago, or one never cleared
+	// whose event hookd no longer has at all (Stripe's redelivery never
+	// came), is deleted, in batches; the others stay.
+	t.Run("DeletesSuspectsOfEventsGone", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_cleared_dead", Status: queue.StatusDead,
+			Attempts: queue.MaxAttempts, Age: 60 * 24 * time.Hour})
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_open_queued", Age: 60 * 24 * time.Hour})
+		// More cleared rows than one batch deletes, so the prune goes on
+		// past a full batch.
+		bulk := store.PruneBatchSize + 5
+		if _, err := bundle.pool.Exec(t.Context(), `
+			INSERT INTO processed_webhook_events (event_id, processed_at) VALUES
+			  ('evt_cleared_old', now() - interval '31 days'), ('evt_open_marked', now() - interval '1 day');
+			INSERT INTO webhook_suspects (event_id, path, interruptions, since, cleared_at) VALUES
+			  ('evt_cleared_old', 'retry', 1, now() - interval '40 days', now() - interval '31 days'),
+			  ('evt_cleared_new', 'inline', 1, now() - interval '40 days', now() - interval '29 days'),
+			  ('evt_cleared_dead', 'retry', 1, now() - interval '40 days', now() - interval '31 days'),
+			  ('evt_open_gone', 'inline', 1, now() - interval '31 days', NULL),
+			  ('evt_open_new', 'reconcile', 1, now() - interval '29 days', NULL),
+			  ('evt_open_marked', 'replay', 1, now() - interval '31 days', NULL),
+			  ('evt_open_queued', 'retry', 1, now() - interval '31 days', NULL);
+			INSERT INTO webhook_suspects (event_id, path, interruptions, since, cleared_at)
+			SELECT 'evt_bulk_' || i, 'retry', 1, now() - interval '32 days', now() - interval '31 days'
+			FROM generate_series(1, `+strconv.Itoa(bulk)+`) AS i`); err != nil {
+			t.Fatal(err)
+		}
+		p := maintenance.NewPruner(bundle.store, bundle.accounts, bundle.activity, bundle.rejections, discardLogger,
+			maintenance.PrunerConfig{Retention: 30 * 24 * time.Hour})
+		if _, err := p.RunOnce(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := bundle.pool.Query(t.Context(), `SELECT event_id FROM webhook_suspects ORDER BY event_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"evt_cleared_dead", "evt_cleared_new", "evt_open_marked", "evt_open_new", "evt_open_queued"}
+		if !slices.Equal(left, want) {
+			if len(left) > 10 {
+				left = append(left[:10], fmt.Sprintf("... %d in all", len(left)))
+			}
+			t.Errorf("suspects left: %v, want %v", left, want)
 		}
 	})
 
