@@ -2,12 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
@@ -163,4 +170,226 @@ func TestSuspects_SixtyFourRunAloneOnOneReplica(t *testing.T) {
 		t.Errorf("%d suspects cleared, want 64", n)
 	}
 	t.Logf("64 suspects, app 300 ms, one replica, default settings: all processed %.1f s after hookd started", took.Seconds())
+}
+
+// While one replica runs suspects alone, the other replicas keep answering
+// Stripe and delivering inline. Eight suspects wait and three replicas run,
+// each forwarding to a path of its own, so the app knows which one calls.
+// The app answers each suspect 300 ms after it arrives, and not before the
+// test has delivered a round beside it: 10 fresh signed deliveries to each
+// of the other two replicas, and 5 to the one running the suspect. Every
+// delivery is answered 200. Those to the other two are processed inline,
+// each reaching the app once, from the replica it was delivered to, before
+// its answer; those to the replica running the suspect are queued
+// unprocessed and delivered once by the retry loop afterwards. No replica
+// ever has another event in the app while its suspect is there.
+func TestSuspects_OtherReplicasDeliverWhileOneRunsSuspects(t *testing.T) {
+	t.Parallel()
+	const suspects, rounds, toOthers, toHolder = 8, 4, 10, 5
+	bundle := setup(t)
+	ids := newEventIDs(suspects)
+	app := newReplicaApp(t, ids, 300*time.Millisecond)
+	makeSuspects(t, bundle, ids)
+	bin := buildHookdBinary(t)
+	procs := make([]*hookdProcess, 3)
+	for i := range procs {
+		procs[i] = startHookdProcess(t, bin, []string{
+			"DATABASE_URL=" + bundle.dbURL,
+			"STRIPE_WEBHOOK_SECRET=" + testSecret,
+			"HOOKD_FORWARD_URL=" + app.srv.URL + "/r" + strconv.Itoa(i),
+		})
+	}
+	t.Cleanup(func() {
+		for i, p := range procs {
+			select {
+			case <-p.done:
+			default:
+				p.kill()
+			}
+			if t.Failed() {
+				t.Logf("hookd replica %d:\n%s", i, p.log)
+			}
+		}
+	})
+
+	client := &http.Client{Timeout: 40 * time.Second}
+	defer client.CloseIdleConnections()
+	var inline, deferred []*stripeSender
+	inlineVia := map[string]int{}
+	var holders []int
+	for round := range rounds {
+		var holder int
+		select {
+		case holder = <-app.running:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: no suspect reached the app", round+1)
+		}
+		holders = append(holders, holder)
+		var senders []*stripeSender
+		var to []int
+		for i := range procs {
+			n := toOthers
+			if i == holder {
+				n = toHolder
+			}
+			for range n {
+				id := stripeevent.NewID("evt")
+				senders = append(senders, &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")})
+				to = append(to, i)
+			}
+		}
+		var wg sync.WaitGroup
+		for i, s := range senders {
+			wg.Go(func() { s.deliver(client, procs[to[i]].base, time.Now().Add(30*time.Second), 200*time.Millisecond) })
+		}
+		wg.Wait()
+		for i, s := range senders {
+			if to[i] == holder {
+				deferred = append(deferred, s)
+			} else {
+				inline = append(inline, s)
+				inlineVia[s.id] = to[i]
+			}
+		}
+		app.proceed <- struct{}{}
+	}
+	for range suspects - rounds {
+		app.proceed <- struct{}{}
+	}
+
+	all := append(append([]string(nil), ids...), idsOf(inline)...)
+	all = append(all, idsOf(deferred)...)
+	queuetest.WaitFor(t, 2*time.Minute, "the suspects and every delivery processed", func() bool {
+		return queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`,
+			all) == int64(len(all))
+	})
+	for i, p := range procs {
+		if err := p.terminate(); err != nil {
+			t.Errorf("replica %d after SIGTERM: %v, want a clean exit", i, err)
+		}
+	}
+
+	calls := app.calls()
+	for _, s := range inline {
+		if s.answered.IsZero() || s.body != receiver.Processed.String() || s.posts != 1 {
+			t.Errorf("%s to a replica running no suspect: %d posts, answers %v, last %q (%v); want one, answered %q",
+				s.id, s.posts, s.statuses, s.body, s.err, receiver.Processed)
+			continue
+		}
+		if got := calls[s.id]; len(got) != 1 || got[0].replica != inlineVia[s.id] || got[0].at.After(s.answered) {
+			t.Errorf("%s reached the app %v; want once, from replica %d, before its answer at %s", s.id, got, inlineVia[s.id],
+				s.answered.Format(time.StampMilli))
+		}
+	}
+	for _, s := range deferred {
+		if s.answered.IsZero() || s.body != receiver.Deferred.String() || s.posts != 1 {
+			t.Errorf("%s to the replica running a suspect: %d posts, answers %v, last %q (%v); want one, answered %q",
+				s.id, s.posts, s.statuses, s.body, s.err, receiver.Deferred)
+			continue
+		}
+		if got := calls[s.id]; len(got) != 1 || !got[0].at.After(s.answered) {
+			t.Errorf("%s reached the app %v; want once, by the retry loop after its answer", s.id, got)
+		}
+	}
+	if len(inline) != rounds*2*toOthers || len(deferred) != rounds*toHolder {
+		t.Errorf("%d deliveries to replicas running no suspect and %d to one running a suspect, want %d and %d",
+			len(inline), len(deferred), rounds*2*toOthers, rounds*toHolder)
+	}
+	for _, id := range ids {
+		if got := calls[id]; len(got) != 1 {
+			t.Errorf("suspect %s reached the app %v, want once", id, got)
+		}
+	}
+	if n := app.besideSuspect.Load(); n != 0 {
+		t.Errorf("%d events reached the app from a replica while its suspect was there, want none", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE cleared_at IS NOT NULL`); n != suspects {
+		t.Errorf("%d suspects cleared, want %d", n, suspects)
+	}
+	t.Logf("the replica running a suspect in each round: %v", holders)
+}
+
+// replicaApp is the app of several replicas, each forwarding to /r<i>: it
+// answers events at once but suspects, each of which it answers once it has
+// been in the app for latency and the test has sent on proceed, saying on
+// running which replica runs it as it arrives.
+type replicaApp struct {
+	srv           *httptest.Server
+	running       chan int
+	proceed       chan struct{}
+	besideSuspect atomic.Int32
+
+	mu       sync.Mutex
+	arrivals map[string][]replicaCall
+	alone    map[int]bool
+}
+
+// replicaCall is one request in the app: when, and from which replica.
+type replicaCall struct {
+	replica int
+	at      time.Time
+}
+
+func (c replicaCall) String() string {
+	return fmt.Sprintf("replica %d at %s", c.replica, c.at.Format(time.StampMilli))
+}
+
+func newReplicaApp(t *testing.T, suspects []string, latency time.Duration) *replicaApp {
+	app := &replicaApp{running: make(chan int, len(suspects)), proceed: make(chan struct{}, len(suspects)),
+		arrivals: map[string][]replicaCall{}, alone: map[int]bool{}}
+	app.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Hookd-Event-Id")
+		replica, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/r"))
+		if err != nil {
+			t.Errorf("a call to %s: %v", r.URL.Path, err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		suspect := slices.Contains(suspects, id)
+		app.mu.Lock()
+		app.arrivals[id] = append(app.arrivals[id], replicaCall{replica: replica, at: time.Now()})
+		if app.alone[replica] {
+			app.besideSuspect.Add(1)
+		}
+		if suspect {
+			app.alone[replica] = true
+		}
+		app.mu.Unlock()
+		if suspect {
+			app.running <- replica
+			answer := time.After(latency)
+			select {
+			case <-app.proceed:
+			case <-r.Context().Done():
+			}
+			select {
+			case <-answer:
+			case <-r.Context().Done():
+			}
+			app.mu.Lock()
+			app.alone[replica] = false
+			app.mu.Unlock()
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(app.srv.Close)
+	return app
+}
+
+// calls returns the requests each event id brought to the app.
+func (app *replicaApp) calls() map[string][]replicaCall {
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	out := make(map[string][]replicaCall, len(app.arrivals))
+	for id, c := range app.arrivals {
+		out[id] = slices.Clone(c)
+	}
+	return out
+}
+
+func idsOf(senders []*stripeSender) []string {
+	ids := make([]string, len(senders))
+	for i, s := range senders {
+		ids[i] = s.id
+	}
+	return ids
 }
