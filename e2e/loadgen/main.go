@@ -21,6 +21,10 @@
 // hookd's events/s over River's better configuration is the figure to
 // watch.
 //
+// Suspects (-suspects, off by default): the p99 of fast deliveries to the
+// replicas that do not run suspects, before and while one runs them alone
+// (suspects.go).
+//
 // Every round prints a line, then the medians; peak resident sets are
 // VmHWM from /proc/PID/status. Databases and processes it made are removed
 // at the end, also on Ctrl-C.
@@ -79,6 +83,12 @@ type options struct {
 	receiver    bool
 	drain       bool
 	procs       int
+
+	suspects        bool
+	suspectsCost    bool
+	suspectsCount   int
+	suspectsApp     time.Duration
+	suspectsClients int
 }
 
 func main() {
@@ -104,6 +114,11 @@ func main() {
 	flag.IntVar(&o.burstEvents, "burst-events", 1000, "concurrent deliveries in the burst")
 	flag.DurationVar(&o.burstApp, "burst-app", 2*time.Second, "how long the app takes with each event in the burst")
 	flag.IntVar(&o.procs, "procs", 1, "GOMAXPROCS of the load generator while it posts to the receiver (hookd keeps its own)")
+	flag.BoolVar(&o.suspects, "suspects", false, "run the suspects rounds: fast deliveries to three replicas before and while suspects run alone on one")
+	flag.BoolVar(&o.suspectsCost, "suspects-cost", false, "time -suspects-count suspects run alone on one replica, the app answering in -suspects-app, then never")
+	flag.IntVar(&o.suspectsCount, "suspects-count", 64, "suspects put on the queue in each suspects round")
+	flag.DurationVar(&o.suspectsApp, "suspects-app", 300*time.Millisecond, "how long the app takes with each suspect")
+	flag.IntVar(&o.suspectsClients, "suspects-clients", 6, "concurrent HTTP clients in the suspects rounds, spread over the three replicas")
 	flag.Parse()
 	for _, w := range strings.Split(*riverWorkers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
@@ -141,6 +156,14 @@ func run(ctx context.Context, o options) error {
 		if err := mixedApp(ctx, o); err != nil {
 			return err
 		}
+	}
+	if o.suspects {
+		if err := suspectRounds(ctx, o); err != nil {
+			return err
+		}
+	}
+	if o.suspectsCost {
+		return suspectCosts(ctx, o)
 	}
 	return nil
 }

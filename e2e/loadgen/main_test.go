@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The load is meant to look like Stripe's traffic: events of 1 to 2 KB, each
@@ -96,5 +98,30 @@ func TestWithPoolSizeSetsPoolMaxConns(t *testing.T) {
 			got.Query().Get("sslmode") != want.Query().Get("sslmode") {
 			t.Errorf("withPoolSize(%q, 8) = %q, want the same URL with pool_max_conns=8", in, got)
 		}
+	}
+}
+
+// The suspects rounds count a delivery answered "processed" by its
+// latency and one answered "deferred" by number, and stop at any other
+// answer: every event they post is new.
+func TestPostFastSortsProcessedFromDeferred(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch i := n.Add(1); {
+		case i <= 3:
+			fmt.Fprintln(w, "processed")
+		case i <= 5:
+			fmt.Fprintln(w, "deferred")
+		default:
+			fmt.Fprintln(w, "duplicate")
+		}
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL + "/webhooks/stripe")
+	processed, deferred, err := postFast(t.Context(), u, "evt_test_", time.Now().Add(time.Minute), nil)
+	if len(processed) != 3 || deferred != 2 || err == nil || !strings.Contains(err.Error(), "200: duplicate") {
+		t.Errorf("postFast = %d processed, %d deferred, %v; want 3, 2 and the duplicate's error", len(processed), deferred, err)
 	}
 }
