@@ -178,14 +178,17 @@ func TestSuspects_SixtyFourRunAloneOnOneReplica(t *testing.T) {
 // The app answers each suspect 300 ms after it arrives, and not before the
 // test has delivered a round beside it: 10 fresh signed deliveries to each
 // of the other two replicas, and 5 to the one running the suspect. Every
-// delivery is answered 200. Those to the other two are processed inline,
-// each reaching the app once, from the replica it was delivered to, before
-// its answer; those to the replica running the suspect are queued
-// unprocessed and delivered once by the retry loop afterwards. No replica
-// ever has another event in the app while its suspect is there.
+// delivery of the 8 rounds is answered 200. Those to the other two are
+// processed inline, each reaching the app once, from the replica it was
+// delivered to, before its answer; those to the replica running the
+// suspect are queued unprocessed and delivered once by the retry loop
+// afterwards. No replica ever has another event in the app while its
+// suspect is there.
 func TestSuspects_OtherReplicasDeliverWhileOneRunsSuspects(t *testing.T) {
 	t.Parallel()
-	const suspects, rounds, toOthers, toHolder = 8, 4, 10, 5
+	// A round beside each suspect: the slot passes on after
+	// worker.SuspectsPerSlot of them.
+	const suspects, rounds, toOthers, toHolder = 8, 8, 10, 5
 	bundle := setup(t)
 	ids := newEventIDs(suspects)
 	app := newReplicaApp(t, ids, 300*time.Millisecond)
@@ -251,9 +254,6 @@ func TestSuspects_OtherReplicasDeliverWhileOneRunsSuspects(t *testing.T) {
 				inlineVia[s.id] = to[i]
 			}
 		}
-		app.proceed <- struct{}{}
-	}
-	for range suspects - rounds {
 		app.proceed <- struct{}{}
 	}
 
