@@ -86,12 +86,14 @@ func TestLeases_PoisonInAReconcileRunTakesNoOtherEvent(t *testing.T) {
 		poison); n != 0 {
 		t.Errorf("%d failed attempts recorded for the other events, want none", n)
 	}
-	// Each other event reached the app once, and once more for each run
-	// a kill cut short.
+	// Each other event reached the app once, or twice when the kill cut
+	// its run short after its call had gone out (a run is started, and
+	// cut short, from the moment its lease is taken to run it, a moment
+	// before the call).
 	for _, id := range others {
-		want := 1 + int(queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1`, id))
-		if calls[id] != want {
-			t.Errorf("%s reached the app %d times, want %d", id, calls[id], want)
+		cutShort := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1`, id) == 1
+		if n := calls[id]; n != 1 && (n != 2 || !cutShort) {
+			t.Errorf("%s reached the app %d times (cut short by a kill: %t), want once, or twice if cut short", id, n, cutShort)
 		}
 	}
 }
