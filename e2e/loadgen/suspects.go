@@ -306,53 +306,72 @@ func printSuspectMedians(before, while []phaseResult) {
 // -suspects-count suspects put on its queue at once, from their commit
 // until the last is through, first with the app answering each after
 // -suspects-app, then with an app that never answers, so that each run
-// alone ends at hookd's default HOOKD_FORWARD_TIMEOUT.
+// alone ends at hookd's default HOOKD_FORWARD_TIMEOUT. An app that never
+// answers opens the circuit breaker after HOOKD_BREAKER_FAILURES runs in a
+// row, which holds the other suspects until it answers again: that run
+// stops there, saying how many were through by then.
 func suspectCosts(ctx context.Context, o options) error {
 	for _, latency := range []time.Duration{o.suspectsApp, 24 * time.Hour} {
-		took, err := suspectCost(ctx, o, latency)
+		c, err := suspectCost(ctx, o, latency)
 		if err != nil {
 			return err
 		}
-		app := latency.String()
+		app := "answering " + latency.String()
 		if latency == 24*time.Hour {
-			app = "never (each run ends at the default HOOKD_FORWARD_TIMEOUT)"
+			app = "never answering (each run alone ends at the default HOOKD_FORWARD_TIMEOUT)"
 		}
-		fmt.Printf("suspects cost: %d suspects on one replica, the app answering %s: all through %.1f s after they were queued\n",
-			o.suspectsCount, app, took.Seconds())
+		fmt.Printf("suspects cost: %d suspects on one replica, the app %s: %d through %.1f s after they were queued",
+			o.suspectsCount, app, c.through, c.took.Seconds())
+		if c.breakerOpen {
+			fmt.Printf("; then the circuit breaker opened and holds the other %d until the app answers", int64(o.suspectsCount)-c.through)
+		}
+		fmt.Println()
 	}
 	return nil
 }
 
-func suspectCost(ctx context.Context, o options, latency time.Duration) (time.Duration, error) {
+// costResult is one run of suspectCost: how many suspects were through,
+// and how long after they were queued, when all were or when the circuit
+// breaker opened.
+type costResult struct {
+	took        time.Duration
+	through     int64
+	breakerOpen bool
+}
+
+func suspectCost(ctx context.Context, o options, latency time.Duration) (costResult, error) {
 	bin, _, _ := strings.Cut(o.hookd, ",")
 	app, err := startSuspectApp(latency)
 	if err != nil {
-		return 0, err
+		return costResult{}, err
 	}
 	defer app.close()
 	dbURL, drop, err := createDatabase(ctx, o.server, "suspectcost")
 	if err != nil {
-		return 0, err
+		return costResult{}, err
 	}
 	defer drop()
 	h, err := startHookd(ctx, bin, dbURL, "HOOKD_FORWARD_URL="+app.url)
 	if err != nil {
-		return 0, err
+		return costResult{}, err
 	}
 	defer h.stop()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return 0, err
+		return costResult{}, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := seedSuspects(ctx, conn, o.suspectsCount, 0); err != nil {
-		return 0, err
+		return costResult{}, err
 	}
 	start := time.Now()
-	err = waitFor(ctx, time.Hour, "every suspect through", func() (bool, error) {
-		var open int64
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM webhook_suspects WHERE cleared_at IS NULL`).Scan(&open)
-		return open == 0, err
+	var c costResult
+	err = waitFor(ctx, time.Hour, "every suspect through, or the circuit breaker open", func() (bool, error) {
+		err := conn.QueryRow(ctx, `
+			SELECT (SELECT count(*) FROM webhook_suspects WHERE cleared_at IS NOT NULL),
+			       coalesce((SELECT breaker_opened_at IS NOT NULL FROM delivery_control), false)`).Scan(&c.through, &c.breakerOpen)
+		c.took = time.Since(start)
+		return c.through == int64(o.suspectsCount) || c.breakerOpen, err
 	})
-	return time.Since(start), err
+	return c, err
 }
