@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -347,4 +348,145 @@ func TestLeases_KilledReplicaLetsGoWithinSeconds(t *testing.T) {
 	if err := p.terminate(); err != nil {
 		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
 	}
+}
+
+// A crash takes no member of a replay with it: a replay of 32 queued
+// events, at the replays' default batch and concurrency, whose first
+// member kills hookd whenever it reaches the app, the app answering the
+// others in 300 ms, so at the first kill several members are in flight
+// beside the poison and the rest of the batch is claimed, not started.
+// That kill charges nobody: the members it cut short become suspects and
+// run alone, as the replay's deliveries; those it never started are
+// delivered as usual. The poison is charged each kill it causes alone and
+// is dead after MaxAttempts of them, failed in the replay with the crash
+// as its error; the other 31 are delivered and processed, none dead, none
+// charged an attempt.
+func TestLeases_PoisonInAReplayTakesNoMember(t *testing.T) {
+	t.Parallel()
+	const members, name = 32, "after the crash fix"
+	bundle := setup(t)
+	// The poison's id sorts first: the replay delivers oldest first, and
+	// all 32 are received at one moment.
+	poison := "evt_replay_poison_00"
+	events := make([]queuetest.LoggedOpts, members)
+	others := make([]string, 0, members-1)
+	for i := range events {
+		id := poison
+		if i > 0 {
+			id = fmt.Sprintf("evt_replay_poison_%02d", i)
+			others = append(others, id)
+		}
+		events[i] = queuetest.LoggedOpts{EventID: id, Queued: true}
+	}
+	queuetest.InsertLogged(t, bundle.pool, events)
+	store := queue.New(bundle.pool)
+	replay, err := store.StartReplay(t.Context(), name, queue.ReplayFilter{From: time.Now().Add(-time.Hour),
+		To: time.Now().Add(time.Hour), Pending: true}, "ops@example.com")
+	if err != nil || replay.Total != members {
+		t.Fatalf("start the replay: %d members, %v", replay.Total, err)
+	}
+	app, arrived := poisonApp(t, poison, 300*time.Millisecond)
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + bundle.dbURL,
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_FORWARD_URL=" + app.srv.URL,
+		// hookd never gives up on the poison before it is killed.
+		"HOOKD_FORWARD_TIMEOUT=30s",
+	})
+	progress := func() queue.Replay {
+		r, err := store.Replay(context.Background(), replay.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	p, kills := rig.killOnEachArrival(rig.start(), arrived, func() bool {
+		return progress().State != queue.ReplayRunning
+	}, time.Now().Add(4*time.Minute))
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+
+	end := progress()
+	if end.State != queue.ReplayDone || end.Delivered != members-1 || end.Failed != 1 || end.Skipped != 0 {
+		t.Errorf("the replay ended %s: %d delivered, %d failed, %d skipped; want done, %d delivered, 1 failed",
+			end.State, end.Delivered, end.Failed, end.Skipped, members-1)
+	}
+	crashed := queuetest.CrashedError(queue.MaxAttempts)
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM replay_events WHERE replay_id = $1 AND event_id = $2
+		AND state = 'failed' AND error = $3`, replay.ID, poison, crashed); n != 1 {
+		t.Errorf("the poison is not failed in the replay with %q", crashed)
+	}
+	var e queue.Event
+	if err := bundle.pool.QueryRow(context.Background(), `SELECT status, attempts, last_error FROM webhook_events
+		WHERE event_id = $1`, poison).Scan(&e.Status, &e.Attempts, &e.LastError); err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != queue.StatusDead || e.Attempts != queue.MaxAttempts || deref(e.LastError) != crashed {
+		t.Errorf("poison: %s after %d attempts, last_error %q; want dead after %d, %q",
+			e.Status, e.Attempts, deref(e.LastError), queue.MaxAttempts, crashed)
+	}
+	// The first kill cut the replay's deliveries short; each after it,
+	// the poison alone.
+	if calls := app.calls(); kills != queue.MaxAttempts+1 || calls[poison] != queue.MaxAttempts+1 {
+		t.Errorf("the poison reached the app %d times in %d kills, want %d", calls[poison], kills, queue.MaxAttempts+1)
+	}
+	history, err := store.Attempts(context.Background(), queue.SourceStripe, poison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charged []queue.Attempt
+	for _, a := range history {
+		if a.Path == queue.PathReplay {
+			charged = append(charged, a)
+		}
+	}
+	if len(charged) != queue.MaxAttempts {
+		t.Errorf("the poison's history holds %d replay attempts, want %d, one per kill alone", len(charged), queue.MaxAttempts)
+	}
+	for i, a := range charged {
+		if want := queuetest.CrashedError(i + 1); a.Number != i+1 || a.Succeeded || deref(a.Error) != want {
+			t.Errorf("poison's replay attempt %d: number %d, succeeded %v, error %q; want number %d, failed, %q",
+				i, a.Number, a.Succeeded, deref(a.Error), i+1, want)
+		}
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1
+		AND path = 'replay' AND crashes = $2 AND cleared_at IS NULL`, poison, queue.MaxAttempts); n != 1 {
+		t.Errorf("the poison is not a suspect charged %d crashes", queue.MaxAttempts)
+	}
+
+	// The others: delivered by the replay, processed, charged nothing.
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM replay_events WHERE replay_id = $1 AND event_id = ANY ($2)
+		AND state = 'delivered'`, replay.ID, others); n != members-1 {
+		t.Errorf("%d of the other %d members delivered, want all", n, members-1)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = ANY ($1)`,
+		others); n != members-1 {
+		t.Errorf("%d of the other %d processed, want all", n, members-1)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events WHERE event_id = ANY ($1)`, others); n != 0 {
+		t.Errorf("%d of the other events still on the queue (dead or not), want none", n)
+	}
+	cut := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = ANY ($1)`, others)
+	if cut == 0 {
+		t.Errorf("no member was cut short beside the poison by the first kill: the test proves nothing")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = ANY ($1)
+		AND (cleared_at IS NULL OR crashes <> 0 OR interruptions <> 1 OR path <> 'replay')`, others); n != 0 {
+		t.Errorf("%d members cut short are still suspects, were charged a crash, or were cut short more than once", n)
+	}
+	// Each other member's history: the inline delivery that queued it,
+	// and the replay's delivery that succeeded; nothing for a crash,
+	// whether it was cut short or never started.
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = ANY ($1)
+		AND path <> 'inline' AND (path <> 'replay' OR outcome <> 'succeeded')`, others); n != 0 {
+		t.Errorf("%d attempts of the other members other than their replay's success, want none", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = ANY ($1)
+		AND path = 'replay'`, others); n != members-1 {
+		t.Errorf("%d replay attempts recorded for the other %d members, want one each", n, members-1)
+	}
+	notStarted := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM unnest($1::text[]) AS id
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_suspects s WHERE s.event_id = id)`, others)
+	t.Logf("%d kills; members cut short by the first kill and run alone after it: %d; never cut short: %d", kills, cut, notStarted)
 }

@@ -212,7 +212,9 @@ func (s *server) producers(store *queue.Store, proc worker.Processor, metrics *t
 		Tracer: s.tracer}
 	retries := delivering
 	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
-	return worker.NewRetrier(store, s.logger, retries), worker.NewReplayer(store, s.logger, delivering)
+	retrier, replayer := worker.NewRetrier(store, s.logger, retries), worker.NewReplayer(store, s.logger, delivering)
+	retrier.RunsReplaySuspects(replayer)
+	return retrier, replayer
 }
 
 // addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its

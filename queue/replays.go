@@ -409,35 +409,25 @@ type ReplayClaim struct {
 // each with its event's lease for a processor run of processFor, and reads
 // what their deliveries need. The leases are not marked started: each
 // member's is when its own run starts (StartReplayed), so a crash leaves as
-// interrupted only the members that were running. A member another claim is taking at this
-// moment is skipped (FOR UPDATE SKIP LOCKED), and so is one whose event
-// someone else holds the lease of (a delivery, the retry loop, another
-// replay): it stays pending, for a later claim. As ClaimAttempts does, it
-// never waits on a lease being given back with its outcome.
+// interrupted only the members that were running. A member another claim
+// is taking at this moment is skipped (FOR UPDATE SKIP LOCKED), and so is
+// one whose event someone else holds the lease of (a delivery, the retry
+// loop, another replay): it stays pending, for a later claim. As
+// ClaimAttempts does, it never waits on a lease being given back with its
+// outcome.
+//
+// A suspect (suspects.go) is never claimed: it runs alone, through
+// ClaimReplaySuspect. A member whose lease the claim finds with a run that
+// started and never reported (its process died) is not claimed either: it
+// is charged nothing, becomes a suspect, and its lease is left free for
+// its run alone.
 func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor time.Duration) (ReplayClaim, error) {
 	c := ReplayClaim{Owner: uuid.New(), Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, `
-		WITH next AS (
-			SELECT m.event_id FROM replay_events m
-			WHERE m.replay_id = $1 AND m.state = 'pending'
-			ORDER BY m.received_at, m.event_id
-			LIMIT $2
-			FOR UPDATE SKIP LOCKED
-		), held AS (`+heldLeasesSQL("SELECT event_id FROM next")+`
-		)`+insertLeasesSQL(`
-		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $4), $5::uuid, NULL::timestamptz
-		FROM next n
-		WHERE (NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id)
-		       OR EXISTS (SELECT 1 FROM held h WHERE h.event_id = n.event_id AND NOT h.live))
-		  AND `+grantableSQL("$5")+`
-		ORDER BY n.event_id`), id, n, [16]byte(c.Owner), leaseSeconds(processFor), s.replica.arg())
+	rows, err := s.db.Query(ctx, claimReplayedSQL, id, n, [16]byte(c.Owner), leaseSeconds(processFor), s.replica.arg())
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
 	}
-	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
-		var id string
-		return id, row.Scan(&id, nil, nil, nil)
-	})
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return ReplayClaim{}, fmt.Errorf("claim replay %d: %w", id, err)
 	}
@@ -449,6 +439,32 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 	}
 	return c, nil
 }
+
+// claimReplayedSQL leases up to $2 pending members of replay $1, not
+// suspects, for owner $3 of replica $5 with leases of $4 seconds, and
+// returns the ids it claimed. A takeover of a run cut short makes its
+// event a suspect (suspectedSQL), leaves the lease expired at once and
+// claims nothing.
+var claimReplayedSQL = `-- hookd.claim_replayed
+	WITH next AS (
+		SELECT m.event_id FROM replay_events m
+		WHERE m.replay_id = $1 AND m.state = 'pending' AND NOT ` + openSuspectSQL("m.event_id") + `
+		ORDER BY m.received_at, m.event_id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	), held AS (` + heldLeasesSQL("SELECT event_id FROM next") + `
+	), leased AS (` + insertLeasesSQL(`
+		SELECT n.event_id, $3::uuid, '`+string(PathReplay)+`',
+		       CASE WHEN coalesce(h.started, false) THEN now() ELSE now() + make_interval(secs => $4) END,
+		       $5::uuid, NULL::timestamptz
+		FROM next n LEFT JOIN held h USING (event_id)
+		WHERE ((h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = n.event_id))
+		       OR NOT h.live)
+		  AND `+grantableSQL("$5")+`
+		ORDER BY n.event_id`) + `
+	), suspected AS (` + suspectedSQL("leased") + `
+	)
+	SELECT event_id FROM leased WHERE NOT cut_short ORDER BY event_id`
 
 // StartReplayed marks started the lease of a replay's member eventID held
 // by owner, as its run starts, and reports whether it still held it. As a
@@ -523,6 +539,10 @@ const (
 	// cancelled, hookd is stopping, delivery is held): its lease is given
 	// back and it stays pending.
 	ReplaySettleReleased ReplaySettleKind = "released"
+	// ReplaySettleCrashed: a suspect given up (ReplaySuspect.GivenUp),
+	// not run: the member is failed with the crash as its error, and the
+	// event stays a suspect.
+	ReplaySettleCrashed ReplaySettleKind = "crashed"
 )
 
 // ReplaySettled is a leased member after its delivery, as SettleReplayed
@@ -535,6 +555,9 @@ type ReplaySettled struct {
 	Payload []byte
 	// Attempt is the delivery, for the attempt history; nil for none.
 	Attempt *NewAttempt
+	// Error is the member's error when it has no Attempt: a crashed
+	// one's.
+	Error string
 }
 
 // SettleReplayed writes the outcomes of members of replay id leased with
@@ -544,7 +567,9 @@ type ReplaySettled struct {
 // event resolves the event (its queue row goes, and its marker is written
 // saying a replay processed it); a failed one changes nothing but
 // the replay. The replay's counts change in the same statement, and it is
-// done when its last member is.
+// done when its last member is. A suspect's run alone that delivered or
+// failed clears the suspect; one given back, skipped or crashed leaves it
+// a suspect.
 func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, settled []ReplaySettled) ([]bool, error) {
 	n := len(settled)
 	ids, kinds, errs := make([]string, n), make([]string, n), make([]string, n)
@@ -557,6 +582,7 @@ func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, s
 		if st.Kind == ReplaySettleDelivered {
 			payloads[i] = compressPayload(st.Payload)
 		}
+		errs[i] = st.Error
 		if st.Attempt != nil {
 			statuses[i], errs[i] = st.Attempt.HTTPStatus, st.Attempt.Error
 			a.add(*st.Attempt, owner)
@@ -611,13 +637,14 @@ func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, s
 var settleReplayedSQL = `-- hookd.settle_replayed
 	WITH freed AS (` + releaseLeasesSQL("$1", "$2") + `
 	), released AS (
-		SELECT o.* FROM freed f
+		SELECT o.*, f.alone FROM freed f
 		JOIN unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::text[], $7::bytea[])
 		     AS o(event_id, owner, kind, http_status, error, payload)
 		  ON o.event_id = f.event_id AND o.owner = f.owner
 	), members AS (
 		UPDATE replay_events m
-		SET state = r.kind, finished_at = now(), http_status = NULLIF(r.http_status, 0), error = NULLIF(r.error, '')
+		SET state = CASE WHEN r.kind = '` + string(ReplaySettleCrashed) + `' THEN '` + string(MemberFailed) + `' ELSE r.kind END,
+		    finished_at = now(), http_status = NULLIF(r.http_status, 0), error = NULLIF(r.error, '')
 		FROM released r
 		WHERE m.replay_id = $6 AND m.event_id = r.event_id AND m.state = 'pending' AND r.kind <> 'released'
 		RETURNING m.event_id, m.state
@@ -642,6 +669,10 @@ var settleReplayedSQL = `-- hookd.settle_replayed
 		      FROM members) c
 		WHERE p.id = $6 AND c.delivered + c.failed + c.skipped > 0
 	), recorded AS (` + givenAttemptsSQL(8, "released") + `
+	), cleared AS (
+		UPDATE webhook_suspects s SET cleared_at = now()
+		FROM released r
+		WHERE s.event_id = r.event_id AND r.alone AND r.kind IN ('delivered', 'failed') AND s.cleared_at IS NULL
 	)
 	SELECT event_id FROM released`
 

@@ -133,9 +133,12 @@ const beatSQL = `UPDATE hookd_replicas SET beat_at = now() WHERE id = $1`
 // short by a dead process: each event becomes a suspect (suspects.go),
 // charged nothing, unless its run was a suspect's run alone, which is
 // charged one attempt (CrashedFormat, dead at MaxAttempts with $2 the
-// format's text). The queue rows of all their leases are due at once.
-// Only one beat can forget a replica, so each run is recorded once. $1 is
-// MaxAttempts.
+// format's text), in the attempt history under the run's path (a replay's,
+// or a retry's) and on the queue row while the event waits there; a
+// replay's member not on the queue is numbered by its crashes. The queue
+// rows of all their leases but replays' are due at once (a replay's member
+// runs in its replay, and keeps its retry schedule). Only one beat can
+// forget a replica, so each run is recorded once. $1 is MaxAttempts.
 var reapSilentSQL = `
 	WITH gone AS (
 		DELETE FROM hookd_replicas WHERE beat_at < now() - ` + intervalSQL(ReplicaSilence) + `
@@ -152,9 +155,11 @@ var reapSilentSQL = `
 		ON CONFLICT (event_id) DO UPDATE
 		SET interruptions = s.interruptions + excluded.interruptions, crashes = s.crashes + excluded.crashes,
 		    path = excluded.path, cleared_at = NULL
+		RETURNING s.event_id, s.crashes
 	), due AS (
 		UPDATE webhook_events e
-		SET next_retry_at = CASE WHEN o.crashed AND e.attempts + 1 >= $1 THEN e.next_retry_at ELSE now() END,
+		SET next_retry_at = CASE WHEN o.crashed AND e.attempts + 1 >= $1 THEN e.next_retry_at
+		                         WHEN o.path = '` + string(PathReplay) + `' THEN e.next_retry_at ELSE now() END,
 		    attempts = e.attempts + CASE WHEN o.crashed THEN 1 ELSE 0 END,
 		    status = CASE WHEN o.crashed AND e.attempts + 1 >= $1 THEN 'dead' ELSE e.status END,
 		    payload = ` + erasedPayloadSQL("e", "o.crashed AND e.attempts + 1 >= $1") + `,
@@ -164,11 +169,16 @@ var reapSilentSQL = `
 		    claims = CASE WHEN o.crashed THEN 0 ELSE e.claims END
 		FROM orphans o
 		WHERE e.event_id = o.event_id AND e.` + pending + `
-		RETURNING e.source, e.event_id, e.attempts, o.crashed
+		RETURNING e.source, e.event_id, e.attempts, o.crashed, o.path
 	)
 	` + insertAttemptsSQL(`
-	SELECT d.source, d.event_id, 0, 'failed', NULL::int, format($2, d.attempts), 'retry', d.attempts, NULL::text
-	FROM due d WHERE d.crashed`)
+	SELECT d.source, d.event_id, 0, 'failed', NULL::int, format($2, d.attempts),
+	       CASE WHEN d.path = '`+string(PathReplay)+`' THEN d.path ELSE 'retry' END, d.attempts, NULL::text
+	FROM due d WHERE d.crashed
+	UNION ALL
+	SELECT '`+SourceStripe+`', s.event_id, 0, 'failed', NULL::int, format($2, s.crashes), o.path, s.crashes, NULL::text
+	FROM orphans o JOIN suspected s USING (event_id)
+	WHERE o.crashed AND o.path = '`+string(PathReplay)+`' AND NOT EXISTS (SELECT 1 FROM due d WHERE d.event_id = o.event_id)`)
 
 // Deregister removes the Store's replica at a clean stop, once none of its
 // processors runs: a lease it still has (none, after a clean stop) is

@@ -109,16 +109,21 @@ func (sl *SuspectSlot) Release(ctx context.Context) error {
 }
 
 // SuspectsWaiting reports whether some suspect could run now: pending, due
-// and not leased by a live holder. The suspect runner asks before it takes
-// the slot, so replicas with nothing to run alone never hold it.
-func (s *Store) SuspectsWaiting(ctx context.Context) (bool, error) {
+// and not leased by a live holder, or, with replays, a pending member of a
+// running replay whose lease is free (ClaimReplaySuspect). The suspect
+// runner asks before it takes the slot, so replicas with nothing to run
+// alone never hold it.
+func (s *Store) SuspectsWaiting(ctx context.Context, replays bool) (bool, error) {
 	var waiting bool
 	err := s.db.QueryRow(ctx, `
 		SELECT EXISTS (
-			SELECT 1 FROM webhook_suspects s JOIN webhook_events e ON e.event_id = s.event_id
-			WHERE s.cleared_at IS NULL AND e.`+pending+` AND e.next_retry_at <= now()
-			  AND NOT EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = s.event_id AND `+liveLeaseSQL("l")+`))`).
-		Scan(&waiting)
+			SELECT 1 FROM webhook_suspects s
+			WHERE s.cleared_at IS NULL
+			  AND NOT EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = s.event_id AND `+liveLeaseSQL("l")+`)
+			  AND CASE WHEN `+replaySuspectSQL("s")+` THEN $1
+			           ELSE EXISTS (SELECT 1 FROM webhook_events e
+			                        WHERE e.event_id = s.event_id AND e.`+pending+` AND e.next_retry_at <= now()) END)`,
+		replays).Scan(&waiting)
 	if err != nil {
 		return false, fmt.Errorf("read suspects: %w", err)
 	}
@@ -156,7 +161,7 @@ var claimSuspectSQL = `-- hookd.claim_suspect
 	WITH due AS (
 		SELECT e.id, e.event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
 		JOIN webhook_events e ON e.event_id = s.event_id
-		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now()
+		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now() AND NOT ` + replaySuspectSQL("s") + `
 		ORDER BY s.since, s.event_id
 		LIMIT 8
 		FOR UPDATE OF e SKIP LOCKED
@@ -273,3 +278,128 @@ func (s *Store) PruneSuspects(ctx context.Context, olderThan time.Duration) (int
 			LIMIT $3))`,
 		olderThan.Seconds(), SourceStripe)
 }
+
+// replaySuspectSQL is true when the suspect s (a webhook_suspects row)
+// was cut short as a replay's member and is still a pending member of a
+// running replay: it runs alone as that replay's delivery
+// (ClaimReplaySuspect), not as a retry.
+func replaySuspectSQL(s string) string {
+	return `(` + s + `.path = '` + string(PathReplay) + `' AND EXISTS (
+		SELECT 1 FROM replay_events m JOIN replays p ON p.id = m.replay_id
+		WHERE m.event_id = ` + s + `.event_id AND m.state = '` + string(MemberPending) + `' AND p.state = '` +
+		string(ReplayRunning) + `'))`
+}
+
+// ReplaySuspect is a replay's member that is a suspect, claimed for its
+// run alone as the replay's delivery.
+type ReplaySuspect struct {
+	Replay RunningReplay
+	// Owner is the token of the member's lease, marked alone.
+	Owner uuid.UUID
+	// Deadline is when the run must have ended, on this machine's clock.
+	Deadline time.Time
+	Member   ReplayMember
+	// GivenUp: the member crashed hookd MaxAttempts times running alone.
+	// It is not run again: settle it ReplaySettleCrashed, with Error.
+	GivenUp bool
+	Error   string
+}
+
+// ClaimReplaySuspect claims the oldest suspect that is a pending member of
+// a running replay and can run now (its lease free), for a run alone of
+// processFor as that replay's delivery: the lease taken not yet started
+// (StartReplayed starts it) and marked alone. The claim that takes over
+// the lease of a run alone that started and never reported charges that
+// run as ClaimSuspect does: one crash, recorded in the attempt history
+// with CrashedFormat, and one attempt of the event's queue row while it
+// waits on the queue (dead at MaxAttempts). A member charged MaxAttempts
+// crashes, or whose queue row a crash made dead, is returned GivenUp. It
+// returns ok false when no such suspect can run now.
+func (s *Store) ClaimReplaySuspect(ctx context.Context, processFor time.Duration) (c ReplaySuspect, ok bool, err error) {
+	c.Owner, c.Deadline = uuid.New(), time.Now().Add(processFor)
+	var eventID string
+	err = s.db.QueryRow(ctx, claimReplaySuspectSQL, [16]byte(c.Owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
+		s.replica.arg()).Scan(&c.Replay.ID, &c.Replay.Name, &c.Replay.Dead, &eventID, &c.GivenUp, &c.Error)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ReplaySuspect{}, false, nil
+	}
+	if err != nil {
+		return ReplaySuspect{}, false, fmt.Errorf("claim a replay's suspect: %w", err)
+	}
+	members, err := s.replayMembers(ctx, []string{eventID})
+	if err != nil {
+		return ReplaySuspect{}, false, fmt.Errorf("read replay %d's suspect %s: %w", c.Replay.ID, eventID, err)
+	}
+	c.Member = members[0]
+	return c, true, nil
+}
+
+// claimReplaySuspectSQL claims the oldest suspect cut short as a pending
+// member of a running replay, for owner $1 of replica $5, with a lease of
+// $2 seconds marked alone; $3 is MaxAttempts and $4 CrashedFormat. A run
+// alone found crashed is charged here: the suspect's crashes, the attempt
+// history (numbered as the queue row's attempts when the event waits on
+// the queue, which are charged too, else as the crashes), and the queue
+// row as claimSuspectSQL charges it. It returns the replay, the event,
+// whether the member is given up, and the error it is given up with.
+var claimReplaySuspectSQL = `-- hookd.claim_replay_suspect
+	WITH due AS (
+		SELECT m.replay_id, m.event_id, s.since FROM webhook_suspects s
+		JOIN replay_events m ON m.event_id = s.event_id AND m.state = '` + string(MemberPending) + `'
+		JOIN replays p ON p.id = m.replay_id AND p.state = '` + string(ReplayRunning) + `'
+		WHERE s.cleared_at IS NULL AND s.path = '` + string(PathReplay) + `'
+		ORDER BY s.since, s.event_id, m.replay_id
+		LIMIT 8
+		FOR UPDATE OF m SKIP LOCKED
+	), held AS (` + heldLeasesSQL("SELECT event_id FROM due") + `
+	), free AS (
+		SELECT d.*, coalesce(h.started AND (SELECT x.alone FROM webhook_leases x WHERE x.event_id = d.event_id), false) AS crashed
+		FROM due d LEFT JOIN held h USING (event_id)
+		WHERE (h.event_id IS NULL AND NOT EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = d.event_id))
+		   OR NOT h.live
+		ORDER BY d.since, d.event_id, d.replay_id
+		LIMIT 1
+	), leased AS (` + insertLeasesWithSQL(true, `
+		SELECT f.event_id, $1::uuid, '`+string(PathReplay)+`', now() + make_interval(secs => $2), $5::uuid,
+		       NULL::timestamptz, true
+		FROM free f
+		WHERE `+grantableSQL("$5")) + `
+	), claimed AS (
+		SELECT f.*, l.cut_short FROM free f JOIN leased l USING (event_id)
+	), suspected AS (
+		UPDATE webhook_suspects s
+		SET crashes = s.crashes + CASE WHEN c.crashed THEN 1 ELSE 0 END,
+		    interruptions = s.interruptions + CASE WHEN c.cut_short AND NOT c.crashed THEN 1 ELSE 0 END,
+		    ran_alone_at = now()
+		FROM claimed c WHERE s.event_id = c.event_id
+		RETURNING s.event_id, s.crashes
+	), charged AS (
+		UPDATE webhook_events e
+		SET attempts = e.attempts + 1,
+		    status = CASE WHEN e.attempts + 1 < $3 THEN e.status ELSE 'dead' END,
+		    payload = ` + erasedPayloadSQL("e", "e.attempts + 1 >= $3") + `,
+		    last_error = format($4, e.attempts + 1), last_attempt_at = now(), claims = 0
+		FROM claimed c
+		WHERE c.crashed AND e.source = '` + SourceStripe + `' AND e.event_id = c.event_id AND e.` + pending + `
+		RETURNING e.event_id, e.attempts, e.status, e.last_error
+	), numbered AS (
+		SELECT c.*, s.crashes, coalesce(q.attempts, (
+		           SELECT e.attempts FROM webhook_events e WHERE e.source = '` + SourceStripe + `' AND e.event_id = c.event_id
+		       ), s.crashes) AS number
+		FROM claimed c JOIN suspected s USING (event_id) LEFT JOIN charged q USING (event_id)
+	), recorded AS (` + insertAttemptsSQL(`
+		SELECT '`+SourceStripe+`', n.event_id, 0, 'failed', NULL::int, format($4, n.number), '`+string(PathReplay)+`',
+		       n.number, NULL::text
+		FROM numbered n
+		WHERE n.crashed`) + `
+	)
+	SELECT n.replay_id, p.name, coalesce((p.filter->>'dead')::boolean, false), n.event_id,
+	       n.crashes >= $3 OR coalesce(q.status = 'dead' AND q.last_error = format($4, q.attempts), false),
+	       format($4, n.number)
+	FROM numbered n JOIN replays p ON p.id = n.replay_id
+	LEFT JOIN LATERAL (
+		SELECT coalesce(c.status, e.status) AS status, coalesce(c.last_error, e.last_error) AS last_error,
+		       coalesce(c.attempts, e.attempts) AS attempts
+		FROM webhook_events e LEFT JOIN charged c ON c.event_id = e.event_id
+		WHERE e.source = '` + SourceStripe + `' AND e.event_id = n.event_id
+	) q ON true`

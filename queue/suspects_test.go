@@ -104,7 +104,7 @@ func TestClaimSuspect_RacingClaimsTakeEachOnce(t *testing.T) {
 			t.Errorf("%s claimed %d times", id, n)
 		}
 	}
-	if waiting, err := stores[0].SuspectsWaiting(t.Context()); err != nil || waiting {
+	if waiting, err := stores[0].SuspectsWaiting(t.Context(), true); err != nil || waiting {
 		t.Errorf("suspects waiting with all leased: %v, %v", waiting, err)
 	}
 }

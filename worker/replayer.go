@@ -188,6 +188,35 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 	return len(claim.Members), nil
 }
 
+// runSuspect claims the oldest replay's member that is a suspect and can
+// run now, and runs it alone as its replay's delivery, while the suspect
+// runner (Retrier.runSuspects) holds the suspect slot and the replica's
+// Alone is closed; it reports whether there was one. A member that crashed
+// hookd MaxAttempts times running alone is not run again: it is settled
+// failed, with the crash as its error, and stays a suspect.
+func (r *Replayer) runSuspect(ctx, workCtx context.Context) (bool, error) {
+	c, ok, err := r.store.ClaimReplaySuspect(ctx, r.cfg.ProcessTimeout)
+	if err != nil || !ok {
+		return false, err
+	}
+	m := c.Member
+	t := &replaying{replay: c.Replay.ID, owner: c.Owner, member: m,
+		s: queue.ReplaySettled{EventID: m.EventID, Payload: m.Payload, Kind: queue.ReplaySettleReleased}}
+	if c.GivenUp {
+		t.s.Kind, t.s.Error = queue.ReplaySettleCrashed, c.Error
+		r.settles.Do(t)
+		r.logger.ErrorContext(workCtx, "replay gave up an event: it crashed hookd each time it ran alone", "replay", c.Replay.ID,
+			"name", c.Replay.Name, "event_id", m.EventID, "event_type", m.EventType, "err", c.Error)
+		return true, t.err
+	}
+	r.logger.InfoContext(workCtx, "a suspect runs alone: a crash cut its replay's delivery short", "replay", c.Replay.ID,
+		"name", c.Replay.Name, "event_id", m.EventID, "event_type", m.EventType)
+	b := &replayBatch{r: r, replay: c.Replay, ctx: workCtx, claimCtx: ctx, cancelled: &atomic.Bool{}}
+	workAlone(workCtx, &r.producer, c.Deadline, t, b)
+	b.settles.Wait()
+	return true, nil
+}
+
 // watchCancel sets cancelled once replay id is no longer running,
 // rereading it every cancelCheck until it is stopped.
 func (r *Replayer) watchCancel(id int64, cancelled *atomic.Bool) *startstop.Service {

@@ -55,6 +55,9 @@ type Retrier struct {
 	steps *stepWriter
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
+	// replays, when set, runs the replays' suspects in this loop's turns
+	// of the suspect slot (RunsReplaySuspects).
+	replays *Replayer
 }
 
 // NewRetrier returns a Retrier over store.

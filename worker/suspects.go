@@ -42,7 +42,7 @@ func (r *Retrier) suspectsTurn(ctx, workCtx context.Context) time.Duration {
 func (r *Retrier) RunSuspects(ctx context.Context) (int, error) { return r.runSuspects(ctx, ctx) }
 
 func (r *Retrier) runSuspects(ctx, workCtx context.Context) (int, error) {
-	waiting, err := r.store.SuspectsWaiting(ctx)
+	waiting, err := r.store.SuspectsWaiting(ctx, r.replays != nil)
 	if err != nil || !waiting {
 		return 0, err
 	}
@@ -83,9 +83,23 @@ func (r *Retrier) runSuspects(ctx, workCtx context.Context) (int, error) {
 	return ran, nil
 }
 
-// runSuspect claims the oldest suspect that can run now and runs it alone
-// as a retry, and reports whether there was one.
+// RunsReplaySuspects makes the replay runner's suspects run alone in this
+// retry loop's turns of the suspect slot too: a replay's member cut short
+// by a crash runs alone as that replay's delivery (Replayer.runSuspect).
+// serve wires the two; a Retrier without it runs the retries' suspects
+// alone, and leaves the replays' to replicas that have both.
+func (r *Retrier) RunsReplaySuspects(replays *Replayer) { r.replays = replays }
+
+// runSuspect runs the next suspect alone, and reports whether there was
+// one: the oldest replay's member cut short, if any can run now (few: a
+// replay runs DefaultReplayConcurrency at once), else the oldest suspect
+// on the queue, as a retry.
 func (r *Retrier) runSuspect(ctx, workCtx context.Context) (bool, error) {
+	if r.replays != nil {
+		if ran, err := r.replays.runSuspect(ctx, workCtx); ran || err != nil {
+			return ran, err
+		}
+	}
 	c, deadline, ok, err := r.store.ClaimSuspect(ctx, r.cfg.ProcessTimeout)
 	if err != nil || !ok {
 		return false, err
