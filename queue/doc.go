@@ -36,7 +36,10 @@ package queue
 //	              (SettleAndStart)
 //	suspects.go   webhook_suspects with the queue and the leases: runs a dead
 //	              process cut short, the suspect slot, the claim of a suspect to
-//	              run alone (ClaimSuspect), charged only when it crashes hookd
+//	              run alone (ClaimSuspect, ClaimReplaySuspect), charged only when
+//	              it crashes hookd
+//	fenced.go     webhook_fence_cuts with the suspects and the queue: runs the
+//	              fence stopped, counted in their settle; the second makes a suspect
 //	dashboard.go  an operator's actions on queue rows (RetryNow reads the lease)
 //	search.go     where one event is, across the tables (Locate, FindEvent)
 //	reconcile.go  reconciliation's reads: the database's clock, which events it has seen

@@ -416,3 +416,21 @@ func TestPruneLeases_OnlyLongExpired(t *testing.T) {
 		t.Errorf("%d of the live and the recently expired lease left, want 2", left)
 	}
 }
+
+// Only fence cuts older than the retention are pruned.
+func TestPruneFenceCuts_OnlyOlderThanTheRetention(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	if _, err := bundle.pool.Exec(t.Context(), `
+		INSERT INTO webhook_fence_cuts (event_id, cuts, last_at)
+		VALUES ('evt_recent', 1, now() - interval '1 hour'), ('evt_old', 1, now() - interval '4 days')`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneFenceCuts(t.Context(), 72*time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v; want 1", n, err)
+	}
+	if left := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_fence_cuts WHERE event_id = 'evt_recent'`); left != 1 {
+		t.Errorf("the recent fence cut was pruned")
+	}
+}

@@ -558,6 +558,9 @@ type ReplaySettled struct {
 	// Error is the member's error when it has no Attempt: a crashed
 	// one's.
 	Error string
+	// Fenced: released because its replica's fence stopped the run
+	// (fenced.go), which is counted.
+	Fenced bool
 }
 
 // SettleReplayed writes the outcomes of members of replay id leased with
@@ -567,7 +570,9 @@ type ReplaySettled struct {
 // event resolves the event (its queue row goes, and its marker is written
 // saying a replay processed it); a failed one changes nothing but
 // the replay. The replay's counts change in the same statement, and it is
-// done when its last member is. A suspect's run alone that delivered or
+// done when its last member is. A run released because the fence stopped
+// it (ReplaySettled.Fenced) is counted first (fenced.go). A suspect's run
+// alone that delivered or
 // failed clears the suspect; one given back, skipped or crashed leaves it
 // a suspect.
 func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, settled []ReplaySettled) ([]bool, error) {
@@ -590,13 +595,23 @@ func (s *Store) SettleReplayed(ctx context.Context, id int64, owner uuid.UUID, s
 		}
 	}
 	args := append([]any{ids, uuidArray(owners), kinds, statuses, errs, id, payloads}, a.args()...)
+	var fenced fenceCutOp
+	for _, st := range settled {
+		if st.Fenced && st.Kind == ReplaySettleReleased {
+			fenced.add(st.EventID, owner)
+		}
+	}
 	var released []string
 	settle := func() error {
 		var counted bool
 		return s.shortTx(ctx, func(b *pgx.Batch) {
+			fenced.queue(b)
 			b.Queue(settleReplayedSQL, args...)
 			counted = tally.queue(b, s.breaker)
 		}, func(br pgx.BatchResults) (err error) {
+			if err := fenced.read(br); err != nil {
+				return err
+			}
 			if released, err = collect(br, pgx.RowTo[string]); err != nil || !counted {
 				return err
 			}

@@ -218,6 +218,9 @@ type Settled struct {
 	Kind    SettleKind
 	// Attempt is the attempt to record; nil for none.
 	Attempt *NewAttempt
+	// Fenced: released because its replica's fence stopped the run
+	// (fenced.go), which is counted.
+	Fenced bool
 }
 
 // SettledState is what SettleAndStart made of one settled event.
@@ -239,7 +242,9 @@ type SettledState struct {
 // may be empty.
 //
 // Settling writes the outcomes and gives the leases back, in one
-// statement, and returns what became of each, in order. A success deletes
+// statement, and returns what became of each, in order. A run released
+// because the fence stopped it (Settled.Fenced) is counted first
+// (fenced.go). A success deletes
 // the row and writes the marker together; a failure makes the event
 // retrying with the backoff of its attempt, or dead at MaxAttempts
 // (without its payload, if its customer's payloads were erased while it
@@ -256,10 +261,20 @@ type SettledState struct {
 // first, the claim that takes its lease over counts it as interrupted.
 func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []Claimed) ([]SettledState, []bool, error) {
 	settling, starting := s.newRetrySettle(settled), newStartOp(start)
+	var fenced fenceCutOp
+	for _, st := range settled {
+		if st.Fenced && st.Kind == SettleReleased {
+			fenced.add(st.Claimed.Event.EventID, st.Claimed.Owner)
+		}
+	}
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		fenced.queue(b)
 		settling.queue(b)
 		starting.queue(b)
 	}, func(br pgx.BatchResults) error {
+		if err := fenced.read(br); err != nil {
+			return err
+		}
 		if err := settling.read(br); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -304,14 +305,15 @@ func (b *replayBatch) write(done, next *replaying) bool {
 func (b *replayBatch) settled(context.Context, *replaying) {}
 
 // outcome sets what to settle a member as, from the processor's res:
-// delivered, failed with its attempt, or released when shutdown cut it
-// short or it failed because the app is down while delivery is held (the
-// member is tried again once delivery resumes).
+// delivered, failed with its attempt, or released when shutdown or the
+// fence (which is counted: queue.ReplaySettled.Fenced) cut it short or it
+// failed because the app is down while delivery is held (the member is
+// tried again once delivery resumes).
 func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, s *queue.ReplaySettled,
 	res Result, took time.Duration) {
 	traceFailure(ctx, res)
 	if res.Err != nil && ctx.Err() != nil {
-		s.Kind = queue.ReplaySettleReleased
+		s.Kind, s.Fenced = queue.ReplaySettleReleased, errors.Is(context.Cause(ctx), errFenced)
 		return
 	}
 	r.cfg.Metrics.ObserveProcess(queue.PathReplay, res.Err == nil, took)

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -261,15 +262,15 @@ func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, D
 
 // end sets what to settle an attempt as, from the processor's res: done,
 // failed with its attempt, or released when ctx was cancelled under a
-// failing run, which was then cut short by shutdown and is no attempt, or
-// when it failed because the app is down while delivery is held or in a
-// probe.
+// failing run, which was then cut short by shutdown or the fence (which
+// is counted: queue.Settled.Fenced) and is no attempt, or when it failed
+// because the app is down while delivery is held or in a probe.
 func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time.Duration) {
 	r, s := b.r, &t.s
 	e := s.Claimed.Event
 	path := s.Claimed.Path
 	if res.Err != nil && ctx.Err() != nil {
-		s.Kind = queue.SettleReleased
+		s.Kind, s.Fenced = queue.SettleReleased, errors.Is(context.Cause(ctx), errFenced)
 		return
 	}
 	r.cfg.Metrics.ObserveProcess(path, res.Err == nil, took)
