@@ -260,3 +260,119 @@ func TestTakeDeliveries_FindsASuspectMadeWhileItWaited(t *testing.T) {
 			d.States, d.Interrupted[0])
 	}
 }
+
+// A replay's members cut short by a dead process: the replay's claim
+// leaves them to run alone and takes the others; each runs alone as the
+// replay's delivery (ClaimReplaySuspect); one whose process dies while it
+// runs alone is charged a crash, in the history under the replay's path,
+// and after MaxAttempts of them it is given up, failed in the replay with
+// the crash as its error and still a suspect; one that completes is
+// cleared.
+func TestClaimReplaySuspect_RunsAloneAndIsChargedOnlyAlone(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	const poison, mate, idle = "evt_a_poison", "evt_b_mate", "evt_c_idle"
+	queuetest.InsertLogged(t, bundle.pool, []queuetest.LoggedOpts{{EventID: poison}, {EventID: mate}, {EventID: idle}})
+	r, err := s.StartReplay(t.Context(), "crash", queue.ReplayFilter{From: time.Now().Add(-time.Hour),
+		To: time.Now().Add(time.Hour), Processed: true}, "ops@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dying := replica(t, bundle.pool)
+	claim, err := dying.ClaimReplayed(t.Context(), r.ID, 10, time.Hour)
+	if err != nil || len(claim.Members) != 3 {
+		t.Fatalf("claim: %d, %v", len(claim.Members), err)
+	}
+	for _, id := range []string{poison, mate} {
+		if ok, err := dying.StartReplayed(t.Context(), claim.Owner, id); err != nil || !ok {
+			t.Fatalf("start %s: %v, %v", id, ok, err)
+		}
+	}
+	silence(t, bundle.pool, dying)
+	alive := replica(t, bundle.pool)
+	if _, err := alive.Beat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE path = 'replay' AND interruptions = 1
+		AND crashes = 0 AND cleared_at IS NULL`); n != 2 {
+		t.Fatalf("%d members made suspects with one uncharged interruption, want the 2 started", n)
+	}
+	again, err := alive.ClaimReplayed(t.Context(), r.ID, 10, time.Hour)
+	if err != nil || len(again.Members) != 1 || again.Members[0].EventID != idle {
+		t.Fatalf("the replay's claim after the crash: %+v, %v; want %s alone, the suspects left", again.Members, err, idle)
+	}
+	if waiting, err := alive.SuspectsWaiting(t.Context(), false); err != nil || waiting {
+		t.Errorf("without replays: suspects waiting %v, %v; want none", waiting, err)
+	}
+	if waiting, err := alive.SuspectsWaiting(t.Context(), true); err != nil || !waiting {
+		t.Errorf("with replays: suspects waiting %v, %v; want some", waiting, err)
+	}
+
+	// The poison (first by id) crashes hookd each time it runs alone.
+	for crash := 1; crash <= queue.MaxAttempts; crash++ {
+		c, ok, err := alive.ClaimReplaySuspect(t.Context(), time.Hour)
+		if err != nil || !ok || c.Member.EventID != poison || c.GivenUp || c.Replay.ID != r.ID {
+			t.Fatalf("run alone %d: %+v, %v, %v; want %s", crash, c, ok, err, poison)
+		}
+		if ok, err := alive.StartReplayed(t.Context(), c.Owner, poison); err != nil || !ok {
+			t.Fatalf("start alone %d: %v, %v", crash, ok, err)
+		}
+		// It dies; a new process takes over: every other crash is found by
+		// the next claim, the others by a beat.
+		silence(t, bundle.pool, alive)
+		alive = replica(t, bundle.pool)
+		if crash%2 == 0 {
+			if _, err := alive.Beat(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, ok, err := alive.ClaimReplaySuspect(t.Context(), time.Hour)
+	crashed := queuetest.CrashedError(queue.MaxAttempts)
+	if err != nil || !ok || c.Member.EventID != poison || !c.GivenUp || c.Error != crashed {
+		t.Fatalf("after %d crashes: %+v, %v, %v; want %s given up with %q", queue.MaxAttempts, c, ok, err, poison, crashed)
+	}
+	if w, err := alive.SettleReplayed(t.Context(), r.ID, c.Owner, []queue.ReplaySettled{{EventID: poison,
+		Kind: queue.ReplaySettleCrashed, Error: c.Error}}); err != nil || !w[0] {
+		t.Fatalf("settle the given up member: %v, %v", w, err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM replay_events WHERE event_id = $1 AND state = 'failed'
+		AND error = $2`, poison, crashed); n != 1 {
+		t.Errorf("the poison is not failed in the replay with %q", crashed)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1 AND crashes = $2
+		AND interruptions = 1 AND cleared_at IS NULL`, poison, queue.MaxAttempts); n != 1 {
+		t.Errorf("the poison is not a suspect charged %d crashes", queue.MaxAttempts)
+	}
+	for i := 1; i <= queue.MaxAttempts; i++ {
+		if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND path = 'replay'
+			AND outcome = 'failed' AND attempt = $2 AND error = $3`, poison, i, queuetest.CrashedError(i)); n != 1 {
+			t.Errorf("crash %d of the poison: %d attempts recorded, want 1", i, n)
+		}
+	}
+
+	// The mate runs alone and is delivered: cleared, charged nothing.
+	c, ok, err = alive.ClaimReplaySuspect(t.Context(), time.Hour)
+	if err != nil || !ok || c.Member.EventID != mate || c.GivenUp {
+		t.Fatalf("the mate's run alone: %+v, %v, %v", c, ok, err)
+	}
+	if ok, err := alive.StartReplayed(t.Context(), c.Owner, mate); err != nil || !ok {
+		t.Fatalf("start the mate: %v, %v", ok, err)
+	}
+	if w, err := alive.SettleReplayed(t.Context(), r.ID, c.Owner, []queue.ReplaySettled{{EventID: mate,
+		Kind: queue.ReplaySettleDelivered, Payload: c.Member.Payload, Attempt: &queue.NewAttempt{Source: queue.SourceStripe,
+			EventID: mate, Succeeded: true, HTTPStatus: 200, Path: queue.PathReplay}}}); err != nil || !w[0] {
+		t.Fatalf("settle the mate: %v, %v", w, err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_suspects WHERE event_id = $1 AND crashes = 0
+		AND cleared_at IS NOT NULL AND ran_alone_at IS NOT NULL`, mate); n != 1 {
+		t.Errorf("the mate is not cleared after its run alone, uncharged")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts WHERE event_id = $1 AND outcome <> 'succeeded'`,
+		mate); n != 0 {
+		t.Errorf("%d failed attempts of the mate, want none", n)
+	}
+	if _, ok, err := alive.ClaimReplaySuspect(t.Context(), time.Hour); err != nil || ok {
+		t.Errorf("a suspect left to run: %v, %v", ok, err)
+	}
+}
