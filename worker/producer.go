@@ -144,6 +144,17 @@ func (p *producer) leaseFor() time.Duration {
 	return time.Duration(p.batches*rounds) * p.cfg.ProcessTimeout
 }
 
+// aloneFor is how long a suspect's run alone is leased for: one processor
+// run, and under a Pace one more for its turn, as leaseFor counts a
+// batch's (takeTurn lets a job wait for its turn only while its run still
+// fits in the lease after it).
+func (p *producer) aloneFor() time.Duration {
+	if p.cfg.Pace != nil {
+		return 2 * p.cfg.ProcessTimeout
+	}
+	return p.cfg.ProcessTimeout
+}
+
 // takeTurn waits for a job's turn under the Pace, as long as the
 // processor run still fits within the lease after it.
 func (p *producer) takeTurn(ctx context.Context, deadline time.Time) bool {

@@ -196,7 +196,7 @@ func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.Running
 // hookd MaxAttempts times running alone is not run again: it is settled
 // failed, with the crash as its error, and stays a suspect.
 func (r *Replayer) runSuspect(ctx, workCtx context.Context) (bool, error) {
-	c, ok, err := r.store.ClaimReplaySuspect(ctx, r.cfg.ProcessTimeout)
+	c, ok, err := r.store.ClaimReplaySuspect(ctx, r.aloneFor())
 	if err != nil || !ok {
 		return false, err
 	}

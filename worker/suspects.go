@@ -47,8 +47,8 @@ func (r *Retrier) runSuspects(ctx, workCtx context.Context) (int, error) {
 		return 0, err
 	}
 	// Draining takes at most one processor run (nothing new starts), and
-	// each suspect one more: the slot is renewed before each.
-	drainFor := r.cfg.ProcessTimeout + queue.LeaseMargin
+	// each suspect its run alone: the slot is renewed before each.
+	drainFor := r.aloneFor() + queue.LeaseMargin
 	slot, err := r.store.TakeSuspectSlot(ctx, drainFor)
 	if errors.Is(err, queue.ErrEventLocked) || errors.Is(err, queue.ErrNotGranted) {
 		return 0, nil
@@ -71,7 +71,7 @@ func (r *Retrier) runSuspects(ctx, workCtx context.Context) (int, error) {
 	}
 	ran := 0
 	for ran < SuspectsPerSlot && ctx.Err() == nil && !r.cfg.Control.Held() {
-		if err := slot.Renew(ctx, r.cfg.ProcessTimeout+queue.LeaseMargin); err != nil {
+		if err := slot.Renew(ctx, r.aloneFor()+queue.LeaseMargin); err != nil {
 			return ran, nil
 		}
 		more, err := r.runSuspect(ctx, workCtx)
@@ -100,7 +100,7 @@ func (r *Retrier) runSuspect(ctx, workCtx context.Context) (bool, error) {
 			return ran, err
 		}
 	}
-	c, deadline, ok, err := r.store.ClaimSuspect(ctx, r.cfg.ProcessTimeout)
+	c, deadline, ok, err := r.store.ClaimSuspect(ctx, r.aloneFor())
 	if err != nil || !ok {
 		return false, err
 	}
