@@ -6,15 +6,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
 )
-
-// maxFailureGroups bounds the failures page. Masking keeps the number of
-// groups small; if an error text defeats it, every event becomes a group of
-// its own, and the page shows the largest ones rather than all of them.
-const maxFailureGroups = 200
 
 // maxUngenerated bounds the page's list of events Stripe could not
 // generate: the newest, and how many there are in all.
@@ -23,7 +18,7 @@ const maxUngenerated = 50
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
 		eventType := strings.TrimSpace(c.QueryParam("type"))
-		groups, total, err := d.reads.FailureGroups(c.Request().Context(), maxFailureGroups, eventType)
+		groups, total, err := d.actions.FailureGroups(c.Request().Context(), eventType, actions.MaxFailureGroups)
 		if err != nil {
 			return err
 		}
@@ -49,64 +44,32 @@ func failureGroup(c echo.Context) (queue.FailureGroup, error) {
 
 func (d *dashboard) handleRetryGroupPreview() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
 		g, err := failureGroup(c)
 		if err != nil {
 			return err
 		}
-		dead, err := d.reads.CountEvents(ctx, g.Filter(queue.StatusDead))
+		r, err := d.actions.RetryGroup(c.Request().Context(), d.actor(c), g, true)
 		if err != nil {
 			return err
-		}
-		pending, err := d.reads.CountEvents(ctx, g.Filter(queue.StatusPending))
-		if err != nil {
-			return err
-		}
-		groups, _, err := d.reads.FailureGroups(ctx, maxFailureGroups, g.EventType)
-		if err != nil {
-			return err
-		}
-		for _, found := range groups {
-			if found.ErrorGroup == g.ErrorGroup {
-				g.Types = found.Types
-			}
 		}
 		return render(c, http.StatusOK, views.RetryGroupConfirm(d.page(c, "Retry this failure group?", "failures"),
-			g, dead, pending))
+			r.Group, r.Dead, r.Pending))
 	}
 }
 
-// handleRetryGroup sends every event of a failure group for an attempt now,
-// the way a person's retry of one event does: dead events go back on the
-// queue with their attempts starting over, pending ones become due. The
-// retry loop then runs each under its lock, after the dedup check, like any
-// retry.
+// handleRetryGroup sends every event of a failure group for an attempt now
+// (actions.RetryGroup).
 func (d *dashboard) handleRetryGroup() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
 		g, err := failureGroup(c)
 		if err != nil {
 			return err
 		}
-		var revived queue.RetriedDead
-		var hastened queue.Hastened
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
-			// Pending first: the dead ones, once sent back, are pending too
-			// and would be counted twice.
-			var err error
-			if hastened, err = tx.RetryNowMatching(ctx, g.Filter(queue.StatusPending)); err != nil {
-				return err
-			}
-			if revived, err = tx.RetryDeadMatching(ctx, g.Filter(queue.StatusDead)); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.RetryGroup,
-				views.DescribeFilter(g.Filter(queue.StatusDead)), revived.Queued+hastened.Total())
-		})
+		r, err := d.actions.RetryGroup(c.Request().Context(), d.actor(c), g, false)
 		if err != nil {
 			return err
 		}
-		flash(c, views.RetriedGroup(revived.Queued+hastened.DueNow, hastened.DueAfterAttempt, revived.Erased))
+		flash(c, views.RetriedGroup(r.Revived.Queued+r.Hastened.DueNow, r.Hastened.DueAfterAttempt, r.Revived.Erased))
 		return c.Redirect(http.StatusSeeOther, "/failures")
 	}
 }

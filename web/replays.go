@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
@@ -98,7 +99,7 @@ func (d *dashboard) handleReplayPreview() echo.HandlerFunc {
 			form.Problem = "Nothing previewed: " + err.Error() + "."
 			return d.renderReplays(c, http.StatusBadRequest, form)
 		}
-		preview, err := d.reads.PreviewReplay(c.Request().Context(), f)
+		preview, err := d.actions.PreviewReplay(c.Request().Context(), f)
 		if err != nil {
 			return err
 		}
@@ -107,34 +108,24 @@ func (d *dashboard) handleReplayPreview() echo.HandlerFunc {
 	}
 }
 
-// handleStartReplay starts a named replay of the filter, audited, wakes
-// this replica's runner, and shows its progress.
+// handleStartReplay starts a named replay of the filter
+// (actions.StartReplay) and shows its progress.
 func (d *dashboard) handleStartReplay() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
 		form, f, err := replayForm(c)
 		if err != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "Nothing started: "+err.Error()+".")
 		}
-		if err := queue.CheckReplayName(form.Name); err != nil {
+		r, err := d.actions.StartReplay(c.Request().Context(), d.actor(c), form.Name, f)
+		var invalid *actions.InvalidError
+		switch {
+		case errors.As(err, &invalid):
+			return echo.NewHTTPError(http.StatusBadRequest, invalid.Detail)
+		case errors.Is(err, queue.ErrNothingToReplay):
 			return echo.NewHTTPError(http.StatusBadRequest, "Nothing started: "+err.Error()+".")
-		}
-		email := currentUser(c).Email
-		var r queue.Replay
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if r, err = tx.StartReplay(ctx, form.Name, f, email); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.ReplayStart,
-				fmt.Sprintf("replay %d %q: %s", r.ID, r.Name, r.Summary), r.Total)
-		})
-		if errors.Is(err, queue.ErrNothingToReplay) {
-			return echo.NewHTTPError(http.StatusBadRequest, "Nothing started: "+err.Error()+".")
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
-		d.opts.Replayer.Wake()
 		flash(c, fmt.Sprintf("Replay “%s” started: %s to deliver.", r.Name, views.Plural(r.Total, "event", "events")))
 		return c.Redirect(http.StatusSeeOther, "/replays/"+strconv.FormatInt(r.ID, 10))
 	}
@@ -155,8 +146,8 @@ func (d *dashboard) replayPage(c echo.Context) (views.ReplayPage, error) {
 	if err != nil {
 		return views.ReplayPage{}, err
 	}
-	r, err := d.reads.Replay(c.Request().Context(), id)
-	if errors.Is(err, queue.ErrNotFound) {
+	r, err := d.actions.Replay(c.Request().Context(), id)
+	if errors.Is(err, actions.ErrNoReplay) {
 		return views.ReplayPage{}, echo.NewHTTPError(http.StatusNotFound, "No such replay: it may have been pruned with the events it replayed.")
 	}
 	if err != nil {

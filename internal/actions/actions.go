@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
 )
@@ -21,28 +22,40 @@ type Actions struct {
 	reads   *queue.Store
 	audit   *audit.Log
 	control *worker.Control
-	logger  *slog.Logger
+	tokens  *tokens.Store
+	// replayer is woken when a replay starts; nil leaves the replay to
+	// the runners' next look (worker.DefaultReplayInterval).
+	replayer interface{ Wake() }
+	logger   *slog.Logger
 }
 
 // Stores are what New takes: the queue the actions write, the reader
 // their reads go through (nil reads Queue), the audit log, and this
-// replica's copy of delivery control (nil where delivery runs elsewhere).
+// replica's copy of delivery control (nil where delivery runs elsewhere),
+// the API tokens (nil: on Queue's database), and this replica's runner of
+// replays, which a start wakes (nil: none here).
 type Stores struct {
-	Queue   *queue.Store
-	Reads   *queue.Store
-	Audit   *audit.Log
-	Control *worker.Control
-	Logger  *slog.Logger
+	Queue    *queue.Store
+	Reads    *queue.Store
+	Audit    *audit.Log
+	Control  *worker.Control
+	Tokens   *tokens.Store
+	Replayer interface{ Wake() }
+	Logger   *slog.Logger
 }
 
 // New returns the actions over s.
 func New(s Stores) *Actions {
-	a := &Actions{queue: s.Queue, reads: s.Reads, audit: s.Audit, control: s.Control, logger: s.Logger}
+	a := &Actions{queue: s.Queue, reads: s.Reads, audit: s.Audit, control: s.Control, tokens: s.Tokens,
+		replayer: s.Replayer, logger: s.Logger}
 	if a.reads == nil {
 		a.reads = a.queue
 	}
 	if a.audit == nil {
 		a.audit = audit.New(a.queue.DB())
+	}
+	if a.tokens == nil {
+		a.tokens = tokens.New(a.queue.DB())
 	}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)

@@ -37,6 +37,69 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for ReplayState.
+const (
+	Cancelled ReplayState = "cancelled"
+	Done      ReplayState = "done"
+	Running   ReplayState = "running"
+)
+
+// Valid indicates whether the value is a known member of the ReplayState enum.
+func (e ReplayState) Valid() bool {
+	switch e {
+	case Cancelled:
+		return true
+	case Done:
+		return true
+	case Running:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReplayStatus.
+const (
+	ReplayStatusDead      ReplayStatus = "dead"
+	ReplayStatusPending   ReplayStatus = "pending"
+	ReplayStatusProcessed ReplayStatus = "processed"
+)
+
+// Valid indicates whether the value is a known member of the ReplayStatus enum.
+func (e ReplayStatus) Valid() bool {
+	switch e {
+	case ReplayStatusDead:
+		return true
+	case ReplayStatusPending:
+		return true
+	case ReplayStatusProcessed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TokenScope.
+const (
+	Admin   TokenScope = "admin"
+	Operate TokenScope = "operate"
+	Read    TokenScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the TokenScope enum.
+func (e TokenScope) Valid() bool {
+	switch e {
+	case Admin:
+		return true
+	case Operate:
+		return true
+	case Read:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListEventsParamsStatus.
 const (
 	ListEventsParamsStatusDead     ListEventsParamsStatus = "dead"
@@ -209,12 +272,84 @@ type EventList struct {
 // EventStatus defines model for EventStatus.
 type EventStatus string
 
+// FailureGroup defines model for FailureGroup.
+type FailureGroup struct {
+	Dead int64 `json:"dead"`
+
+	// ErrorGroup The masked error, e.g. "timeout after <n>s": what GET /events?group= and POST /failures/retry take.
+	ErrorGroup string `json:"error_group"`
+	Failed     int64  `json:"failed"`
+
+	// FirstSeen When the group's oldest event was received.
+	FirstSeen time.Time `json:"first_seen"`
+
+	// Id A short digest of error_group, the same while the text is: hookd failures retry takes it.
+	Id string `json:"id"`
+
+	// LastSeen When one of its events last failed.
+	LastSeen time.Time `json:"last_seen"`
+	Retrying int64     `json:"retrying"`
+
+	// Types The event types of the group's events, with how many of each, most first.
+	Types []TypeCount `json:"types"`
+}
+
+// FailureGroupList defines model for FailureGroupList.
+type FailureGroupList struct {
+	Groups []FailureGroup `json:"groups"`
+
+	// Total How many groups there are in all.
+	Total int64 `json:"total"`
+}
+
 // FieldProblem defines model for FieldProblem.
 type FieldProblem struct {
 	Detail string `json:"detail"`
 
 	// Field The parameter, header or body field at fault, by its name: status, cursor, Idempotency-Key, reason.
 	Field string `json:"field"`
+}
+
+// GroupRetry defines model for GroupRetry.
+type GroupRetry struct {
+	// Count The events sent for an attempt; on a dry run, at most how many would be.
+	Count int64 `json:"count"`
+
+	// Dead Dry run: the group's dead events, erased ones included, which a retry leaves dead.
+	Dead   *int64 `json:"dead,omitempty"`
+	DryRun bool   `json:"dry_run"`
+
+	// DueAfterAttempt Pending events with an attempt running, due the moment it ends if it fails.
+	DueAfterAttempt *int64 `json:"due_after_attempt,omitempty"`
+
+	// DueNow Pending events made due now.
+	DueNow *int64 `json:"due_now,omitempty"`
+
+	// Erased Dead events left dead, their payloads erased.
+	Erased *int64 `json:"erased,omitempty"`
+	Group  string `json:"group"`
+
+	// Pending Dry run: the group's pending events.
+	Pending *int64 `json:"pending,omitempty"`
+
+	// Queued Dead events sent back to the queue, due now.
+	Queued *int64  `json:"queued,omitempty"`
+	Type   *string `json:"type,omitempty"`
+
+	// Types Dry run: the group's event types.
+	Types *[]TypeCount `json:"types,omitempty"`
+}
+
+// GroupRetryRequest defines model for GroupRetryRequest.
+type GroupRetryRequest struct {
+	// DryRun Change nothing; count what would be retried.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Group The group's error_group.
+	Group string `json:"group"`
+
+	// Type Only the group's events of this type; every type when not given.
+	Type *string `json:"type,omitempty"`
 }
 
 // PauseRequest defines model for PauseRequest.
@@ -238,6 +373,132 @@ type Problem struct {
 	Type string `json:"type"`
 }
 
+// Replay defines model for Replay.
+type Replay struct {
+	CancelledBy *string   `json:"cancelled_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	CreatedBy   string    `json:"created_by"`
+	Delivered   int64     `json:"delivered"`
+
+	// EtaSeconds How long the rest will take at that rate; null when done or before a rate.
+	EtaSeconds *int64     `json:"eta_seconds,omitempty"`
+	Failed     int64      `json:"failed"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Id         int64      `json:"id"`
+	Name       string     `json:"name"`
+
+	// ProgressUrl This replay's path under the API (GET).
+	ProgressUrl string `json:"progress_url"`
+
+	// Rate Deliveries a second since the start.
+	Rate float32 `json:"rate"`
+
+	// Remaining Still to deliver.
+	Remaining int64 `json:"remaining"`
+
+	// Skipped Their payloads went (pruned or erased) after the start, or they became dead and the replay takes no dead events.
+	Skipped int64       `json:"skipped"`
+	State   ReplayState `json:"state"`
+
+	// Summary The filter in words.
+	Summary string `json:"summary"`
+
+	// Total The events to deliver.
+	Total int64 `json:"total"`
+
+	// Unreplayable Matching events left out at the start, their payloads gone.
+	Unreplayable int64 `json:"unreplayable"`
+}
+
+// ReplayState defines model for Replay.State.
+type ReplayState string
+
+// ReplayPreview defines model for ReplayPreview.
+type ReplayPreview struct {
+	// Matching The events the filter matches.
+	Matching int64 `json:"matching"`
+
+	// Replayable What a replay would deliver.
+	Replayable int64 `json:"replayable"`
+
+	// Sample A few of the matching events, newest first.
+	Sample []ReplaySample `json:"sample"`
+
+	// Unreplayable Of them, those with no payload left, which a replay skips.
+	Unreplayable int64 `json:"unreplayable"`
+}
+
+// ReplayRequest defines model for ReplayRequest.
+type ReplayRequest struct {
+	// DryRun Start nothing; count what the replay would deliver.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Endpoint Only events that arrived through the endpoint so labelled.
+	Endpoint *string `json:"endpoint,omitempty"`
+
+	// From The events received at or after this time.
+	From time.Time `json:"from"`
+
+	// Name What the app sees in the Hookd-Replay header; required unless dry_run.
+	Name *string `json:"name,omitempty"`
+
+	// Object Only events about this object or customer id.
+	Object *string `json:"object,omitempty"`
+
+	// Statuses Which events: processed ones (while their payload is kept), pending ones, dead ones. Processed when not given.
+	Statuses *[]ReplayStatus `json:"statuses,omitempty"`
+
+	// To And before this time.
+	To time.Time `json:"to"`
+
+	// Types Only these event types; a type ending in .* takes every type with that prefix. Every type when not given.
+	Types *[]string `json:"types,omitempty"`
+}
+
+// ReplaySample defines model for ReplaySample.
+type ReplaySample struct {
+	// Id The Stripe event id.
+	Id         string    `json:"id"`
+	ReceivedAt time.Time `json:"received_at"`
+
+	// Replayable False when its payload is gone (pruned or erased).
+	Replayable bool         `json:"replayable"`
+	Status     ReplayStatus `json:"status"`
+	Type       string       `json:"type"`
+}
+
+// ReplayStatus defines model for ReplayStatus.
+type ReplayStatus string
+
+// Token defines model for Token.
+type Token struct {
+	AccountEmail string    `json:"account_email"`
+	AccountId    int64     `json:"account_id"`
+	CreatedAt    time.Time `json:"created_at"`
+
+	// ExpiresAt Null for a token that never expires.
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
+	Id         int64      `json:"id"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	Name       string     `json:"name"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	Scope      TokenScope `json:"scope"`
+}
+
+// TokenScope defines model for Token.Scope.
+type TokenScope string
+
+// TokenList defines model for TokenList.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// TypeCount defines model for TypeCount.
+type TypeCount struct {
+	Count int64  `json:"count"`
+	Type  string `json:"type"`
+}
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -249,6 +510,12 @@ type IdempotencyKey = string
 
 // Limit defines model for Limit.
 type Limit = int
+
+// ReplayID defines model for ReplayID.
+type ReplayID = int64
+
+// TokenID defines model for TokenID.
+type TokenID = int64
 
 // TooManyRequests An RFC 9457 problem.
 type TooManyRequests = Problem
@@ -339,8 +606,47 @@ type RetryEventNowParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ListFailureGroupsParams defines parameters for ListFailureGroups.
+type ListFailureGroupsParams struct {
+	// Type Only events of exactly this type, e.g. invoice.paid.
+	Type *string `form:"type,omitempty" json:"type,omitempty"`
+
+	// Limit At most this many groups, the largest.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// RetryFailureGroupParams defines parameters for RetryFailureGroup.
+type RetryFailureGroupParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CreateReplayParams defines parameters for CreateReplay.
+type CreateReplayParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RevokeTokenParams defines parameters for RevokeToken.
+type RevokeTokenParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // PauseDeliveryJSONRequestBody defines body for PauseDelivery for application/json ContentType.
 type PauseDeliveryJSONRequestBody = PauseRequest
+
+// RetryFailureGroupJSONRequestBody defines body for RetryFailureGroup for application/json ContentType.
+type RetryFailureGroupJSONRequestBody = GroupRetryRequest
+
+// CreateReplayJSONRequestBody defines body for CreateReplay for application/json ContentType.
+type CreateReplayJSONRequestBody = ReplayRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -365,9 +671,27 @@ type ServerInterface interface {
 	// RetryEventNow Make a pending event due at once
 	// (POST /events/{id}/retry-now)
 	RetryEventNow(ctx echo.Context, id EventID, params RetryEventNowParams) error
+	// ListFailureGroups The failure groups, the largest first
+	// (GET /failures)
+	ListFailureGroups(ctx echo.Context, params ListFailureGroupsParams) error
+	// RetryFailureGroup Retry every event of a failure group
+	// (POST /failures/retry)
+	RetryFailureGroup(ctx echo.Context, params RetryFailureGroupParams) error
 	// GetOpenAPI This document
 	// (GET /openapi.json)
 	GetOpenAPI(ctx echo.Context) error
+	// CreateReplay Replay the event log's events a filter matches
+	// (POST /replays)
+	CreateReplay(ctx echo.Context, params CreateReplayParams) error
+	// GetReplay A replay and its progress
+	// (GET /replays/{id})
+	GetReplay(ctx echo.Context, id ReplayID) error
+	// ListTokens Every account's API tokens
+	// (GET /tokens)
+	ListTokens(ctx echo.Context) error
+	// RevokeToken Revoke an API token
+	// (POST /tokens/{id}/revoke)
+	RevokeToken(ctx echo.Context, id TokenID, params RevokeTokenParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -634,12 +958,156 @@ func (w *ServerInterfaceWrapper) RetryEventNow(ctx echo.Context) error {
 	return err
 }
 
+// ListFailureGroups converts echo context to params.
+func (w *ServerInterfaceWrapper) ListFailureGroups(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListFailureGroupsParams
+	// ------------- Optional query parameter "type" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "type", ctx.QueryParams(), &params.Type, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter type: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListFailureGroups(ctx, params)
+	return err
+}
+
+// RetryFailureGroup converts echo context to params.
+func (w *ServerInterfaceWrapper) RetryFailureGroup(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RetryFailureGroupParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RetryFailureGroup(ctx, params)
+	return err
+}
+
 // GetOpenAPI converts echo context to params.
 func (w *ServerInterfaceWrapper) GetOpenAPI(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetOpenAPI(ctx)
+	return err
+}
+
+// CreateReplay converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateReplay(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateReplayParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateReplay(ctx, params)
+	return err
+}
+
+// GetReplay converts echo context to params.
+func (w *ServerInterfaceWrapper) GetReplay(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ReplayID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetReplay(ctx, id)
+	return err
+}
+
+// ListTokens converts echo context to params.
+func (w *ServerInterfaceWrapper) ListTokens(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListTokens(ctx)
+	return err
+}
+
+// RevokeToken converts echo context to params.
+func (w *ServerInterfaceWrapper) RevokeToken(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id TokenID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeTokenParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RevokeToken(ctx, id, params)
 	return err
 }
 
@@ -697,6 +1165,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/delivery/pause", wrapper.PauseDelivery, options.OperationMiddlewares["pauseDelivery"]...)
 	router.POST(options.BaseURL+"/delivery/resume", wrapper.ResumeDelivery, options.OperationMiddlewares["resumeDelivery"]...)
 	router.GET(options.BaseURL+"/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
+	router.GET(options.BaseURL+"/failures", wrapper.ListFailureGroups, options.OperationMiddlewares["listFailureGroups"]...)
+	router.POST(options.BaseURL+"/failures/retry", wrapper.RetryFailureGroup, options.OperationMiddlewares["retryFailureGroup"]...)
+	router.POST(options.BaseURL+"/replays", wrapper.CreateReplay, options.OperationMiddlewares["createReplay"]...)
+	router.GET(options.BaseURL+"/replays/:id", wrapper.GetReplay, options.OperationMiddlewares["getReplay"]...)
+	router.GET(options.BaseURL+"/tokens", wrapper.ListTokens, options.OperationMiddlewares["listTokens"]...)
+	router.POST(options.BaseURL+"/tokens/:id/revoke", wrapper.RevokeToken, options.OperationMiddlewares["revokeToken"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
 
 }
@@ -1613,6 +2087,249 @@ func (response RetryEventNowdefaultApplicationProblemPlusJSONResponse) VisitRetr
 	return err
 }
 
+type ListFailureGroupsRequestObject struct {
+	Params ListFailureGroupsParams
+}
+
+type ListFailureGroupsResponseObject interface {
+	VisitListFailureGroupsResponse(w http.ResponseWriter) error
+}
+
+type ListFailureGroups200JSONResponse FailureGroupList
+
+func (response ListFailureGroups200JSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFailureGroups400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListFailureGroups400ApplicationProblemPlusJSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFailureGroups401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListFailureGroups401ApplicationProblemPlusJSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFailureGroups403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListFailureGroups403ApplicationProblemPlusJSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFailureGroups429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListFailureGroups429ApplicationProblemPlusJSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListFailureGroupsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListFailureGroupsdefaultApplicationProblemPlusJSONResponse) VisitListFailureGroupsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroupRequestObject struct {
+	Params RetryFailureGroupParams
+	Body   *RetryFailureGroupJSONRequestBody
+}
+
+type RetryFailureGroupResponseObject interface {
+	VisitRetryFailureGroupResponse(w http.ResponseWriter) error
+}
+
+type RetryFailureGroup200JSONResponse GroupRetry
+
+func (response RetryFailureGroup200JSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RetryFailureGroup400ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryFailureGroup401ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup403ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryFailureGroup403ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup409ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryFailureGroup409ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup422ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryFailureGroup422ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroup429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RetryFailureGroup429ApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryFailureGroupdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RetryFailureGroupdefaultApplicationProblemPlusJSONResponse) VisitRetryFailureGroupResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetOpenAPIRequestObject struct {
 }
 
@@ -1630,6 +2347,529 @@ func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplayRequestObject struct {
+	Params CreateReplayParams
+	Body   *CreateReplayJSONRequestBody
+}
+
+type CreateReplayResponseObject interface {
+	VisitCreateReplayResponse(w http.ResponseWriter) error
+}
+
+type CreateReplay200JSONResponse ReplayPreview
+
+func (response CreateReplay200JSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay202ResponseHeaders struct {
+	Location *string
+}
+
+type CreateReplay202JSONResponse struct {
+	Body    Replay
+	Headers CreateReplay202ResponseHeaders
+}
+
+func (response CreateReplay202JSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response CreateReplay400ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateReplay401ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay403ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReplay403ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay409ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReplay409ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay422ApplicationProblemPlusJSONResponse Problem
+
+func (response CreateReplay422ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplay429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CreateReplay429ApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateReplaydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateReplaydefaultApplicationProblemPlusJSONResponse) VisitCreateReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplayRequestObject struct {
+	Id ReplayID `json:"id"`
+}
+
+type GetReplayResponseObject interface {
+	VisitGetReplayResponse(w http.ResponseWriter) error
+}
+
+type GetReplay200JSONResponse Replay
+
+func (response GetReplay200JSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplay400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetReplay400ApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplay401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetReplay401ApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplay403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReplay403ApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplay404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReplay404ApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplay429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetReplay429ApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReplaydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetReplaydefaultApplicationProblemPlusJSONResponse) VisitGetReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTokensRequestObject struct {
+}
+
+type ListTokensResponseObject interface {
+	VisitListTokensResponse(w http.ResponseWriter) error
+}
+
+type ListTokens200JSONResponse TokenList
+
+func (response ListTokens200JSONResponse) VisitListTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTokens401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListTokens401ApplicationProblemPlusJSONResponse) VisitListTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTokens403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListTokens403ApplicationProblemPlusJSONResponse) VisitListTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTokens429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListTokens429ApplicationProblemPlusJSONResponse) VisitListTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListTokensdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListTokensdefaultApplicationProblemPlusJSONResponse) VisitListTokensResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeTokenRequestObject struct {
+	Id     TokenID `json:"id"`
+	Params RevokeTokenParams
+}
+
+type RevokeTokenResponseObject interface {
+	VisitRevokeTokenResponse(w http.ResponseWriter) error
+}
+
+type RevokeToken200JSONResponse Token
+
+func (response RevokeToken200JSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken400ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken401ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken403ApplicationProblemPlusJSONResponse Problem
+
+func (response RevokeToken403ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken404ApplicationProblemPlusJSONResponse Problem
+
+func (response RevokeToken404ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken409ApplicationProblemPlusJSONResponse Problem
+
+func (response RevokeToken409ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken422ApplicationProblemPlusJSONResponse Problem
+
+func (response RevokeToken422ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeToken429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeToken429ApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeTokendefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokeTokendefaultApplicationProblemPlusJSONResponse) VisitRevokeTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -1657,9 +2897,27 @@ type StrictServerInterface interface {
 	// RetryEventNow Make a pending event due at once
 	// (POST /events/{id}/retry-now)
 	RetryEventNow(ctx context.Context, request RetryEventNowRequestObject) (RetryEventNowResponseObject, error)
+	// ListFailureGroups The failure groups, the largest first
+	// (GET /failures)
+	ListFailureGroups(ctx context.Context, request ListFailureGroupsRequestObject) (ListFailureGroupsResponseObject, error)
+	// RetryFailureGroup Retry every event of a failure group
+	// (POST /failures/retry)
+	RetryFailureGroup(ctx context.Context, request RetryFailureGroupRequestObject) (RetryFailureGroupResponseObject, error)
 	// GetOpenAPI This document
 	// (GET /openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
+	// CreateReplay Replay the event log's events a filter matches
+	// (POST /replays)
+	CreateReplay(ctx context.Context, request CreateReplayRequestObject) (CreateReplayResponseObject, error)
+	// GetReplay A replay and its progress
+	// (GET /replays/{id})
+	GetReplay(ctx context.Context, request GetReplayRequestObject) (GetReplayResponseObject, error)
+	// ListTokens Every account's API tokens
+	// (GET /tokens)
+	ListTokens(ctx context.Context, request ListTokensRequestObject) (ListTokensResponseObject, error)
+	// RevokeToken Revoke an API token
+	// (POST /tokens/{id}/revoke)
+	RevokeToken(ctx context.Context, request RevokeTokenRequestObject) (RevokeTokenResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx echo.Context, request any) (any, error)
@@ -1874,6 +3132,79 @@ func (sh *strictHandler) RetryEventNow(ctx echo.Context, id EventID, params Retr
 	return nil
 }
 
+// ListFailureGroups operation middleware
+func (sh *strictHandler) ListFailureGroups(ctx echo.Context, params ListFailureGroupsParams) error {
+	var request ListFailureGroupsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListFailureGroups(ctx.Request().Context(), request.(ListFailureGroupsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListFailureGroups")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListFailureGroupsResponseObject); ok {
+		return validResponse.VisitListFailureGroupsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RetryFailureGroup operation middleware
+func (sh *strictHandler) RetryFailureGroup(ctx echo.Context, params RetryFailureGroupParams) error {
+	var request RetryFailureGroupRequestObject
+
+	request.Params = params
+
+	var body RetryFailureGroupJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryFailureGroup(ctx.Request().Context(), request.(RetryFailureGroupRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryFailureGroup")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RetryFailureGroupResponseObject); ok {
+		return validResponse.VisitRetryFailureGroupResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // GetOpenAPI operation middleware
 func (sh *strictHandler) GetOpenAPI(ctx echo.Context) error {
 	var request GetOpenAPIRequestObject
@@ -1891,6 +3222,128 @@ func (sh *strictHandler) GetOpenAPI(ctx echo.Context) error {
 		return err
 	} else if validResponse, ok := response.(GetOpenAPIResponseObject); ok {
 		return validResponse.VisitGetOpenAPIResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CreateReplay operation middleware
+func (sh *strictHandler) CreateReplay(ctx echo.Context, params CreateReplayParams) error {
+	var request CreateReplayRequestObject
+
+	request.Params = params
+
+	var body CreateReplayJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateReplay(ctx.Request().Context(), request.(CreateReplayRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateReplay")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CreateReplayResponseObject); ok {
+		return validResponse.VisitCreateReplayResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetReplay operation middleware
+func (sh *strictHandler) GetReplay(ctx echo.Context, id ReplayID) error {
+	var request GetReplayRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReplay(ctx.Request().Context(), request.(GetReplayRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReplay")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetReplayResponseObject); ok {
+		return validResponse.VisitGetReplayResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListTokens operation middleware
+func (sh *strictHandler) ListTokens(ctx echo.Context) error {
+	var request ListTokensRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListTokens(ctx.Request().Context(), request.(ListTokensRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListTokens")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListTokensResponseObject); ok {
+		return validResponse.VisitListTokensResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RevokeToken operation middleware
+func (sh *strictHandler) RevokeToken(ctx echo.Context, id TokenID, params RevokeTokenParams) error {
+	var request RevokeTokenRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeToken(ctx.Request().Context(), request.(RevokeTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeToken")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RevokeTokenResponseObject); ok {
+		return validResponse.VisitRevokeTokenResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

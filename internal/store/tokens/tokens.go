@@ -17,7 +17,6 @@ import (
 	"unicode"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/store"
 	"github.com/hookd/hookd/internal/store/accounts"
@@ -118,11 +117,12 @@ const MaxNameLength = 100
 
 // Store runs the tokens' queries.
 type Store struct {
-	pool *pgxpool.Pool
+	pool store.DBTX
 }
 
-// New returns a Store over pool.
-func New(pool *pgxpool.Pool) *Store {
+// New returns a Store over pool (a pool, or what a store of the same
+// database runs on: queue.Store.DB).
+func New(pool store.DBTX) *Store {
 	return &Store{pool: pool}
 }
 
