@@ -85,10 +85,11 @@ run: db build $(DEV_ENV)
 docs:
 	go test ./internal/config -run TestDocs_TablesAreGenerated -update
 
-# /api/v1's generated server (web/api/api.gen.go) and the JSON document it
-# serves (web/api/openapi.json), both from web/api/openapi.yaml.
+# /api/v1's generated server (web/api/api.gen.go), its Go client
+# (web/api/apiclient, which the hookd command line uses) and the JSON
+# document it serves (web/api/openapi.json), all from web/api/openapi.yaml.
 api:
-	go generate ./web/api
+	go generate ./web/api/...
 	go test ./web/api -run TestDocument_CommittedJSONIsTheYAML -update
 
 # Static checks first: they are cheap and say most precisely what is wrong.
@@ -102,7 +103,7 @@ check:
 	@go tool templ generate >/dev/null 2>&1 && git diff --exit-code --stat -- views || \
 	  { echo "views: templ generate changed the committed *_templ.go files"; exit 1; }
 	@$(MAKE) -s api >/dev/null && git diff --exit-code --stat -- web/api || \
-	  { echo "web/api: make api changed the committed api.gen.go or openapi.json (run: make api)"; exit 1; }
+	  { echo "web/api: make api changed the committed api.gen.go, apiclient.gen.go or openapi.json (run: make api)"; exit 1; }
 
 test: db pgbouncer browser stripe-mock oidc-provider jaeger check
 	go test -race -count=1 -timeout 20m ./...
