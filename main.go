@@ -24,7 +24,9 @@
 //	hookd tokens create --name NAME --scope read|operate|admin [--expires 90d] --account EMAIL
 //	                make an API token for an account; its secret is printed once
 //	hookd tokens list [--json] | hookd tokens revoke ID
-//	                list the API tokens, revoke one
+//	                list the API tokens, revoke one (through the API when HOOKD_API_URL is set)
+//	hookd events list|show|retry, hookd failures list|retry, hookd replay create|show, hookd pause, hookd resume
+//	                the dashboard's actions through the API of the hookd HOOKD_API_URL names (internal/cli)
 //	hookd version   print the version
 //
 // Every setting comes from an environment variable, overridable by a flag;
@@ -48,6 +50,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/internal/cli"
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/demoapp"
 	"github.com/hookd/hookd/internal/tokencmd"
@@ -60,11 +63,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "hookd:", err)
-		}
-		os.Exit(2)
+		os.Exit(exitCode(err, os.Stderr))
 	}
+}
+
+// exitCode says err on stderr and returns the code hookd exits with: the
+// API commands' own (internal/cli: 1 refused, 2 bad usage, 3 hookd
+// unreachable or failing), 0 after -h, else 2.
+func exitCode(err error, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(stderr, "hookd:", err)
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		return coded.ExitCode()
+	}
+	return 2
 }
 
 // run is the whole program; main only gives it the process's environment, so
@@ -72,7 +87,10 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string,
 	stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && !isFlag(args[0]) {
+	switch {
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help"):
+		cmd = "help" // serve -h lists serve's settings
+	case len(args) > 0 && !isFlag(args[0]):
 		cmd, args = args[0], args[1:]
 	}
 	if command, ok := commands[cmd]; ok {
@@ -112,11 +130,16 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"reconcile":       reconcileCommand,
 	"erase":           eraseCommand,
 	"tokens":          tokensCommand,
+	"events":          cli.Events,
+	"failures":        cli.Failures,
+	"replay":          cli.Replay,
+	"pause":           cli.Pause,
+	"resume":          cli.Resume,
 }
 
 // tokensCommand runs `hookd tokens` (internal/tokencmd) on the database,
 // migrated first like the accounts' commands, auditing in the command
-// line's name.
+// line's name; list and revoke through the API when HOOKD_API_URL is set.
 func tokensCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return tokencmd.Run(ctx, args, getenv, stdout, stderr, tokencmd.Deps{
 		Open: func(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
@@ -124,6 +147,9 @@ func tokensCommand(ctx context.Context, args []string, getenv func(string) strin
 			return pool, err
 		},
 		Actor: commandLineActor(),
+		Remote: func(getenv func(string) string) (tokencmd.Backend, error) {
+			return cli.NewTokens(getenv)
+		},
 	})
 }
 
@@ -153,7 +179,27 @@ Commands:
   tokens list [--json]
                    list every account's API tokens
   tokens revoke ID revoke an API token, audited: requests with it are refused at once
+                   (list and revoke go through the API when HOOKD_API_URL is set)
   version          print the version
+
+Through the API of the hookd HOOKD_API_URL names, with the token HOOKD_API_TOKEN:
+  events list [--status dead|pending|failed|retrying] [--type T] [--json]
+                   list the queue's events, dead ones by default
+  events show ID [--json]
+                   an event (evt_...) with its attempts and payload
+  events retry ID... [--json]
+                   send dead events back to the queue, due now
+  failures list [--type T] [--json]
+                   the failure groups, the largest first
+  failures retry GROUP [--type T] [--dry-run] [--json]
+                   retry every event of a failure group
+  replay create --name NAME --from TIME [--to TIME] [--types a,b] [--status processed,pending,dead] [--dry-run] [--no-wait]
+                   replay the event log's events to the app, on the server; shows its progress until done
+  replay show ID [--wait] [--json]
+                   a replay's progress
+  pause --reason R pause every delivery to the app
+  resume           resume delivery, or close an open circuit breaker
+  Exit codes: 0 done, 1 refused, 2 bad usage, 3 hookd unreachable or failing.
 
 Run "hookd <command> -h" for a command's flags.
 `

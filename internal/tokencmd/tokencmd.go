@@ -1,7 +1,8 @@
 // Package tokencmd is `hookd tokens`: create an API token for an account,
 // list the tokens, and revoke one, each audited in the command line's name.
 // Create always works on the database, which is how the first token is
-// made; list and revoke go through a Backend.
+// made; list and revoke go through a Backend: the API when HOOKD_API_URL
+// is set, else the database.
 package tokencmd
 
 import (
@@ -34,6 +35,9 @@ type Deps struct {
 	Open func(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error)
 	// Actor is who the audit log names for the command's changes.
 	Actor string
+	// Remote opens the API of the hookd HOOKD_API_URL names, where list
+	// and revoke act when it is set (the command line's client).
+	Remote func(getenv func(string) string) (Backend, error)
 }
 
 // databaseSettings are the only settings the command reads, so its -h
@@ -72,10 +76,18 @@ func openDatabase(ctx context.Context, cmd string, args []string, getenv func(st
 	return NewDatabase(pool, deps.Actor), pool.Close, nil
 }
 
-// openBackend opens where list and revoke act, reading the settings and
-// the command's own flags (extra) as openDatabase does: hookd's database.
+// openBackend opens where list and revoke act, reading the command's own
+// flags (extra): the API of the hookd HOOKD_API_URL names when it is set,
+// else hookd's database, whose settings it reads as openDatabase does.
 func openBackend(ctx context.Context, cmd string, args []string, getenv func(string) string, stderr io.Writer,
 	deps Deps, extra func(*flag.FlagSet)) (_ Backend, closeBackend func(), _ error) {
+	if getenv("HOOKD_API_URL") != "" && deps.Remote != nil {
+		if _, err := config.ParseOnly("tokens "+cmd, nil, args, getenv, stderr, extra); err != nil {
+			return nil, nil, err
+		}
+		api, err := deps.Remote(getenv)
+		return api, func() {}, err
+	}
 	db, closeDB, err := openDatabase(ctx, cmd, args, getenv, stderr, deps, extra)
 	if err != nil {
 		return nil, nil, err
