@@ -48,6 +48,9 @@ func writes(ev string) []struct {
 		{"/events/" + ev + "/retry-now", nil},
 		{"/delivery/pause", map[string]string{"reason": "deploy"}},
 		{"/delivery/resume", nil},
+		{"/failures/retry", map[string]string{"group": "downstream returned <n>"}},
+		{"/replays", map[string]string{"name": "fix", "from": "2026-01-01T00:00:00Z", "to": "2036-01-01T00:00:00Z"}},
+		{"/tokens/1/revoke", nil},
 	}
 }
 
