@@ -165,14 +165,7 @@ func (d *dashboard) handleRevokeToken() echo.HandlerFunc {
 		if t.RevokedAt != nil {
 			return alreadyRevoked()
 		}
-		var revoked tokens.Token
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var err error
-			if revoked, err = d.tokens.Revoke(ctx, tx.PgxTx(), t.ID); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.TokenRevoke, revoked.AuditTarget(), 1)
-		})
+		revoked, err := d.actions.RevokeToken(ctx, d.actor(c), t.ID)
 		if errors.Is(err, tokens.ErrAlreadyRevoked) {
 			return alreadyRevoked()
 		}
