@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
@@ -15,7 +16,7 @@ import (
 // eraseCommand runs `hookd erase -customer cus_...`, for a GDPR request:
 // the event log's payloads of every event about the customer are cleared,
 // their metadata kept with when and by whom, and the erasure audited in
-// the same transaction.
+// the same transaction: the dashboard's erase, in actions.
 func eraseCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var customer string
 	// Only the database's settings: -h lists erase's own flags, not every
@@ -38,14 +39,8 @@ func eraseCommand(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer pool.Close()
-	by := commandLineActor()
-	var erased queue.Erased
-	err = queue.New(pool).InTx(ctx, func(tx *queue.Tx) error {
-		if erased, err = tx.EraseCustomer(ctx, customer, by); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx.PgxTx(), by, audit.Erase, customer, erased.Payloads)
-	})
+	by := actions.Actor{Account: audit.Account{Email: commandLineActor()}}
+	erased, err := actions.New(actions.Stores{Queue: queue.New(pool)}).Erase(ctx, by, customer)
 	if err != nil {
 		return err
 	}

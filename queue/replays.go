@@ -329,12 +329,15 @@ func (s *Store) Replay(ctx context.Context, id int64) (Replay, error) {
 	return oneRow[Replay](ctx, s.db, fmt.Sprintf("read replay %d", id), `SELECT `+replayColumns+` FROM replays WHERE id = $1`, id)
 }
 
-// maxReplaysListed bounds the list of replays.
-const maxReplaysListed = 100
+// MaxReplaysListed is the most replays one read of the list returns: the
+// dashboard's page of them.
+const MaxReplaysListed = 100
 
-// Replays returns the latest replays, newest first.
-func (s *Store) Replays(ctx context.Context) ([]Replay, error) {
-	out, err := store.QueryAll[Replay](ctx, s.db, `SELECT `+replayColumns+` FROM replays ORDER BY id DESC LIMIT $1`, maxReplaysListed)
+// Replays returns up to limit replays (at most MaxReplaysListed), newest
+// first: the latest, or those before replay id before when it is not 0.
+func (s *Store) Replays(ctx context.Context, before int64, limit int) ([]Replay, error) {
+	out, err := store.QueryAll[Replay](ctx, s.db, `SELECT `+replayColumns+` FROM replays
+		WHERE $1::bigint = 0 OR id < $1 ORDER BY id DESC LIMIT $2`, before, min(max(limit, 1), MaxReplaysListed))
 	if err != nil {
 		return nil, fmt.Errorf("read replays: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/accounts"
-	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/views"
 )
@@ -34,7 +34,7 @@ func (d *dashboard) renderAccounts(c echo.Context, status int, add views.Account
 // filling in the accounts and their tokens.
 func (d *dashboard) renderAccountList(c echo.Context, status int, l views.AccountList, errMsg string) error {
 	ctx := c.Request().Context()
-	users, err := d.accounts.Users(ctx)
+	users, err := d.actions.Accounts(ctx)
 	if err != nil {
 		return err
 	}
@@ -79,11 +79,6 @@ func accountViews(users []accounts.User) []views.Account {
 	return out
 }
 
-// accountText names an account and its role in flashes and the audit log.
-func accountText(u accounts.User) string {
-	return fmt.Sprintf("%s (%s)", u.Email, u.Role)
-}
-
 // refusal returns the reason of an *accounts.RefusedError as a sentence
 // starting with what did not happen, and ok false for any other error.
 func refusal(err error, what string) (string, bool) {
@@ -104,14 +99,7 @@ func (d *dashboard) handleAddAccount() echo.HandlerFunc {
 			return d.renderAccounts(c, http.StatusUnprocessableEntity, form, "")
 		}
 		form.Role = role
-		var u accounts.User
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var err error
-			if u, err = tx.CreateUser(ctx, form.Email, c.FormValue("password"), role); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountAdd, accountText(u), 1)
-		})
+		u, err := d.actions.AddAccount(ctx, d.actor(c), form.Email, c.FormValue("password"), role)
 		if msg, ok := refusal(err, "Not added"); ok {
 			form.Error = msg
 			return d.renderAccounts(c, http.StatusUnprocessableEntity, form, "")
@@ -119,7 +107,7 @@ func (d *dashboard) handleAddAccount() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		flash(c, "Added "+accountText(u))
+		flash(c, "Added "+actions.AccountText(u))
 		return c.Redirect(http.StatusSeeOther, "/accounts")
 	}
 }
@@ -158,20 +146,12 @@ func (d *dashboard) handleSetRole() echo.HandlerFunc {
 			return d.renderAccounts(c, http.StatusUnprocessableEntity, views.AccountForm{},
 				"Not changed: "+err.Error()+".")
 		}
-		me := currentUser(c)
-		var before accounts.User
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var err error
-			if before, err = tx.SetRole(ctx, me.ID, id, role); err != nil || before.Role == role {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountRole,
-				fmt.Sprintf("%s from %s to %s", before.Email, before.Role, role), 1)
-		})
+		r, err := d.actions.SetRole(ctx, d.actor(c), id, role)
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not changed")
 		}
-		if before.Role == role {
+		before := r.Before
+		if !r.Changed {
 			flash(c, fmt.Sprintf("%s is already %s; nothing was changed.", before.Email, role))
 		} else {
 			flash(c, fmt.Sprintf("%s is now %s", before.Email, role))
@@ -189,7 +169,7 @@ func (d *dashboard) handleRemovePreview() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		u, err := d.accounts.User(c.Request().Context(), id)
+		u, err := d.actions.RemoveAccount(c.Request().Context(), d.actor(c), id, true)
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not removed")
 		}
@@ -204,15 +184,7 @@ func (d *dashboard) handleRemove() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		me := currentUser(c)
-		var removed accounts.User
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var err error
-			if removed, err = tx.RemoveUser(ctx, me.ID, id); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.AccountRemove, accountText(removed), 1)
-		})
+		removed, err := d.actions.RemoveAccount(ctx, d.actor(c), id, false)
 		if err != nil {
 			return d.accountChangeFailed(c, err, "Not removed")
 		}
@@ -232,14 +204,7 @@ func (d *dashboard) handleEndSessions() echo.HandlerFunc {
 		if !ok {
 			return err
 		}
-		var ended accounts.User
-		err = d.accounts.InTx(ctx, func(tx *accounts.Tx) error {
-			var err error
-			if ended, err = tx.EndSessions(ctx, id); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.SessionsEnd, accountText(ended), 1)
-		})
+		ended, err := d.actions.EndSessions(ctx, d.actor(c), id)
 		if err != nil {
 			return d.accountChangeFailed(c, err, "No session ended")
 		}

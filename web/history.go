@@ -1,15 +1,14 @@
 package web
 
 import (
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/internal/store/audit"
-	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/internal/actions"
 )
 
 // objectPrefixes are the Stripe id prefixes the search box reads as an
@@ -34,20 +33,12 @@ func isObjectID(q string) bool {
 // to admins.
 func (d *dashboard) handleErase() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
 		customer := strings.TrimSpace(c.FormValue("customer"))
-		if err := queue.CheckCustomerID(customer); err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Nothing erased: %v.", err))
+		erased, err := d.actions.Erase(c.Request().Context(), d.actor(c), customer)
+		var invalid *actions.InvalidError
+		if errors.As(err, &invalid) {
+			return echo.NewHTTPError(http.StatusBadRequest, invalid.Detail)
 		}
-		email := currentUser(c).Email
-		var erased queue.Erased
-		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
-			var err error
-			if erased, err = tx.EraseCustomer(ctx, customer, email); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.Erase, customer, erased.Payloads)
-		})
 		if err != nil {
 			return err
 		}

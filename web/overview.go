@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/reconcileruns"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
@@ -53,7 +54,7 @@ func (d *dashboard) overviewStats(ctx context.Context, delivery queue.DeliveryCo
 }
 
 func (d *dashboard) retentionDays() string {
-	return strconv.Itoa(max(minPruneDays, int(d.opts.MarkerRetention/(24*time.Hour))))
+	return strconv.Itoa(max(actions.MinPruneDays, int(d.opts.MarkerRetention/(24*time.Hour))))
 }
 
 // renderOverview renders the overview; prune and rec carry the state of

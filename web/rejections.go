@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/views"
@@ -37,15 +39,17 @@ func (d *dashboard) handleRejections() echo.HandlerFunc {
 			Reason:         rejections.Reason(c.QueryParam("reason")),
 			ClaimedEventID: strings.TrimSpace(c.QueryParam("q")),
 		}
-		if f.Reason != "" && !views.KnownRejectReason(f.Reason) {
-			return echo.NewHTTPError(http.StatusBadRequest, "There is no refusal reason "+strconv.Quote(string(f.Reason))+".")
-		}
 		pageNum := pageParam(c)
 		f.Limit, f.Offset = perPage, (pageNum-1)*perPage
-		page, err := d.rejections.List(c.Request().Context(), f)
+		read, err := d.actions.Rejections(c.Request().Context(), f, "")
+		var invalid *actions.InvalidError
+		if errors.As(err, &invalid) {
+			return echo.NewHTTPError(http.StatusBadRequest, invalid.Detail)
+		}
 		if err != nil {
 			return err
 		}
+		page := read.Page
 		l := views.RejectionList{Filter: f, Page: page, PageNum: pageNum, PerPage: perPage,
 			RetentionDays: max(1, int(d.opts.MarkerRetention.Hours()/24)), Tolerance: receiver.SignatureTolerance}
 		if pageNum > 1 {

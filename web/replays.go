@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/actions"
-	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
 )
@@ -28,11 +27,11 @@ func (d *dashboard) handleReplays() echo.HandlerFunc {
 }
 
 func (d *dashboard) renderReplays(c echo.Context, status int, form views.ReplayForm) error {
-	rs, err := d.reads.Replays(c.Request().Context())
+	rs, err := d.actions.Replays(c.Request().Context(), "", queue.MaxReplaysListed)
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.Replays(d.page(c, "Replays", "replays"), views.ReplaysPage{Replays: rs, Form: form}))
+	return render(c, status, views.Replays(d.page(c, "Replays", "replays"), views.ReplaysPage{Replays: rs.Replays, Form: form}))
 }
 
 // replayForm reads a replay's filter from the form, and says what is
@@ -195,15 +194,7 @@ func (d *dashboard) handleCancelReplay() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		email := currentUser(c).Email
-		var r queue.Replay
-		err = d.store.InTx(ctx, func(tx *queue.Tx) error {
-			if r, err = tx.CancelReplay(ctx, id, email); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.ReplayCancel,
-				fmt.Sprintf("replay %d %q", r.ID, r.Name), r.Remaining())
-		})
+		r, err := d.actions.CancelReplay(ctx, d.actor(c), id)
 		switch {
 		case errors.Is(err, queue.ErrNotFound):
 			return echo.NewHTTPError(http.StatusNotFound, "No such replay: it may have been pruned with the events it replayed.")
@@ -212,7 +203,6 @@ func (d *dashboard) handleCancelReplay() echo.HandlerFunc {
 		case err != nil:
 			return err
 		default:
-			d.opts.Replayer.Cancelled(id)
 			flash(c, fmt.Sprintf("Replay “%s” cancelled: %s not delivered.", r.Name, views.Plural(r.Remaining(), "event", "events")))
 		}
 		return c.Redirect(http.StatusSeeOther, "/replays/"+strconv.FormatInt(id, 10))

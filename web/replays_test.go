@@ -87,7 +87,7 @@ func TestReplays_PreviewStartCancelAndTheEventsPage(t *testing.T) {
 	if entry.Email != "operator@example.com" || entry.Count != 2 || !strings.Contains(entry.Target, "app bug #123 fix") {
 		t.Errorf("start audited as %+v", entry)
 	}
-	rs, err := b.store.Replays(t.Context())
+	rs, err := b.store.Replays(t.Context(), 0, queue.MaxReplaysListed)
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("replays: %v, %v", rs, err)
 	}

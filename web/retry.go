@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/actions"
-	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/views"
 )
@@ -53,40 +52,22 @@ func (d *dashboard) handleRetryNow() echo.HandlerFunc {
 
 func (d *dashboard) handleRetryAllPreview() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		f := listFilter(c, queue.StatusDead)
-		n, err := d.reads.CountEvents(c.Request().Context(), f)
+		r, err := d.actions.RetryDead(c.Request().Context(), d.actor(c), listFilter(c, queue.StatusDead), true)
 		if err != nil {
 			return err
 		}
 		p := d.page(c, "Retry all?", "dead")
-		return render(c, http.StatusOK, views.RetryAllConfirm(p, f, n, listURL(f, 1)))
+		return render(c, http.StatusOK, views.RetryAllConfirm(p, r.Filter, r.Selected, listURL(r.Filter, 1)))
 	}
 }
 
 func (d *dashboard) handleRetryAll() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx := c.Request().Context()
-		f := listFilter(c, queue.StatusDead)
-		var r queue.RetriedDead
-		err := d.store.InTx(ctx, func(tx *queue.Tx) error {
-			var err error
-			if r, err = tx.RetryDeadMatching(ctx, f); err != nil {
-				return err
-			}
-			return audit.RecordAccount(ctx, tx.PgxTx(), actor(c), audit.RetryAll, filterText(f), r.Queued)
-		})
+		r, err := d.actions.RetryDead(c.Request().Context(), d.actor(c), listFilter(c, queue.StatusDead), false)
 		if err != nil {
 			return err
 		}
-		flash(c, views.RetriedDeadText(r))
-		return c.Redirect(http.StatusSeeOther, listURL(f, 1))
+		flash(c, views.RetriedDeadText(r.RetriedDead))
+		return c.Redirect(http.StatusSeeOther, listURL(r.Filter, 1))
 	}
-}
-
-// filterText records a bulk retry's filter in the audit log.
-func filterText(f queue.EventFilter) string {
-	if filter := views.DescribeFilter(f); filter != "" {
-		return "dead events with " + filter
-	}
-	return "all dead events"
 }

@@ -264,7 +264,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.Actions == nil && opts.Stores.Queue != nil {
 		opts.Actions = actions.New(actions.Stores{Queue: opts.Stores.Queue, Reads: opts.Stores.Reads,
-			Audit: opts.Stores.Audit, Control: opts.Control, Replayer: opts.Replayer, Logger: opts.Logger})
+			Audit: opts.Stores.Audit, Control: opts.Control, Logger: opts.Logger,
+			Accounts: opts.Stores.Accounts, Rejections: opts.Stores.Rejections, Reconciler: opts.Reconciler,
+			Replayer: opts.Replayer, Stripe: opts.Stripe})
 	}
 	if opts.API != nil && opts.API.Actions == nil {
 		withActions := *opts.API

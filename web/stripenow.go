@@ -1,18 +1,13 @@
 package web
 
 import (
-	"context"
+	"errors"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/hookd/hookd/internal/stripeapi"
+	"github.com/hookd/hookd/internal/actions"
 )
-
-// stripeNowTimeout bounds one fetch of an object from Stripe, its wait for
-// the API budget included.
-const stripeNowTimeout = 15 * time.Second
 
 // handleEventInStripe is "Show it in Stripe now": it fetches the object the
 // event is about from Stripe's API, within the process's budget, and shows
@@ -25,21 +20,17 @@ func (d *dashboard) handleEventInStripe() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		ref, snapshot, ok := stripeapi.EventObject([]byte(detail.Event.Payload))
+		s, err := d.actions.ObjectInStripe(c.Request().Context(), detail.Event)
 		switch {
-		case !ok:
-			return echo.NewHTTPError(http.StatusUnprocessableEntity, "this event names no object hookd can fetch from Stripe")
-		case d.opts.Stripe == nil:
+		case errors.Is(err, actions.ErrNoStripeObject):
+			return echo.NewHTTPError(http.StatusUnprocessableEntity, err.Error())
+		case errors.Is(err, actions.ErrStripeOff):
 			return d.renderEvent(c, http.StatusConflict, detail)
-		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), stripeNowTimeout)
-		defer cancel()
-		current, err := d.opts.Stripe.Object(ctx, ref)
-		if err != nil {
-			detail.Stripe.Error = "Stripe did not give " + ref.String() + ": " + err.Error()
+		case err != nil:
+			detail.Stripe.Error = "Stripe did not give " + s.Object.String() + ": " + err.Error()
 			return d.renderEvent(c, http.StatusBadGateway, detail)
 		}
-		detail.Stripe = detail.Stripe.WithObject(snapshot, current)
+		detail.Stripe = detail.Stripe.WithObject(s.Snapshot, s.Current)
 		return d.renderEvent(c, http.StatusOK, detail)
 	}
 }

@@ -8,10 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/store/tokens"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/reconcile"
 )
 
 // Actions are the actions over hookd's stores.
@@ -22,32 +26,51 @@ type Actions struct {
 	reads   *queue.Store
 	audit   *audit.Log
 	control *worker.Control
-	tokens  *tokens.Store
-	// replayer is woken when a replay starts; nil leaves the replay to
-	// the runners' next look (worker.DefaultReplayInterval).
-	replayer interface{ Wake() }
-	logger   *slog.Logger
+	logger  *slog.Logger
+
+	tokens     *tokens.Store
+	accounts   *accounts.Store
+	rejections *rejections.Store
+	reconciler *reconcile.Reconciler
+	replayer   Replayer
+	stripe     *stripeapi.Client
 }
 
 // Stores are what New takes: the queue the actions write, the reader
 // their reads go through (nil reads Queue), the audit log, and this
-// replica's copy of delivery control (nil where delivery runs elsewhere),
-// the API tokens (nil: on Queue's database), and this replica's runner of
-// replays, which a start wakes (nil: none here).
+// replica's copy of delivery control (nil where delivery runs elsewhere);
+// then the API tokens (nil: on Queue's database), the accounts and the
+// rejection log, and what some actions need when hookd has it: the
+// reconciler (nil: reconciliation is off), this replica's runner of
+// replays (nil: none here), and Stripe's API (nil: no STRIPE_API_KEY).
 type Stores struct {
-	Queue    *queue.Store
-	Reads    *queue.Store
-	Audit    *audit.Log
-	Control  *worker.Control
-	Tokens   *tokens.Store
-	Replayer interface{ Wake() }
-	Logger   *slog.Logger
+	Queue   *queue.Store
+	Reads   *queue.Store
+	Audit   *audit.Log
+	Control *worker.Control
+	Logger  *slog.Logger
+
+	Tokens     *tokens.Store
+	Accounts   *accounts.Store
+	Rejections *rejections.Store
+	Reconciler *reconcile.Reconciler
+	Replayer   Replayer
+	Stripe     *stripeapi.Client
+}
+
+// Replayer is this replica's runner of replays (worker.Replayer), as the
+// actions tell it: a start wakes it, so that the replay starts at once; a
+// cancel stops its batch of that replay from starting another delivery.
+type Replayer interface {
+	Wake()
+	Cancelled(id int64)
 }
 
 // New returns the actions over s.
 func New(s Stores) *Actions {
-	a := &Actions{queue: s.Queue, reads: s.Reads, audit: s.Audit, control: s.Control, tokens: s.Tokens,
-		replayer: s.Replayer, logger: s.Logger}
+	a := &Actions{queue: s.Queue, reads: s.Reads, audit: s.Audit, control: s.Control, logger: s.Logger,
+		tokens: s.Tokens, accounts: s.Accounts, rejections: s.Rejections, reconciler: s.Reconciler,
+		replayer: s.Replayer, stripe: s.Stripe}
 	if a.reads == nil {
 		a.reads = a.queue
 	}
@@ -56,6 +79,9 @@ func New(s Stores) *Actions {
 	}
 	if a.tokens == nil {
 		a.tokens = tokens.New(a.queue.DB())
+	}
+	if a.rejections == nil {
+		a.rejections = rejections.New(a.reads.DB())
 	}
 	if a.logger == nil {
 		a.logger = slog.New(slog.DiscardHandler)

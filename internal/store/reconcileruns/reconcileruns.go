@@ -93,7 +93,7 @@ type Trigger string
 const (
 	TriggerSchedule  Trigger = "schedule"  // the loop in hookd serve
 	TriggerCommand   Trigger = "command"   // hookd reconcile
-	TriggerDashboard Trigger = "dashboard" // an operator
+	TriggerDashboard Trigger = "dashboard" // an operator, on the dashboard or through /api/v1
 	TriggerFailover  Trigger = "failover"  // hookd noticed the database failed over
 )
 
@@ -143,6 +143,21 @@ func (s *Store) Record(ctx context.Context, trigger Trigger, startedAt, since ti
 		return fmt.Errorf("record reconcile run: %w", err)
 	}
 	return nil
+}
+
+// runColumns are Run's columns.
+const runColumns = `id, started_at, finished_at, trigger, since, examined, already_processed, already_queued,
+	recovered, queued, in_flight, skipped_type, skipped_young, error`
+
+// Runs returns up to limit finished runs, the latest first: from the
+// latest, or those before run id before when it is not 0.
+func (s *Store) Runs(ctx context.Context, before int64, limit int) ([]Run, error) {
+	runs, err := store.QueryAll[Run](ctx, s.db, `SELECT `+runColumns+` FROM reconcile_runs
+		WHERE $1::bigint = 0 OR id < $1 ORDER BY id DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read reconcile runs: %w", err)
+	}
+	return runs, nil
 }
 
 // Last returns the most recently finished run, or queue.ErrNotFound.

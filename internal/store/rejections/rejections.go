@@ -131,6 +131,15 @@ type Filter struct {
 	// claimed this event id.
 	ClaimedEventID string
 	Limit, Offset  int
+	// After, when set, starts the page after this refusal in the order
+	// (a page by cursor), in place of Offset.
+	After *Key
+}
+
+// Key is a refusal's place in the log's order, newest first.
+type Key struct {
+	At time.Time
+	ID int64
 }
 
 // Page is one page of the rejection log, newest first, and the
@@ -155,6 +164,11 @@ func (s *Store) List(ctx context.Context, f Filter) (Page, error) {
 	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM webhook_rejections WHERE `+where, args...).
 		Scan(&page.Total); err != nil {
 		return Page{}, fmt.Errorf("count rejections: %w", err)
+	}
+	if f.After != nil {
+		args = append(args, f.After.At, f.After.ID)
+		where += fmt.Sprintf(" AND (at, id) < ($%d, $%d)", len(args)-1, len(args))
+		f.Offset = 0
 	}
 	limit := f.Limit
 	if limit <= 0 {
