@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -31,6 +33,24 @@ func (e EventStatus) Valid() bool {
 	case EventStatusFailed:
 		return true
 	case EventStatusRetrying:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Mode.
+const (
+	Live Mode = "live"
+	Test Mode = "test"
+)
+
+// Valid indicates whether the value is a known member of the Mode enum.
+func (e Mode) Valid() bool {
+	switch e {
+	case Live:
+		return true
+	case Test:
 		return true
 	default:
 		return false
@@ -73,6 +93,27 @@ func (e ReplayStatus) Valid() bool {
 	case ReplayStatusPending:
 		return true
 	case ReplayStatusProcessed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Role.
+const (
+	RoleAdmin    Role = "admin"
+	RoleOperator Role = "operator"
+	RoleViewer   Role = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case RoleAdmin:
+		return true
+	case RoleOperator:
+		return true
+	case RoleViewer:
 		return true
 	default:
 		return false
@@ -124,22 +165,35 @@ func (e ListEventsParamsStatus) Valid() bool {
 	}
 }
 
-// Defines values for ListEventsParamsMode.
-const (
-	Live ListEventsParamsMode = "live"
-	Test ListEventsParamsMode = "test"
-)
+// Account defines model for Account.
+type Account struct {
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
 
-// Valid indicates whether the value is a known member of the ListEventsParamsMode enum.
-func (e ListEventsParamsMode) Valid() bool {
-	switch e {
-	case Live:
-		return true
-	case Test:
-		return true
-	default:
-		return false
-	}
+	// FromProvider It signs in through the identity provider.
+	FromProvider bool       `json:"from_provider"`
+	Id           int64      `json:"id"`
+	LastSignInAt *time.Time `json:"last_sign_in_at,omitempty"`
+	Role         Role       `json:"role"`
+}
+
+// AccountList defines model for AccountList.
+type AccountList struct {
+	Accounts []Account `json:"accounts"`
+}
+
+// AccountRemoval defines model for AccountRemoval.
+type AccountRemoval struct {
+	Account Account `json:"account"`
+	DryRun  bool    `json:"dry_run"`
+	Removed bool    `json:"removed"`
+}
+
+// AddAccountRequest defines model for AddAccountRequest.
+type AddAccountRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Role     Role   `json:"role"`
 }
 
 // Attempt defines model for Attempt.
@@ -179,6 +233,23 @@ type AuditList struct {
 	NextCursor *string      `json:"next_cursor,omitempty"`
 }
 
+// DeadRetry defines model for DeadRetry.
+type DeadRetry struct {
+	DryRun bool `json:"dry_run"`
+
+	// Erased How many stayed dead, their payloads erased; 0 with dry_run.
+	Erased int64 `json:"erased"`
+
+	// Filter The dead events the filter selects, in words, as the audit log records it.
+	Filter string `json:"filter"`
+
+	// Queued How many went back to the queue; 0 with dry_run.
+	Queued int64 `json:"queued"`
+
+	// Selected How many dead events the filter selects.
+	Selected int64 `json:"selected"`
+}
+
 // Delivery defines model for Delivery.
 type Delivery struct {
 	BreakerOpen bool `json:"breaker_open"`
@@ -189,6 +260,33 @@ type Delivery struct {
 	PausedAt     *time.Time `json:"paused_at,omitempty"`
 	PausedBy     *string    `json:"paused_by,omitempty"`
 	PausedReason *string    `json:"paused_reason,omitempty"`
+}
+
+// DryRunRequest defines model for DryRunRequest.
+type DryRunRequest struct {
+	// DryRun Say what would be done, and do nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+}
+
+// EraseRequest defines model for EraseRequest.
+type EraseRequest struct {
+	// Customer The Stripe customer (cus_...).
+	Customer string `json:"customer"`
+}
+
+// Erased defines model for Erased.
+type Erased struct {
+	Customer string `json:"customer"`
+
+	// Dead How many of them were dead events', which can no longer be retried.
+	Dead int64 `json:"dead"`
+
+	// Payloads How many payloads were erased.
+	Payloads int64 `json:"payloads"`
+
+	// Pending Events about the customer still pending, which keep their payloads until delivered.
+	Pending int64  `json:"pending"`
+	Summary string `json:"summary"`
 }
 
 // Event defines model for Event.
@@ -256,6 +354,21 @@ type EventDetail struct {
 	QueueId openapi_types.UUID `json:"queue_id"`
 	Status  EventStatus        `json:"status"`
 	Type    string             `json:"type"`
+}
+
+// EventInStripe defines model for EventInStripe.
+type EventInStripe struct {
+	// Current The object as Stripe's API gave it now.
+	Current json.RawMessage `json:"current"`
+
+	// Id The Stripe event id.
+	Id string `json:"id"`
+
+	// Object The object fetched, as its type and id.
+	Object string `json:"object"`
+
+	// Snapshot The object as the event carried it; null for a thin event.
+	Snapshot *json.RawMessage `json:"snapshot,omitempty"`
 }
 
 // EventList defines model for EventList.
@@ -352,6 +465,9 @@ type GroupRetryRequest struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// Mode Only live or only test-mode events.
+type Mode string
+
 // PauseRequest defines model for PauseRequest.
 type PauseRequest struct {
 	// Reason Why; every dashboard page's banner shows it.
@@ -371,6 +487,173 @@ type Problem struct {
 
 	// Type A URI naming the kind of problem; about:blank for a plain HTTP status.
 	Type string `json:"type"`
+}
+
+// PruneRequest defines model for PruneRequest.
+type PruneRequest struct {
+	// Days Remove the ids older than this many days; at least 30.
+	Days int `json:"days"`
+
+	// DryRun Count them, and remove none.
+	DryRun *bool `json:"dry_run,omitempty"`
+}
+
+// Pruned defines model for Pruned.
+type Pruned struct {
+	Days   int  `json:"days"`
+	DryRun bool `json:"dry_run"`
+
+	// Removed How many ids were removed, or with dry_run would be.
+	Removed int64 `json:"removed"`
+}
+
+// PullRequest defines model for PullRequest.
+type PullRequest struct {
+	// Account The connected account (acct_...) the event is of; none for the account's own.
+	Account *string `json:"account,omitempty"`
+
+	// EventId The Stripe event id (evt_...).
+	EventId string `json:"event_id"`
+}
+
+// PullResult defines model for PullResult.
+type PullResult struct {
+	Changed bool   `json:"changed"`
+	Id      string `json:"id"`
+
+	// Outcome What the pipeline did: processed, queued (processing failed), duplicate (processed before) or already_queued.
+	Outcome string `json:"outcome"`
+
+	// Refilled The event was dead with its payload erased: Stripe's copy took its place and it is queued for retry.
+	Refilled bool `json:"refilled"`
+
+	// Result What was done, in words.
+	Result string `json:"result"`
+}
+
+// ReconcileCounts defines model for ReconcileCounts.
+type ReconcileCounts struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+	Examined         int64 `json:"examined"`
+	InFlight         int64 `json:"in_flight"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64 `json:"recovered"`
+	SkippedType  int64 `json:"skipped_type"`
+	SkippedYoung int64 `json:"skipped_young"`
+}
+
+// ReconcileRequest defines model for ReconcileRequest.
+type ReconcileRequest struct {
+	// DryRun Say what a run would do, and change nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Hours The window: the last this many hours, at most the longest window (GET /reconcile).
+	Hours int `json:"hours"`
+}
+
+// ReconcileRun defines model for ReconcileRun.
+type ReconcileRun struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+
+	// Error Why it stopped early; null when it completed.
+	Error      *string   `json:"error,omitempty"`
+	Examined   int64     `json:"examined"`
+	FinishedAt time.Time `json:"finished_at"`
+	Id         int64     `json:"id"`
+	InFlight   int64     `json:"in_flight"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64     `json:"recovered"`
+	Since        time.Time `json:"since"`
+	SkippedType  int64     `json:"skipped_type"`
+	SkippedYoung int64     `json:"skipped_young"`
+	StartedAt    time.Time `json:"started_at"`
+
+	// Trigger schedule, command, dashboard (a person, on the dashboard or through this API) or failover.
+	Trigger string `json:"trigger"`
+}
+
+// ReconcileStatus defines model for ReconcileStatus.
+type ReconcileStatus struct {
+	// Enabled Reconciliation is on: STRIPE_API_KEY, and an endpoint with its Stripe id.
+	Enabled bool `json:"enabled"`
+
+	// MaxWindowHours The longest window a run may have.
+	MaxWindowHours *int           `json:"max_window_hours,omitempty"`
+	NextCursor     *string        `json:"next_cursor,omitempty"`
+	Runs           []ReconcileRun `json:"runs"`
+
+	// WindowHours The scheduled runs' window.
+	WindowHours *int `json:"window_hours,omitempty"`
+}
+
+// Reconciled defines model for Reconciled.
+type Reconciled struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+
+	// DisabledEndpoints The Stripe ids of endpoints Stripe has disabled.
+	DisabledEndpoints []string `json:"disabled_endpoints"`
+	DryRun            bool     `json:"dry_run"`
+	Examined          int64    `json:"examined"`
+	Hours             int      `json:"hours"`
+	InFlight          int64    `json:"in_flight"`
+
+	// OtherVersion Events whose API version differs from their endpoint's.
+	OtherVersion int64 `json:"other_version"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64     `json:"recovered"`
+	Since        time.Time `json:"since"`
+	SkippedType  int64     `json:"skipped_type"`
+	SkippedYoung int64     `json:"skipped_young"`
+
+	// Stopped Why the run stopped early, after the changes counted; null when it completed.
+	Stopped *string `json:"stopped,omitempty"`
+	Summary string  `json:"summary"`
+}
+
+// Rejection defines model for Rejection.
+type Rejection struct {
+	At time.Time `json:"at"`
+
+	// ClaimedEventId The id the body claimed, unverified.
+	ClaimedEventId *string `json:"claimed_event_id,omitempty"`
+
+	// Count Refusals this row stands for: above 1 for those beyond what the receiver records one by one in a second.
+	Count int64 `json:"count"`
+
+	// Detail The reason as the sender was told it.
+	Detail     string `json:"detail"`
+	HttpStatus int    `json:"http_status"`
+	Id         int64  `json:"id"`
+	Reason     string `json:"reason"`
+	RemoteAddr string `json:"remote_addr"`
+
+	// SignatureMatches For a stale signature: whether it matches a secret once its age is ignored.
+	SignatureMatches *bool      `json:"signature_matches,omitempty"`
+	SignedAt         *time.Time `json:"signed_at,omitempty"`
+}
+
+// RejectionList defines model for RejectionList.
+type RejectionList struct {
+	NextCursor *string     `json:"next_cursor,omitempty"`
+	Rejections []Rejection `json:"rejections"`
+
+	// Total How many refusals the filter selects on all pages.
+	Total int64 `json:"total"`
 }
 
 // Replay defines model for Replay.
@@ -412,6 +695,12 @@ type Replay struct {
 
 // ReplayState defines model for Replay.State.
 type ReplayState string
+
+// ReplayList defines model for ReplayList.
+type ReplayList struct {
+	NextCursor *string  `json:"next_cursor,omitempty"`
+	Replays    []Replay `json:"replays"`
+}
 
 // ReplayPreview defines model for ReplayPreview.
 type ReplayPreview struct {
@@ -470,6 +759,50 @@ type ReplaySample struct {
 // ReplayStatus defines model for ReplayStatus.
 type ReplayStatus string
 
+// RetryDeadRequest The dead list's filter; every field narrows it.
+type RetryDeadRequest struct {
+	// Account Only events of this connected account.
+	Account *string `json:"account,omitempty"`
+
+	// DryRun Count the dead events the filter selects, and retry none.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Endpoint Only events that arrived through the endpoint so labelled.
+	Endpoint *string `json:"endpoint,omitempty"`
+
+	// Error Only events whose last error contains this text, ignoring case.
+	Error *string `json:"error,omitempty"`
+
+	// Group Only events of this failure group.
+	Group *string `json:"group,omitempty"`
+
+	// Mode Only live or only test-mode events.
+	Mode *Mode `json:"mode,omitempty"`
+
+	// Q Only the event with this Stripe id.
+	Q *string `json:"q,omitempty"`
+
+	// Type Only events of exactly this type.
+	Type *string `json:"type,omitempty"`
+}
+
+// Role defines model for Role.
+type Role string
+
+// RoleChange defines model for RoleChange.
+type RoleChange struct {
+	Account Account `json:"account"`
+
+	// Changed False when the account had the role already.
+	Changed      bool `json:"changed"`
+	PreviousRole Role `json:"previous_role"`
+}
+
+// SetRoleRequest defines model for SetRoleRequest.
+type SetRoleRequest struct {
+	Role Role `json:"role"`
+}
+
 // Token defines model for Token.
 type Token struct {
 	AccountEmail string    `json:"account_email"`
@@ -499,6 +832,9 @@ type TypeCount struct {
 	Type  string `json:"type"`
 }
 
+// AccountID defines model for AccountID.
+type AccountID = int64
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -523,6 +859,38 @@ type TooManyRequests = Problem
 // Unauthorized An RFC 9457 problem.
 type Unauthorized = Problem
 
+// AddAccountParams defines parameters for AddAccount.
+type AddAccountParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RemoveAccountParams defines parameters for RemoveAccount.
+type RemoveAccountParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// SetAccountRoleParams defines parameters for SetAccountRole.
+type SetAccountRoleParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EndAccountSessionsParams defines parameters for EndAccountSessions.
+type EndAccountSessionsParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
@@ -542,6 +910,14 @@ type PauseDeliveryParams struct {
 
 // ResumeDeliveryParams defines parameters for ResumeDelivery.
 type ResumeDeliveryParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EraseCustomerParams defines parameters for EraseCustomer.
+type EraseCustomerParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -569,7 +945,7 @@ type ListEventsParams struct {
 	Endpoint *string `form:"endpoint,omitempty" json:"endpoint,omitempty"`
 
 	// Mode Only live or only test-mode events.
-	Mode *ListEventsParamsMode `form:"mode,omitempty" json:"mode,omitempty"`
+	Mode *Mode `form:"mode,omitempty" json:"mode,omitempty"`
 
 	// Account Only events of this connected account (acct_...).
 	Account *string `form:"account,omitempty" json:"account,omitempty"`
@@ -587,8 +963,21 @@ type ListEventsParams struct {
 // ListEventsParamsStatus defines parameters for ListEvents.
 type ListEventsParamsStatus string
 
-// ListEventsParamsMode defines parameters for ListEvents.
-type ListEventsParamsMode string
+// PullEventParams defines parameters for PullEvent.
+type PullEventParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RetryDeadEventsParams defines parameters for RetryDeadEvents.
+type RetryDeadEventsParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // RetryEventParams defines parameters for RetryEvent.
 type RetryEventParams struct {
@@ -623,8 +1012,65 @@ type RetryFailureGroupParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PruneRedeliveryGuardParams defines parameters for PruneRedeliveryGuard.
+type PruneRedeliveryGuardParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// GetReconcileParams defines parameters for GetReconcile.
+type GetReconcileParams struct {
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ReconcileParams defines parameters for Reconcile.
+type ReconcileParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListRejectionsParams defines parameters for ListRejections.
+type ListRejectionsParams struct {
+	// Reason Only refusals for this reason, e.g. wrong_signature.
+	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
+
+	// Q Only refusals of deliveries that claimed this event id.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListReplaysParams defines parameters for ListReplays.
+type ListReplaysParams struct {
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateReplayParams defines parameters for CreateReplay.
 type CreateReplayParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CancelReplayParams defines parameters for CancelReplay.
+type CancelReplayParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -639,17 +1085,56 @@ type RevokeTokenParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// AddAccountJSONRequestBody defines body for AddAccount for application/json ContentType.
+type AddAccountJSONRequestBody = AddAccountRequest
+
+// RemoveAccountJSONRequestBody defines body for RemoveAccount for application/json ContentType.
+type RemoveAccountJSONRequestBody = DryRunRequest
+
+// SetAccountRoleJSONRequestBody defines body for SetAccountRole for application/json ContentType.
+type SetAccountRoleJSONRequestBody = SetRoleRequest
+
 // PauseDeliveryJSONRequestBody defines body for PauseDelivery for application/json ContentType.
 type PauseDeliveryJSONRequestBody = PauseRequest
 
+// EraseCustomerJSONRequestBody defines body for EraseCustomer for application/json ContentType.
+type EraseCustomerJSONRequestBody = EraseRequest
+
+// PullEventJSONRequestBody defines body for PullEvent for application/json ContentType.
+type PullEventJSONRequestBody = PullRequest
+
+// RetryDeadEventsJSONRequestBody defines body for RetryDeadEvents for application/json ContentType.
+type RetryDeadEventsJSONRequestBody = RetryDeadRequest
+
 // RetryFailureGroupJSONRequestBody defines body for RetryFailureGroup for application/json ContentType.
 type RetryFailureGroupJSONRequestBody = GroupRetryRequest
+
+// PruneRedeliveryGuardJSONRequestBody defines body for PruneRedeliveryGuard for application/json ContentType.
+type PruneRedeliveryGuardJSONRequestBody = PruneRequest
+
+// ReconcileJSONRequestBody defines body for Reconcile for application/json ContentType.
+type ReconcileJSONRequestBody = ReconcileRequest
 
 // CreateReplayJSONRequestBody defines body for CreateReplay for application/json ContentType.
 type CreateReplayJSONRequestBody = ReplayRequest
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// ListAccounts The dashboard's accounts, by email
+	// (GET /accounts)
+	ListAccounts(ctx echo.Context) error
+	// AddAccount Add an account that signs in with a password
+	// (POST /accounts)
+	AddAccount(ctx echo.Context, params AddAccountParams) error
+	// RemoveAccount Remove an account
+	// (POST /accounts/{id}/remove)
+	RemoveAccount(ctx echo.Context, id AccountID, params RemoveAccountParams) error
+	// SetAccountRole Change an account's role
+	// (POST /accounts/{id}/role)
+	SetAccountRole(ctx echo.Context, id AccountID, params SetAccountRoleParams) error
+	// EndAccountSessions End every dashboard session of an account
+	// (POST /accounts/{id}/sessions/end)
+	EndAccountSessions(ctx echo.Context, id AccountID, params EndAccountSessionsParams) error
 	// ListAudit The audit log, newest first
 	// (GET /audit)
 	ListAudit(ctx echo.Context, params ListAuditParams) error
@@ -659,9 +1144,18 @@ type ServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx echo.Context, params ResumeDeliveryParams) error
+	// EraseCustomer Erase the payloads of every event about a customer
+	// (POST /erase)
+	EraseCustomer(ctx echo.Context, params EraseCustomerParams) error
 	// ListEvents The events on the queue that a filter selects
 	// (GET /events)
 	ListEvents(ctx echo.Context, params ListEventsParams) error
+	// PullEvent Pull one event from Stripe and run it through the pipeline
+	// (POST /events/pull)
+	PullEvent(ctx echo.Context, params PullEventParams) error
+	// RetryDeadEvents Send every dead event a filter selects back to the queue
+	// (POST /events/retry)
+	RetryDeadEvents(ctx echo.Context, params RetryDeadEventsParams) error
 	// GetEvent An event on the queue, with its attempts and payload
 	// (GET /events/{id})
 	GetEvent(ctx echo.Context, id EventID) error
@@ -671,6 +1165,9 @@ type ServerInterface interface {
 	// RetryEventNow Make a pending event due at once
 	// (POST /events/{id}/retry-now)
 	RetryEventNow(ctx echo.Context, id EventID, params RetryEventNowParams) error
+	// GetEventInStripe The object an event is about, as it is now in Stripe
+	// (GET /events/{id}/stripe)
+	GetEventInStripe(ctx echo.Context, id EventID) error
 	// ListFailureGroups The failure groups, the largest first
 	// (GET /failures)
 	ListFailureGroups(ctx echo.Context, params ListFailureGroupsParams) error
@@ -680,12 +1177,30 @@ type ServerInterface interface {
 	// GetOpenAPI This document
 	// (GET /openapi.json)
 	GetOpenAPI(ctx echo.Context) error
+	// PruneRedeliveryGuard Remove the redelivery guard's event ids older than some days
+	// (POST /prune)
+	PruneRedeliveryGuard(ctx echo.Context, params PruneRedeliveryGuardParams) error
+	// GetReconcile Reconciliation with Stripe, and its finished runs
+	// (GET /reconcile)
+	GetReconcile(ctx echo.Context, params GetReconcileParams) error
+	// Reconcile Reconcile with Stripe over the last hours
+	// (POST /reconcile)
+	Reconcile(ctx echo.Context, params ReconcileParams) error
+	// ListRejections The deliveries the receiver refused, newest first
+	// (GET /rejections)
+	ListRejections(ctx echo.Context, params ListRejectionsParams) error
+	// ListReplays The replays, newest first, with their progress
+	// (GET /replays)
+	ListReplays(ctx echo.Context, params ListReplaysParams) error
 	// CreateReplay Replay the event log's events a filter matches
 	// (POST /replays)
 	CreateReplay(ctx echo.Context, params CreateReplayParams) error
 	// GetReplay A replay and its progress
 	// (GET /replays/{id})
 	GetReplay(ctx echo.Context, id ReplayID) error
+	// CancelReplay Cancel a running replay
+	// (POST /replays/{id}/cancel)
+	CancelReplay(ctx echo.Context, id ReplayID, params CancelReplayParams) error
 	// ListTokens Every account's API tokens
 	// (GET /tokens)
 	ListTokens(ctx echo.Context) error
@@ -697,6 +1212,152 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// ListAccounts converts echo context to params.
+func (w *ServerInterfaceWrapper) ListAccounts(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListAccounts(ctx)
+	return err
+}
+
+// AddAccount converts echo context to params.
+func (w *ServerInterfaceWrapper) AddAccount(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AddAccountParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AddAccount(ctx, params)
+	return err
+}
+
+// RemoveAccount converts echo context to params.
+func (w *ServerInterfaceWrapper) RemoveAccount(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id AccountID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemoveAccountParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RemoveAccount(ctx, id, params)
+	return err
+}
+
+// SetAccountRole converts echo context to params.
+func (w *ServerInterfaceWrapper) SetAccountRole(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id AccountID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SetAccountRoleParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SetAccountRole(ctx, id, params)
+	return err
+}
+
+// EndAccountSessions converts echo context to params.
+func (w *ServerInterfaceWrapper) EndAccountSessions(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id AccountID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EndAccountSessionsParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EndAccountSessions(ctx, id, params)
+	return err
 }
 
 // ListAudit converts echo context to params.
@@ -779,6 +1440,35 @@ func (w *ServerInterfaceWrapper) ResumeDelivery(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ResumeDelivery(ctx, params)
+	return err
+}
+
+// EraseCustomer converts echo context to params.
+func (w *ServerInterfaceWrapper) EraseCustomer(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EraseCustomerParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EraseCustomer(ctx, params)
 	return err
 }
 
@@ -870,6 +1560,64 @@ func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
 	return err
 }
 
+// PullEvent converts echo context to params.
+func (w *ServerInterfaceWrapper) PullEvent(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PullEventParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PullEvent(ctx, params)
+	return err
+}
+
+// RetryDeadEvents converts echo context to params.
+func (w *ServerInterfaceWrapper) RetryDeadEvents(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RetryDeadEventsParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RetryDeadEvents(ctx, params)
+	return err
+}
+
 // GetEvent converts echo context to params.
 func (w *ServerInterfaceWrapper) GetEvent(ctx echo.Context) error {
 	var err error
@@ -958,6 +1706,22 @@ func (w *ServerInterfaceWrapper) RetryEventNow(ctx echo.Context) error {
 	return err
 }
 
+// GetEventInStripe converts echo context to params.
+func (w *ServerInterfaceWrapper) GetEventInStripe(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id EventID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetEventInStripe(ctx, id)
+	return err
+}
+
 // ListFailureGroups converts echo context to params.
 func (w *ServerInterfaceWrapper) ListFailureGroups(ctx echo.Context) error {
 	var err error
@@ -1021,6 +1785,153 @@ func (w *ServerInterfaceWrapper) GetOpenAPI(ctx echo.Context) error {
 	return err
 }
 
+// PruneRedeliveryGuard converts echo context to params.
+func (w *ServerInterfaceWrapper) PruneRedeliveryGuard(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PruneRedeliveryGuardParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PruneRedeliveryGuard(ctx, params)
+	return err
+}
+
+// GetReconcile converts echo context to params.
+func (w *ServerInterfaceWrapper) GetReconcile(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetReconcileParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetReconcile(ctx, params)
+	return err
+}
+
+// Reconcile converts echo context to params.
+func (w *ServerInterfaceWrapper) Reconcile(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReconcileParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.Reconcile(ctx, params)
+	return err
+}
+
+// ListRejections converts echo context to params.
+func (w *ServerInterfaceWrapper) ListRejections(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListRejectionsParams
+	// ------------- Optional query parameter "reason" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "reason", ctx.QueryParams(), &params.Reason, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter reason: %s", err))
+	}
+
+	// ------------- Optional query parameter "q" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "q", ctx.QueryParams(), &params.Q, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter q: %s", err))
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListRejections(ctx, params)
+	return err
+}
+
+// ListReplays converts echo context to params.
+func (w *ServerInterfaceWrapper) ListReplays(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListReplaysParams
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", ctx.QueryParams(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter cursor: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListReplays(ctx, params)
+	return err
+}
+
 // CreateReplay converts echo context to params.
 func (w *ServerInterfaceWrapper) CreateReplay(ctx echo.Context) error {
 	var err error
@@ -1063,6 +1974,42 @@ func (w *ServerInterfaceWrapper) GetReplay(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetReplay(ctx, id)
+	return err
+}
+
+// CancelReplay converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelReplay(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "id" -------------
+	var id ReplayID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CancelReplayParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelReplay(ctx, id, params)
 	return err
 }
 
@@ -1167,10 +2114,25 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/failures", wrapper.ListFailureGroups, options.OperationMiddlewares["listFailureGroups"]...)
 	router.POST(options.BaseURL+"/failures/retry", wrapper.RetryFailureGroup, options.OperationMiddlewares["retryFailureGroup"]...)
+	router.GET(options.BaseURL+"/replays", wrapper.ListReplays, options.OperationMiddlewares["listReplays"]...)
 	router.POST(options.BaseURL+"/replays", wrapper.CreateReplay, options.OperationMiddlewares["createReplay"]...)
 	router.GET(options.BaseURL+"/replays/:id", wrapper.GetReplay, options.OperationMiddlewares["getReplay"]...)
 	router.GET(options.BaseURL+"/tokens", wrapper.ListTokens, options.OperationMiddlewares["listTokens"]...)
 	router.POST(options.BaseURL+"/tokens/:id/revoke", wrapper.RevokeToken, options.OperationMiddlewares["revokeToken"]...)
+	router.POST(options.BaseURL+"/events/retry", wrapper.RetryDeadEvents, options.OperationMiddlewares["retryDeadEvents"]...)
+	router.POST(options.BaseURL+"/events/pull", wrapper.PullEvent, options.OperationMiddlewares["pullEvent"]...)
+	router.GET(options.BaseURL+"/events/:id/stripe", wrapper.GetEventInStripe, options.OperationMiddlewares["getEventInStripe"]...)
+	router.POST(options.BaseURL+"/replays/:id/cancel", wrapper.CancelReplay, options.OperationMiddlewares["cancelReplay"]...)
+	router.POST(options.BaseURL+"/prune", wrapper.PruneRedeliveryGuard, options.OperationMiddlewares["pruneRedeliveryGuard"]...)
+	router.POST(options.BaseURL+"/erase", wrapper.EraseCustomer, options.OperationMiddlewares["eraseCustomer"]...)
+	router.GET(options.BaseURL+"/reconcile", wrapper.GetReconcile, options.OperationMiddlewares["getReconcile"]...)
+	router.POST(options.BaseURL+"/reconcile", wrapper.Reconcile, options.OperationMiddlewares["reconcile"]...)
+	router.GET(options.BaseURL+"/rejections", wrapper.ListRejections, options.OperationMiddlewares["listRejections"]...)
+	router.GET(options.BaseURL+"/accounts", wrapper.ListAccounts, options.OperationMiddlewares["listAccounts"]...)
+	router.POST(options.BaseURL+"/accounts", wrapper.AddAccount, options.OperationMiddlewares["addAccount"]...)
+	router.POST(options.BaseURL+"/accounts/:id/role", wrapper.SetAccountRole, options.OperationMiddlewares["setAccountRole"]...)
+	router.POST(options.BaseURL+"/accounts/:id/remove", wrapper.RemoveAccount, options.OperationMiddlewares["removeAccount"]...)
+	router.POST(options.BaseURL+"/accounts/:id/sessions/end", wrapper.EndAccountSessions, options.OperationMiddlewares["endAccountSessions"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
 
 }
@@ -1193,6 +2155,686 @@ type UnauthorizedApplicationProblemPlusJSONResponse struct {
 	Body Problem
 
 	Headers UnauthorizedResponseHeaders
+}
+
+type ListAccountsRequestObject struct {
+}
+
+type ListAccountsResponseObject interface {
+	VisitListAccountsResponse(w http.ResponseWriter) error
+}
+
+type ListAccounts200JSONResponse AccountList
+
+func (response ListAccounts200JSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccounts401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListAccounts401ApplicationProblemPlusJSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccounts403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListAccounts403ApplicationProblemPlusJSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccounts429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListAccounts429ApplicationProblemPlusJSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListAccountsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListAccountsdefaultApplicationProblemPlusJSONResponse) VisitListAccountsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccountRequestObject struct {
+	Params AddAccountParams
+	Body   *AddAccountJSONRequestBody
+}
+
+type AddAccountResponseObject interface {
+	VisitAddAccountResponse(w http.ResponseWriter) error
+}
+
+type AddAccount201JSONResponse Account
+
+func (response AddAccount201JSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response AddAccount400ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AddAccount401ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount403ApplicationProblemPlusJSONResponse Problem
+
+func (response AddAccount403ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount409ApplicationProblemPlusJSONResponse Problem
+
+func (response AddAccount409ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount422ApplicationProblemPlusJSONResponse Problem
+
+func (response AddAccount422ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccount429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AddAccount429ApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddAccountdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AddAccountdefaultApplicationProblemPlusJSONResponse) VisitAddAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccountRequestObject struct {
+	Id     AccountID `json:"id"`
+	Params RemoveAccountParams
+	Body   *RemoveAccountJSONRequestBody
+}
+
+type RemoveAccountResponseObject interface {
+	VisitRemoveAccountResponse(w http.ResponseWriter) error
+}
+
+type RemoveAccount200JSONResponse AccountRemoval
+
+func (response RemoveAccount200JSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveAccount400ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveAccount401ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount403ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveAccount403ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount404ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveAccount404ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount409ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveAccount409ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount422ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveAccount422ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccount429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveAccount429ApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveAccountdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RemoveAccountdefaultApplicationProblemPlusJSONResponse) VisitRemoveAccountResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRoleRequestObject struct {
+	Id     AccountID `json:"id"`
+	Params SetAccountRoleParams
+	Body   *SetAccountRoleJSONRequestBody
+}
+
+type SetAccountRoleResponseObject interface {
+	VisitSetAccountRoleResponse(w http.ResponseWriter) error
+}
+
+type SetAccountRole200JSONResponse RoleChange
+
+func (response SetAccountRole200JSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response SetAccountRole400ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response SetAccountRole401ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole403ApplicationProblemPlusJSONResponse Problem
+
+func (response SetAccountRole403ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole404ApplicationProblemPlusJSONResponse Problem
+
+func (response SetAccountRole404ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole409ApplicationProblemPlusJSONResponse Problem
+
+func (response SetAccountRole409ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole422ApplicationProblemPlusJSONResponse Problem
+
+func (response SetAccountRole422ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRole429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response SetAccountRole429ApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type SetAccountRoledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response SetAccountRoledefaultApplicationProblemPlusJSONResponse) VisitSetAccountRoleResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessionsRequestObject struct {
+	Id     AccountID `json:"id"`
+	Params EndAccountSessionsParams
+}
+
+type EndAccountSessionsResponseObject interface {
+	VisitEndAccountSessionsResponse(w http.ResponseWriter) error
+}
+
+type EndAccountSessions200JSONResponse Account
+
+func (response EndAccountSessions200JSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response EndAccountSessions400ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EndAccountSessions401ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions403ApplicationProblemPlusJSONResponse Problem
+
+func (response EndAccountSessions403ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions404ApplicationProblemPlusJSONResponse Problem
+
+func (response EndAccountSessions404ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions409ApplicationProblemPlusJSONResponse Problem
+
+func (response EndAccountSessions409ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions422ApplicationProblemPlusJSONResponse Problem
+
+func (response EndAccountSessions422ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessions429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EndAccountSessions429ApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EndAccountSessionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EndAccountSessionsdefaultApplicationProblemPlusJSONResponse) VisitEndAccountSessionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type ListAuditRequestObject struct {
@@ -1559,6 +3201,142 @@ func (response ResumeDeliverydefaultApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type EraseCustomerRequestObject struct {
+	Params EraseCustomerParams
+	Body   *EraseCustomerJSONRequestBody
+}
+
+type EraseCustomerResponseObject interface {
+	VisitEraseCustomerResponse(w http.ResponseWriter) error
+}
+
+type EraseCustomer200JSONResponse Erased
+
+func (response EraseCustomer200JSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response EraseCustomer400ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EraseCustomer401ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer403ApplicationProblemPlusJSONResponse Problem
+
+func (response EraseCustomer403ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer409ApplicationProblemPlusJSONResponse Problem
+
+func (response EraseCustomer409ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer422ApplicationProblemPlusJSONResponse Problem
+
+func (response EraseCustomer422ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomer429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EraseCustomer429ApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EraseCustomerdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EraseCustomerdefaultApplicationProblemPlusJSONResponse) VisitEraseCustomerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListEventsRequestObject struct {
 	Params ListEventsParams
 }
@@ -1655,6 +3433,320 @@ type ListEventsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListEventsdefaultApplicationProblemPlusJSONResponse) VisitListEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEventRequestObject struct {
+	Params PullEventParams
+	Body   *PullEventJSONRequestBody
+}
+
+type PullEventResponseObject interface {
+	VisitPullEventResponse(w http.ResponseWriter) error
+}
+
+type PullEvent200JSONResponse PullResult
+
+func (response PullEvent200JSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response PullEvent400ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PullEvent401ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent403ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent403ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent404ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent404ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent409ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent409ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent422ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent422ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PullEvent429ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent502ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent502ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEvent503ApplicationProblemPlusJSONResponse Problem
+
+func (response PullEvent503ApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PullEventdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PullEventdefaultApplicationProblemPlusJSONResponse) VisitPullEventResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEventsRequestObject struct {
+	Params RetryDeadEventsParams
+	Body   *RetryDeadEventsJSONRequestBody
+}
+
+type RetryDeadEventsResponseObject interface {
+	VisitRetryDeadEventsResponse(w http.ResponseWriter) error
+}
+
+type RetryDeadEvents200JSONResponse DeadRetry
+
+func (response RetryDeadEvents200JSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RetryDeadEvents400ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RetryDeadEvents401ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents403ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryDeadEvents403ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents409ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryDeadEvents409ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents422ApplicationProblemPlusJSONResponse Problem
+
+func (response RetryDeadEvents422ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEvents429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RetryDeadEvents429ApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RetryDeadEventsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RetryDeadEventsdefaultApplicationProblemPlusJSONResponse) VisitRetryDeadEventsResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -2087,6 +4179,169 @@ func (response RetryEventNowdefaultApplicationProblemPlusJSONResponse) VisitRetr
 	return err
 }
 
+type GetEventInStripeRequestObject struct {
+	Id EventID `json:"id"`
+}
+
+type GetEventInStripeResponseObject interface {
+	VisitGetEventInStripeResponse(w http.ResponseWriter) error
+}
+
+type GetEventInStripe200JSONResponse EventInStripe
+
+func (response GetEventInStripe200JSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetEventInStripe400ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetEventInStripe401ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetEventInStripe403ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe404ApplicationProblemPlusJSONResponse Problem
+
+func (response GetEventInStripe404ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe409ApplicationProblemPlusJSONResponse Problem
+
+func (response GetEventInStripe409ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe422ApplicationProblemPlusJSONResponse Problem
+
+func (response GetEventInStripe422ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetEventInStripe429ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripe502ApplicationProblemPlusJSONResponse Problem
+
+func (response GetEventInStripe502ApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetEventInStripedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetEventInStripedefaultApplicationProblemPlusJSONResponse) VisitGetEventInStripeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListFailureGroupsRequestObject struct {
 	Params ListFailureGroupsParams
 }
@@ -2347,6 +4602,627 @@ func (response GetOpenAPI200JSONResponse) VisitGetOpenAPIResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuardRequestObject struct {
+	Params PruneRedeliveryGuardParams
+	Body   *PruneRedeliveryGuardJSONRequestBody
+}
+
+type PruneRedeliveryGuardResponseObject interface {
+	VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error
+}
+
+type PruneRedeliveryGuard200JSONResponse Pruned
+
+func (response PruneRedeliveryGuard200JSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response PruneRedeliveryGuard400ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PruneRedeliveryGuard401ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard403ApplicationProblemPlusJSONResponse Problem
+
+func (response PruneRedeliveryGuard403ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard409ApplicationProblemPlusJSONResponse Problem
+
+func (response PruneRedeliveryGuard409ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard422ApplicationProblemPlusJSONResponse Problem
+
+func (response PruneRedeliveryGuard422ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuard429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PruneRedeliveryGuard429ApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PruneRedeliveryGuarddefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PruneRedeliveryGuarddefaultApplicationProblemPlusJSONResponse) VisitPruneRedeliveryGuardResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconcileRequestObject struct {
+	Params GetReconcileParams
+}
+
+type GetReconcileResponseObject interface {
+	VisitGetReconcileResponse(w http.ResponseWriter) error
+}
+
+type GetReconcile200JSONResponse ReconcileStatus
+
+func (response GetReconcile200JSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconcile400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response GetReconcile400ApplicationProblemPlusJSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconcile401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetReconcile401ApplicationProblemPlusJSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconcile403ApplicationProblemPlusJSONResponse Problem
+
+func (response GetReconcile403ApplicationProblemPlusJSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconcile429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response GetReconcile429ApplicationProblemPlusJSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetReconciledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetReconciledefaultApplicationProblemPlusJSONResponse) VisitGetReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReconcileRequestObject struct {
+	Params ReconcileParams
+	Body   *ReconcileJSONRequestBody
+}
+
+type ReconcileResponseObject interface {
+	VisitReconcileResponse(w http.ResponseWriter) error
+}
+
+type Reconcile200JSONResponse Reconciled
+
+func (response Reconcile200JSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response Reconcile400ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Reconcile401ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile403ApplicationProblemPlusJSONResponse Problem
+
+func (response Reconcile403ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile404ApplicationProblemPlusJSONResponse Problem
+
+func (response Reconcile404ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile409ApplicationProblemPlusJSONResponse Problem
+
+func (response Reconcile409ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile422ApplicationProblemPlusJSONResponse Problem
+
+func (response Reconcile422ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response Reconcile429ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Reconcile502ApplicationProblemPlusJSONResponse Problem
+
+func (response Reconcile502ApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(502)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReconciledefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReconciledefaultApplicationProblemPlusJSONResponse) VisitReconcileResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejectionsRequestObject struct {
+	Params ListRejectionsParams
+}
+
+type ListRejectionsResponseObject interface {
+	VisitListRejectionsResponse(w http.ResponseWriter) error
+}
+
+type ListRejections200JSONResponse RejectionList
+
+func (response ListRejections200JSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections400ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections401ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListRejections403ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections429ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejectionsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListRejectionsdefaultApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplaysRequestObject struct {
+	Params ListReplaysParams
+}
+
+type ListReplaysResponseObject interface {
+	VisitListReplaysResponse(w http.ResponseWriter) error
+}
+
+type ListReplays200JSONResponse ReplayList
+
+func (response ListReplays200JSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplays400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListReplays400ApplicationProblemPlusJSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplays401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListReplays401ApplicationProblemPlusJSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplays403ApplicationProblemPlusJSONResponse Problem
+
+func (response ListReplays403ApplicationProblemPlusJSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplays429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListReplays429ApplicationProblemPlusJSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListReplaysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListReplaysdefaultApplicationProblemPlusJSONResponse) VisitListReplaysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -2632,6 +5508,156 @@ func (response GetReplaydefaultApplicationProblemPlusJSONResponse) VisitGetRepla
 	return err
 }
 
+type CancelReplayRequestObject struct {
+	Id     ReplayID `json:"id"`
+	Params CancelReplayParams
+}
+
+type CancelReplayResponseObject interface {
+	VisitCancelReplayResponse(w http.ResponseWriter) error
+}
+
+type CancelReplay200JSONResponse Replay
+
+func (response CancelReplay200JSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response CancelReplay400ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CancelReplay401ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay403ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelReplay403ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay404ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelReplay404ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay409ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelReplay409ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay422ApplicationProblemPlusJSONResponse Problem
+
+func (response CancelReplay422ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplay429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response CancelReplay429ApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CancelReplaydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CancelReplaydefaultApplicationProblemPlusJSONResponse) VisitCancelReplayResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListTokensRequestObject struct {
 }
 
@@ -2876,6 +5902,21 @@ func (response RevokeTokendefaultApplicationProblemPlusJSONResponse) VisitRevoke
 
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+	// ListAccounts The dashboard's accounts, by email
+	// (GET /accounts)
+	ListAccounts(ctx context.Context, request ListAccountsRequestObject) (ListAccountsResponseObject, error)
+	// AddAccount Add an account that signs in with a password
+	// (POST /accounts)
+	AddAccount(ctx context.Context, request AddAccountRequestObject) (AddAccountResponseObject, error)
+	// RemoveAccount Remove an account
+	// (POST /accounts/{id}/remove)
+	RemoveAccount(ctx context.Context, request RemoveAccountRequestObject) (RemoveAccountResponseObject, error)
+	// SetAccountRole Change an account's role
+	// (POST /accounts/{id}/role)
+	SetAccountRole(ctx context.Context, request SetAccountRoleRequestObject) (SetAccountRoleResponseObject, error)
+	// EndAccountSessions End every dashboard session of an account
+	// (POST /accounts/{id}/sessions/end)
+	EndAccountSessions(ctx context.Context, request EndAccountSessionsRequestObject) (EndAccountSessionsResponseObject, error)
 	// ListAudit The audit log, newest first
 	// (GET /audit)
 	ListAudit(ctx context.Context, request ListAuditRequestObject) (ListAuditResponseObject, error)
@@ -2885,9 +5926,18 @@ type StrictServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx context.Context, request ResumeDeliveryRequestObject) (ResumeDeliveryResponseObject, error)
+	// EraseCustomer Erase the payloads of every event about a customer
+	// (POST /erase)
+	EraseCustomer(ctx context.Context, request EraseCustomerRequestObject) (EraseCustomerResponseObject, error)
 	// ListEvents The events on the queue that a filter selects
 	// (GET /events)
 	ListEvents(ctx context.Context, request ListEventsRequestObject) (ListEventsResponseObject, error)
+	// PullEvent Pull one event from Stripe and run it through the pipeline
+	// (POST /events/pull)
+	PullEvent(ctx context.Context, request PullEventRequestObject) (PullEventResponseObject, error)
+	// RetryDeadEvents Send every dead event a filter selects back to the queue
+	// (POST /events/retry)
+	RetryDeadEvents(ctx context.Context, request RetryDeadEventsRequestObject) (RetryDeadEventsResponseObject, error)
 	// GetEvent An event on the queue, with its attempts and payload
 	// (GET /events/{id})
 	GetEvent(ctx context.Context, request GetEventRequestObject) (GetEventResponseObject, error)
@@ -2897,6 +5947,9 @@ type StrictServerInterface interface {
 	// RetryEventNow Make a pending event due at once
 	// (POST /events/{id}/retry-now)
 	RetryEventNow(ctx context.Context, request RetryEventNowRequestObject) (RetryEventNowResponseObject, error)
+	// GetEventInStripe The object an event is about, as it is now in Stripe
+	// (GET /events/{id}/stripe)
+	GetEventInStripe(ctx context.Context, request GetEventInStripeRequestObject) (GetEventInStripeResponseObject, error)
 	// ListFailureGroups The failure groups, the largest first
 	// (GET /failures)
 	ListFailureGroups(ctx context.Context, request ListFailureGroupsRequestObject) (ListFailureGroupsResponseObject, error)
@@ -2906,12 +5959,30 @@ type StrictServerInterface interface {
 	// GetOpenAPI This document
 	// (GET /openapi.json)
 	GetOpenAPI(ctx context.Context, request GetOpenAPIRequestObject) (GetOpenAPIResponseObject, error)
+	// PruneRedeliveryGuard Remove the redelivery guard's event ids older than some days
+	// (POST /prune)
+	PruneRedeliveryGuard(ctx context.Context, request PruneRedeliveryGuardRequestObject) (PruneRedeliveryGuardResponseObject, error)
+	// GetReconcile Reconciliation with Stripe, and its finished runs
+	// (GET /reconcile)
+	GetReconcile(ctx context.Context, request GetReconcileRequestObject) (GetReconcileResponseObject, error)
+	// Reconcile Reconcile with Stripe over the last hours
+	// (POST /reconcile)
+	Reconcile(ctx context.Context, request ReconcileRequestObject) (ReconcileResponseObject, error)
+	// ListRejections The deliveries the receiver refused, newest first
+	// (GET /rejections)
+	ListRejections(ctx context.Context, request ListRejectionsRequestObject) (ListRejectionsResponseObject, error)
+	// ListReplays The replays, newest first, with their progress
+	// (GET /replays)
+	ListReplays(ctx context.Context, request ListReplaysRequestObject) (ListReplaysResponseObject, error)
 	// CreateReplay Replay the event log's events a filter matches
 	// (POST /replays)
 	CreateReplay(ctx context.Context, request CreateReplayRequestObject) (CreateReplayResponseObject, error)
 	// GetReplay A replay and its progress
 	// (GET /replays/{id})
 	GetReplay(ctx context.Context, request GetReplayRequestObject) (GetReplayResponseObject, error)
+	// CancelReplay Cancel a running replay
+	// (POST /replays/{id}/cancel)
+	CancelReplay(ctx context.Context, request CancelReplayRequestObject) (CancelReplayResponseObject, error)
 	// ListTokens Every account's API tokens
 	// (GET /tokens)
 	ListTokens(ctx context.Context, request ListTokensRequestObject) (ListTokensResponseObject, error)
@@ -2930,6 +6001,204 @@ func NewStrictHandler(ssi StrictServerInterface, middlewares []StrictMiddlewareF
 type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
+}
+
+// ListAccounts operation middleware
+func (sh *strictHandler) ListAccounts(ctx echo.Context) error {
+	var request ListAccountsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListAccounts(ctx.Request().Context(), request.(ListAccountsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListAccounts")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListAccountsResponseObject); ok {
+		return validResponse.VisitListAccountsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AddAccount operation middleware
+func (sh *strictHandler) AddAccount(ctx echo.Context, params AddAccountParams) error {
+	var request AddAccountRequestObject
+
+	request.Params = params
+
+	var body AddAccountJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AddAccount(ctx.Request().Context(), request.(AddAccountRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AddAccount")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AddAccountResponseObject); ok {
+		return validResponse.VisitAddAccountResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RemoveAccount operation middleware
+func (sh *strictHandler) RemoveAccount(ctx echo.Context, id AccountID, params RemoveAccountParams) error {
+	var request RemoveAccountRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body RemoveAccountJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RemoveAccount(ctx.Request().Context(), request.(RemoveAccountRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RemoveAccount")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RemoveAccountResponseObject); ok {
+		return validResponse.VisitRemoveAccountResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// SetAccountRole operation middleware
+func (sh *strictHandler) SetAccountRole(ctx echo.Context, id AccountID, params SetAccountRoleParams) error {
+	var request SetAccountRoleRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	var body SetAccountRoleJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.SetAccountRole(ctx.Request().Context(), request.(SetAccountRoleRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "SetAccountRole")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(SetAccountRoleResponseObject); ok {
+		return validResponse.VisitSetAccountRoleResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EndAccountSessions operation middleware
+func (sh *strictHandler) EndAccountSessions(ctx echo.Context, id AccountID, params EndAccountSessionsParams) error {
+	var request EndAccountSessionsRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EndAccountSessions(ctx.Request().Context(), request.(EndAccountSessionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EndAccountSessions")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EndAccountSessionsResponseObject); ok {
+		return validResponse.VisitEndAccountSessionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
 }
 
 // ListAudit operation middleware
@@ -3030,6 +6299,54 @@ func (sh *strictHandler) ResumeDelivery(ctx echo.Context, params ResumeDeliveryP
 	return nil
 }
 
+// EraseCustomer operation middleware
+func (sh *strictHandler) EraseCustomer(ctx echo.Context, params EraseCustomerParams) error {
+	var request EraseCustomerRequestObject
+
+	request.Params = params
+
+	var body EraseCustomerJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EraseCustomer(ctx.Request().Context(), request.(EraseCustomerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EraseCustomer")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EraseCustomerResponseObject); ok {
+		return validResponse.VisitEraseCustomerResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // ListEvents operation middleware
 func (sh *strictHandler) ListEvents(ctx echo.Context, params ListEventsParams) error {
 	var request ListEventsRequestObject
@@ -3049,6 +6366,102 @@ func (sh *strictHandler) ListEvents(ctx echo.Context, params ListEventsParams) e
 		return err
 	} else if validResponse, ok := response.(ListEventsResponseObject); ok {
 		return validResponse.VisitListEventsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PullEvent operation middleware
+func (sh *strictHandler) PullEvent(ctx echo.Context, params PullEventParams) error {
+	var request PullEventRequestObject
+
+	request.Params = params
+
+	var body PullEventJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PullEvent(ctx.Request().Context(), request.(PullEventRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PullEvent")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PullEventResponseObject); ok {
+		return validResponse.VisitPullEventResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RetryDeadEvents operation middleware
+func (sh *strictHandler) RetryDeadEvents(ctx echo.Context, params RetryDeadEventsParams) error {
+	var request RetryDeadEventsRequestObject
+
+	request.Params = params
+
+	var body RetryDeadEventsJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RetryDeadEvents(ctx.Request().Context(), request.(RetryDeadEventsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RetryDeadEvents")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RetryDeadEventsResponseObject); ok {
+		return validResponse.VisitRetryDeadEventsResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -3126,6 +6539,31 @@ func (sh *strictHandler) RetryEventNow(ctx echo.Context, id EventID, params Retr
 		return err
 	} else if validResponse, ok := response.(RetryEventNowResponseObject); ok {
 		return validResponse.VisitRetryEventNowResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetEventInStripe operation middleware
+func (sh *strictHandler) GetEventInStripe(ctx echo.Context, id EventID) error {
+	var request GetEventInStripeRequestObject
+
+	request.Id = id
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetEventInStripe(ctx.Request().Context(), request.(GetEventInStripeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetEventInStripe")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetEventInStripeResponseObject); ok {
+		return validResponse.VisitGetEventInStripeResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -3228,6 +6666,177 @@ func (sh *strictHandler) GetOpenAPI(ctx echo.Context) error {
 	return nil
 }
 
+// PruneRedeliveryGuard operation middleware
+func (sh *strictHandler) PruneRedeliveryGuard(ctx echo.Context, params PruneRedeliveryGuardParams) error {
+	var request PruneRedeliveryGuardRequestObject
+
+	request.Params = params
+
+	var body PruneRedeliveryGuardJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PruneRedeliveryGuard(ctx.Request().Context(), request.(PruneRedeliveryGuardRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PruneRedeliveryGuard")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PruneRedeliveryGuardResponseObject); ok {
+		return validResponse.VisitPruneRedeliveryGuardResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// GetReconcile operation middleware
+func (sh *strictHandler) GetReconcile(ctx echo.Context, params GetReconcileParams) error {
+	var request GetReconcileRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.GetReconcile(ctx.Request().Context(), request.(GetReconcileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetReconcile")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(GetReconcileResponseObject); ok {
+		return validResponse.VisitGetReconcileResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// Reconcile operation middleware
+func (sh *strictHandler) Reconcile(ctx echo.Context, params ReconcileParams) error {
+	var request ReconcileRequestObject
+
+	request.Params = params
+
+	var body ReconcileJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.Reconcile(ctx.Request().Context(), request.(ReconcileRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "Reconcile")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReconcileResponseObject); ok {
+		return validResponse.VisitReconcileResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListRejections operation middleware
+func (sh *strictHandler) ListRejections(ctx echo.Context, params ListRejectionsParams) error {
+	var request ListRejectionsRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListRejections(ctx.Request().Context(), request.(ListRejectionsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListRejections")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListRejectionsResponseObject); ok {
+		return validResponse.VisitListRejectionsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ListReplays operation middleware
+func (sh *strictHandler) ListReplays(ctx echo.Context, params ListReplaysParams) error {
+	var request ListReplaysRequestObject
+
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListReplays(ctx.Request().Context(), request.(ListReplaysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListReplays")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListReplaysResponseObject); ok {
+		return validResponse.VisitListReplaysResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // CreateReplay operation middleware
 func (sh *strictHandler) CreateReplay(ctx echo.Context, params CreateReplayParams) error {
 	var request CreateReplayRequestObject
@@ -3295,6 +6904,32 @@ func (sh *strictHandler) GetReplay(ctx echo.Context, id ReplayID) error {
 		return err
 	} else if validResponse, ok := response.(GetReplayResponseObject); ok {
 		return validResponse.VisitGetReplayResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// CancelReplay operation middleware
+func (sh *strictHandler) CancelReplay(ctx echo.Context, id ReplayID, params CancelReplayParams) error {
+	var request CancelReplayRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.CancelReplay(ctx.Request().Context(), request.(CancelReplayRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CancelReplay")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(CancelReplayResponseObject); ok {
+		return validResponse.VisitCancelReplayResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

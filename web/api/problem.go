@@ -10,7 +10,10 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/hookd/hookd/internal/actions"
+	"github.com/hookd/hookd/internal/store/reconcileruns"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker/reconcile"
 )
 
 // Problem types beyond a plain HTTP status, which a client may tell apart
@@ -90,6 +93,7 @@ func problemOf(err error, c echo.Context) *problemError {
 		notOnQueue *actions.NotOnQueueError
 		slow       *queue.ReadTimeoutError
 		he         *echo.HTTPError
+		stripeErr  *stripeapi.APIError
 	)
 	switch {
 	case errors.As(err, &pe):
@@ -102,6 +106,22 @@ func problemOf(err error, c echo.Context) *problemError {
 		return problem(http.StatusNotFound, "", fmt.Sprintf("No event %q is on the queue: the id is an event id (evt_...) or a queue id.", c.Param("id")))
 	case errors.Is(err, queue.ErrPayloadErased):
 		return problem(http.StatusConflict, typeNotApplicable, "The event was not retried: "+queue.ErrPayloadErased.Error()+".")
+	case errors.Is(err, actions.ErrReconcileOff):
+		return problem(http.StatusNotFound, "", actions.ReconcileOffDetail)
+	case errors.Is(err, reconcileruns.ErrRunning):
+		return problem(http.StatusConflict, typeNotApplicable, "Another reconcile run is in progress; nothing was changed. Try again when it ends.")
+	case errors.Is(err, reconcile.ErrNotReceived):
+		return problem(http.StatusUnprocessableEntity, typeNotApplicable, "Nothing was pulled: "+err.Error()+".")
+	case errors.Is(err, actions.ErrNoStripeObject):
+		return problem(http.StatusUnprocessableEntity, typeNotApplicable, "Nothing was fetched: "+err.Error()+".")
+	case errors.Is(err, actions.ErrStripeOff):
+		return problem(http.StatusConflict, typeNotApplicable, "Nothing was fetched: "+err.Error()+".")
+	case errors.As(err, &stripeErr):
+		return problem(http.StatusBadGateway, "", "Stripe's API did not answer as asked, so nothing was changed: "+err.Error())
+	case errors.Is(err, queue.ErrNotGranted):
+		pe := problem(http.StatusServiceUnavailable, "", "Nothing was done: "+err.Error()+". Try again in a moment.")
+		pe.header.Set("Retry-After", "5")
+		return pe
 	case errors.As(err, &slow):
 		pe := problem(http.StatusServiceUnavailable, "", fmt.Sprintf("The read took longer than %s, so it was stopped; "+
 			"narrow the filter, or try again in a moment.", slow.Limit))

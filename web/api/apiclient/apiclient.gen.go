@@ -39,6 +39,24 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for Mode.
+const (
+	Live Mode = "live"
+	Test Mode = "test"
+)
+
+// Valid indicates whether the value is a known member of the Mode enum.
+func (e Mode) Valid() bool {
+	switch e {
+	case Live:
+		return true
+	case Test:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ReplayState.
 const (
 	Cancelled ReplayState = "cancelled"
@@ -75,6 +93,27 @@ func (e ReplayStatus) Valid() bool {
 	case ReplayStatusPending:
 		return true
 	case ReplayStatusProcessed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Role.
+const (
+	RoleAdmin    Role = "admin"
+	RoleOperator Role = "operator"
+	RoleViewer   Role = "viewer"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case RoleAdmin:
+		return true
+	case RoleOperator:
+		return true
+	case RoleViewer:
 		return true
 	default:
 		return false
@@ -126,22 +165,35 @@ func (e ListEventsParamsStatus) Valid() bool {
 	}
 }
 
-// Defines values for ListEventsParamsMode.
-const (
-	Live ListEventsParamsMode = "live"
-	Test ListEventsParamsMode = "test"
-)
+// Account defines model for Account.
+type Account struct {
+	CreatedAt time.Time `json:"created_at"`
+	Email     string    `json:"email"`
 
-// Valid indicates whether the value is a known member of the ListEventsParamsMode enum.
-func (e ListEventsParamsMode) Valid() bool {
-	switch e {
-	case Live:
-		return true
-	case Test:
-		return true
-	default:
-		return false
-	}
+	// FromProvider It signs in through the identity provider.
+	FromProvider bool       `json:"from_provider"`
+	Id           int64      `json:"id"`
+	LastSignInAt *time.Time `json:"last_sign_in_at,omitempty"`
+	Role         Role       `json:"role"`
+}
+
+// AccountList defines model for AccountList.
+type AccountList struct {
+	Accounts []Account `json:"accounts"`
+}
+
+// AccountRemoval defines model for AccountRemoval.
+type AccountRemoval struct {
+	Account Account `json:"account"`
+	DryRun  bool    `json:"dry_run"`
+	Removed bool    `json:"removed"`
+}
+
+// AddAccountRequest defines model for AddAccountRequest.
+type AddAccountRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Role     Role   `json:"role"`
 }
 
 // Attempt defines model for Attempt.
@@ -181,6 +233,23 @@ type AuditList struct {
 	NextCursor *string      `json:"next_cursor,omitempty"`
 }
 
+// DeadRetry defines model for DeadRetry.
+type DeadRetry struct {
+	DryRun bool `json:"dry_run"`
+
+	// Erased How many stayed dead, their payloads erased; 0 with dry_run.
+	Erased int64 `json:"erased"`
+
+	// Filter The dead events the filter selects, in words, as the audit log records it.
+	Filter string `json:"filter"`
+
+	// Queued How many went back to the queue; 0 with dry_run.
+	Queued int64 `json:"queued"`
+
+	// Selected How many dead events the filter selects.
+	Selected int64 `json:"selected"`
+}
+
 // Delivery defines model for Delivery.
 type Delivery struct {
 	BreakerOpen bool `json:"breaker_open"`
@@ -191,6 +260,33 @@ type Delivery struct {
 	PausedAt     *time.Time `json:"paused_at,omitempty"`
 	PausedBy     *string    `json:"paused_by,omitempty"`
 	PausedReason *string    `json:"paused_reason,omitempty"`
+}
+
+// DryRunRequest defines model for DryRunRequest.
+type DryRunRequest struct {
+	// DryRun Say what would be done, and do nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+}
+
+// EraseRequest defines model for EraseRequest.
+type EraseRequest struct {
+	// Customer The Stripe customer (cus_...).
+	Customer string `json:"customer"`
+}
+
+// Erased defines model for Erased.
+type Erased struct {
+	Customer string `json:"customer"`
+
+	// Dead How many of them were dead events', which can no longer be retried.
+	Dead int64 `json:"dead"`
+
+	// Payloads How many payloads were erased.
+	Payloads int64 `json:"payloads"`
+
+	// Pending Events about the customer still pending, which keep their payloads until delivered.
+	Pending int64  `json:"pending"`
+	Summary string `json:"summary"`
 }
 
 // Event defines model for Event.
@@ -258,6 +354,21 @@ type EventDetail struct {
 	QueueId openapi_types.UUID `json:"queue_id"`
 	Status  EventStatus        `json:"status"`
 	Type    string             `json:"type"`
+}
+
+// EventInStripe defines model for EventInStripe.
+type EventInStripe struct {
+	// Current The object as Stripe's API gave it now.
+	Current json.RawMessage `json:"current"`
+
+	// Id The Stripe event id.
+	Id string `json:"id"`
+
+	// Object The object fetched, as its type and id.
+	Object string `json:"object"`
+
+	// Snapshot The object as the event carried it; null for a thin event.
+	Snapshot *json.RawMessage `json:"snapshot,omitempty"`
 }
 
 // EventList defines model for EventList.
@@ -354,6 +465,9 @@ type GroupRetryRequest struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// Mode Only live or only test-mode events.
+type Mode string
+
 // PauseRequest defines model for PauseRequest.
 type PauseRequest struct {
 	// Reason Why; every dashboard page's banner shows it.
@@ -373,6 +487,173 @@ type Problem struct {
 
 	// Type A URI naming the kind of problem; about:blank for a plain HTTP status.
 	Type string `json:"type"`
+}
+
+// PruneRequest defines model for PruneRequest.
+type PruneRequest struct {
+	// Days Remove the ids older than this many days; at least 30.
+	Days int `json:"days"`
+
+	// DryRun Count them, and remove none.
+	DryRun *bool `json:"dry_run,omitempty"`
+}
+
+// Pruned defines model for Pruned.
+type Pruned struct {
+	Days   int  `json:"days"`
+	DryRun bool `json:"dry_run"`
+
+	// Removed How many ids were removed, or with dry_run would be.
+	Removed int64 `json:"removed"`
+}
+
+// PullRequest defines model for PullRequest.
+type PullRequest struct {
+	// Account The connected account (acct_...) the event is of; none for the account's own.
+	Account *string `json:"account,omitempty"`
+
+	// EventId The Stripe event id (evt_...).
+	EventId string `json:"event_id"`
+}
+
+// PullResult defines model for PullResult.
+type PullResult struct {
+	Changed bool   `json:"changed"`
+	Id      string `json:"id"`
+
+	// Outcome What the pipeline did: processed, queued (processing failed), duplicate (processed before) or already_queued.
+	Outcome string `json:"outcome"`
+
+	// Refilled The event was dead with its payload erased: Stripe's copy took its place and it is queued for retry.
+	Refilled bool `json:"refilled"`
+
+	// Result What was done, in words.
+	Result string `json:"result"`
+}
+
+// ReconcileCounts defines model for ReconcileCounts.
+type ReconcileCounts struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+	Examined         int64 `json:"examined"`
+	InFlight         int64 `json:"in_flight"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64 `json:"recovered"`
+	SkippedType  int64 `json:"skipped_type"`
+	SkippedYoung int64 `json:"skipped_young"`
+}
+
+// ReconcileRequest defines model for ReconcileRequest.
+type ReconcileRequest struct {
+	// DryRun Say what a run would do, and change nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Hours The window: the last this many hours, at most the longest window (GET /reconcile).
+	Hours int `json:"hours"`
+}
+
+// ReconcileRun defines model for ReconcileRun.
+type ReconcileRun struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+
+	// Error Why it stopped early; null when it completed.
+	Error      *string   `json:"error,omitempty"`
+	Examined   int64     `json:"examined"`
+	FinishedAt time.Time `json:"finished_at"`
+	Id         int64     `json:"id"`
+	InFlight   int64     `json:"in_flight"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64     `json:"recovered"`
+	Since        time.Time `json:"since"`
+	SkippedType  int64     `json:"skipped_type"`
+	SkippedYoung int64     `json:"skipped_young"`
+	StartedAt    time.Time `json:"started_at"`
+
+	// Trigger schedule, command, dashboard (a person, on the dashboard or through this API) or failover.
+	Trigger string `json:"trigger"`
+}
+
+// ReconcileStatus defines model for ReconcileStatus.
+type ReconcileStatus struct {
+	// Enabled Reconciliation is on: STRIPE_API_KEY, and an endpoint with its Stripe id.
+	Enabled bool `json:"enabled"`
+
+	// MaxWindowHours The longest window a run may have.
+	MaxWindowHours *int           `json:"max_window_hours,omitempty"`
+	NextCursor     *string        `json:"next_cursor,omitempty"`
+	Runs           []ReconcileRun `json:"runs"`
+
+	// WindowHours The scheduled runs' window.
+	WindowHours *int `json:"window_hours,omitempty"`
+}
+
+// Reconciled defines model for Reconciled.
+type Reconciled struct {
+	AlreadyProcessed int64 `json:"already_processed"`
+	AlreadyQueued    int64 `json:"already_queued"`
+
+	// DisabledEndpoints The Stripe ids of endpoints Stripe has disabled.
+	DisabledEndpoints []string `json:"disabled_endpoints"`
+	DryRun            bool     `json:"dry_run"`
+	Examined          int64    `json:"examined"`
+	Hours             int      `json:"hours"`
+	InFlight          int64    `json:"in_flight"`
+
+	// OtherVersion Events whose API version differs from their endpoint's.
+	OtherVersion int64 `json:"other_version"`
+
+	// Queued Never seen; processing failed, now on the retry queue.
+	Queued int64 `json:"queued"`
+
+	// Recovered Never seen; now processed.
+	Recovered    int64     `json:"recovered"`
+	Since        time.Time `json:"since"`
+	SkippedType  int64     `json:"skipped_type"`
+	SkippedYoung int64     `json:"skipped_young"`
+
+	// Stopped Why the run stopped early, after the changes counted; null when it completed.
+	Stopped *string `json:"stopped,omitempty"`
+	Summary string  `json:"summary"`
+}
+
+// Rejection defines model for Rejection.
+type Rejection struct {
+	At time.Time `json:"at"`
+
+	// ClaimedEventId The id the body claimed, unverified.
+	ClaimedEventId *string `json:"claimed_event_id,omitempty"`
+
+	// Count Refusals this row stands for: above 1 for those beyond what the receiver records one by one in a second.
+	Count int64 `json:"count"`
+
+	// Detail The reason as the sender was told it.
+	Detail     string `json:"detail"`
+	HttpStatus int    `json:"http_status"`
+	Id         int64  `json:"id"`
+	Reason     string `json:"reason"`
+	RemoteAddr string `json:"remote_addr"`
+
+	// SignatureMatches For a stale signature: whether it matches a secret once its age is ignored.
+	SignatureMatches *bool      `json:"signature_matches,omitempty"`
+	SignedAt         *time.Time `json:"signed_at,omitempty"`
+}
+
+// RejectionList defines model for RejectionList.
+type RejectionList struct {
+	NextCursor *string     `json:"next_cursor,omitempty"`
+	Rejections []Rejection `json:"rejections"`
+
+	// Total How many refusals the filter selects on all pages.
+	Total int64 `json:"total"`
 }
 
 // Replay defines model for Replay.
@@ -414,6 +695,12 @@ type Replay struct {
 
 // ReplayState defines model for Replay.State.
 type ReplayState string
+
+// ReplayList defines model for ReplayList.
+type ReplayList struct {
+	NextCursor *string  `json:"next_cursor,omitempty"`
+	Replays    []Replay `json:"replays"`
+}
 
 // ReplayPreview defines model for ReplayPreview.
 type ReplayPreview struct {
@@ -472,6 +759,50 @@ type ReplaySample struct {
 // ReplayStatus defines model for ReplayStatus.
 type ReplayStatus string
 
+// RetryDeadRequest The dead list's filter; every field narrows it.
+type RetryDeadRequest struct {
+	// Account Only events of this connected account.
+	Account *string `json:"account,omitempty"`
+
+	// DryRun Count the dead events the filter selects, and retry none.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Endpoint Only events that arrived through the endpoint so labelled.
+	Endpoint *string `json:"endpoint,omitempty"`
+
+	// Error Only events whose last error contains this text, ignoring case.
+	Error *string `json:"error,omitempty"`
+
+	// Group Only events of this failure group.
+	Group *string `json:"group,omitempty"`
+
+	// Mode Only live or only test-mode events.
+	Mode *Mode `json:"mode,omitempty"`
+
+	// Q Only the event with this Stripe id.
+	Q *string `json:"q,omitempty"`
+
+	// Type Only events of exactly this type.
+	Type *string `json:"type,omitempty"`
+}
+
+// Role defines model for Role.
+type Role string
+
+// RoleChange defines model for RoleChange.
+type RoleChange struct {
+	Account Account `json:"account"`
+
+	// Changed False when the account had the role already.
+	Changed      bool `json:"changed"`
+	PreviousRole Role `json:"previous_role"`
+}
+
+// SetRoleRequest defines model for SetRoleRequest.
+type SetRoleRequest struct {
+	Role Role `json:"role"`
+}
+
 // Token defines model for Token.
 type Token struct {
 	AccountEmail string    `json:"account_email"`
@@ -501,6 +832,9 @@ type TypeCount struct {
 	Type  string `json:"type"`
 }
 
+// AccountID defines model for AccountID.
+type AccountID = int64
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -525,6 +859,38 @@ type TooManyRequests = Problem
 // Unauthorized An RFC 9457 problem.
 type Unauthorized = Problem
 
+// AddAccountParams defines parameters for AddAccount.
+type AddAccountParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RemoveAccountParams defines parameters for RemoveAccount.
+type RemoveAccountParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// SetAccountRoleParams defines parameters for SetAccountRole.
+type SetAccountRoleParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EndAccountSessionsParams defines parameters for EndAccountSessions.
+type EndAccountSessionsParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
@@ -544,6 +910,14 @@ type PauseDeliveryParams struct {
 
 // ResumeDeliveryParams defines parameters for ResumeDelivery.
 type ResumeDeliveryParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EraseCustomerParams defines parameters for EraseCustomer.
+type EraseCustomerParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -571,7 +945,7 @@ type ListEventsParams struct {
 	Endpoint *string `form:"endpoint,omitempty" json:"endpoint,omitempty"`
 
 	// Mode Only live or only test-mode events.
-	Mode *ListEventsParamsMode `form:"mode,omitempty" json:"mode,omitempty"`
+	Mode *Mode `form:"mode,omitempty" json:"mode,omitempty"`
 
 	// Account Only events of this connected account (acct_...).
 	Account *string `form:"account,omitempty" json:"account,omitempty"`
@@ -589,8 +963,21 @@ type ListEventsParams struct {
 // ListEventsParamsStatus defines parameters for ListEvents.
 type ListEventsParamsStatus string
 
-// ListEventsParamsMode defines parameters for ListEvents.
-type ListEventsParamsMode string
+// PullEventParams defines parameters for PullEvent.
+type PullEventParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RetryDeadEventsParams defines parameters for RetryDeadEvents.
+type RetryDeadEventsParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
 
 // RetryEventParams defines parameters for RetryEvent.
 type RetryEventParams struct {
@@ -625,8 +1012,65 @@ type RetryFailureGroupParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// PruneRedeliveryGuardParams defines parameters for PruneRedeliveryGuard.
+type PruneRedeliveryGuardParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// GetReconcileParams defines parameters for GetReconcile.
+type GetReconcileParams struct {
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ReconcileParams defines parameters for Reconcile.
+type ReconcileParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ListRejectionsParams defines parameters for ListRejections.
+type ListRejectionsParams struct {
+	// Reason Only refusals for this reason, e.g. wrong_signature.
+	Reason *string `form:"reason,omitempty" json:"reason,omitempty"`
+
+	// Q Only refusals of deliveries that claimed this event id.
+	Q *string `form:"q,omitempty" json:"q,omitempty"`
+
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListReplaysParams defines parameters for ListReplays.
+type ListReplaysParams struct {
+	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit At most this many items.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // CreateReplayParams defines parameters for CreateReplay.
 type CreateReplayParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// CancelReplayParams defines parameters for CancelReplay.
+type CancelReplayParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -641,11 +1085,35 @@ type RevokeTokenParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// AddAccountJSONRequestBody defines body for AddAccount for application/json ContentType.
+type AddAccountJSONRequestBody = AddAccountRequest
+
+// RemoveAccountJSONRequestBody defines body for RemoveAccount for application/json ContentType.
+type RemoveAccountJSONRequestBody = DryRunRequest
+
+// SetAccountRoleJSONRequestBody defines body for SetAccountRole for application/json ContentType.
+type SetAccountRoleJSONRequestBody = SetRoleRequest
+
 // PauseDeliveryJSONRequestBody defines body for PauseDelivery for application/json ContentType.
 type PauseDeliveryJSONRequestBody = PauseRequest
 
+// EraseCustomerJSONRequestBody defines body for EraseCustomer for application/json ContentType.
+type EraseCustomerJSONRequestBody = EraseRequest
+
+// PullEventJSONRequestBody defines body for PullEvent for application/json ContentType.
+type PullEventJSONRequestBody = PullRequest
+
+// RetryDeadEventsJSONRequestBody defines body for RetryDeadEvents for application/json ContentType.
+type RetryDeadEventsJSONRequestBody = RetryDeadRequest
+
 // RetryFailureGroupJSONRequestBody defines body for RetryFailureGroup for application/json ContentType.
 type RetryFailureGroupJSONRequestBody = GroupRetryRequest
+
+// PruneRedeliveryGuardJSONRequestBody defines body for PruneRedeliveryGuard for application/json ContentType.
+type PruneRedeliveryGuardJSONRequestBody = PruneRequest
+
+// ReconcileJSONRequestBody defines body for Reconcile for application/json ContentType.
+type ReconcileJSONRequestBody = ReconcileRequest
 
 // CreateReplayJSONRequestBody defines body for CreateReplay for application/json ContentType.
 type CreateReplayJSONRequestBody = ReplayRequest
@@ -724,6 +1192,84 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAccounts The dashboard's accounts, by email
+	//
+	// Corresponds with GET /accounts (the `ListAccounts` operationId).
+	ListAccounts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddAccountWithBody Add an account that signs in with a password
+	//
+	// An email taken, or a password too short, is a 422 that says so.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /accounts (the `AddAccount` operationId).
+	AddAccountWithBody(ctx context.Context, params *AddAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddAccount Add an account that signs in with a password
+	//
+	// An email taken, or a password too short, is a 422 that says so.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /accounts (the `AddAccount` operationId).
+	AddAccount(ctx context.Context, params *AddAccountParams, body AddAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveAccountWithBody Remove an account
+	//
+	// Its sessions end and its API tokens stop working. Nobody removes
+	// their own account, and the last admin stays: a 409 that says so.
+	// `dry_run` (the dashboard's confirmation) only reads the account;
+	// whether it may go is decided when it goes.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+	RemoveAccountWithBody(ctx context.Context, id AccountID, params *RemoveAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveAccount Remove an account
+	//
+	// Its sessions end and its API tokens stop working. Nobody removes
+	// their own account, and the last admin stays: a 409 that says so.
+	// `dry_run` (the dashboard's confirmation) only reads the account;
+	// whether it may go is decided when it goes.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+	RemoveAccount(ctx context.Context, id AccountID, params *RemoveAccountParams, body RemoveAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountRoleWithBody Change an account's role
+	//
+	// Nobody changes their own account (the token's), and the last admin
+	// stays one: a 409 that says so. The account's tokens with a scope
+	// above its new role stop working.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+	SetAccountRoleWithBody(ctx context.Context, id AccountID, params *SetAccountRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAccountRole Change an account's role
+	//
+	// Nobody changes their own account (the token's), and the last admin
+	// stays one: a 409 that says so. The account's tokens with a scope
+	// above its new role stop working.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+	SetAccountRole(ctx context.Context, id AccountID, params *SetAccountRoleParams, body SetAccountRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EndAccountSessions End every dashboard session of an account
+	//
+	// The person is asked to sign in again on their next page; an account
+	// of the identity provider gets in again only while its groups still
+	// give it a role. API tokens are not sessions: they keep working.
+	//
+	// Corresponds with POST /accounts/{id}/sessions/end (the `EndAccountSessions` operationId).
+	EndAccountSessions(ctx context.Context, id AccountID, params *EndAccountSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit The audit log, newest first
 	//
 	// Corresponds with GET /audit (the `ListAudit` operationId).
@@ -758,6 +1304,30 @@ type ClientInterface interface {
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDelivery(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// EraseCustomerWithBody Erase the payloads of every event about a customer
+	//
+	// For a GDPR request: the event log's payloads of every event about the
+	// customer are cleared, their metadata kept with when and by whom;
+	// dead events about it can no longer be retried, pending ones keep
+	// their payloads until delivered. It cannot be undone.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /erase (the `EraseCustomer` operationId).
+	EraseCustomerWithBody(ctx context.Context, params *EraseCustomerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EraseCustomer Erase the payloads of every event about a customer
+	//
+	// For a GDPR request: the event log's payloads of every event about the
+	// customer are cleared, their metadata kept with when and by whom;
+	// dead events about it can no longer be retried, pending ones keep
+	// their payloads until delivered. It cannot be undone.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /erase (the `EraseCustomer` operationId).
+	EraseCustomer(ctx context.Context, params *EraseCustomerParams, body EraseCustomerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListEvents The events on the queue that a filter selects
 	//
 	// The lists of the dashboard's Events pages: dead events newest first,
@@ -765,6 +1335,56 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PullEventWithBody Pull one event from Stripe and run it through the pipeline
+	//
+	// For an event id hookd has no trace of, or one dead on the queue whose
+	// payload was erased (Stripe's copy takes its place and it goes back to
+	// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+	// Stripe id); 404 without it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /events/pull (the `PullEvent` operationId).
+	PullEventWithBody(ctx context.Context, params *PullEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PullEvent Pull one event from Stripe and run it through the pipeline
+	//
+	// For an event id hookd has no trace of, or one dead on the queue whose
+	// payload was erased (Stripe's copy takes its place and it goes back to
+	// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+	// Stripe id); 404 without it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /events/pull (the `PullEvent` operationId).
+	PullEvent(ctx context.Context, params *PullEventParams, body PullEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryDeadEventsWithBody Send every dead event a filter selects back to the queue
+	//
+	// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+	// one statement in one transaction with its audit entry, whatever the
+	// count. Dead events whose payloads were erased stay dead and are
+	// counted in `erased`. The filter is the dead list's; none selects
+	// every dead event.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+	RetryDeadEventsWithBody(ctx context.Context, params *RetryDeadEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryDeadEvents Send every dead event a filter selects back to the queue
+	//
+	// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+	// one statement in one transaction with its audit entry, whatever the
+	// count. Dead events whose payloads were erased stay dead and are
+	// counted in `erased`. The filter is the dead list's; none selects
+	// every dead event.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+	RetryDeadEvents(ctx context.Context, params *RetryDeadEventsParams, body RetryDeadEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetEvent An event on the queue, with its attempts and payload
 	//
@@ -785,6 +1405,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /events/{id}/retry-now (the `RetryEventNow` operationId).
 	RetryEventNow(ctx context.Context, id EventID, params *RetryEventNowParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEventInStripe The object an event is about, as it is now in Stripe
+	//
+	// Fetches from Stripe's API the object the event names, beside the
+	// event's snapshot of it. It only reads: the dashboard's "Show it in
+	// Stripe now" is a POST only so that no prefetch or reload spends the
+	// API budget hookd shares with reconciliation; here it is a GET, and
+	// each call spends one request of that budget.
+	//
+	// Corresponds with GET /events/{id}/stripe (the `GetEventInStripe` operationId).
+	GetEventInStripe(ctx context.Context, id EventID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListFailureGroups The failure groups, the largest first
 	//
@@ -830,6 +1461,73 @@ type ClientInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PruneRedeliveryGuardWithBody Remove the redelivery guard's event ids older than some days
+	//
+	// The overview's Prune (its preview is `dry_run`). An event whose id is
+	// removed would be processed again were Stripe to redeliver it, so days
+	// must be at least Stripe's redelivery window, 30. One transaction
+	// with its audit entry.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+	PruneRedeliveryGuardWithBody(ctx context.Context, params *PruneRedeliveryGuardParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PruneRedeliveryGuard Remove the redelivery guard's event ids older than some days
+	//
+	// The overview's Prune (its preview is `dry_run`). An event whose id is
+	// removed would be processed again were Stripe to redeliver it, so days
+	// must be at least Stripe's redelivery window, 30. One transaction
+	// with its audit entry.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+	PruneRedeliveryGuard(ctx context.Context, params *PruneRedeliveryGuardParams, body PruneRedeliveryGuardJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetReconcile Reconciliation with Stripe, and its finished runs
+	//
+	// Whether it is on, its windows, and the finished runs, the latest first.
+	//
+	// Corresponds with GET /reconcile (the `GetReconcile` operationId).
+	GetReconcile(ctx context.Context, params *GetReconcileParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReconcileWithBody Reconcile with Stripe over the last hours
+	//
+	// Asks Stripe for the events of the window and runs those hookd never
+	// saw through the pipeline (the overview's Reconcile; its preview is
+	// `dry_run`, which changes nothing). The run goes on to its end should
+	// the client go away. Another run in progress is a 409; reconciliation
+	// off a 404; Stripe refusing before anything changed a 502.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /reconcile (the `Reconcile` operationId).
+	ReconcileWithBody(ctx context.Context, params *ReconcileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Reconcile Reconcile with Stripe over the last hours
+	//
+	// Asks Stripe for the events of the window and runs those hookd never
+	// saw through the pipeline (the overview's Reconcile; its preview is
+	// `dry_run`, which changes nothing). The run goes on to its end should
+	// the client go away. Another run in progress is a 409; reconciliation
+	// off a 404; Stripe refusing before anything changed a 502.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /reconcile (the `Reconcile` operationId).
+	Reconcile(ctx context.Context, params *ReconcileParams, body ReconcileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListRejections The deliveries the receiver refused, newest first
+	//
+	// Corresponds with GET /rejections (the `ListRejections` operationId).
+	ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListReplays The replays, newest first, with their progress
+	//
+	// Corresponds with GET /replays (the `ListReplays` operationId).
+	ListReplays(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreateReplayWithBody Replay the event log's events a filter matches
 	//
 	// The dashboard's replay form: the events received in a time range,
@@ -865,6 +1563,15 @@ type ClientInterface interface {
 	// Corresponds with GET /replays/{id} (the `GetReplay` operationId).
 	GetReplay(ctx context.Context, id ReplayID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// CancelReplay Cancel a running replay
+	//
+	// No delivery of it starts from the answer on, on this replica, and
+	// within a second on the others; what it delivered stays delivered.
+	// A replay that ended already is a 409.
+	//
+	// Corresponds with POST /replays/{id}/cancel (the `CancelReplay` operationId).
+	CancelReplay(ctx context.Context, id ReplayID, params *CancelReplayParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListTokens Every account's API tokens
 	//
 	// Revoked ones included, by account; never a secret, which only its creation shows.
@@ -878,6 +1585,164 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /tokens/{id}/revoke (the `RevokeToken` operationId).
 	RevokeToken(ctx context.Context, id TokenID, params *RevokeTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAccounts The dashboard's accounts, by email
+//
+// Corresponds with GET /accounts (the `ListAccounts` operationId).
+func (c *Client) ListAccounts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAccountsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddAccountWithBody Add an account that signs in with a password
+//
+// An email taken, or a password too short, is a 422 that says so.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /accounts (the `AddAccount` operationId).
+func (c *Client) AddAccountWithBody(ctx context.Context, params *AddAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddAccountRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddAccount Add an account that signs in with a password
+//
+// An email taken, or a password too short, is a 422 that says so.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /accounts (the `AddAccount` operationId).
+func (c *Client) AddAccount(ctx context.Context, params *AddAccountParams, body AddAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddAccountRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveAccountWithBody Remove an account
+//
+// Its sessions end and its API tokens stop working. Nobody removes
+// their own account, and the last admin stays: a 409 that says so.
+// `dry_run` (the dashboard's confirmation) only reads the account;
+// whether it may go is decided when it goes.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+func (c *Client) RemoveAccountWithBody(ctx context.Context, id AccountID, params *RemoveAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveAccountRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveAccount Remove an account
+//
+// Its sessions end and its API tokens stop working. Nobody removes
+// their own account, and the last admin stays: a 409 that says so.
+// `dry_run` (the dashboard's confirmation) only reads the account;
+// whether it may go is decided when it goes.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+func (c *Client) RemoveAccount(ctx context.Context, id AccountID, params *RemoveAccountParams, body RemoveAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveAccountRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountRoleWithBody Change an account's role
+//
+// Nobody changes their own account (the token's), and the last admin
+// stays one: a 409 that says so. The account's tokens with a scope
+// above its new role stop working.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+func (c *Client) SetAccountRoleWithBody(ctx context.Context, id AccountID, params *SetAccountRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountRoleRequestWithBody(c.Server, id, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAccountRole Change an account's role
+//
+// Nobody changes their own account (the token's), and the last admin
+// stays one: a 409 that says so. The account's tokens with a scope
+// above its new role stop working.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+func (c *Client) SetAccountRole(ctx context.Context, id AccountID, params *SetAccountRoleParams, body SetAccountRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAccountRoleRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EndAccountSessions End every dashboard session of an account
+//
+// The person is asked to sign in again on their next page; an account
+// of the identity provider gets in again only while its groups still
+// give it a role. API tokens are not sessions: they keep working.
+//
+// Corresponds with POST /accounts/{id}/sessions/end (the `EndAccountSessions` operationId).
+func (c *Client) EndAccountSessions(ctx context.Context, id AccountID, params *EndAccountSessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEndAccountSessionsRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListAudit The audit log, newest first
@@ -954,6 +1819,50 @@ func (c *Client) ResumeDelivery(ctx context.Context, params *ResumeDeliveryParam
 	return c.Client.Do(req)
 }
 
+// EraseCustomerWithBody Erase the payloads of every event about a customer
+//
+// For a GDPR request: the event log's payloads of every event about the
+// customer are cleared, their metadata kept with when and by whom;
+// dead events about it can no longer be retried, pending ones keep
+// their payloads until delivered. It cannot be undone.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /erase (the `EraseCustomer` operationId).
+func (c *Client) EraseCustomerWithBody(ctx context.Context, params *EraseCustomerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEraseCustomerRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EraseCustomer Erase the payloads of every event about a customer
+//
+// For a GDPR request: the event log's payloads of every event about the
+// customer are cleared, their metadata kept with when and by whom;
+// dead events about it can no longer be retried, pending ones keep
+// their payloads until delivered. It cannot be undone.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /erase (the `EraseCustomer` operationId).
+func (c *Client) EraseCustomer(ctx context.Context, params *EraseCustomerParams, body EraseCustomerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEraseCustomerRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListEvents The events on the queue that a filter selects
 //
 // The lists of the dashboard's Events pages: dead events newest first,
@@ -962,6 +1871,96 @@ func (c *Client) ResumeDelivery(ctx context.Context, params *ResumeDeliveryParam
 // Corresponds with GET /events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PullEventWithBody Pull one event from Stripe and run it through the pipeline
+//
+// For an event id hookd has no trace of, or one dead on the queue whose
+// payload was erased (Stripe's copy takes its place and it goes back to
+// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+// Stripe id); 404 without it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /events/pull (the `PullEvent` operationId).
+func (c *Client) PullEventWithBody(ctx context.Context, params *PullEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPullEventRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PullEvent Pull one event from Stripe and run it through the pipeline
+//
+// For an event id hookd has no trace of, or one dead on the queue whose
+// payload was erased (Stripe's copy takes its place and it goes back to
+// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+// Stripe id); 404 without it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /events/pull (the `PullEvent` operationId).
+func (c *Client) PullEvent(ctx context.Context, params *PullEventParams, body PullEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPullEventRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryDeadEventsWithBody Send every dead event a filter selects back to the queue
+//
+// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+// one statement in one transaction with its audit entry, whatever the
+// count. Dead events whose payloads were erased stay dead and are
+// counted in `erased`. The filter is the dead list's; none selects
+// every dead event.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+func (c *Client) RetryDeadEventsWithBody(ctx context.Context, params *RetryDeadEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryDeadEventsRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryDeadEvents Send every dead event a filter selects back to the queue
+//
+// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+// one statement in one transaction with its audit entry, whatever the
+// count. Dead events whose payloads were erased stay dead and are
+// counted in `erased`. The filter is the dead list's; none selects
+// every dead event.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+func (c *Client) RetryDeadEvents(ctx context.Context, params *RetryDeadEventsParams, body RetryDeadEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryDeadEventsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1012,6 +2011,27 @@ func (c *Client) RetryEvent(ctx context.Context, id EventID, params *RetryEventP
 // Corresponds with POST /events/{id}/retry-now (the `RetryEventNow` operationId).
 func (c *Client) RetryEventNow(ctx context.Context, id EventID, params *RetryEventNowParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRetryEventNowRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEventInStripe The object an event is about, as it is now in Stripe
+//
+// Fetches from Stripe's API the object the event names, beside the
+// event's snapshot of it. It only reads: the dashboard's "Show it in
+// Stripe now" is a POST only so that no prefetch or reload spends the
+// API budget hookd shares with reconciliation; here it is a GET, and
+// each call spends one request of that budget.
+//
+// Corresponds with GET /events/{id}/stripe (the `GetEventInStripe` operationId).
+func (c *Client) GetEventInStripe(ctx context.Context, id EventID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventInStripeRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1106,6 +2126,143 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
+// PruneRedeliveryGuardWithBody Remove the redelivery guard's event ids older than some days
+//
+// The overview's Prune (its preview is `dry_run`). An event whose id is
+// removed would be processed again were Stripe to redeliver it, so days
+// must be at least Stripe's redelivery window, 30. One transaction
+// with its audit entry.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+func (c *Client) PruneRedeliveryGuardWithBody(ctx context.Context, params *PruneRedeliveryGuardParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPruneRedeliveryGuardRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PruneRedeliveryGuard Remove the redelivery guard's event ids older than some days
+//
+// The overview's Prune (its preview is `dry_run`). An event whose id is
+// removed would be processed again were Stripe to redeliver it, so days
+// must be at least Stripe's redelivery window, 30. One transaction
+// with its audit entry.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+func (c *Client) PruneRedeliveryGuard(ctx context.Context, params *PruneRedeliveryGuardParams, body PruneRedeliveryGuardJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPruneRedeliveryGuardRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReconcile Reconciliation with Stripe, and its finished runs
+//
+// Whether it is on, its windows, and the finished runs, the latest first.
+//
+// Corresponds with GET /reconcile (the `GetReconcile` operationId).
+func (c *Client) GetReconcile(ctx context.Context, params *GetReconcileParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReconcileRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReconcileWithBody Reconcile with Stripe over the last hours
+//
+// Asks Stripe for the events of the window and runs those hookd never
+// saw through the pipeline (the overview's Reconcile; its preview is
+// `dry_run`, which changes nothing). The run goes on to its end should
+// the client go away. Another run in progress is a 409; reconciliation
+// off a 404; Stripe refusing before anything changed a 502.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /reconcile (the `Reconcile` operationId).
+func (c *Client) ReconcileWithBody(ctx context.Context, params *ReconcileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReconcileRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Reconcile Reconcile with Stripe over the last hours
+//
+// Asks Stripe for the events of the window and runs those hookd never
+// saw through the pipeline (the overview's Reconcile; its preview is
+// `dry_run`, which changes nothing). The run goes on to its end should
+// the client go away. Another run in progress is a 409; reconciliation
+// off a 404; Stripe refusing before anything changed a 502.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /reconcile (the `Reconcile` operationId).
+func (c *Client) Reconcile(ctx context.Context, params *ReconcileParams, body ReconcileJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReconcileRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListRejections The deliveries the receiver refused, newest first
+//
+// Corresponds with GET /rejections (the `ListRejections` operationId).
+func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListRejectionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListReplays The replays, newest first, with their progress
+//
+// Corresponds with GET /replays (the `ListReplays` operationId).
+func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListReplaysRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CreateReplayWithBody Replay the event log's events a filter matches
 //
 // The dashboard's replay form: the events received in a time range,
@@ -1171,6 +2328,25 @@ func (c *Client) GetReplay(ctx context.Context, id ReplayID, reqEditors ...Reque
 	return c.Client.Do(req)
 }
 
+// CancelReplay Cancel a running replay
+//
+// No delivery of it starts from the answer on, on this replica, and
+// within a second on the others; what it delivered stays delivered.
+// A replay that ended already is a 409.
+//
+// Corresponds with POST /replays/{id}/cancel (the `CancelReplay` operationId).
+func (c *Client) CancelReplay(ctx context.Context, id ReplayID, params *CancelReplayParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelReplayRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListTokens Every account's API tokens
 //
 // Revoked ones included, by account; never a secret, which only its creation shows.
@@ -1203,6 +2379,261 @@ func (c *Client) RevokeToken(ctx context.Context, id TokenID, params *RevokeToke
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAccountsRequest constructs an http.Request for the ListAccounts method
+func NewListAccountsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddAccountRequest calls the generic AddAccount builder with application/json body
+func NewAddAccountRequest(server string, params *AddAccountParams, body AddAccountJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddAccountRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewAddAccountRequestWithBody constructs an http.Request for the AddAccount method, with any body, and a specified content type
+func NewAddAccountRequestWithBody(server string, params *AddAccountParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accounts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRemoveAccountRequest calls the generic RemoveAccount builder with application/json body
+func NewRemoveAccountRequest(server string, id AccountID, params *RemoveAccountParams, body RemoveAccountJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRemoveAccountRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewRemoveAccountRequestWithBody constructs an http.Request for the RemoveAccount method, with any body, and a specified content type
+func NewRemoveAccountRequestWithBody(server string, id AccountID, params *RemoveAccountParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accounts/%s/remove", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewSetAccountRoleRequest calls the generic SetAccountRole builder with application/json body
+func NewSetAccountRoleRequest(server string, id AccountID, params *SetAccountRoleParams, body SetAccountRoleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetAccountRoleRequestWithBody(server, id, params, "application/json", bodyReader)
+}
+
+// NewSetAccountRoleRequestWithBody constructs an http.Request for the SetAccountRole method, with any body, and a specified content type
+func NewSetAccountRoleRequestWithBody(server string, id AccountID, params *SetAccountRoleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accounts/%s/role", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEndAccountSessionsRequest constructs an http.Request for the EndAccountSessions method
+func NewEndAccountSessionsRequest(server string, id AccountID, params *EndAccountSessionsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/accounts/%s/sessions/end", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
 }
 
 // NewListAuditRequest constructs an http.Request for the ListAudit method
@@ -1349,6 +2780,61 @@ func NewResumeDeliveryRequest(server string, params *ResumeDeliveryParams) (*htt
 	if err != nil {
 		return nil, err
 	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEraseCustomerRequest calls the generic EraseCustomer builder with application/json body
+func NewEraseCustomerRequest(server string, params *EraseCustomerParams, body EraseCustomerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEraseCustomerRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewEraseCustomerRequestWithBody constructs an http.Request for the EraseCustomer method, with any body, and a specified content type
+func NewEraseCustomerRequestWithBody(server string, params *EraseCustomerParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/erase")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	if params != nil {
 
@@ -1542,6 +3028,116 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 	return req, nil
 }
 
+// NewPullEventRequest calls the generic PullEvent builder with application/json body
+func NewPullEventRequest(server string, params *PullEventParams, body PullEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPullEventRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPullEventRequestWithBody constructs an http.Request for the PullEvent method, with any body, and a specified content type
+func NewPullEventRequestWithBody(server string, params *PullEventParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events/pull")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRetryDeadEventsRequest calls the generic RetryDeadEvents builder with application/json body
+func NewRetryDeadEventsRequest(server string, params *RetryDeadEventsParams, body RetryDeadEventsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRetryDeadEventsRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewRetryDeadEventsRequestWithBody constructs an http.Request for the RetryDeadEvents method, with any body, and a specified content type
+func NewRetryDeadEventsRequestWithBody(server string, params *RetryDeadEventsParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events/retry")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewGetEventRequest constructs an http.Request for the GetEvent method
 func NewGetEventRequest(server string, id EventID) (*http.Request, error) {
 	var err error
@@ -1669,6 +3265,40 @@ func NewRetryEventNowRequest(server string, id EventID, params *RetryEventNowPar
 			req.Header.Set("Idempotency-Key", headerParam0)
 		}
 
+	}
+
+	return req, nil
+}
+
+// NewGetEventInStripeRequest constructs an http.Request for the GetEventInStripe method
+func NewGetEventInStripeRequest(server string, id EventID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/events/%s/stripe", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
 	}
 
 	return req, nil
@@ -1822,6 +3452,338 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewPruneRedeliveryGuardRequest calls the generic PruneRedeliveryGuard builder with application/json body
+func NewPruneRedeliveryGuardRequest(server string, params *PruneRedeliveryGuardParams, body PruneRedeliveryGuardJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPruneRedeliveryGuardRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPruneRedeliveryGuardRequestWithBody constructs an http.Request for the PruneRedeliveryGuard method, with any body, and a specified content type
+func NewPruneRedeliveryGuardRequestWithBody(server string, params *PruneRedeliveryGuardParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/prune")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetReconcileRequest constructs an http.Request for the GetReconcile method
+func NewGetReconcileRequest(server string, params *GetReconcileParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/reconcile")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReconcileRequest calls the generic Reconcile builder with application/json body
+func NewReconcileRequest(server string, params *ReconcileParams, body ReconcileJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReconcileRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewReconcileRequestWithBody constructs an http.Request for the Reconcile method, with any body, and a specified content type
+func NewReconcileRequestWithBody(server string, params *ReconcileParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/reconcile")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListRejectionsRequest constructs an http.Request for the ListRejections method
+func NewListRejectionsRequest(server string, params *ListRejectionsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/rejections")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Reason != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "reason", *params.Reason, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Q != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "q", *params.Q, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListReplaysRequest constructs an http.Request for the ListReplays method
+func NewListReplaysRequest(server string, params *ListReplaysParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/replays")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewCreateReplayRequest calls the generic CreateReplay builder with application/json body
 func NewCreateReplayRequest(server string, params *CreateReplayParams, body CreateReplayJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1906,6 +3868,55 @@ func NewGetReplayRequest(server string, id ReplayID) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelReplayRequest constructs an http.Request for the CancelReplay method
+func NewCancelReplayRequest(server string, id ReplayID, params *CancelReplayParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/replays/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -2031,6 +4042,88 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAccountsWithResponse The dashboard's accounts, by email
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /accounts (the `ListAccounts` operationId).
+	ListAccountsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error)
+
+	// AddAccountWithBodyWithResponse Add an account that signs in with a password
+	//
+	// An email taken, or a password too short, is a 422 that says so.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts (the `AddAccount` operationId).
+	AddAccountWithBodyWithResponse(ctx context.Context, params *AddAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddAccountResponse, error)
+
+	// AddAccountWithResponse Add an account that signs in with a password
+	//
+	// An email taken, or a password too short, is a 422 that says so.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts (the `AddAccount` operationId).
+	AddAccountWithResponse(ctx context.Context, params *AddAccountParams, body AddAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*AddAccountResponse, error)
+
+	// RemoveAccountWithBodyWithResponse Remove an account
+	//
+	// Its sessions end and its API tokens stop working. Nobody removes
+	// their own account, and the last admin stays: a 409 that says so.
+	// `dry_run` (the dashboard's confirmation) only reads the account;
+	// whether it may go is decided when it goes.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+	RemoveAccountWithBodyWithResponse(ctx context.Context, id AccountID, params *RemoveAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RemoveAccountResponse, error)
+
+	// RemoveAccountWithResponse Remove an account
+	//
+	// Its sessions end and its API tokens stop working. Nobody removes
+	// their own account, and the last admin stays: a 409 that says so.
+	// `dry_run` (the dashboard's confirmation) only reads the account;
+	// whether it may go is decided when it goes.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+	RemoveAccountWithResponse(ctx context.Context, id AccountID, params *RemoveAccountParams, body RemoveAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*RemoveAccountResponse, error)
+
+	// SetAccountRoleWithBodyWithResponse Change an account's role
+	//
+	// Nobody changes their own account (the token's), and the last admin
+	// stays one: a 409 that says so. The account's tokens with a scope
+	// above its new role stop working.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+	SetAccountRoleWithBodyWithResponse(ctx context.Context, id AccountID, params *SetAccountRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountRoleResponse, error)
+
+	// SetAccountRoleWithResponse Change an account's role
+	//
+	// Nobody changes their own account (the token's), and the last admin
+	// stays one: a 409 that says so. The account's tokens with a scope
+	// above its new role stop working.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+	SetAccountRoleWithResponse(ctx context.Context, id AccountID, params *SetAccountRoleParams, body SetAccountRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountRoleResponse, error)
+
+	// EndAccountSessionsWithResponse End every dashboard session of an account
+	//
+	// The person is asked to sign in again on their next page; an account
+	// of the identity provider gets in again only while its groups still
+	// give it a role. API tokens are not sessions: they keep working.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /accounts/{id}/sessions/end (the `EndAccountSessions` operationId).
+	EndAccountSessionsWithResponse(ctx context.Context, id AccountID, params *EndAccountSessionsParams, reqEditors ...RequestEditorFn) (*EndAccountSessionsResponse, error)
+
 	// ListAuditWithResponse The audit log, newest first
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2069,6 +4162,30 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDeliveryWithResponse(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*ResumeDeliveryResponse, error)
 
+	// EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
+	//
+	// For a GDPR request: the event log's payloads of every event about the
+	// customer are cleared, their metadata kept with when and by whom;
+	// dead events about it can no longer be retried, pending ones keep
+	// their payloads until delivered. It cannot be undone.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /erase (the `EraseCustomer` operationId).
+	EraseCustomerWithBodyWithResponse(ctx context.Context, params *EraseCustomerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EraseCustomerResponse, error)
+
+	// EraseCustomerWithResponse Erase the payloads of every event about a customer
+	//
+	// For a GDPR request: the event log's payloads of every event about the
+	// customer are cleared, their metadata kept with when and by whom;
+	// dead events about it can no longer be retried, pending ones keep
+	// their payloads until delivered. It cannot be undone.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /erase (the `EraseCustomer` operationId).
+	EraseCustomerWithResponse(ctx context.Context, params *EraseCustomerParams, body EraseCustomerJSONRequestBody, reqEditors ...RequestEditorFn) (*EraseCustomerResponse, error)
+
 	// ListEventsWithResponse The events on the queue that a filter selects
 	//
 	// The lists of the dashboard's Events pages: dead events newest first,
@@ -2078,6 +4195,56 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// PullEventWithBodyWithResponse Pull one event from Stripe and run it through the pipeline
+	//
+	// For an event id hookd has no trace of, or one dead on the queue whose
+	// payload was erased (Stripe's copy takes its place and it goes back to
+	// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+	// Stripe id); 404 without it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/pull (the `PullEvent` operationId).
+	PullEventWithBodyWithResponse(ctx context.Context, params *PullEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PullEventResponse, error)
+
+	// PullEventWithResponse Pull one event from Stripe and run it through the pipeline
+	//
+	// For an event id hookd has no trace of, or one dead on the queue whose
+	// payload was erased (Stripe's copy takes its place and it goes back to
+	// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+	// Stripe id); 404 without it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/pull (the `PullEvent` operationId).
+	PullEventWithResponse(ctx context.Context, params *PullEventParams, body PullEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PullEventResponse, error)
+
+	// RetryDeadEventsWithBodyWithResponse Send every dead event a filter selects back to the queue
+	//
+	// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+	// one statement in one transaction with its audit entry, whatever the
+	// count. Dead events whose payloads were erased stay dead and are
+	// counted in `erased`. The filter is the dead list's; none selects
+	// every dead event.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+	RetryDeadEventsWithBodyWithResponse(ctx context.Context, params *RetryDeadEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryDeadEventsResponse, error)
+
+	// RetryDeadEventsWithResponse Send every dead event a filter selects back to the queue
+	//
+	// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+	// one statement in one transaction with its audit entry, whatever the
+	// count. Dead events whose payloads were erased stay dead and are
+	// counted in `erased`. The filter is the dead list's; none selects
+	// every dead event.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+	RetryDeadEventsWithResponse(ctx context.Context, params *RetryDeadEventsParams, body RetryDeadEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryDeadEventsResponse, error)
 
 	// GetEventWithResponse An event on the queue, with its attempts and payload
 	//
@@ -2104,6 +4271,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /events/{id}/retry-now (the `RetryEventNow` operationId).
 	RetryEventNowWithResponse(ctx context.Context, id EventID, params *RetryEventNowParams, reqEditors ...RequestEditorFn) (*RetryEventNowResponse, error)
+
+	// GetEventInStripeWithResponse The object an event is about, as it is now in Stripe
+	//
+	// Fetches from Stripe's API the object the event names, beside the
+	// event's snapshot of it. It only reads: the dashboard's "Show it in
+	// Stripe now" is a POST only so that no prefetch or reload spends the
+	// API budget hookd shares with reconciliation; here it is a GET, and
+	// each call spends one request of that budget.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /events/{id}/stripe (the `GetEventInStripe` operationId).
+	GetEventInStripeWithResponse(ctx context.Context, id EventID, reqEditors ...RequestEditorFn) (*GetEventInStripeResponse, error)
 
 	// ListFailureGroupsWithResponse The failure groups, the largest first
 	//
@@ -2153,6 +4333,79 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
+	// PruneRedeliveryGuardWithBodyWithResponse Remove the redelivery guard's event ids older than some days
+	//
+	// The overview's Prune (its preview is `dry_run`). An event whose id is
+	// removed would be processed again were Stripe to redeliver it, so days
+	// must be at least Stripe's redelivery window, 30. One transaction
+	// with its audit entry.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+	PruneRedeliveryGuardWithBodyWithResponse(ctx context.Context, params *PruneRedeliveryGuardParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PruneRedeliveryGuardResponse, error)
+
+	// PruneRedeliveryGuardWithResponse Remove the redelivery guard's event ids older than some days
+	//
+	// The overview's Prune (its preview is `dry_run`). An event whose id is
+	// removed would be processed again were Stripe to redeliver it, so days
+	// must be at least Stripe's redelivery window, 30. One transaction
+	// with its audit entry.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+	PruneRedeliveryGuardWithResponse(ctx context.Context, params *PruneRedeliveryGuardParams, body PruneRedeliveryGuardJSONRequestBody, reqEditors ...RequestEditorFn) (*PruneRedeliveryGuardResponse, error)
+
+	// GetReconcileWithResponse Reconciliation with Stripe, and its finished runs
+	//
+	// Whether it is on, its windows, and the finished runs, the latest first.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /reconcile (the `GetReconcile` operationId).
+	GetReconcileWithResponse(ctx context.Context, params *GetReconcileParams, reqEditors ...RequestEditorFn) (*GetReconcileResponse, error)
+
+	// ReconcileWithBodyWithResponse Reconcile with Stripe over the last hours
+	//
+	// Asks Stripe for the events of the window and runs those hookd never
+	// saw through the pipeline (the overview's Reconcile; its preview is
+	// `dry_run`, which changes nothing). The run goes on to its end should
+	// the client go away. Another run in progress is a 409; reconciliation
+	// off a 404; Stripe refusing before anything changed a 502.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /reconcile (the `Reconcile` operationId).
+	ReconcileWithBodyWithResponse(ctx context.Context, params *ReconcileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReconcileResponse, error)
+
+	// ReconcileWithResponse Reconcile with Stripe over the last hours
+	//
+	// Asks Stripe for the events of the window and runs those hookd never
+	// saw through the pipeline (the overview's Reconcile; its preview is
+	// `dry_run`, which changes nothing). The run goes on to its end should
+	// the client go away. Another run in progress is a 409; reconciliation
+	// off a 404; Stripe refusing before anything changed a 502.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /reconcile (the `Reconcile` operationId).
+	ReconcileWithResponse(ctx context.Context, params *ReconcileParams, body ReconcileJSONRequestBody, reqEditors ...RequestEditorFn) (*ReconcileResponse, error)
+
+	// ListRejectionsWithResponse The deliveries the receiver refused, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /rejections (the `ListRejections` operationId).
+	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
+
+	// ListReplaysWithResponse The replays, newest first, with their progress
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /replays (the `ListReplays` operationId).
+	ListReplaysWithResponse(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*ListReplaysResponse, error)
+
 	// CreateReplayWithBodyWithResponse Replay the event log's events a filter matches
 	//
 	// The dashboard's replay form: the events received in a time range,
@@ -2190,6 +4443,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /replays/{id} (the `GetReplay` operationId).
 	GetReplayWithResponse(ctx context.Context, id ReplayID, reqEditors ...RequestEditorFn) (*GetReplayResponse, error)
 
+	// CancelReplayWithResponse Cancel a running replay
+	//
+	// No delivery of it starts from the answer on, on this replica, and
+	// within a second on the others; what it delivered stays delivered.
+	// A replay that ended already is a 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /replays/{id}/cancel (the `CancelReplay` operationId).
+	CancelReplayWithResponse(ctx context.Context, id ReplayID, params *CancelReplayParams, reqEditors ...RequestEditorFn) (*CancelReplayResponse, error)
+
 	// ListTokensWithResponse Every account's API tokens
 	//
 	// Revoked ones included, by account; never a secret, which only its creation shows.
@@ -2207,6 +4471,526 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /tokens/{id}/revoke (the `RevokeToken` operationId).
 	RevokeTokenWithResponse(ctx context.Context, id TokenID, params *RevokeTokenParams, reqEditors ...RequestEditorFn) (*RevokeTokenResponse, error)
+}
+
+// ListAccountsResponse401Headers the declared response headers of an HTTP 401 response for ListAccounts
+type ListAccountsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListAccountsResponse429Headers the declared response headers of an HTTP 429 response for ListAccounts
+type ListAccountsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListAccountsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAccountsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAccountsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAccountsResponse) GetJSON200() *AccountList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAccountsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAccountsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAccountsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAccountsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAccountsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AddAccountResponse401Headers the declared response headers of an HTTP 401 response for AddAccount
+type AddAccountResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// AddAccountResponse429Headers the declared response headers of an HTTP 429 response for AddAccount
+type AddAccountResponse429Headers struct {
+	RetryAfter *int
+}
+
+type AddAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Account
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AddAccountResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddAccountResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AddAccountResponse) GetJSON201() *Account {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AddAccountResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AddAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveAccountResponse401Headers the declared response headers of an HTTP 401 response for RemoveAccount
+type RemoveAccountResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RemoveAccountResponse429Headers the declared response headers of an HTTP 429 response for RemoveAccount
+type RemoveAccountResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RemoveAccountResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AccountRemoval
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveAccountResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveAccountResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveAccountResponse) GetJSON200() *AccountRemoval {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RemoveAccountResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveAccountResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveAccountResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveAccountResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// SetAccountRoleResponse401Headers the declared response headers of an HTTP 401 response for SetAccountRole
+type SetAccountRoleResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// SetAccountRoleResponse429Headers the declared response headers of an HTTP 429 response for SetAccountRole
+type SetAccountRoleResponse429Headers struct {
+	RetryAfter *int
+}
+
+type SetAccountRoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoleChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *SetAccountRoleResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetAccountRoleResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetAccountRoleResponse) GetJSON200() *RoleChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r SetAccountRoleResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r SetAccountRoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetAccountRoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetAccountRoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetAccountRoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EndAccountSessionsResponse401Headers the declared response headers of an HTTP 401 response for EndAccountSessions
+type EndAccountSessionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// EndAccountSessionsResponse429Headers the declared response headers of an HTTP 429 response for EndAccountSessions
+type EndAccountSessionsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type EndAccountSessionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Account
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EndAccountSessionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EndAccountSessionsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EndAccountSessionsResponse) GetJSON200() *Account {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r EndAccountSessionsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r EndAccountSessionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EndAccountSessionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EndAccountSessionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EndAccountSessionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListAuditResponse401Headers the declared response headers of an HTTP 401 response for ListAudit
@@ -2500,6 +5284,110 @@ func (r ResumeDeliveryResponse) ContentType() string {
 	return ""
 }
 
+// EraseCustomerResponse401Headers the declared response headers of an HTTP 401 response for EraseCustomer
+type EraseCustomerResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// EraseCustomerResponse429Headers the declared response headers of an HTTP 429 response for EraseCustomer
+type EraseCustomerResponse429Headers struct {
+	RetryAfter *int
+}
+
+type EraseCustomerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Erased
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EraseCustomerResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EraseCustomerResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EraseCustomerResponse) GetJSON200() *Erased {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r EraseCustomerResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r EraseCustomerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EraseCustomerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EraseCustomerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EraseCustomerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
 type ListEventsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -2584,6 +5472,235 @@ func (r ListEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PullEventResponse401Headers the declared response headers of an HTTP 401 response for PullEvent
+type PullEventResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PullEventResponse429Headers the declared response headers of an HTTP 429 response for PullEvent
+type PullEventResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PullEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *PullResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PullEventResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PullEventResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PullEventResponse) GetJSON200() *PullResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON502() *Problem {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PullEventResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PullEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PullEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PullEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PullEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryDeadEventsResponse401Headers the declared response headers of an HTTP 401 response for RetryDeadEvents
+type RetryDeadEventsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RetryDeadEventsResponse429Headers the declared response headers of an HTTP 429 response for RetryDeadEvents
+type RetryDeadEventsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RetryDeadEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DeadRetry
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryDeadEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryDeadEventsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RetryDeadEventsResponse) GetJSON200() *DeadRetry {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RetryDeadEventsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryDeadEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryDeadEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryDeadEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryDeadEventsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2909,6 +6026,124 @@ func (r RetryEventNowResponse) ContentType() string {
 	return ""
 }
 
+// GetEventInStripeResponse401Headers the declared response headers of an HTTP 401 response for GetEventInStripe
+type GetEventInStripeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetEventInStripeResponse429Headers the declared response headers of an HTTP 429 response for GetEventInStripe
+type GetEventInStripeResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetEventInStripeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventInStripe
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventInStripeResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEventInStripeResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventInStripeResponse) GetJSON200() *EventInStripe {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSON502() *Problem {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetEventInStripeResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventInStripeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventInStripeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventInStripeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventInStripeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListFailureGroupsResponse401Headers the declared response headers of an HTTP 401 response for ListFailureGroups
 type ListFailureGroupsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -3144,6 +6379,498 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+// PruneRedeliveryGuardResponse401Headers the declared response headers of an HTTP 401 response for PruneRedeliveryGuard
+type PruneRedeliveryGuardResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PruneRedeliveryGuardResponse429Headers the declared response headers of an HTTP 429 response for PruneRedeliveryGuard
+type PruneRedeliveryGuardResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PruneRedeliveryGuardResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Pruned
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PruneRedeliveryGuardResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PruneRedeliveryGuardResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PruneRedeliveryGuardResponse) GetJSON200() *Pruned {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PruneRedeliveryGuardResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PruneRedeliveryGuardResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PruneRedeliveryGuardResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PruneRedeliveryGuardResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PruneRedeliveryGuardResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetReconcileResponse401Headers the declared response headers of an HTTP 401 response for GetReconcile
+type GetReconcileResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetReconcileResponse429Headers the declared response headers of an HTTP 429 response for GetReconcile
+type GetReconcileResponse429Headers struct {
+	RetryAfter *int
+}
+
+type GetReconcileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReconcileStatus
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetReconcileResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetReconcileResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReconcileResponse) GetJSON200() *ReconcileStatus {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetReconcileResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetReconcileResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetReconcileResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetReconcileResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetReconcileResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReconcileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReconcileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReconcileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReconcileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReconcileResponse401Headers the declared response headers of an HTTP 401 response for Reconcile
+type ReconcileResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ReconcileResponse429Headers the declared response headers of an HTTP 429 response for Reconcile
+type ReconcileResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ReconcileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Reconciled
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSON502 the response for an HTTP 502 `application/problem+json` response
+	ApplicationproblemJSON502 *Problem
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReconcileResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReconcileResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReconcileResponse) GetJSON200() *Reconciled {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON502 returns the response for an HTTP 502 `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSON502() *Problem {
+	return r.ApplicationproblemJSON502
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReconcileResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReconcileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReconcileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReconcileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReconcileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListRejectionsResponse401Headers the declared response headers of an HTTP 401 response for ListRejections
+type ListRejectionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListRejectionsResponse429Headers the declared response headers of an HTTP 429 response for ListRejections
+type ListRejectionsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListRejectionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RejectionList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListRejectionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListRejectionsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListRejectionsResponse) GetJSON200() *RejectionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListRejectionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListRejectionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListRejectionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListRejectionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListReplaysResponse401Headers the declared response headers of an HTTP 401 response for ListReplays
+type ListReplaysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListReplaysResponse429Headers the declared response headers of an HTTP 429 response for ListReplays
+type ListReplaysResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListReplaysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ReplayList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListReplaysResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListReplaysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListReplaysResponse) GetJSON200() *ReplayList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListReplaysResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListReplaysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListReplaysResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListReplaysResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListReplaysResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListReplaysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListReplaysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListReplaysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListReplaysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreateReplayResponse202Headers the declared response headers of an HTTP 202 response for CreateReplay
 type CreateReplayResponse202Headers struct {
 	Location *string
@@ -3359,6 +7086,117 @@ func (r GetReplayResponse) ContentType() string {
 	return ""
 }
 
+// CancelReplayResponse401Headers the declared response headers of an HTTP 401 response for CancelReplay
+type CancelReplayResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CancelReplayResponse429Headers the declared response headers of an HTTP 429 response for CancelReplay
+type CancelReplayResponse429Headers struct {
+	RetryAfter *int
+}
+
+type CancelReplayResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Replay
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CancelReplayResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CancelReplayResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelReplayResponse) GetJSON200() *Replay {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CancelReplayResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelReplayResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelReplayResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelReplayResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelReplayResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListTokensResponse401Headers the declared response headers of an HTTP 401 response for ListTokens
 type ListTokensResponse401Headers struct {
 	WWWAuthenticate *string
@@ -3553,6 +7391,136 @@ func (r RevokeTokenResponse) ContentType() string {
 	return ""
 }
 
+// ListAccountsWithResponse The dashboard's accounts, by email
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /accounts (the `ListAccounts` operationId).
+func (c *ClientWithResponses) ListAccountsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAccountsResponse, error) {
+	rsp, err := c.ListAccounts(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAccountsResponse(rsp)
+}
+
+// AddAccountWithBodyWithResponse Add an account that signs in with a password
+//
+// An email taken, or a password too short, is a 422 that says so.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts (the `AddAccount` operationId).
+func (c *ClientWithResponses) AddAccountWithBodyWithResponse(ctx context.Context, params *AddAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddAccountResponse, error) {
+	rsp, err := c.AddAccountWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddAccountResponse(rsp)
+}
+
+// AddAccountWithResponse Add an account that signs in with a password
+//
+// An email taken, or a password too short, is a 422 that says so.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts (the `AddAccount` operationId).
+func (c *ClientWithResponses) AddAccountWithResponse(ctx context.Context, params *AddAccountParams, body AddAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*AddAccountResponse, error) {
+	rsp, err := c.AddAccount(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddAccountResponse(rsp)
+}
+
+// RemoveAccountWithBodyWithResponse Remove an account
+//
+// Its sessions end and its API tokens stop working. Nobody removes
+// their own account, and the last admin stays: a 409 that says so.
+// `dry_run` (the dashboard's confirmation) only reads the account;
+// whether it may go is decided when it goes.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+func (c *ClientWithResponses) RemoveAccountWithBodyWithResponse(ctx context.Context, id AccountID, params *RemoveAccountParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RemoveAccountResponse, error) {
+	rsp, err := c.RemoveAccountWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveAccountResponse(rsp)
+}
+
+// RemoveAccountWithResponse Remove an account
+//
+// Its sessions end and its API tokens stop working. Nobody removes
+// their own account, and the last admin stays: a 409 that says so.
+// `dry_run` (the dashboard's confirmation) only reads the account;
+// whether it may go is decided when it goes.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts/{id}/remove (the `RemoveAccount` operationId).
+func (c *ClientWithResponses) RemoveAccountWithResponse(ctx context.Context, id AccountID, params *RemoveAccountParams, body RemoveAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*RemoveAccountResponse, error) {
+	rsp, err := c.RemoveAccount(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveAccountResponse(rsp)
+}
+
+// SetAccountRoleWithBodyWithResponse Change an account's role
+//
+// Nobody changes their own account (the token's), and the last admin
+// stays one: a 409 that says so. The account's tokens with a scope
+// above its new role stop working.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+func (c *ClientWithResponses) SetAccountRoleWithBodyWithResponse(ctx context.Context, id AccountID, params *SetAccountRoleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAccountRoleResponse, error) {
+	rsp, err := c.SetAccountRoleWithBody(ctx, id, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountRoleResponse(rsp)
+}
+
+// SetAccountRoleWithResponse Change an account's role
+//
+// Nobody changes their own account (the token's), and the last admin
+// stays one: a 409 that says so. The account's tokens with a scope
+// above its new role stop working.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts/{id}/role (the `SetAccountRole` operationId).
+func (c *ClientWithResponses) SetAccountRoleWithResponse(ctx context.Context, id AccountID, params *SetAccountRoleParams, body SetAccountRoleJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAccountRoleResponse, error) {
+	rsp, err := c.SetAccountRole(ctx, id, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAccountRoleResponse(rsp)
+}
+
+// EndAccountSessionsWithResponse End every dashboard session of an account
+//
+// The person is asked to sign in again on their next page; an account
+// of the identity provider gets in again only while its groups still
+// give it a role. API tokens are not sessions: they keep working.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /accounts/{id}/sessions/end (the `EndAccountSessions` operationId).
+func (c *ClientWithResponses) EndAccountSessionsWithResponse(ctx context.Context, id AccountID, params *EndAccountSessionsParams, reqEditors ...RequestEditorFn) (*EndAccountSessionsResponse, error) {
+	rsp, err := c.EndAccountSessions(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEndAccountSessionsResponse(rsp)
+}
+
 // ListAuditWithResponse The audit log, newest first
 //
 // Returns a wrapper object for the known response body format(s).
@@ -3615,6 +7583,42 @@ func (c *ClientWithResponses) ResumeDeliveryWithResponse(ctx context.Context, pa
 	return ParseResumeDeliveryResponse(rsp)
 }
 
+// EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
+//
+// For a GDPR request: the event log's payloads of every event about the
+// customer are cleared, their metadata kept with when and by whom;
+// dead events about it can no longer be retried, pending ones keep
+// their payloads until delivered. It cannot be undone.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /erase (the `EraseCustomer` operationId).
+func (c *ClientWithResponses) EraseCustomerWithBodyWithResponse(ctx context.Context, params *EraseCustomerParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EraseCustomerResponse, error) {
+	rsp, err := c.EraseCustomerWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEraseCustomerResponse(rsp)
+}
+
+// EraseCustomerWithResponse Erase the payloads of every event about a customer
+//
+// For a GDPR request: the event log's payloads of every event about the
+// customer are cleared, their metadata kept with when and by whom;
+// dead events about it can no longer be retried, pending ones keep
+// their payloads until delivered. It cannot be undone.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /erase (the `EraseCustomer` operationId).
+func (c *ClientWithResponses) EraseCustomerWithResponse(ctx context.Context, params *EraseCustomerParams, body EraseCustomerJSONRequestBody, reqEditors ...RequestEditorFn) (*EraseCustomerResponse, error) {
+	rsp, err := c.EraseCustomer(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEraseCustomerResponse(rsp)
+}
+
 // ListEventsWithResponse The events on the queue that a filter selects
 //
 // The lists of the dashboard's Events pages: dead events newest first,
@@ -3629,6 +7633,80 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 		return nil, err
 	}
 	return ParseListEventsResponse(rsp)
+}
+
+// PullEventWithBodyWithResponse Pull one event from Stripe and run it through the pipeline
+//
+// For an event id hookd has no trace of, or one dead on the queue whose
+// payload was erased (Stripe's copy takes its place and it goes back to
+// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+// Stripe id); 404 without it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/pull (the `PullEvent` operationId).
+func (c *ClientWithResponses) PullEventWithBodyWithResponse(ctx context.Context, params *PullEventParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PullEventResponse, error) {
+	rsp, err := c.PullEventWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePullEventResponse(rsp)
+}
+
+// PullEventWithResponse Pull one event from Stripe and run it through the pipeline
+//
+// For an event id hookd has no trace of, or one dead on the queue whose
+// payload was erased (Stripe's copy takes its place and it goes back to
+// the queue). Needs reconciliation on (STRIPE_API_KEY and an endpoint's
+// Stripe id); 404 without it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/pull (the `PullEvent` operationId).
+func (c *ClientWithResponses) PullEventWithResponse(ctx context.Context, params *PullEventParams, body PullEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PullEventResponse, error) {
+	rsp, err := c.PullEvent(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePullEventResponse(rsp)
+}
+
+// RetryDeadEventsWithBodyWithResponse Send every dead event a filter selects back to the queue
+//
+// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+// one statement in one transaction with its audit entry, whatever the
+// count. Dead events whose payloads were erased stay dead and are
+// counted in `erased`. The filter is the dead list's; none selects
+// every dead event.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+func (c *ClientWithResponses) RetryDeadEventsWithBodyWithResponse(ctx context.Context, params *RetryDeadEventsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryDeadEventsResponse, error) {
+	rsp, err := c.RetryDeadEventsWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryDeadEventsResponse(rsp)
+}
+
+// RetryDeadEventsWithResponse Send every dead event a filter selects back to the queue
+//
+// The dashboard's Retry all on a dead list (its preview is `dry_run`):
+// one statement in one transaction with its audit entry, whatever the
+// count. Dead events whose payloads were erased stay dead and are
+// counted in `erased`. The filter is the dead list's; none selects
+// every dead event.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /events/retry (the `RetryDeadEvents` operationId).
+func (c *ClientWithResponses) RetryDeadEventsWithResponse(ctx context.Context, params *RetryDeadEventsParams, body RetryDeadEventsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryDeadEventsResponse, error) {
+	rsp, err := c.RetryDeadEvents(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryDeadEventsResponse(rsp)
 }
 
 // GetEventWithResponse An event on the queue, with its attempts and payload
@@ -3673,6 +7751,25 @@ func (c *ClientWithResponses) RetryEventNowWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseRetryEventNowResponse(rsp)
+}
+
+// GetEventInStripeWithResponse The object an event is about, as it is now in Stripe
+//
+// Fetches from Stripe's API the object the event names, beside the
+// event's snapshot of it. It only reads: the dashboard's "Show it in
+// Stripe now" is a POST only so that no prefetch or reload spends the
+// API budget hookd shares with reconciliation; here it is a GET, and
+// each call spends one request of that budget.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /events/{id}/stripe (the `GetEventInStripe` operationId).
+func (c *ClientWithResponses) GetEventInStripeWithResponse(ctx context.Context, id EventID, reqEditors ...RequestEditorFn) (*GetEventInStripeResponse, error) {
+	rsp, err := c.GetEventInStripe(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventInStripeResponse(rsp)
 }
 
 // ListFailureGroupsWithResponse The failure groups, the largest first
@@ -3747,6 +7844,121 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
+// PruneRedeliveryGuardWithBodyWithResponse Remove the redelivery guard's event ids older than some days
+//
+// The overview's Prune (its preview is `dry_run`). An event whose id is
+// removed would be processed again were Stripe to redeliver it, so days
+// must be at least Stripe's redelivery window, 30. One transaction
+// with its audit entry.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+func (c *ClientWithResponses) PruneRedeliveryGuardWithBodyWithResponse(ctx context.Context, params *PruneRedeliveryGuardParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PruneRedeliveryGuardResponse, error) {
+	rsp, err := c.PruneRedeliveryGuardWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePruneRedeliveryGuardResponse(rsp)
+}
+
+// PruneRedeliveryGuardWithResponse Remove the redelivery guard's event ids older than some days
+//
+// The overview's Prune (its preview is `dry_run`). An event whose id is
+// removed would be processed again were Stripe to redeliver it, so days
+// must be at least Stripe's redelivery window, 30. One transaction
+// with its audit entry.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /prune (the `PruneRedeliveryGuard` operationId).
+func (c *ClientWithResponses) PruneRedeliveryGuardWithResponse(ctx context.Context, params *PruneRedeliveryGuardParams, body PruneRedeliveryGuardJSONRequestBody, reqEditors ...RequestEditorFn) (*PruneRedeliveryGuardResponse, error) {
+	rsp, err := c.PruneRedeliveryGuard(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePruneRedeliveryGuardResponse(rsp)
+}
+
+// GetReconcileWithResponse Reconciliation with Stripe, and its finished runs
+//
+// Whether it is on, its windows, and the finished runs, the latest first.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /reconcile (the `GetReconcile` operationId).
+func (c *ClientWithResponses) GetReconcileWithResponse(ctx context.Context, params *GetReconcileParams, reqEditors ...RequestEditorFn) (*GetReconcileResponse, error) {
+	rsp, err := c.GetReconcile(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReconcileResponse(rsp)
+}
+
+// ReconcileWithBodyWithResponse Reconcile with Stripe over the last hours
+//
+// Asks Stripe for the events of the window and runs those hookd never
+// saw through the pipeline (the overview's Reconcile; its preview is
+// `dry_run`, which changes nothing). The run goes on to its end should
+// the client go away. Another run in progress is a 409; reconciliation
+// off a 404; Stripe refusing before anything changed a 502.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /reconcile (the `Reconcile` operationId).
+func (c *ClientWithResponses) ReconcileWithBodyWithResponse(ctx context.Context, params *ReconcileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReconcileResponse, error) {
+	rsp, err := c.ReconcileWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReconcileResponse(rsp)
+}
+
+// ReconcileWithResponse Reconcile with Stripe over the last hours
+//
+// Asks Stripe for the events of the window and runs those hookd never
+// saw through the pipeline (the overview's Reconcile; its preview is
+// `dry_run`, which changes nothing). The run goes on to its end should
+// the client go away. Another run in progress is a 409; reconciliation
+// off a 404; Stripe refusing before anything changed a 502.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /reconcile (the `Reconcile` operationId).
+func (c *ClientWithResponses) ReconcileWithResponse(ctx context.Context, params *ReconcileParams, body ReconcileJSONRequestBody, reqEditors ...RequestEditorFn) (*ReconcileResponse, error) {
+	rsp, err := c.Reconcile(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReconcileResponse(rsp)
+}
+
+// ListRejectionsWithResponse The deliveries the receiver refused, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /rejections (the `ListRejections` operationId).
+func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error) {
+	rsp, err := c.ListRejections(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListRejectionsResponse(rsp)
+}
+
+// ListReplaysWithResponse The replays, newest first, with their progress
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /replays (the `ListReplays` operationId).
+func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*ListReplaysResponse, error) {
+	rsp, err := c.ListReplays(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListReplaysResponse(rsp)
+}
+
 // CreateReplayWithBodyWithResponse Replay the event log's events a filter matches
 //
 // The dashboard's replay form: the events received in a time range,
@@ -3802,6 +8014,23 @@ func (c *ClientWithResponses) GetReplayWithResponse(ctx context.Context, id Repl
 	return ParseGetReplayResponse(rsp)
 }
 
+// CancelReplayWithResponse Cancel a running replay
+//
+// No delivery of it starts from the answer on, on this replica, and
+// within a second on the others; what it delivered stays delivered.
+// A replay that ended already is a 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /replays/{id}/cancel (the `CancelReplay` operationId).
+func (c *ClientWithResponses) CancelReplayWithResponse(ctx context.Context, id ReplayID, params *CancelReplayParams, reqEditors ...RequestEditorFn) (*CancelReplayResponse, error) {
+	rsp, err := c.CancelReplay(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelReplayResponse(rsp)
+}
+
 // ListTokensWithResponse Every account's API tokens
 //
 // Revoked ones included, by account; never a secret, which only its creation shows.
@@ -3830,6 +8059,496 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, id To
 		return nil, err
 	}
 	return ParseRevokeTokenResponse(rsp)
+}
+
+// ParseListAccountsResponse parses an HTTP response from a ListAccountsWithResponse call
+func ParseListAccountsResponse(rsp *http.Response) (*ListAccountsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAccountsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListAccountsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAccountsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAddAccountResponse parses an HTTP response from a AddAccountWithResponse call
+func ParseAddAccountResponse(rsp *http.Response) (*AddAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Account
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AddAccountResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddAccountResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveAccountResponse parses an HTTP response from a RemoveAccountWithResponse call
+func ParseRemoveAccountResponse(rsp *http.Response) (*RemoveAccountResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveAccountResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AccountRemoval
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveAccountResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RemoveAccountResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseSetAccountRoleResponse parses an HTTP response from a SetAccountRoleWithResponse call
+func ParseSetAccountRoleResponse(rsp *http.Response) (*SetAccountRoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetAccountRoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoleChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers SetAccountRoleResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetAccountRoleResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEndAccountSessionsResponse parses an HTTP response from a EndAccountSessionsWithResponse call
+func ParseEndAccountSessionsResponse(rsp *http.Response) (*EndAccountSessionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EndAccountSessionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Account
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EndAccountSessionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers EndAccountSessionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
@@ -4105,6 +8824,104 @@ func ParseResumeDeliveryResponse(rsp *http.Response) (*ResumeDeliveryResponse, e
 	return response, nil
 }
 
+// ParseEraseCustomerResponse parses an HTTP response from a EraseCustomerWithResponse call
+func ParseEraseCustomerResponse(rsp *http.Response) (*EraseCustomerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EraseCustomerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Erased
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EraseCustomerResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers EraseCustomerResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
 func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4176,6 +8993,223 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePullEventResponse parses an HTTP response from a PullEventWithResponse call
+func ParsePullEventResponse(rsp *http.Response) (*PullEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PullEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest PullResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PullEventResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PullEventResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryDeadEventsResponse parses an HTTP response from a RetryDeadEventsWithResponse call
+func ParseRetryDeadEventsResponse(rsp *http.Response) (*RetryDeadEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryDeadEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DeadRetry
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RetryDeadEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryDeadEventsResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -4490,6 +9524,118 @@ func ParseRetryEventNowResponse(rsp *http.Response) (*RetryEventNowResponse, err
 	return response, nil
 }
 
+// ParseGetEventInStripeResponse parses an HTTP response from a GetEventInStripeWithResponse call
+func ParseGetEventInStripeResponse(rsp *http.Response) (*GetEventInStripeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventInStripeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventInStripe
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventInStripeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEventInStripeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListFailureGroupsResponse parses an HTTP response from a ListFailureGroupsWithResponse call
 func ParseListFailureGroupsResponse(rsp *http.Response) (*ListFailureGroupsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4698,6 +9844,468 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	return response, nil
 }
 
+// ParsePruneRedeliveryGuardResponse parses an HTTP response from a PruneRedeliveryGuardWithResponse call
+func ParsePruneRedeliveryGuardResponse(rsp *http.Response) (*PruneRedeliveryGuardResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PruneRedeliveryGuardResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Pruned
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PruneRedeliveryGuardResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PruneRedeliveryGuardResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetReconcileResponse parses an HTTP response from a GetReconcileWithResponse call
+func ParseGetReconcileResponse(rsp *http.Response) (*GetReconcileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReconcileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReconcileStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetReconcileResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetReconcileResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReconcileResponse parses an HTTP response from a ReconcileWithResponse call
+func ParseReconcileResponse(rsp *http.Response) (*ReconcileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReconcileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Reconciled
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 502:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON502 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReconcileResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReconcileResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListRejectionsResponse parses an HTTP response from a ListRejectionsWithResponse call
+func ParseListRejectionsResponse(rsp *http.Response) (*ListRejectionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListRejectionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RejectionList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListRejectionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListRejectionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListReplaysResponse parses an HTTP response from a ListReplaysWithResponse call
+func ParseListReplaysResponse(rsp *http.Response) (*ListReplaysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListReplaysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReplayList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListReplaysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListReplaysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseCreateReplayResponse parses an HTTP response from a CreateReplayWithResponse call
 func ParseCreateReplayResponse(rsp *http.Response) (*CreateReplayResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4891,6 +10499,111 @@ func ParseGetReplayResponse(rsp *http.Response) (*GetReplayResponse, error) {
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers GetReplayResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCancelReplayResponse parses an HTTP response from a CancelReplayWithResponse call
+func ParseCancelReplayResponse(rsp *http.Response) (*CancelReplayResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelReplayResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Replay
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CancelReplayResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CancelReplayResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
