@@ -54,6 +54,22 @@ type write struct {
 }
 
 var writes = []write{
+	{"RetryEvent", func(t *testing.T, b *bundle) (string, any) {
+		return "/events/" + queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead}).EventID + "/retry", nil
+	}, http.StatusOK, audit.Retry, 1},
+	{"RetryEventNow", func(t *testing.T, b *bundle) (string, any) {
+		e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusFailed, DueIn: time.Hour})
+		return "/events/" + e.EventID + "/retry-now", nil
+	}, http.StatusOK, audit.RetryNow, 1},
+	{"PauseDelivery", func(*testing.T, *bundle) (string, any) {
+		return "/delivery/pause", map[string]any{"reason": "deploy 42"}
+	}, http.StatusOK, audit.DeliveryPause, 0},
+	{"ResumeDelivery", func(t *testing.T, b *bundle) (string, any) {
+		if err := b.store.PauseDelivery(context.Background(), "ops@example.com", "deploy 41"); err != nil {
+			t.Fatal(err)
+		}
+		return "/delivery/resume", nil
+	}, http.StatusOK, audit.DeliveryResume, 0},
 	{"RetryDeadEvents", func(t *testing.T, b *bundle) (string, any) {
 		for range 2 {
 			queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, EventType: "invoice.paid"})

@@ -257,10 +257,4 @@ func (b *bundle) auditRows(t *testing.T) []audit.Entry {
 	return entries
 }
 
-// count is the number of rows of table.
-func (b *bundle) count(t *testing.T, table string) int64 {
-	t.Helper()
-	return queuetest.Count(t, b.pool, `SELECT count(*) FROM `+table)
-}
-
 func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
