@@ -1,27 +1,80 @@
-package api_test
+package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/internal/endpoint"
+	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/idempotency"
 	"github.com/hookd/hookd/internal/store/rejections"
 	"github.com/hookd/hookd/internal/store/tokens"
+	"github.com/hookd/hookd/internal/stripeapi"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
 	"github.com/hookd/hookd/web/api"
+	"github.com/hookd/hookd/worker"
+	"github.com/hookd/hookd/worker/reconcile"
 )
+
+// actionsBundle is hookd's server with /api/v1 on a database of the
+// test's own, with everything the actions may need: a reconciler and a
+// Stripe client over a fake Stripe API (stripe), whose recovered events
+// an app that answers 200 takes.
+type actionsBundle struct {
+	*testBundle
+	stripe *stripetest.Server
+}
+
+func setupActions(t *testing.T) *actionsBundle {
+	t.Helper()
+	b := &actionsBundle{testBundle: setup(t, withoutServer()), stripe: stripetest.NewServer(t)}
+	logger := slog.New(slog.DiscardHandler)
+	ep := b.stripe.AddEndpoint(stripetest.Endpoint{EnabledEvents: []string{"invoice.paid"}})
+	eps := []endpoint.Endpoint{{Label: endpoint.DefaultLabel, Kind: endpoint.Snapshot, StripeID: ep.ID, Secrets: []string{"whsec_api"}}}
+	client := stripeapi.New(stripeapi.Config{Key: b.stripe.Key(), URL: b.stripe.URL, PagePause: -1, RateLimitWait: time.Millisecond})
+	rec := receiver.New(b.store, logger, receiver.Config{Endpoints: eps, Processor: okApp{}})
+	b.srv = httptest.NewServer(web.NewServer(web.Options{Logger: logger, Stores: storesOn(b.store, b.pool), Receiver: rec,
+		Gatherer: prometheus.NewRegistry(), Sessions: pgxstore.NewWithCleanupInterval(b.pool, 0), Stripe: client,
+		Reconciler: reconcile.New(b.store, rec, logger, reconcile.Config{Client: client, Endpoints: eps}),
+		API:        &api.Options{Tokens: tokens.New(b.pool), Idempotency: idempotency.New(b.pool), Rate: lots}}))
+	t.Cleanup(b.srv.Close)
+	return b
+}
+
+// okApp is an app that takes every event.
+type okApp struct{}
+
+func (okApp) Process(context.Context, worker.Delivery) worker.Result {
+	return worker.Result{HTTPStatus: 200}
+}
+
+// token makes an account of role and a token of scope for it, named name,
+// and returns a client of the API calling with it, and the token.
+func (b *actionsBundle) token(t *testing.T, role accounts.Role, scope tokens.Scope, name string) (*apiClient, tokens.Token) {
+	t.Helper()
+	secret, tok := b.apiToken(t, role, scope, name)
+	return b.api(t, secret), tok
+}
 
 // startReplay starts a replay of the processed events of the last hour
 // (one, made here), running.
-func startReplay(t *testing.T, b *bundle, name string) queue.Replay {
+func startReplay(t *testing.T, b *actionsBundle, name string) queue.Replay {
 	t.Helper()
 	queuetest.InsertLogged(t, b.pool, []queuetest.LoggedOpts{{}})
 	r, err := b.store.StartReplay(context.Background(), name, queue.ReplayFilter{From: time.Now().Add(-time.Hour),
@@ -32,8 +85,8 @@ func startReplay(t *testing.T, b *bundle, name string) queue.Replay {
 	return r
 }
 
-// member makes an account for an admin's token to change.
-func member(t *testing.T, b *bundle) string {
+// memberAccount makes an account for an admin's token to change.
+func memberAccount(t *testing.T, b *actionsBundle) string {
 	t.Helper()
 	u, err := b.accounts.CreateUser(context.Background(), "member@example.com", "correct horse battery", accounts.RoleViewer)
 	if err != nil {
@@ -42,84 +95,84 @@ func member(t *testing.T, b *bundle) string {
 	return strconv.FormatInt(u.ID, 10)
 }
 
-// write is one write of the API, made on a bundle of its own: prepare
+// apiWrite is one write of the API, made on a bundle of its own: prepare
 // readies what it acts on and returns its path and body; a dry run writes
 // no audit entry (action "").
-type write struct {
+type apiWrite struct {
 	name    string
-	prepare func(t *testing.T, b *bundle) (path string, body any)
+	prepare func(t *testing.T, b *actionsBundle) (path string, body any)
 	status  int
 	action  audit.Action
 	count   int64
 }
 
-var writes = []write{
-	{"RetryEvent", func(t *testing.T, b *bundle) (string, any) {
+var apiWrites = []apiWrite{
+	{"RetryEvent", func(t *testing.T, b *actionsBundle) (string, any) {
 		return "/events/" + queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead}).EventID + "/retry", nil
 	}, http.StatusOK, audit.Retry, 1},
-	{"RetryEventNow", func(t *testing.T, b *bundle) (string, any) {
+	{"RetryEventNow", func(t *testing.T, b *actionsBundle) (string, any) {
 		e := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusFailed, DueIn: time.Hour})
 		return "/events/" + e.EventID + "/retry-now", nil
 	}, http.StatusOK, audit.RetryNow, 1},
-	{"PauseDelivery", func(*testing.T, *bundle) (string, any) {
+	{"PauseDelivery", func(*testing.T, *actionsBundle) (string, any) {
 		return "/delivery/pause", map[string]any{"reason": "deploy 42"}
 	}, http.StatusOK, audit.DeliveryPause, 0},
-	{"ResumeDelivery", func(t *testing.T, b *bundle) (string, any) {
+	{"ResumeDelivery", func(t *testing.T, b *actionsBundle) (string, any) {
 		if err := b.store.PauseDelivery(context.Background(), "ops@example.com", "deploy 41"); err != nil {
 			t.Fatal(err)
 		}
 		return "/delivery/resume", nil
 	}, http.StatusOK, audit.DeliveryResume, 0},
-	{"RetryDeadEvents", func(t *testing.T, b *bundle) (string, any) {
+	{"RetryDeadEvents", func(t *testing.T, b *actionsBundle) (string, any) {
 		for range 2 {
 			queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, EventType: "invoice.paid"})
 		}
 		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, EventType: "charge.refunded"})
 		return "/events/retry", map[string]any{"type": "invoice.paid"}
 	}, http.StatusOK, audit.RetryAll, 2},
-	{"RetryDeadEventsDryRun", func(t *testing.T, b *bundle) (string, any) {
+	{"RetryDeadEventsDryRun", func(t *testing.T, b *actionsBundle) (string, any) {
 		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead})
 		return "/events/retry", map[string]any{"dry_run": true}
 	}, http.StatusOK, "", 0},
-	{"CancelReplay", func(t *testing.T, b *bundle) (string, any) {
+	{"CancelReplay", func(t *testing.T, b *actionsBundle) (string, any) {
 		return fmt.Sprintf("/replays/%d/cancel", startReplay(t, b, "backfill").ID), nil
 	}, http.StatusOK, audit.ReplayCancel, 1},
-	{"Prune", func(*testing.T, *bundle) (string, any) {
+	{"Prune", func(*testing.T, *actionsBundle) (string, any) {
 		return "/prune", map[string]any{"days": 30}
 	}, http.StatusOK, audit.Prune, 0},
-	{"PruneDryRun", func(*testing.T, *bundle) (string, any) {
+	{"PruneDryRun", func(*testing.T, *actionsBundle) (string, any) {
 		return "/prune", map[string]any{"days": 30, "dry_run": true}
 	}, http.StatusOK, "", 0},
-	{"Erase", func(t *testing.T, b *bundle) (string, any) {
+	{"Erase", func(t *testing.T, b *actionsBundle) (string, any) {
 		queuetest.InsertLogged(t, b.pool, []queuetest.LoggedOpts{{Customer: "cus_gone"}, {Customer: "cus_kept"}})
 		return "/erase", map[string]any{"customer": "cus_gone"}
 	}, http.StatusOK, audit.Erase, 1},
-	{"Reconcile", func(t *testing.T, b *bundle) (string, any) {
+	{"Reconcile", func(t *testing.T, b *actionsBundle) (string, any) {
 		b.stripe.AddEvent(stripetest.Event{Type: "invoice.paid", Created: time.Now().Add(-time.Hour)})
 		return "/reconcile", map[string]any{"hours": 24}
 	}, http.StatusOK, audit.Reconcile, 1},
-	{"ReconcileDryRun", func(t *testing.T, b *bundle) (string, any) {
+	{"ReconcileDryRun", func(t *testing.T, b *actionsBundle) (string, any) {
 		b.stripe.AddEvent(stripetest.Event{Type: "invoice.paid", Created: time.Now().Add(-time.Hour)})
 		return "/reconcile", map[string]any{"hours": 24, "dry_run": true}
 	}, http.StatusOK, "", 0},
-	{"PullEvent", func(t *testing.T, b *bundle) (string, any) {
+	{"PullEvent", func(t *testing.T, b *actionsBundle) (string, any) {
 		id, _ := b.stripe.AddEvent(stripetest.Event{Type: "invoice.paid", Created: time.Now().Add(-time.Minute)})
 		return "/events/pull", map[string]any{"event_id": id}
 	}, http.StatusOK, audit.Pull, 1},
-	{"AddAccount", func(*testing.T, *bundle) (string, any) {
+	{"AddAccount", func(*testing.T, *actionsBundle) (string, any) {
 		return "/accounts", map[string]any{"email": "new@example.com", "password": "correct horse battery", "role": "operator"}
 	}, http.StatusCreated, audit.AccountAdd, 1},
-	{"SetAccountRole", func(t *testing.T, b *bundle) (string, any) {
-		return "/accounts/" + member(t, b) + "/role", map[string]any{"role": "operator"}
+	{"SetAccountRole", func(t *testing.T, b *actionsBundle) (string, any) {
+		return "/accounts/" + memberAccount(t, b) + "/role", map[string]any{"role": "operator"}
 	}, http.StatusOK, audit.AccountRole, 1},
-	{"RemoveAccount", func(t *testing.T, b *bundle) (string, any) {
-		return "/accounts/" + member(t, b) + "/remove", nil
+	{"RemoveAccount", func(t *testing.T, b *actionsBundle) (string, any) {
+		return "/accounts/" + memberAccount(t, b) + "/remove", nil
 	}, http.StatusOK, audit.AccountRemove, 1},
-	{"RemoveAccountDryRun", func(t *testing.T, b *bundle) (string, any) {
-		return "/accounts/" + member(t, b) + "/remove", map[string]any{"dry_run": true}
+	{"RemoveAccountDryRun", func(t *testing.T, b *actionsBundle) (string, any) {
+		return "/accounts/" + memberAccount(t, b) + "/remove", map[string]any{"dry_run": true}
 	}, http.StatusOK, "", 0},
-	{"EndAccountSessions", func(t *testing.T, b *bundle) (string, any) {
-		return "/accounts/" + member(t, b) + "/sessions/end", nil
+	{"EndAccountSessions", func(t *testing.T, b *actionsBundle) (string, any) {
+		return "/accounts/" + memberAccount(t, b) + "/sessions/end", nil
 	}, http.StatusOK, audit.SessionsEnd, 1},
 }
 
@@ -128,15 +181,16 @@ var writes = []write{
 // account; a dry run writes none.
 func TestAPI_EveryWriteIsAuditedOnceNamingTheToken(t *testing.T) {
 	t.Parallel()
-	for _, w := range writes {
+	for _, w := range apiWrites {
 		t.Run(w.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t)
+			b := setupActions(t)
 			c, tok := b.token(t, accounts.RoleAdmin, tokens.ScopeAdmin, "deploy-bot")
 			path, body := w.prepare(t, b)
-			before := b.auditRows(t)
+			before := auditEntries(t, b.testBundle)
 			c.call(http.MethodPost, path, body).want(t, w.status)
-			added := b.auditRows(t)[len(before):]
+			after := auditEntries(t, b.testBundle)
+			added := after[:len(after)-len(before)]
 			if w.action == "" {
 				if len(added) != 0 {
 					t.Fatalf("a dry run wrote %d audit entries: %+v", len(added), added)
@@ -160,10 +214,10 @@ func TestAPI_EveryWriteIsAuditedOnceNamingTheToken(t *testing.T) {
 // operations; neither changes anything, and each refusal says why.
 func TestAPI_ScopesOfTheDashboardsRoles(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	reader, _ := b.token(t, accounts.RoleViewer, tokens.ScopeRead, "reader")
 	operator, _ := b.token(t, accounts.RoleOperator, tokens.ScopeOperate, "operator")
-	id := member(t, b)
+	id := memberAccount(t, b)
 	r := startReplay(t, b, "kept")
 	admin := []struct{ method, path string }{
 		{http.MethodPost, "/prune"}, {http.MethodPost, "/erase"}, {http.MethodGet, "/accounts"}, {http.MethodPost, "/accounts"},
@@ -178,7 +232,7 @@ func TestAPI_ScopesOfTheDashboardsRoles(t *testing.T) {
 		"/accounts":                 map[string]any{"email": "x@example.com", "password": "correct horse battery", "role": "viewer"},
 		"/accounts/" + id + "/role": map[string]any{"role": "admin"}, "/events/retry": map[string]any{},
 		"/events/pull": map[string]any{"event_id": "evt_1"}, "/reconcile": map[string]any{"hours": 1}}
-	refused := func(c *client, method, path string) {
+	refused := func(c *apiClient, method, path string) {
 		t.Helper()
 		body := bodies[path]
 		if method == http.MethodGet {
@@ -187,14 +241,14 @@ func TestAPI_ScopesOfTheDashboardsRoles(t *testing.T) {
 		p := c.call(method, path, body).want(t, http.StatusForbidden).problem(t)
 		t.Logf("%s %s: %s", method, path, p.Detail)
 	}
-	before := len(b.auditRows(t))
+	before := len(auditEntries(t, b.testBundle))
 	for _, op := range append(admin, operate...) {
 		refused(reader, op.method, op.path)
 	}
 	for _, op := range admin {
 		refused(operator, op.method, op.path)
 	}
-	if after := len(b.auditRows(t)); after != before {
+	if after := len(auditEntries(t, b.testBundle)); after != before {
 		t.Errorf("the refused writes wrote %d audit entries", after-before)
 	}
 	if got, err := b.store.Replay(context.Background(), r.ID); err != nil || got.State != queue.ReplayRunning {
@@ -210,7 +264,7 @@ func TestAPI_ScopesOfTheDashboardsRoles(t *testing.T) {
 // its dry run what it would do, changing nothing.
 func TestAPI_RetryDeadEventsAndItsDryRun(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	c, _ := b.token(t, accounts.RoleOperator, tokens.ScopeOperate, "ops")
 	var ids []string
 	for range 3 {
@@ -236,7 +290,7 @@ func TestAPI_RetryDeadEventsAndItsDryRun(t *testing.T) {
 		}
 	}
 	p := c.callInvalid(http.MethodPost, "/events/retry", map[string]any{"mode": "staging"}).want(t, http.StatusBadRequest).problem(t)
-	if p.Errors == nil || (*p.Errors)[0].Field != "mode" {
+	if len(problemsOf(p)) == 0 || problemsOf(p)[0].Field != "mode" {
 		t.Errorf("a mode neither live nor test: %+v, want the field mode at fault", p)
 	}
 }
@@ -245,7 +299,7 @@ func TestAPI_RetryDeadEventsAndItsDryRun(t *testing.T) {
 // the pages together are the list, once each.
 func TestAPI_ListsPageByCursor(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	c, _ := b.token(t, accounts.RoleViewer, tokens.ScopeRead, "reader")
 	for i := range 3 {
 		startReplay(t, b, fmt.Sprintf("replay %d", i))
@@ -298,7 +352,7 @@ func TestAPI_ListsPageByCursor(t *testing.T) {
 		t.Errorf("%d wrong_signature refusals over the pages, want 5", len(seen))
 	}
 	p := c.call(http.MethodGet, "/rejections?reason=bad_mood", nil).want(t, http.StatusBadRequest).problem(t)
-	if p.Errors == nil || (*p.Errors)[0].Field != "reason" {
+	if len(problemsOf(p)) == 0 || problemsOf(p)[0].Field != "reason" {
 		t.Errorf("an unknown reason: %+v, want the field reason at fault", p)
 	}
 	c.call(http.MethodGet, "/replays?cursor=garbage", nil).want(t, http.StatusBadRequest).problem(t)
@@ -315,7 +369,7 @@ func cursorParam(cursor string) string {
 // event hookd never saw; a second one at once finds nothing new.
 func TestAPI_ReconcileRunAndStatus(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	c, _ := b.token(t, accounts.RoleOperator, tokens.ScopeOperate, "ops")
 	var st api.ReconcileStatus
 	c.call(http.MethodGet, "/reconcile", nil).want(t, http.StatusOK).decode(t, &st)
@@ -336,7 +390,7 @@ func TestAPI_ReconcileRunAndStatus(t *testing.T) {
 		t.Errorf("runs %+v, want the one run, which recovered 1", st.Runs)
 	}
 	p := c.call(http.MethodPost, "/reconcile", map[string]any{"hours": *st.MaxWindowHours + 1}).want(t, http.StatusBadRequest).problem(t)
-	if p.Errors == nil || (*p.Errors)[0].Field != "hours" {
+	if len(problemsOf(p)) == 0 || problemsOf(p)[0].Field != "hours" {
 		t.Errorf("hours beyond the longest window: %+v, want the field hours at fault", p)
 	}
 }
@@ -345,7 +399,7 @@ func TestAPI_ReconcileRunAndStatus(t *testing.T) {
 // snapshot; one request of Stripe's API.
 func TestAPI_EventInStripe(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	c, _ := b.token(t, accounts.RoleViewer, tokens.ScopeRead, "reader")
 	snapshot := `{"id":"in_api1","object":"invoice","status":"open"}`
 	payload := stripeevent.Event{ID: "evt_1InStripe", Type: "invoice.finalized", Created: time.Now(), Object: []byte(snapshot)}.JSON()
@@ -358,7 +412,7 @@ func TestAPI_EventInStripe(t *testing.T) {
 		t.Errorf("answer %+v, want the event's snapshot", got)
 	}
 	var current struct{ Status string }
-	if err := jsonUnmarshal(got.Current, &current); err != nil || current.Status != "paid" {
+	if err := json.Unmarshal(got.Current, &current); err != nil || current.Status != "paid" {
 		t.Errorf("current %s, want the invoice paid", got.Current)
 	}
 	if n := b.stripe.TotalRequests() - before; n != 1 {
@@ -372,7 +426,7 @@ func TestAPI_EventInStripe(t *testing.T) {
 // and removes nothing.
 func TestAPI_Accounts(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
+	b := setupActions(t)
 	c, tok := b.token(t, accounts.RoleAdmin, tokens.ScopeAdmin, "admin-bot")
 	var added api.Account
 	c.call(http.MethodPost, "/accounts", map[string]any{"email": "ann@example.com", "password": "correct horse battery",
