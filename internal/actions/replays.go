@@ -20,9 +20,10 @@ type replayCursor struct {
 	ID int64 `json:"i"`
 }
 
-// Replays reads limit replays after cursor ("" for the newest), with
-// their progress.
+// Replays reads limit replays (at most queue.MaxReplaysListed) after
+// cursor ("" for the newest), with their progress.
 func (a *Actions) Replays(ctx context.Context, cursor string, limit int) (ReplayPage, error) {
+	limit = min(max(limit, 1), queue.MaxReplaysListed)
 	var c replayCursor
 	if cursor != "" {
 		if err := decodeCursor(cursor, &c); err != nil || c.ID <= 0 {

@@ -1525,6 +1525,8 @@ type ClientInterface interface {
 
 	// ListReplays The replays, newest first, with their progress
 	//
+	// At most 100 a page, whatever the limit.
+	//
 	// Corresponds with GET /replays (the `ListReplays` operationId).
 	ListReplays(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2249,6 +2251,8 @@ func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParam
 }
 
 // ListReplays The replays, newest first, with their progress
+//
+// At most 100 a page, whatever the limit.
 //
 // Corresponds with GET /replays (the `ListReplays` operationId).
 func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4400,6 +4404,8 @@ type ClientWithResponsesInterface interface {
 	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
 
 	// ListReplaysWithResponse The replays, newest first, with their progress
+	//
+	// At most 100 a page, whatever the limit.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7947,6 +7953,8 @@ func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, pa
 }
 
 // ListReplaysWithResponse The replays, newest first, with their progress
+//
+// At most 100 a page, whatever the limit.
 //
 // Returns a wrapper object for the known response body format(s).
 //
