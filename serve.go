@@ -192,7 +192,8 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	// A replay started here, on the dashboard or through the API, wakes
 	// this replica's runner at once.
 	acts := actions.New(actions.Stores{Queue: st.queue, Reads: st.reads, Audit: st.audit, Control: st.control,
-		Tokens: st.tokens, Replayer: replayer, Logger: logger})
+		Tokens: st.tokens, Replayer: replayer, Logger: logger, Accounts: st.accounts, Rejections: st.pageRefusals,
+		Reconciler: reconciler, Stripe: stripeClient})
 	apiOpts := api.Options{Logger: logger, Actions: acts, Tokens: st.tokens, Idempotency: st.idempotency, Rate: cfg.APIRate}
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
 		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer,
