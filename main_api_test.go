@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -56,6 +59,58 @@ func TestRunServeAPIOnTheListenAddress(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Errorf("/api/v1/events: %d, want a 401 asking for a bearer token", resp.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run after cancel: %v\n%s", err, stderr)
+	}
+}
+
+// The actions hookd serve shares between the dashboard and /api/v1 have
+// the stores they need: an admin token lists the accounts and adds one.
+func TestRunServeAPIActionsHaveTheirStores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := setup(t).dbURL
+	env := envOf(map[string]string{"DATABASE_URL": dbURL})
+	hookd := func(stdin string, args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(ctx, args, env, strings.NewReader(stdin), &out, &errOut); err != nil {
+			t.Fatalf("hookd %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+		}
+		return out.String()
+	}
+	hookd("long enough\n", "user", "add", "admin@example.com", "-role", "admin")
+	secret := strings.TrimSpace(hookd("", "tokens", "create", "--name", "admin bot", "--scope", "admin", "--account", "admin@example.com"))
+	base, stop, stderr := startServe(t, map[string]string{"HOOKD_PROCESSOR": "discard", "DATABASE_URL": dbURL})
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+"/api/v1"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := call(http.MethodPost, "/accounts",
+		`{"email": "ann@example.com", "password": "correct horse battery", "role": "viewer"}`); status != http.StatusCreated {
+		t.Errorf("POST /api/v1/accounts: %d, want 201:\n%s", status, body)
+	}
+	if status, body := call(http.MethodGet, "/accounts", ""); status != http.StatusOK ||
+		!strings.Contains(body, `"admin@example.com"`) || !strings.Contains(body, `"ann@example.com"`) {
+		t.Errorf("GET /api/v1/accounts: %d, want both accounts:\n%s", status, body)
+	}
+	if status, body := call(http.MethodGet, "/reconcile", ""); status != http.StatusOK || !strings.Contains(body, `"enabled":false`) {
+		t.Errorf("GET /api/v1/reconcile: %d, want reconciliation off, without STRIPE_API_KEY:\n%s", status, body)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("run after cancel: %v\n%s", err, stderr)
