@@ -48,13 +48,18 @@ var dashboardToAPI = map[string]apiFace{
 	"/accounts/:id/remove/preview": {"removeAccount", accounts.RoleAdmin},
 	"/accounts/:id/remove":         {"removeAccount", accounts.RoleAdmin},
 	"/accounts/:id/sessions/end":   {"endAccountSessions", accounts.RoleAdmin},
+	// The confirmation names the token; the API's list of tokens does.
+	"/accounts/:id/tokens/:token/revoke/preview": {"listTokens", accounts.RoleAdmin},
+	"/accounts/:id/tokens/:token/revoke":         {"revokeToken", accounts.RoleAdmin},
 }
 
 // exemptFromAPI are the POST routes with no meaning over the API, each
 // with why.
 var exemptFromAPI = map[string]string{
-	"/login":                 "signing in makes a dashboard session; the API takes a bearer token and never a session",
-	"/logout":                "signing out ends a dashboard session, which the API never uses",
+	"/login":  "signing in makes a dashboard session; the API takes a bearer token and never a session",
+	"/logout": "signing out ends a dashboard session, which the API never uses",
+	"/accounts/:id/tokens": "a token's secret is shown once, to a person: on the Accounts page, or on the server's " +
+		"stdout (hookd tokens create, which makes the first); the API mints no token, so a token cannot make more",
 	stripeevent.ReceiverPath: "Stripe's deliveries to the receiver, not an action of the dashboard",
 }
 
@@ -129,7 +134,7 @@ func TestAPI_TheMappingsRolesAreTheRoutes(t *testing.T) {
 	}
 	below := map[accounts.Role]accounts.Role{accounts.RoleOperator: accounts.RoleViewer, accounts.RoleAdmin: accounts.RoleOperator}
 	for route, face := range dashboardToAPI {
-		path := strings.NewReplacer(":id", "999999").Replace(route)
+		path := strings.NewReplacer(":id", "999999", ":token", "999999").Replace(route)
 		if strings.HasPrefix(route, "/events/:id") {
 			path = strings.Replace(route, ":id", "evt_1NoSuchEvent", 1)
 		}
