@@ -187,6 +187,7 @@ func NewServer(opts Options) http.Handler {
 	e.HideBanner = true
 	e.HidePort = true
 	e.IPExtractor = clientAddress(opts.TrustedProxies)
+	e.Use(recoverPanics(opts.Logger))
 	e.Use(middleware.RequestID())
 	e.Use(securityHeaders(isHTTPS(opts.PublicURL), providerOrigin(opts.OIDC)))
 
@@ -194,6 +195,21 @@ func NewServer(opts Options) http.Handler {
 	e.HTTPErrorHandler = d.handleError
 	addRoutes(e, opts, d)
 	return e
+}
+
+// recoverPanics turns a handler's panic into a 500 that the error handler
+// writes (a problem under /api/v1, the error page on the dashboard), and
+// logs it with its stack: without it net/http would drop the connection
+// and the client would see no answer at all.
+func recoverPanics(logger *slog.Logger) echo.MiddlewareFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisableStackAll: true, // the panicking goroutine's stack, not every one's
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			logger.ErrorContext(c.Request().Context(), "handler panicked",
+				"method", c.Request().Method, "path", c.Path(), "err", err, "stack", string(stack))
+			return err
+		},
+	})
 }
 
 // securityHeaders sets on every response what keeps the dashboard's pages
