@@ -45,6 +45,23 @@ func usageError(format string, a ...any) error {
 	return &Error{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
 }
 
+// command is one subcommand: its arguments after its name.
+type command func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// dispatch runs the subcommand of group (events, failures, replay) that
+// args name, or refuses with the group's usage.
+func dispatch(ctx context.Context, group, usage string, subs map[string]command,
+	args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError("%s", usage)
+	}
+	run, ok := subs[args[0]]
+	if !ok {
+		return usageError("unknown %s command %q\n%s", group, args[0], usage)
+	}
+	return run(ctx, args[1:], getenv, stdout, stderr)
+}
+
 // requestTimeout bounds each request to hookd.
 const requestTimeout = 30 * time.Second
 

@@ -20,18 +20,9 @@ const EventsUsage = `usage: hookd events list [--status dead|pending|failed|retr
 // Events is `hookd events`: list the queue's events, show one, retry dead
 // ones.
 func Events(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("%s", EventsUsage)
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "list":
-		return eventsList(ctx, rest, getenv, stdout, stderr)
-	case "show":
-		return eventsShow(ctx, rest, getenv, stdout, stderr)
-	case "retry":
-		return eventsRetry(ctx, rest, getenv, stdout, stderr)
-	}
-	return usageError("unknown events command %q\n%s", args[0], EventsUsage)
+	return dispatch(ctx, "events", EventsUsage, map[string]command{
+		"list": eventsList, "show": eventsShow, "retry": eventsRetry,
+	}, args, getenv, stdout, stderr)
 }
 
 func eventsList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

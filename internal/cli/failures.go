@@ -17,16 +17,9 @@ const FailuresUsage = `usage: hookd failures list [--type T] [--limit N] [--json
 
 // Failures is `hookd failures`: list the failure groups, retry one.
 func Failures(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("%s", FailuresUsage)
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "list":
-		return failuresList(ctx, rest, getenv, stdout, stderr)
-	case "retry":
-		return failuresRetry(ctx, rest, getenv, stdout, stderr)
-	}
-	return usageError("unknown failures command %q\n%s", args[0], FailuresUsage)
+	return dispatch(ctx, "failures", FailuresUsage, map[string]command{
+		"list": failuresList, "retry": failuresRetry,
+	}, args, getenv, stdout, stderr)
 }
 
 func failuresList(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -24,16 +24,9 @@ const pollEvery = time.Second
 
 // Replay is `hookd replay`: start a replay on the server and follow it.
 func Replay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("%s", ReplayUsage)
-	}
-	switch sub, rest := args[0], args[1:]; sub {
-	case "create":
-		return replayCreate(ctx, rest, getenv, stdout, stderr)
-	case "show":
-		return replayShow(ctx, rest, getenv, stdout, stderr)
-	}
-	return usageError("unknown replay command %q\n%s", args[0], ReplayUsage)
+	return dispatch(ctx, "replay", ReplayUsage, map[string]command{
+		"create": replayCreate, "show": replayShow,
+	}, args, getenv, stdout, stderr)
 }
 
 // replayFlags are replay create's flags, the dashboard's replay form's
