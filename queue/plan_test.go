@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -201,4 +202,100 @@ func TestTakeDeliveries_PlansOnceWithTheIndexes(t *testing.T) {
 	if read > float64(2*len(ids)) {
 		t.Errorf("the state read of %d ids read %.0f rows, want at most %d", len(ids), read, 2*len(ids))
 	}
+}
+
+// The retry loop's claim is planned for the backlog it claims from. Open
+// suspects are rare, and leaving them out must neither make PostgreSQL
+// expect a handful of due events (a claim so planned sorted the whole
+// backlog, or joined its batch with itself row by row) nor read
+// webhook_suspects once per candidate. And SuspectsWaiting, asked at every
+// poll of every replica, reads nothing of the queue while no suspect is
+// open.
+func TestClaimAttempts_PlannedForTheBacklogWhileNoSuspectIsOpen(t *testing.T) {
+	t.Parallel()
+	store, bundle := setup(t, withRecorder())
+	pool, rec := bundle.pool, bundle.rec
+	ctx := t.Context()
+
+	const backlog, batch = 4000, 300
+	// A suspect cleared long ago stays in webhook_suspects, for its
+	// event's page.
+	for _, sql := range []string{
+		`INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
+		 SELECT 'stripe', 'evt_due_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
+		 FROM generate_series(1, ` + strconv.Itoa(backlog) + `) g`,
+		`INSERT INTO webhook_suspects (event_id, path, interruptions, cleared_at) VALUES ('evt_due_7', 'retry', 1, now())`,
+		`ANALYZE webhook_events, webhook_suspects`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rec.Take("")
+	claim, err := store.ClaimAttempts(ctx, batch, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Claimed) != batch {
+		t.Fatalf("claimed %d events, want %d", len(claim.Claimed), batch)
+	}
+	var claimSQL *queuetest.RecordedQuery
+	for _, q := range rec.Take("webhook_events") {
+		if strings.HasPrefix(q.SQL, "-- hookd.claim\n") {
+			claimSQL = &q
+		}
+	}
+	if claimSQL == nil {
+		t.Fatal("ClaimAttempts sent no claim statement")
+	}
+	plan := explainAnalyzed(t, pool, *claimSQL)
+	t.Logf("claim:\n%s", plan)
+	due := -1.0
+	plan.Walk(func(n queuetest.PlanNode) {
+		if n.Relation == "webhook_events" && n.Index == "webhook_events_due_idx" {
+			due = n.PlanRows
+		}
+		if n.Relation == "webhook_suspects" && n.ActualLoops > 1 {
+			t.Errorf("the claim read webhook_suspects %.0f times, once per candidate", n.ActualLoops)
+		}
+	})
+	if due < 0 {
+		t.Fatal("the claim does not read the due events through webhook_events_due_idx")
+	}
+	if left := float64(backlog - batch); due < left/2 {
+		t.Errorf("the claim was planned for %.0f due events of the %.0f due", due, left)
+	}
+
+	rec.Take("")
+	if waiting, err := store.SuspectsWaiting(ctx, true); err != nil || waiting {
+		t.Fatalf("SuspectsWaiting = %v, %v; want false, nil", waiting, err)
+	}
+	asked := rec.Take("webhook_suspects")
+	if len(asked) != 1 {
+		t.Fatalf("SuspectsWaiting sent %d statements, want 1", len(asked))
+	}
+	plan = explainAnalyzed(t, pool, asked[0])
+	t.Logf("suspects waiting:\n%s", plan)
+	plan.Walk(func(n queuetest.PlanNode) {
+		if n.Relation == "webhook_events" && n.ActualLoops > 0 {
+			t.Errorf("SuspectsWaiting read the queue (%s) with no suspect open", n.NodeType)
+		}
+	})
+}
+
+// explainAnalyzed runs q under EXPLAIN ANALYZE, with its recorded
+// arguments, in a transaction rolled back.
+func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q queuetest.RecordedQuery) queuetest.PlanNode {
+	t.Helper()
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var raw []byte
+	if err := tx.QueryRow(t.Context(), "EXPLAIN (ANALYZE, FORMAT JSON) "+q.SQL, q.Args...).Scan(&raw); err != nil {
+		t.Fatalf("explain %s: %v", q.SQL, err)
+	}
+	return queuetest.ParsePlan(t, raw)
 }

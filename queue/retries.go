@@ -109,7 +109,7 @@ var claimAttemptsSQL = `-- hookd.claim
 		WHERE ` + pending + `
 		  AND (attempts < $4 OR claims > 0)
 		  AND next_retry_at <= now()
-		  AND NOT ` + openSuspectSQL("webhook_events.event_id") + `
+		  AND ` + notSuspectSQL("webhook_events.event_id") + `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED

@@ -68,6 +68,21 @@ func openSuspectSQL(id string) string {
 	return `(SELECT true FROM webhook_suspects s WHERE s.event_id = ` + id + ` AND s.cleared_at IS NULL) IS NOT NULL`
 }
 
+// notSuspectSQL is true when the event whose id the SQL expression id
+// gives is not a suspect still to run alone.
+//
+// It is a NOT EXISTS, which PostgreSQL plans as an anti-join and estimates
+// from webhook_suspects' statistics: while no suspect is open, every due
+// event passes, the open suspects are read once per statement (an empty
+// scan of webhook_suspects_open_idx), and the rows after it are planned for
+// the batch they are. A scalar subquery tested for NULL instead would be
+// run once per candidate and estimated at PostgreSQL's default 0.5% for a
+// NULL test: a claim planned for a handful of rows sorted the whole
+// backlog, or joined its batch with itself row by row.
+func notSuspectSQL(id string) string {
+	return `NOT EXISTS (SELECT 1 FROM webhook_suspects s WHERE s.event_id = ` + id + ` AND s.cleared_at IS NULL)`
+}
+
 // SuspectSlot is the suspect slot, held by this replica.
 type SuspectSlot struct{ lease *Lease }
 

@@ -82,6 +82,9 @@ type PlanNode struct {
 	Relation string     `json:"Relation Name"`
 	Index    string     `json:"Index Name"`
 	Plans    []PlanNode `json:"Plans"`
+	// PlanRows is the rows the planner expects the node to return per
+	// loop.
+	PlanRows float64 `json:"Plan Rows"`
 	// Set by EXPLAIN ANALYZE: the rows a node returned per loop, and its
 	// loops.
 	ActualRows  float64 `json:"Actual Rows"`
