@@ -65,17 +65,23 @@ func TestSuspects_TheSlotPassesOnWhenItsHolderDies(t *testing.T) {
 	})
 	procs := []*hookdProcess{rig.start(), rig.start(), rig.start()}
 	// runningIt is the replica whose log says it runs the poison alone
-	// for the n-th time across the replicas.
+	// for the n-th time across the replicas. A replica's log reaches the
+	// test through a pipe, so the line it wrote before its call may come
+	// after the app has the call: it is waited for.
 	runningIt := func(n int) int {
 		holder, seen := -1, 0
-		for i, p := range procs {
-			for line := range strings.Lines(p.log.String()) {
-				if strings.Contains(line, suspectRunLine) && strings.Contains(line, poison) {
-					seen++
-					holder = i
+		queuetest.WaitFor(t, time.Minute, fmt.Sprintf("%d runs alone of the poison in the logs", n), func() bool {
+			holder, seen = -1, 0
+			for i, p := range procs {
+				for line := range strings.Lines(p.log.String()) {
+					if strings.Contains(line, suspectRunLine) && strings.Contains(line, poison) {
+						seen++
+						holder = i
+					}
 				}
 			}
-		}
+			return seen >= n
+		})
 		if seen != n {
 			t.Fatalf("the replicas logged %d runs alone of the poison, want %d", seen, n)
 		}
