@@ -270,8 +270,11 @@ const authenticate = `
 	    WHERE a.id = t.id AND NOT t.revoked AND NOT t.expired AND t.role_allows
 	      AND (a.last_used_at IS NULL OR a.last_used_at < now() - interval '1 minute')
 	    RETURNING a.last_used_at)
+	-- A use let in is the token's last use, now, whether this statement
+	-- wrote it or a racing one did after this one's snapshot was taken
+	-- (which then reads the older value, or none).
 	SELECT id, name, scope, account_id, account_email, created_at, expires_at,
-	       coalesce((SELECT last_used_at FROM used), last_used_at) AS last_used_at, revoked_at,
+	       CASE WHEN NOT revoked AND NOT expired AND role_allows THEN now() ELSE last_used_at END AS last_used_at, revoked_at,
 	       revoked, expired, account_gone, role
 	FROM t`
 
