@@ -451,7 +451,7 @@ func (s *Store) ClaimReplayed(ctx context.Context, id int64, n int, processFor t
 var claimReplayedSQL = `-- hookd.claim_replayed
 	WITH next AS (
 		SELECT m.event_id FROM replay_events m
-		WHERE m.replay_id = $1 AND m.state = 'pending' AND NOT ` + openSuspectSQL("m.event_id") + `
+		WHERE m.replay_id = $1 AND m.state = 'pending' AND ` + notSuspectSQL("m.event_id") + `
 		ORDER BY m.received_at, m.event_id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED

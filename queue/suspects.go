@@ -62,12 +62,6 @@ func suspectedSQL(taken string) string {
 		SET interruptions = s.interruptions + 1, path = excluded.path, cleared_at = NULL`
 }
 
-// openSuspectSQL is true when the event whose id the SQL expression id
-// gives is a suspect not yet cleared.
-func openSuspectSQL(id string) string {
-	return `(SELECT true FROM webhook_suspects s WHERE s.event_id = ` + id + ` AND s.cleared_at IS NULL) IS NOT NULL`
-}
-
 // notSuspectSQL is true when the event whose id the SQL expression id
 // gives is not a suspect still to run alone.
 //

@@ -151,14 +151,20 @@ type replaying struct {
 	span     trace.Span
 }
 
-// runBatch claims a batch of run's members with claimCtx and does the rest
-// with workCtx, and returns how many it claimed.
+// runBatch claims a batch of run's members unless claimCtx is done, runs
+// them while it is not, and does the rest with workCtx; it returns how
+// many it claimed.
+//
+// The claim itself runs with workCtx: a claim cancelled by shutdown while
+// its statement runs may still commit on the server, and its leases
+// would then be held by no one until they expire. Run to its end, what it
+// leased is known and given back at once (prepare sees claimCtx done).
 func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.RunningReplay) (int, error) {
-	claim, err := r.store.ClaimReplayed(claimCtx, run.ID, r.claimSize(), r.leaseFor())
+	if claimCtx.Err() != nil {
+		return 0, nil
+	}
+	claim, err := r.store.ClaimReplayed(workCtx, run.ID, r.claimSize(), r.leaseFor())
 	if err != nil {
-		if claimCtx.Err() != nil {
-			return 0, nil
-		}
 		return 0, err
 	}
 	if len(claim.Members) == 0 {

@@ -169,8 +169,10 @@ func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) 
 	return err
 }
 
-// runBatch claims with claimCtx and does everything after the claim with
-// workCtx, so that a stop between the two never strands claimed work. It
+// runBatch claims unless claimCtx is done, and runs the claim and
+// everything after it with workCtx, so that a stop never strands claimed
+// work: a claim cancelled while its statement runs may still commit on
+// the server, its leases then held by no one until they expire. It
 // returns how many events it claimed, and whether a person asked for an
 // event of the batch to be tried again while it ran, so that it is due now.
 //
@@ -178,11 +180,11 @@ func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) 
 // the breaker holds everything else.
 func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool) (int, bool, error) {
 	r.recordTick(claimCtx)
-	claim, err := r.store.ClaimAttempts(claimCtx, n, r.leaseFor())
+	if claimCtx.Err() != nil {
+		return 0, false, nil
+	}
+	claim, err := r.store.ClaimAttempts(workCtx, n, r.leaseFor())
 	if err != nil {
-		if claimCtx.Err() != nil {
-			return 0, false, nil
-		}
 		return 0, false, err
 	}
 	if len(claim.Claimed) == 0 {
