@@ -11,6 +11,14 @@ import (
 	"github.com/hookd/hookd/internal/tracing"
 )
 
+// claimGrace is how long a claim may go on once its loop is told to stop.
+// A claim cancelled while its statement runs may still commit on the
+// server, and what it leased is then held by no one until the leases
+// expire; a claim that ends within the grace is known, and what it leased
+// is given back at once. A claim stuck on a frozen database is still cut
+// short, one grace after the stop.
+const claimGrace = time.Second
+
 // ProducerConfig configures a loop that runs on the producer: the retry
 // loop (NewRetrier) or the replay runner (NewReplayer). Zero fields get the
 // defaults of the loop it configures.

@@ -151,20 +151,20 @@ type replaying struct {
 	span     trace.Span
 }
 
-// runBatch claims a batch of run's members unless claimCtx is done, runs
-// them while it is not, and does the rest with workCtx; it returns how
-// many it claimed.
-//
-// The claim itself runs with workCtx: a claim cancelled by shutdown while
-// its statement runs may still commit on the server, and its leases
-// would then be held by no one until they expire. Run to its end, what it
-// leased is known and given back at once (prepare sees claimCtx done).
+// runBatch claims a batch of run's members unless claimCtx is done (the
+// claim itself may outlive it by claimGrace), runs them while it is not,
+// and does the rest with workCtx; it returns how many it claimed.
 func (r *Replayer) runBatch(claimCtx, workCtx context.Context, run queue.RunningReplay) (int, error) {
 	if claimCtx.Err() != nil {
 		return 0, nil
 	}
-	claim, err := r.store.ClaimReplayed(workCtx, run.ID, r.claimSize(), r.leaseFor())
+	claiming, claimed := startstop.Outlive(claimCtx, claimGrace)
+	claim, err := r.store.ClaimReplayed(claiming, run.ID, r.claimSize(), r.leaseFor())
+	claimed()
 	if err != nil {
+		if claimCtx.Err() != nil {
+			return 0, nil
+		}
 		return 0, err
 	}
 	if len(claim.Members) == 0 {

@@ -169,10 +169,9 @@ func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) 
 	return err
 }
 
-// runBatch claims unless claimCtx is done, and runs the claim and
-// everything after it with workCtx, so that a stop never strands claimed
-// work: a claim cancelled while its statement runs may still commit on
-// the server, its leases then held by no one until they expire. It
+// runBatch claims unless claimCtx is done (the claim itself may outlive
+// it by claimGrace), and does everything after the claim with workCtx, so
+// that a stop between the two never strands claimed work. It
 // returns how many events it claimed, and whether a person asked for an
 // event of the batch to be tried again while it ran, so that it is due now.
 //
@@ -183,8 +182,13 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 	if claimCtx.Err() != nil {
 		return 0, false, nil
 	}
-	claim, err := r.store.ClaimAttempts(workCtx, n, r.leaseFor())
+	claiming, claimed := startstop.Outlive(claimCtx, claimGrace)
+	claim, err := r.store.ClaimAttempts(claiming, n, r.leaseFor())
+	claimed()
 	if err != nil {
+		if claimCtx.Err() != nil {
+			return 0, false, nil
+		}
 		return 0, false, err
 	}
 	if len(claim.Claimed) == 0 {
