@@ -105,10 +105,26 @@ func (n *pgNode) run(prog string, args ...string) {
 
 // start starts the server and stops it (by its postmaster's pid, through
 // pg_ctl) when the test ends.
+//
+// Its port was free when chosen, but tests running beside it may take a
+// port between then and now: a start that fails because its port is in
+// use is tried again on another.
 func (n *pgNode) start() {
 	n.t.Helper()
-	n.run("pg_ctl", "-D", n.data, "-l", filepath.Join(n.dir, "log"), "-w", "start",
-		"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", n.port, n.dir))
+	logFile := filepath.Join(n.dir, "log")
+	for tries := 1; ; tries++ {
+		out, err := n.asOwner(filepath.Join(n.bin, "pg_ctl"), "-D", n.data, "-l", logFile, "-w", "start",
+			"-o", fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", n.port, n.dir)).CombinedOutput()
+		if err == nil {
+			break
+		}
+		log, _ := os.ReadFile(logFile)
+		if tries == 3 || !strings.Contains(string(log), "already in use") {
+			n.t.Fatalf("%s: pg_ctl start on port %d: %v\n%s\n%s", n.name, n.port, err, out, tail(string(log), 4000))
+		}
+		_, port, _ := net.SplitHostPort(freeAddr(n.t))
+		n.port, _ = strconv.Atoi(port)
+	}
 	n.t.Cleanup(func() {
 		n.thaw()
 		_, _ = n.asOwner(filepath.Join(n.bin, "pg_ctl"), "-D", n.data, "-m", "immediate", "-w", "stop").CombinedOutput()
