@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -83,19 +84,23 @@ type Attempt struct {
 	// TraceID is the id of the trace the attempt ran in, when tracing was
 	// on and the attempt was sampled; nil otherwise.
 	TraceID *string `db:"trace_id"`
+	// Destination is the destination the call went to.
+	Destination string `db:"destination"`
 }
 
 // NewAttempt describes an attempt for the history, as SettleDeliveries and
 // SettleAndStart record it with its outcome.
 type NewAttempt struct {
-	Source     string
-	EventID    string
-	Duration   time.Duration
-	Succeeded  bool
-	HTTPStatus int // 0: none (the processor made no HTTP call or got no answer)
-	Error      string
-	Path       AttemptPath
-	Number     int
+	Source  string
+	EventID string
+	// Destination is the destination the call went to; "" is "default".
+	Destination string
+	Duration    time.Duration
+	Succeeded   bool
+	HTTPStatus  int // 0: none (the processor made no HTTP call or got no answer)
+	Error       string
+	Path        AttemptPath
+	Number      int
 	// AppDown: the failure says the app is down (no connection, a
 	// timeout, 502, 503 or 504), not that it refused the event; the
 	// circuit breaker counts these in a row (see WithBreaker).
@@ -113,7 +118,7 @@ type NewAttempt struct {
 func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt, error) {
 	attempts, err := store.QueryAll[Attempt](ctx, s.db, `
 		SELECT a.source, a.event_id, a.attempted_at, a.duration_ms, a.outcome, a.http_status, a.error, a.path, a.attempt,
-		       r.id AS replay_id, r.name AS replay_name, a.trace_id
+		       r.id AS replay_id, r.name AS replay_name, a.trace_id, a.destination
 		FROM webhook_attempts a
 		LEFT JOIN LATERAL (
 			SELECT p.id, p.name FROM replay_events m JOIN replays p ON p.id = m.replay_id
@@ -135,32 +140,39 @@ func (s *Store) Attempts(ctx context.Context, source, eventID string) ([]Attempt
 
 // insertAttemptsSQL is the one statement that appends to the attempt
 // history: the rows the SELECT rows gives (source, event_id, duration_ms,
-// outcome, http_status, error, path, attempt, trace_id, in that order).
+// outcome, http_status, error, path, attempt, trace_id, destination, in that
+// order).
 func insertAttemptsSQL(rows string) string {
 	return `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id,
+		                              destination)
 		` + rows
 }
+
+// attemptArgs is how many parameters givenAttemptsSQL takes.
+const attemptArgs = 12
 
 // givenAttemptsSQL is insertAttemptsSQL of the attempts given column by
 // column, as attemptColumns.args orders them, in the parameters from $first
 // on. With released, the name of a set of (event_id, owner) rows, only the
 // attempts whose lease is in it are recorded: an attempt whose outcome was
-// refused leaves no history.
+// refused leaves no history. An attempt finds its lease by its key: the
+// delivery's (hookd_delivery_key) for a retry, the event's for a fan-out
+// that held one lease for all its calls.
 func givenAttemptsSQL(first int, released string) string {
-	p := make([]string, 10)
+	p := make([]string, attemptArgs)
 	for i := range p {
 		p[i] = "$" + strconv.Itoa(first+i)
 	}
 	rows := `SELECT a.source, a.event_id, a.duration_ms, a.outcome, NULLIF(a.http_status, 0), NULLIF(a.error, ''), a.path, a.attempt,
-		       NULLIF(a.trace_id, '')
+		       NULLIF(a.trace_id, ''), a.destination
 		FROM unnest(` + p[0] + `::text[], ` + p[1] + `::text[], ` + p[2] + `::uuid[], ` + p[3] + `::float8[], ` +
 		p[4] + `::text[], ` + p[5] + `::int[], ` + p[6] + `::text[], ` + p[7] + `::text[], ` + p[8] + `::int[], ` +
-		p[9] + `::text[])
-		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt, trace_id)`
+		p[9] + `::text[], ` + p[10] + `::text[], ` + p[11] + `::text[])
+		     AS a(source, event_id, owner, duration_ms, outcome, http_status, error, path, attempt, trace_id, destination, key)`
 	if released != "" {
 		rows += `
-		JOIN ` + released + ` r ON r.event_id = a.event_id AND r.owner = a.owner`
+		JOIN ` + released + ` r ON r.event_id = a.key AND r.owner = a.owner`
 	}
 	return insertAttemptsSQL(rows)
 }
@@ -169,13 +181,16 @@ func givenAttemptsSQL(first int, released string) string {
 // each with the owner of the lease it ran under.
 type attemptColumns struct {
 	source, eventID, outcome, errors, path []string
-	traceID                                []string
+	traceID, destination, key              []string
 	owner                                  []uuid.UUID
 	durationMS                             []float64
 	httpStatus, number                     []int
 }
 
-func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
+func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) { c.addKeyed(a, owner, a.EventID) }
+
+// addKeyed adds a, whose lease has the key key (givenAttemptsSQL).
+func (c *attemptColumns) addKeyed(a NewAttempt, owner uuid.UUID, key string) {
 	outcome := AttemptFailed
 	if a.Succeeded {
 		outcome = AttemptSucceeded
@@ -190,6 +205,8 @@ func (c *attemptColumns) add(a NewAttempt, owner uuid.UUID) {
 	c.path = append(c.path, string(a.Path))
 	c.number = append(c.number, a.Number)
 	c.traceID = append(c.traceID, a.TraceID)
+	c.destination = append(c.destination, cmp.Or(a.Destination, DefaultDestination))
+	c.key = append(c.key, key)
 }
 
 // args returns the columns in givenAttemptsSQL's order, with empty arrays
@@ -198,6 +215,7 @@ func (c *attemptColumns) args() []any {
 	return []any{
 		nonNil(c.source), nonNil(c.eventID), uuidArray(c.owner), nonNil(c.durationMS), nonNil(c.outcome),
 		nonNil(c.httpStatus), nonNil(c.errors), nonNil(c.path), nonNil(c.number), nonNil(c.traceID),
+		nonNil(c.destination), nonNil(c.key),
 	}
 }
 

@@ -232,7 +232,12 @@ func insertMarkersSQL(from string) string {
 // object_id, object_type, customer, stripe_created, created_at, attempts,
 // payload, how, payload_erased_at, payload_erased_by):
 // received when the queue row was written, processed by attempt number
-// attempts, without the payload when it was erased while queued.
+// attempts, without the payload when it was erased while queued. resolved
+// also returns each row's id. An event is processed once every delivery
+// is: one whose other deliveries still wait on the queue gets no marker
+// yet, and the last one's resolution writes it. (lockDeliveriesSQL keeps
+// two resolutions of one event's deliveries from each seeing the other's
+// row.)
 const insertResolvedMarkersSQL = `
 		INSERT INTO processed_webhook_events (event_id, event_type, endpoint, livemode, account, api_version, object_id,
 		                                      object_type, customer, stripe_created, received_at, processed_how,
@@ -240,7 +245,10 @@ const insertResolvedMarkersSQL = `
 		SELECT event_id, event_type, endpoint, livemode, account, api_version, object_id, object_type, customer,
 		       stripe_created, created_at, how, attempts, CASE WHEN payload_erased_at IS NULL THEN payload END,
 		       payload_erased_at, payload_erased_by
-		FROM resolved
+		FROM resolved r
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_events o
+		                  WHERE o.source = '` + SourceStripe + `' AND o.event_id = r.event_id
+		                    AND o.id NOT IN (SELECT id FROM resolved))
 		ON CONFLICT DO NOTHING`
 
 // PrunePayloads sets to null the payloads the event log keeps of events

@@ -54,6 +54,11 @@ type Event struct {
 	// event, when it was traced and sampled: each retry's trace links to
 	// it.
 	TraceParent *string `db:"trace_parent"`
+	// Destination is the destination this row is a delivery to: a queue
+	// row is one delivery of an event.
+	Destination string `db:"destination"`
+	// LeaseKey is the key the delivery's lease goes by (DeliveryKey).
+	LeaseKey string `db:"lease_key"`
 	EventMeta
 }
 
@@ -85,7 +90,7 @@ type EventMeta struct {
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
 	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims,
-	payload_erased_at, payload_erased_by, trace_parent, ` + metaColumns
+	payload_erased_at, payload_erased_by, trace_parent, destination, lease_key, ` + metaColumns
 
 // metaColumns are EventMeta's columns, in its order.
 const metaColumns = `endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event`
@@ -111,6 +116,9 @@ type FailedEvent struct {
 	// event, which each later attempt's trace links to; "" when it was not
 	// traced.
 	TraceParent string
+	// Destination is the destination the delivery is for; "" is
+	// "default".
+	Destination string
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.

@@ -91,17 +91,19 @@ var fenceCutsSQL = `-- hookd.fence_cuts
 		    payload = ` + erasedPayloadSQL("e", "e.attempts + 1 >= $3") + `,
 		    last_error = format($4, e.attempts + 1), last_attempt_at = now(), claims = 0
 		FROM cut c
-		WHERE c.alone AND e.event_id = c.event_id AND e.` + pending + `
-		RETURNING e.source, e.event_id, e.attempts, c.path
+		WHERE c.alone AND e.lease_key = c.event_id AND e.` + pending + `
+		RETURNING e.source, e.event_id, e.attempts, c.path, e.destination
 	)
 	` + insertAttemptsSQL(`
 	SELECT q.source, q.event_id, 0, 'failed', NULL::int, format($4, q.attempts),
-	       CASE WHEN q.path = '`+string(PathReplay)+`' THEN q.path ELSE 'retry' END, q.attempts, NULL::text
+	       CASE WHEN q.path = '`+string(PathReplay)+`' THEN q.path ELSE 'retry' END, q.attempts, NULL::text, q.destination
 	FROM charged q
 	UNION ALL
-	SELECT '`+SourceStripe+`', s.event_id, 0, 'failed', NULL::int, format($4, s.crashes), c.path, s.crashes, NULL::text
+	SELECT '`+SourceStripe+`', s.event_id, 0, 'failed', NULL::int, format($4, s.crashes), c.path, s.crashes, NULL::text,
+	       '`+DefaultDestination+`'
 	FROM cut c JOIN suspected s USING (event_id)
-	WHERE c.alone AND c.path = '`+string(PathReplay)+`' AND NOT EXISTS (SELECT 1 FROM charged q WHERE q.event_id = c.event_id)`)
+	WHERE c.alone AND c.path = '`+string(PathReplay)+`'
+	  AND NOT EXISTS (SELECT 1 FROM charged q WHERE `+deliveryKeySQL("q")+` = c.event_id)`)
 
 // PruneFenceCuts deletes the fence cuts of events last stopped more than
 // olderThan ago (the markers' retention): an event still queued then has

@@ -187,7 +187,7 @@ func TestTakeDeliveries_PlansOnceWithTheIndexes(t *testing.T) {
 	}
 	plan := queuetest.ParsePlan(t, []byte(raw))
 	t.Logf("state read:\n%s", plan)
-	for _, index := range []string{"processed_webhook_events_pkey", "webhook_events_source_event_id_key"} {
+	for _, index := range []string{"processed_webhook_events_pkey", "webhook_events_delivery_key"} {
 		if !plan.Uses(index) {
 			t.Errorf("the state read does not use %s", index)
 		}

@@ -504,6 +504,12 @@ type Received struct {
 	// processed on its first delivery records none: a marker without
 	// attempts means just that.
 	Attempt *NewAttempt
+	// Fanout is the outcome of an event routed to several destinations,
+	// in place of Queue and Attempt: a queue row for each delivery that
+	// failed or waits, and an attempt for each call, successes included,
+	// so that the event's page says which destination got it when. The
+	// event gets its marker only when no delivery is queued.
+	Fanout *Fanout
 	// Seen, when set, moves its endpoint's (and account's) last event in
 	// endpoint_activity to now. The receiver sets it on the first outcome
 	// of each endpoint and account in a while, not on every one.
@@ -519,6 +525,38 @@ type Received struct {
 	// A discarded test-mode event, an event deferred or held, a run the
 	// fence cut short: none says whether the app is up.
 	Called bool
+}
+
+// Fanout is what one run of an event's deliveries to several destinations
+// left to write.
+type Fanout struct {
+	// Queue holds the deliveries that go on the retry queue, each naming
+	// its destination.
+	Queue []FailedEvent
+	// Attempts holds the calls made, each naming its destination.
+	Attempts []NewAttempt
+}
+
+// queued is every queue row r writes.
+func (r Received) queued() []FailedEvent {
+	switch {
+	case r.Fanout != nil:
+		return r.Fanout.Queue
+	case r.Queue != nil:
+		return []FailedEvent{*r.Queue}
+	}
+	return nil
+}
+
+// attempts is every attempt r records.
+func (r Received) attempts() []NewAttempt {
+	switch {
+	case r.Fanout != nil:
+		return r.Fanout.Attempts
+	case r.Attempt != nil:
+		return []NewAttempt{*r.Attempt}
+	}
+	return nil
 }
 
 // settleOp is the settling part of Exchange's short transaction.
@@ -552,12 +590,13 @@ func newSettleOp(rs []Received) *settleOp {
 	for _, r := range rs {
 		op.eventID = append(op.eventID, r.EventID)
 		op.owner = append(op.owner, r.Owner)
-		op.queued = append(op.queued, r.Queue != nil)
-		if r.Queue != nil {
-			q.add(*r.Queue, r.Owner, r.Wait, r.Attempt != nil)
+		queued, attempts := r.queued(), r.attempts()
+		op.queued = append(op.queued, len(queued) > 0)
+		for _, fe := range queued {
+			q.add(fe, r.Owner, r.Wait, called(attempts, fe.Destination))
 		}
-		if r.Attempt != nil {
-			a.add(*r.Attempt, r.Owner)
+		for _, at := range attempts {
+			a.add(at, r.Owner)
 		}
 		if r.Called {
 			op.tally.add(r.Attempt, r.Queue == nil)
@@ -581,6 +620,16 @@ func newSettleOp(rs []Received) *settleOp {
 	op.args = append(op.args, a.args()...)
 	op.args = append(op.args, l.args()...)
 	return op
+}
+
+// called says whether attempts holds a call to destination.
+func called(attempts []NewAttempt, destination string) bool {
+	for _, a := range attempts {
+		if cmp.Or(a.Destination, DefaultDestination) == cmp.Or(destination, DefaultDestination) {
+			return true
+		}
+	}
+	return false
 }
 
 func (op *settleOp) queue(b *pgx.Batch) {
@@ -639,35 +688,35 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 
 // settleDeliveriesSQL releases the leases ($1 event ids, $2 owners; $3
 // whether each event goes on the queue) and writes the outcome of each one
-// it released: the marker with its event log columns ($34-$44, as
-// logColumns orders them, beside $1-$3), or the queue row ($4-$23, as
-// queuedColumns orders them); and the attempts ($24-$33, as
-// attemptColumns orders them). It returns the leases it released.
+// it released: the marker with its event log columns (after the attempts,
+// as logColumns orders them, beside $1-$3), or the queue rows, one per
+// delivery ($4-$24, as queuedColumns orders them); and the attempts ($25
+// on, as attemptColumns orders them). It returns the leases it released.
 var settleDeliveriesSQL = `-- hookd.settle
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
-		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(34)+`)
+		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(25+attemptArgs)+`)
 		     AS l(event_id, owner, queued, `+logNamesSQL+`)
 		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner
 		WHERE NOT l.queued`) + `
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
-		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent)
+		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
 		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait),
 		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
 		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
 		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created,
-		       NULLIF(e.trace_parent, '')
+		       NULLIF(e.trace_parent, ''), e.destination
 		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
 		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-		            $22::timestamptz[], $23::text[])
+		            $22::timestamptz[], $23::text[], $24::text[])
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
 		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created,
-		          trace_parent)
+		          trace_parent, destination)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
-		ON CONFLICT (source, event_id) DO NOTHING
-	), recorded AS (` + givenAttemptsSQL(24, "released") + `
+		ON CONFLICT (source, event_id, destination) DO NOTHING
+	), recorded AS (` + givenAttemptsSQL(25, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 
@@ -690,7 +739,7 @@ type queuedColumns struct {
 	wait                                                   []float64
 	attempted, held                                        []bool
 	endpoint, account, apiVersion, objectID, objectType    []string
-	customer, snapshotEvent, traceParent                   []string
+	customer, snapshotEvent, traceParent, destination      []string
 	// livemode is NULL where the event did not say.
 	livemode []*bool
 	created  []*time.Time
@@ -718,6 +767,7 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.snapshotEvent = append(c.snapshotEvent, deref(m.SnapshotEvent))
 	c.created = append(c.created, e.Created)
 	c.traceParent = append(c.traceParent, e.TraceParent)
+	c.destination = append(c.destination, cmp.Or(e.Destination, DefaultDestination))
 }
 
 func (c *queuedColumns) args() []any {
@@ -725,5 +775,5 @@ func (c *queuedColumns) args() []any {
 		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted),
 		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
 		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent), nonNil(c.created),
-		nonNil(c.traceParent)}
+		nonNil(c.traceParent), nonNil(c.destination)}
 }

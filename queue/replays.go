@@ -672,7 +672,7 @@ var settleReplayedSQL = `-- hookd.settle_replayed
 		  AND e.source = '` + SourceStripe + `' AND e.event_id = m.event_id
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
 		          e.customer, e.stripe_created, e.created_at, e.attempts, r.payload, '` + string(LogReplay) + `' AS how,
-		          e.payload_erased_at, e.payload_erased_by
+		          e.payload_erased_at, e.payload_erased_by, e.id
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), counted AS (
 		UPDATE replays p

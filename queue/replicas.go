@@ -168,17 +168,19 @@ var reapSilentSQL = `
 		    last_attempt_at = CASE WHEN o.crashed THEN now() ELSE e.last_attempt_at END,
 		    claims = CASE WHEN o.crashed THEN 0 ELSE e.claims END
 		FROM orphans o
-		WHERE e.event_id = o.event_id AND e.` + pending + `
-		RETURNING e.source, e.event_id, e.attempts, o.crashed, o.path
+		WHERE e.lease_key = o.event_id AND e.` + pending + `
+		RETURNING e.source, e.event_id, e.attempts, o.crashed, o.path, e.destination
 	)
 	` + insertAttemptsSQL(`
 	SELECT d.source, d.event_id, 0, 'failed', NULL::int, format($2, d.attempts),
-	       CASE WHEN d.path = '`+string(PathReplay)+`' THEN d.path ELSE 'retry' END, d.attempts, NULL::text
+	       CASE WHEN d.path = '`+string(PathReplay)+`' THEN d.path ELSE 'retry' END, d.attempts, NULL::text, d.destination
 	FROM due d WHERE d.crashed
 	UNION ALL
-	SELECT '`+SourceStripe+`', s.event_id, 0, 'failed', NULL::int, format($2, s.crashes), o.path, s.crashes, NULL::text
+	SELECT '`+SourceStripe+`', s.event_id, 0, 'failed', NULL::int, format($2, s.crashes), o.path, s.crashes, NULL::text,
+	       '`+DefaultDestination+`'
 	FROM orphans o JOIN suspected s USING (event_id)
-	WHERE o.crashed AND o.path = '`+string(PathReplay)+`' AND NOT EXISTS (SELECT 1 FROM due d WHERE d.event_id = o.event_id)`)
+	WHERE o.crashed AND o.path = '`+string(PathReplay)+`'
+	  AND NOT EXISTS (SELECT 1 FROM due d WHERE `+deliveryKeySQL("d")+` = o.event_id)`)
 
 // Deregister removes the Store's replica at a clean stop, once none of its
 // processors runs: a lease it still has (none, after a clean stop) is

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -27,6 +28,9 @@ type Claimed struct {
 	// and no lease is held.
 	Dead bool
 }
+
+// Key is the key of the claimed delivery's lease (DeliveryKey).
+func (c Claimed) Key() string { return cmp.Or(c.Event.LeaseKey, c.Event.EventID) }
 
 // Attempts is a claim of the retry loop: the events it holds and when
 // every processor run under their leases must have ended, on this
@@ -80,7 +84,7 @@ func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
 	err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
 		&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
 		&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
-		&e.TraceParent, &manual, &c.Processed)
+		&e.TraceParent, &manual, &c.Processed, &e.Destination, &e.LeaseKey)
 	c.Event, c.Owner, c.Path = e, owner, PathRetry
 	if manual {
 		c.Path = PathManual
@@ -105,11 +109,11 @@ func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
 // once.
 var claimAttemptsSQL = `-- hookd.claim
 	WITH due AS (
-		SELECT id, event_id, attempts, claims, manual_retry FROM webhook_events
+		SELECT id, lease_key AS event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
 		  AND (attempts < $4 OR claims > 0)
 		  AND next_retry_at <= now()
-		  AND ` + notSuspectSQL("webhook_events.event_id") + `
+		  AND ` + notSuspectSQL("webhook_events.lease_key") + `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
@@ -145,11 +149,12 @@ var claimAttemptsSQL = `-- hookd.claim
 		          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 		          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 		          e.trace_parent, c.manual_retry AS asked_manual,
-		          ` + markedSQL("e.event_id") + ` AS processed, c.interrupted AND c.counted < $4 AS suspect
+		          ` + markedSQL("e.event_id") + ` AS processed, c.interrupted AND c.counted < $4 AS suspect,
+		          e.destination, e.lease_key
 	)
 	SELECT id, source, event_id, event_type, payload, signature, status, attempts, last_error, next_retry_at, created_at,
 	       last_attempt_at, manual_retry, claims, endpoint, livemode, account, api_version, object_id, object_type, customer,
-	       snapshot_event, trace_parent, asked_manual, processed
+	       snapshot_event, trace_parent, asked_manual, processed, destination, lease_key
 	FROM updated WHERE NOT suspect`
 
 // startOp is the starting part of SettleAndStart's short transaction.
@@ -163,7 +168,7 @@ func newStartOp(claimed []Claimed) *startOp {
 	n := len(claimed)
 	op := &startOp{ids: make([]string, n), owners: make([]uuid.UUID, n)}
 	for i, c := range claimed {
-		op.ids[i], op.owners[i] = c.Event.EventID, c.Owner
+		op.ids[i], op.owners[i] = c.Key(), c.Owner
 	}
 	return op
 }
@@ -264,14 +269,28 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 	var fenced fenceCutOp
 	for _, st := range settled {
 		if st.Fenced && st.Kind == SettleReleased {
-			fenced.add(st.Claimed.Event.EventID, st.Claimed.Owner)
+			fenced.add(st.Claimed.Key(), st.Claimed.Owner)
+		}
+	}
+	var done []string
+	for _, st := range settled {
+		if st.Kind == SettleDone {
+			done = append(done, st.Claimed.Event.EventID)
 		}
 	}
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		if len(done) > 0 {
+			b.Queue(lockDeliveriesSQL, done)
+		}
 		fenced.queue(b)
 		settling.queue(b)
 		starting.queue(b)
 	}, func(br pgx.BatchResults) error {
+		if len(done) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
 		if err := fenced.read(br); err != nil {
 			return err
 		}
@@ -285,6 +304,19 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 	}
 	return settling.states(), starting.started(), nil
 }
+
+// lockDeliveriesSQL locks the queue rows of the events $1, in one order,
+// before the statement that resolves some of them: two deliveries of one
+// event resolved at once by two transactions would each see the other's
+// row still there, and neither would write the event's marker. The second
+// waits here for the first to commit, and its next statement sees that
+// row gone. An event of one delivery, as nearly all are, locks the row its
+// resolution deletes anyway.
+const lockDeliveriesSQL = `-- hookd.lock_deliveries
+	SELECT 1 FROM webhook_events
+	WHERE source = '` + SourceStripe + `' AND event_id = ANY ($1::text[])
+	ORDER BY id
+	FOR UPDATE`
 
 // retrySettleOp is the settling part of SettleAndStart's short transaction:
 // settleAttemptsSQL's columns, and the breaker's count of the outcomes.
@@ -313,7 +345,7 @@ func (s *Store) newRetrySettle(settled []Settled) *retrySettleOp {
 	var a attemptColumns
 	for i, st := range settled {
 		c := st.Claimed
-		op.ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Event.EventID, c.Owner, string(st.Kind)
+		op.ids[i], eventIDs[i], owners[i], kinds[i] = c.Event.ID.String(), c.Key(), c.Owner, string(st.Kind)
 		hows[i] = string(LogRetry)
 		if c.Path == PathManual {
 			hows[i] = string(LogManual)
@@ -331,7 +363,9 @@ func (s *Store) newRetrySettle(settled []Settled) *retrySettleOp {
 		}
 		if st.Attempt != nil {
 			attempted[i] = true
-			a.add(*st.Attempt, c.Owner)
+			at := *st.Attempt
+			at.Destination = cmp.Or(at.Destination, c.Event.Destination)
+			a.addKeyed(at, c.Owner, c.Key())
 			op.tally.add(st.Attempt, st.Kind == SettleDone)
 		}
 	}
@@ -401,7 +435,7 @@ var settleAttemptsSQL = `-- hookd.settle_attempts
 		WHERE e.id = r.id AND r.kind = 'done'
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
 		          e.customer, e.stripe_created, e.created_at, e.attempts + CASE WHEN r.started OR r.attempted THEN 1 ELSE 0 END AS attempts, r.payload, r.how, e.payload_erased_at,
-		          e.payload_erased_by
+		          e.payload_erased_by, e.id
 	), marked AS (` + insertResolvedMarkersSQL + `
 	), failed AS (
 		UPDATE webhook_events e

@@ -131,7 +131,7 @@ func (s *Store) SuspectsWaiting(ctx context.Context, replays bool) (bool, error)
 			  AND NOT EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = s.event_id AND `+liveLeaseSQL("l")+`)
 			  AND CASE WHEN `+replaySuspectSQL("s")+` THEN $1
 			           ELSE EXISTS (SELECT 1 FROM webhook_events e
-			                        WHERE e.event_id = s.event_id AND e.`+pending+` AND e.next_retry_at <= now()) END)`,
+			                        WHERE e.lease_key = s.event_id AND e.`+pending+` AND e.next_retry_at <= now()) END)`,
 		replays).Scan(&waiting)
 	if err != nil {
 		return false, fmt.Errorf("read suspects: %w", err)
@@ -168,8 +168,8 @@ func (s *Store) ClaimSuspect(ctx context.Context, processFor time.Duration) (c C
 // alone again).
 var claimSuspectSQL = `-- hookd.claim_suspect
 	WITH due AS (
-		SELECT e.id, e.event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
-		JOIN webhook_events e ON e.event_id = s.event_id
+		SELECT e.id, e.lease_key AS event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
+		JOIN webhook_events e ON e.lease_key = s.event_id
 		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now() AND NOT ` + replaySuspectSQL("s") + `
 		ORDER BY s.since, s.event_id
 		LIMIT 8
@@ -198,7 +198,8 @@ var claimSuspectSQL = `-- hookd.claim_suspect
 		    ran_alone_at = CASE WHEN c.counted < $3 THEN now() ELSE s.ran_alone_at END
 		FROM claimed c WHERE s.event_id = c.event_id
 	), crashed AS (` + insertAttemptsSQL(`
-		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($4, c.counted), 'retry', c.counted, NULL::text
+		SELECT e.source, e.event_id, 0, 'failed', NULL::int, format($4, c.counted), 'retry', c.counted, NULL::text,
+		       e.destination
 		FROM claimed c JOIN webhook_events e ON e.id = c.id
 		WHERE c.crashed`) + `
 	)
@@ -217,7 +218,7 @@ var claimSuspectSQL = `-- hookd.claim_suspect
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 	          e.trace_parent, c.manual_retry,
-	          ` + markedSQL("e.event_id")
+	          ` + markedSQL("e.event_id") + `, e.destination, e.lease_key`
 
 // SuspectCounts is what the dashboard and /metrics say of suspects.
 type SuspectCounts struct {
@@ -398,7 +399,7 @@ var claimReplaySuspectSQL = `-- hookd.claim_replay_suspect
 		FROM claimed c JOIN suspected s USING (event_id) LEFT JOIN charged q USING (event_id)
 	), recorded AS (` + insertAttemptsSQL(`
 		SELECT '`+SourceStripe+`', n.event_id, 0, 'failed', NULL::int, format($4, n.number), '`+string(PathReplay)+`',
-		       n.number, NULL::text
+		       n.number, NULL::text, '`+DefaultDestination+`'
 		FROM numbered n
 		WHERE n.crashed`) + `
 	)

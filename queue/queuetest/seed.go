@@ -1,6 +1,7 @@
 package queuetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,11 +79,13 @@ func (s Seed) MarkProcessed(ctx context.Context, eventID string) error {
 func (s Seed) Enqueue(ctx context.Context, e queue.FailedEvent) (inserted bool, err error) {
 	var id string
 	err = s.DB().QueryRow(ctx, `
-		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at)
-		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7))
-		ON CONFLICT (source, event_id) DO NOTHING
+		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
+		                            destination)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, now(), now() + make_interval(secs => $7), $8)
+		ON CONFLICT (source, event_id, destination) DO NOTHING
 		RETURNING event_id`,
-		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds()).Scan(&id)
+		e.Source, e.EventID, e.EventType, string(e.Payload), e.Signature, e.Error, s.RetryDelay(0).Seconds(),
+		cmp.Or(e.Destination, queue.DefaultDestination)).Scan(&id)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil

@@ -1,0 +1,22 @@
+package queue
+
+// DefaultDestination is the destination of every delivery made before hookd
+// had several, and of the one app HOOKD_FORWARD_URL names.
+const DefaultDestination = "default"
+
+// DeliveryKey is the key a delivery of event eventID to destination goes
+// by in the lease, suspect and fence tables, as hookd_delivery_key
+// (00034_destinations.sql) computes it: the event id for the destination
+// "default", so that a one-app hookd keys everything as it always did, and
+// the event id, a slash and the destination for any other.
+func DeliveryKey(eventID, destination string) string {
+	if destination == "" || destination == DefaultDestination {
+		return eventID
+	}
+	return eventID + "/" + destination
+}
+
+// deliveryKeySQL is DeliveryKey of the row r's event_id and destination.
+func deliveryKeySQL(r string) string {
+	return `hookd_delivery_key(` + r + `.event_id, ` + r + `.destination)`
+}
