@@ -82,3 +82,29 @@ func Example_verifyInTheApp() {
 	fmt.Println(verified(exampleSecret, h, body, time.Now()))
 	// Output: true
 }
+
+// A secret is rotated without a delivery failing: for a while hookd signs
+// under both the new secret and the previous one (SignAll, the new one
+// first), so an app still holding the previous secret verifies, and so does
+// one already holding the new secret. A key that is neither does not.
+func ExampleSignAll_rotation() {
+	previous, _ := forwardsig.ParseSecret(exampleSecret)
+	next, _ := forwardsig.ParseSecret("whsec_" + base64.StdEncoding.EncodeToString([]byte("the key that replaces it")))
+	other, _ := forwardsig.ParseSecret("whsec_" + base64.StdEncoding.EncodeToString([]byte("some other app's key")))
+
+	sent := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	body := []byte(`{"id":"evt_1","object":"event","type":"invoice.paid"}`)
+	h := http.Header{}
+	forwardsig.SignAll(h, [][]byte{next, previous}, "evt_1", sent, body)
+	fmt.Println("signatures:", len(strings.Fields(h.Get(forwardsig.HeaderSignature))))
+
+	now := sent.Add(time.Second)
+	fmt.Println("app with the previous secret:", forwardsig.Verify(h, previous, body, now, 5*time.Minute))
+	fmt.Println("app with the new secret:", forwardsig.Verify(h, next, body, now, 5*time.Minute))
+	fmt.Println("app with another secret:", forwardsig.Verify(h, other, body, now, 5*time.Minute))
+	// Output:
+	// signatures: 2
+	// app with the previous secret: true
+	// app with the new secret: true
+	// app with another secret: false
+}

@@ -1,7 +1,8 @@
 // Package forwardsig is the Standard Webhooks signature hookd puts on every
-// event it forwards when HOOKD_FORWARD_SECRET is set: the secret's format,
-// the headers hookd sends, and the check an app makes (the demo app's). One
-// package, so the sender and the checker cannot disagree.
+// event it forwards when a secret is set (HOOKD_FORWARD_SECRET): the secret's
+// format, the headers hookd sends, under one key or several while a secret is
+// rotated, and the check an app makes (the demo app's). One package, so the
+// sender and the checker cannot disagree.
 package forwardsig
 
 import (
@@ -42,14 +43,30 @@ func ParseSecret(secret string) ([]byte, error) {
 // Sign sets the signature headers of a delivery of body, whose id is id,
 // signed under key at the given time.
 func Sign(h http.Header, key []byte, id string, at time.Time, body []byte) {
+	SignAll(h, [][]byte{key}, id, at, body)
+}
+
+// SignAll is Sign under each of keys: webhook-signature carries one v1
+// signature per key, in the order of keys, separated by spaces. While a
+// secret is rotated, the new key and the previous one both sign, so an app
+// holding either verifies. With no keys, h is left unsigned.
+func SignAll(h http.Header, keys [][]byte, id string, at time.Time, body []byte) {
+	if len(keys) == 0 {
+		return
+	}
 	ts := strconv.FormatInt(at.Unix(), 10)
+	sigs := make([]string, len(keys))
+	for i, key := range keys {
+		sigs[i] = "v1," + signature(key, id, ts, body)
+	}
 	h.Set(HeaderID, id)
 	h.Set(HeaderTimestamp, ts)
-	h.Set(HeaderSignature, "v1,"+signature(key, id, ts, body))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
 }
 
 // Verify reports whether h carries a v1 signature of body under key, made
-// within tolerance of now either way.
+// within tolerance of now either way. Any one of the signatures of a
+// rotation (SignAll) will do.
 func Verify(h http.Header, key []byte, body []byte, now time.Time, tolerance time.Duration) bool {
 	id, ts := h.Get(HeaderID), h.Get(HeaderTimestamp)
 	sec, err := strconv.ParseInt(ts, 10, 64)
