@@ -7,13 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/tracing"
+	"golang.org/x/net/http/httpguts"
 )
 
 // MaxForwardTimeout bounds HOOKD_FORWARD_TIMEOUT. A retry claim holds the
@@ -29,9 +33,14 @@ const MaxForwardTimeout = 2 * time.Minute
 // failure whose text says what the downstream answered. A failure that says
 // the app is down (see appDownError) is one.
 type Forwarder struct {
-	url    string
-	key    []byte // decoded HOOKD_FORWARD_SECRET; nil: unsigned
-	client *http.Client
+	url  string
+	name string // the destination's, for HeaderDestination; "": not sent
+	// keys are the decoded signing secrets, the newest first; none:
+	// unsigned.
+	keys [][]byte
+	// headers are the destination's own, set on every call.
+	headers http.Header
+	client  *http.Client
 	// transport is the client's own, under any tracing wrapper (Traced).
 	transport *http.Transport
 	now       func() time.Time
@@ -57,11 +66,57 @@ const DefaultForwardIdleTimeout = time.Second
 // keeps for reuse until KeepConns says how many calls can run at once.
 const defaultForwardConns = 64
 
+// HeaderDestination names, on every call of a destination's Forwarder, the
+// destination it is made for.
+const HeaderDestination = "Hookd-Destination"
+
+// ForwardOptions are what a destination's Forwarder is made of.
+type ForwardOptions struct {
+	// Name is the destination's: every call carries it as
+	// HeaderDestination. "": the header is not sent.
+	Name string
+	// URL is where each event is POSTed.
+	URL string
+	// Secrets are the Standard Webhooks secrets (whsec_<base64>) each call
+	// is signed under, the newest first: while a secret is rotated, the
+	// new one and the previous one both sign (forwardsig.SignAll). None:
+	// calls go unsigned.
+	Secrets []string
+	// Headers are set on every call, such as an Authorization the app
+	// asks for. User-Agent may be replaced; a header hookd sets itself
+	// (Content-Type, webhook-*, Hookd-*, traceparent, tracestate) or one
+	// net/http writes from the request (Host, Content-Length,
+	// Transfer-Encoding, Trailer, Connection) is refused.
+	Headers http.Header
+}
+
 // NewForwarder returns a Forwarder posting to target. When secret is set
 // (whsec_<base64>, the Standard Webhooks format), each request carries the
 // Standard Webhooks signature headers so the app can verify it came from
 // hookd. The time limit is the caller's context.
 func NewForwarder(target, secret string) (*Forwarder, error) {
+	o := ForwardOptions{URL: target}
+	if secret != "" {
+		o.Secrets = []string{secret}
+	}
+	return NewDestinationForwarder(o)
+}
+
+// NewDestinationForwarder returns the Forwarder of one destination, as
+// o says. The time limit of each call is the caller's context (Process
+// with the destination's timeout).
+func NewDestinationForwarder(o ForwardOptions) (*Forwarder, error) {
+	if !httpguts.ValidHeaderFieldValue(o.Name) {
+		return nil, fmt.Errorf("destination name %q cannot be sent as %s", o.Name, HeaderDestination)
+	}
+	keys, err := parseSecrets(o.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	headers, err := extraHeaders(o.Headers)
+	if err != nil {
+		return nil, err
+	}
 	transport := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		// Retries and inline deliveries run many at once against one host;
@@ -72,8 +127,11 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
-	f := &Forwarder{
-		url:       target,
+	return &Forwarder{
+		url:       o.URL,
+		name:      o.Name,
+		keys:      keys,
+		headers:   headers,
 		transport: transport,
 		client: &http.Client{
 			Transport: transport,
@@ -84,13 +142,74 @@ func NewForwarder(target, secret string) (*Forwarder, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		now: time.Now,
+	}, nil
+}
+
+// parseSecrets decodes each of secrets, in order. With one secret, its
+// error is ParseSecret's alone (HOOKD_FORWARD_SECRET's callers name the
+// setting); with several, it says which.
+func parseSecrets(secrets []string) ([][]byte, error) {
+	var keys [][]byte
+	for i, secret := range secrets {
+		key, err := forwardsig.ParseSecret(secret)
+		if err == nil && key == nil {
+			err = errors.New("empty: a secret looks like whsec_<base64>")
+		}
+		if err != nil && len(secrets) > 1 {
+			err = fmt.Errorf("secret %d of %d: %w", i+1, len(secrets), err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
 	}
-	key, err := forwardsig.ParseSecret(secret)
-	if err != nil {
-		return nil, err
+	return keys, nil
+}
+
+// extraHeaders is a copy of h under canonical names, once each is checked:
+// a valid name and values, and not a reserved one.
+func extraHeaders(h http.Header) (http.Header, error) {
+	out := make(http.Header, len(h))
+	// In order, so that of several bad headers the same one is named.
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		values := h[name]
+		if !httpguts.ValidHeaderFieldName(name) {
+			return nil, fmt.Errorf("header %q: not a valid header name", name)
+		}
+		key := http.CanonicalHeaderKey(name)
+		if why := reservedHeader(key); why != "" {
+			return nil, fmt.Errorf("header %s: %s, it cannot be set per destination", key, why)
+		}
+		if len(values) == 0 {
+			return nil, fmt.Errorf("header %s: no value", key)
+		}
+		for _, v := range values {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return nil, fmt.Errorf("header %s: its value holds a line break or a control character", key)
+			}
+		}
+		out[key] = append(out[key], values...)
 	}
-	f.key = key
-	return f, nil
+	return out, nil
+}
+
+// reservedHeader says why the header key (canonical) is hookd's or
+// net/http's own, or "" when a destination may set it.
+func reservedHeader(key string) string {
+	switch {
+	case key == "Content-Type":
+		return "hookd sends the event's JSON as it is"
+	case strings.HasPrefix(key, "Webhook-"):
+		return "the Standard Webhooks signature headers are hookd's"
+	case strings.HasPrefix(key, "Hookd-"):
+		return "the Hookd-* headers are hookd's own"
+	case key == "Traceparent" || key == "Tracestate":
+		return "the trace context is the delivery's own"
+	case key == "Host" || key == "Content-Length" || key == "Transfer-Encoding" ||
+		key == "Trailer" || key == "Connection":
+		return "net/http writes it from the request"
+	}
+	return ""
 }
 
 // KeepConns keeps up to n idle connections to the app for reuse (never
@@ -141,10 +260,11 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	msg := fmt.Sprintf("downstream answered %d", resp.StatusCode)
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		// The body of a redirect is boilerplate; where it points is what
-		// the operator needs to correct HOOKD_FORWARD_URL.
+		// the operator needs to correct HOOKD_FORWARD_URL (or the
+		// destination's URL).
 		return Result{HTTPStatus: resp.StatusCode, Err: fmt.Errorf(
-			"downstream answered %d redirecting to %s: hookd does not follow redirects, set HOOKD_FORWARD_URL to the final URL",
-			resp.StatusCode, errorLocation(req.URL, resp.Header.Get("Location")))}
+			"downstream answered %d redirecting to %s: hookd does not follow redirects, set %s to the final URL",
+			resp.StatusCode, errorLocation(req.URL, resp.Header.Get("Location")), f.urlSetting())}
 	}
 	if body := errorBody(resp.Header.Get("Content-Type"), resp.Body); body != "" {
 		msg += ": " + body
@@ -156,8 +276,17 @@ func (f *Forwarder) Process(ctx context.Context, d Delivery) Result {
 	return Result{HTTPStatus: resp.StatusCode, Err: err}
 }
 
+// urlSetting names, for an operator, where the URL f posts to is set.
+func (f *Forwarder) urlSetting() string {
+	if f.name == "" {
+		return "HOOKD_FORWARD_URL"
+	}
+	return "the url of destination " + f.name
+}
+
 // request is the POST of d's exact payload to the app, with hookd's
-// headers and, with a secret, its Standard Webhooks signature.
+// headers, the destination's, and, with a secret, its Standard Webhooks
+// signature (one per secret).
 func (f *Forwarder) request(ctx context.Context, d Delivery) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.url, bytes.NewReader(d.Payload))
 	if err != nil {
@@ -171,6 +300,14 @@ func (f *Forwarder) request(ctx context.Context, d Delivery) (*http.Request, err
 	// it, the idle timeout prevents (DefaultForwardIdleTimeout).
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "hookd")
+	// None of the destination's headers is one hookd sets below
+	// (extraHeaders), so only User-Agent can be replaced.
+	for name, values := range f.headers {
+		req.Header[name] = slices.Clone(values)
+	}
+	if f.name != "" {
+		req.Header.Set(HeaderDestination, f.name)
+	}
 	req.Header.Set("Hookd-Event-Id", d.EventID)
 	req.Header.Set("Hookd-Event-Type", d.EventType)
 	req.Header.Set("Hookd-Attempt", strconv.Itoa(d.Attempt))
@@ -187,9 +324,7 @@ func (f *Forwarder) request(ctx context.Context, d Delivery) (*http.Request, err
 		// The app may tell a replay from Stripe's delivery, and which one.
 		req.Header.Set("Hookd-Replay", d.Replay)
 	}
-	if f.key != nil {
-		forwardsig.Sign(req.Header, f.key, d.EventID, f.now(), d.Payload)
-	}
+	forwardsig.SignAll(req.Header, f.keys, d.EventID, f.now(), d.Payload)
 	return req, nil
 }
 
