@@ -1,0 +1,168 @@
+// Package destinations is the set of apps hookd forwards to: each
+// destination's settings and route, read from HOOKD_DESTINATIONS_FILE's
+// YAML or made from HOOKD_FORWARD_URL alone, and the routing of one event
+// to the destinations that take it.
+package destinations
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/cel-go/cel"
+)
+
+// MaxTimeout bounds a destination's timeout. It is worker.MaxForwardTimeout's
+// value, copied rather than imported so that this package, which the config
+// reads, does not pull in the worker: a retry claim holds each event for a
+// batch's worth of the timeout, so the same bound holds for every
+// destination as for HOOKD_FORWARD_TIMEOUT.
+const MaxTimeout = 2 * time.Minute
+
+// DefaultName is the one destination HOOKD_FORWARD_URL makes.
+const DefaultName = "default"
+
+// The sources of a Set.
+const (
+	SourceFile       = "file"
+	SourceForwardURL = "forward_url"
+)
+
+// The values of Livemode, and the word that matches anything in Types'
+// place ("*"), Accounts and Endpoints ("any").
+const (
+	Live    = "live"
+	Test    = "test"
+	Any     = "any"
+	AllType = "*"
+	// Platform, in Accounts, is an event of the platform's own account,
+	// which names no connected account.
+	Platform = "platform"
+)
+
+// Destination is one app hookd forwards to, and which events it takes.
+// A zero Concurrency or Timeout stands for HOOKD_FORWARD_*'s value, so the
+// file need say only what differs from every destination's defaults.
+type Destination struct {
+	// Name is ^[a-z0-9][a-z0-9-]{0,39}$: it is sent as Hookd-Destination
+	// and stored with every delivery, so it stays short and plain.
+	Name string
+	// URL is where events are POSTed: absolute http or https, with a host.
+	URL string
+	// Types are exact event types or globs where '*' alone is a wildcard
+	// ("invoice.*", "*"); default ["*"].
+	Types []string
+	// Livemode is "live", "test" or "any" (the default).
+	Livemode string
+	// Accounts are "platform", connected account ids "acct_..." or "any"
+	// (the default).
+	Accounts []string
+	// Endpoints are endpoint labels (HOOKD_ENDPOINTS') or "any" (the
+	// default).
+	Endpoints []string
+	// Filter is a CEL expression over the event, compiled at load; "" is
+	// none.
+	Filter string
+	// Rate is the calls a second across replicas; 0 is no bound.
+	Rate float64
+	// Concurrency is the calls at once; 0 is the default.
+	Concurrency int
+	// Timeout is how long a call may take; 0 is the default; at most
+	// MaxTimeout.
+	Timeout time.Duration
+	// OrderBy is a field path of the event (data.object.customer) whose
+	// value's events are delivered one at a time in accepted order; "" is
+	// none.
+	OrderBy string
+	// SigningSecretEnv names the variable holding the Standard Webhooks
+	// secrets; "" leaves the signing to HOOKD_FORWARD_SECRET.
+	SigningSecretEnv string
+	// SigningSecrets are that variable's value split on whitespace: during
+	// a rotation the new secret first, the previous one after, and every
+	// one signs so the app verifies with either.
+	SigningSecrets []string
+	// HeadersEnv maps an extra header's name to the variable holding its
+	// value, so the file holds no credential.
+	HeadersEnv map[string]string
+	// Headers are HeadersEnv's values, read at load.
+	Headers http.Header
+
+	// program is Filter compiled, nil when there is none.
+	program cel.Program
+}
+
+// Set is every destination hookd forwards to, as applied together.
+type Set struct {
+	// Destinations are in the file's order, which is Route's order.
+	Destinations []*Destination
+	// Hash is the hex SHA-256 of the set's canonical form: equal on every
+	// replica that applied the same file, and different when any setting
+	// or the name of a variable changes (not the variables' values, which
+	// are secrets).
+	Hash string
+	// Source is SourceFile or SourceForwardURL.
+	Source string
+}
+
+// Parse reads a destinations file's YAML, resolving the variables it names
+// through getenv. An error is one line naming the destination and the
+// field; a Set is returned only when every destination is valid.
+func Parse(data []byte, getenv func(string) string) (*Set, error) {
+	entries, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{Source: SourceFile}
+	for i, e := range entries {
+		d, err := e.destination(i, set.Destinations, getenv)
+		if err != nil {
+			return nil, err
+		}
+		set.Destinations = append(set.Destinations, d)
+	}
+	set.Hash = hash(set)
+	return set, nil
+}
+
+// Load reads the file at path, then Parses it; an error names the path.
+func Load(path string, getenv func(string) string) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	set, err := Parse(data, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return set, nil
+}
+
+// Single is HOOKD_FORWARD_URL alone: one destination, DefaultName, taking
+// every event, with every setting HOOKD_FORWARD_*'s.
+func Single(url string) *Set {
+	d := &Destination{Name: DefaultName, URL: url, Types: []string{AllType}, Livemode: Any,
+		Accounts: []string{Any}, Endpoints: []string{Any}}
+	set := &Set{Destinations: []*Destination{d}, Source: SourceForwardURL}
+	set.Hash = hash(set)
+	return set
+}
+
+// Names are the destinations' names, in order.
+func (s *Set) Names() []string {
+	names := make([]string, len(s.Destinations))
+	for i, d := range s.Destinations {
+		names[i] = d.Name
+	}
+	return names
+}
+
+// Get is the destination named name, or nil.
+func (s *Set) Get(name string) *Destination {
+	for _, d := range s.Destinations {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
