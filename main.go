@@ -25,6 +25,8 @@
 //	                make an API token for an account; its secret is printed once
 //	hookd tokens list [--json] | hookd tokens revoke ID
 //	                list the API tokens, revoke one (through the API when HOOKD_API_URL is set)
+//	hookd destinations check [-f FILE]
+//	                validate a destinations file without applying it (internal/destcmd)
 //	hookd events list|show|retry, hookd failures list|retry, hookd replay create|show, hookd pause, hookd resume
 //	                the dashboard's actions through the API of the hookd HOOKD_API_URL names (internal/cli)
 //	hookd version   print the version
@@ -53,6 +55,7 @@ import (
 	"github.com/hookd/hookd/internal/cli"
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/demoapp"
+	"github.com/hookd/hookd/internal/destcmd"
 	"github.com/hookd/hookd/internal/tokencmd"
 )
 
@@ -130,6 +133,7 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"reconcile":       reconcileCommand,
 	"erase":           eraseCommand,
 	"tokens":          tokensCommand,
+	"destinations":    destcmd.Run,
 	"events":          cli.Events,
 	"failures":        cli.Failures,
 	"replay":          cli.Replay,
@@ -180,6 +184,9 @@ Commands:
                    list every account's API tokens
   tokens revoke ID revoke an API token, audited: requests with it are refused at once
                    (list and revoke go through the API when HOOKD_API_URL is set)
+  destinations check [-f FILE]
+                   validate a destinations file (default: HOOKD_DESTINATIONS_FILE) with this
+                   environment, without applying it; exit 1 and one line when it is refused
   version          print the version
 
 Through the API of the hookd HOOKD_API_URL names, with the token HOOKD_API_TOKEN:

@@ -7,7 +7,10 @@ package destinations
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/cel-go/cel"
@@ -162,6 +165,32 @@ func (s *Set) Get(name string) *Destination {
 	for _, d := range s.Destinations {
 		if d.Name == name {
 			return d
+		}
+	}
+	return nil
+}
+
+// DisplayURL is the destination's URL as hookd shows it to people (the
+// check's output, logs, pages): its scheme, host and path, without the
+// user, password, query or fragment, any of which may carry a secret.
+func (d *Destination) DisplayURL() string {
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		return "(an unparseable URL)"
+	}
+	return displayURL(u)
+}
+
+// CheckEndpoints refuses a destination whose endpoints name a label that
+// is not among labels, the endpoints hookd serves: it would never take an
+// event through it, and is a typo most likely.
+func (s *Set) CheckEndpoints(labels []string) error {
+	for _, d := range s.Destinations {
+		for _, e := range d.Endpoints {
+			if e != Any && !slices.Contains(labels, e) {
+				return fieldError(fmt.Sprintf("destination %q", d.Name), "endpoints",
+					"%q is no endpoint's label (hookd serves %s)", e, strings.Join(labels, ", "))
+			}
 		}
 	}
 	return nil

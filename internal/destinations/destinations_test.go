@@ -3,6 +3,7 @@ package destinations_test
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -244,5 +245,28 @@ func TestSingle(t *testing.T) {
 	}
 	if destinations.Single("https://app.example/hook").Hash != set.Hash || destinations.Single("https://other.example").Hash == set.Hash {
 		t.Error("Single's hash is not the URL's alone")
+	}
+}
+
+// TestCheckEndpoints: a destination naming an endpoint hookd does not
+// serve is refused, naming it and the ones it serves; any always passes.
+func TestCheckEndpoints(t *testing.T) {
+	t.Parallel()
+	set := parse(t, "destinations:\n  - name: a\n    url: https://x\n  - name: connect-only\n    url: https://x\n    endpoints: [connect, cnect]\n")
+	if err := set.CheckEndpoints([]string{"connect", "cnect"}); err != nil {
+		t.Errorf("every label served: %v", err)
+	}
+	err := set.CheckEndpoints([]string{"default", "connect"})
+	if want := `destination "connect-only": endpoints: "cnect" is no endpoint's label (hookd serves default, connect)`; fmt.Sprint(err) != want {
+		t.Errorf("CheckEndpoints = %v, want %s", err, want)
+	}
+}
+
+// TestDisplayURL shows no part of the URL that may carry a secret.
+func TestDisplayURL(t *testing.T) {
+	t.Parallel()
+	d := parse(t, "destinations:\n  - name: a\n    url: https://user:pw@app.example:8443/hooks/stripe?token=t#f\n").Destinations[0]
+	if got := d.DisplayURL(); got != "https://app.example:8443/hooks/stripe" {
+		t.Errorf("DisplayURL = %s", got)
 	}
 }
