@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/forwardsig"
 	"github.com/hookd/hookd/internal/idp"
@@ -56,9 +57,15 @@ type Config struct {
 	// HOOKD_ENDPOINTS gives no test_events.
 	TestEvents endpoint.TestEvents
 	// SnapshotAlias is HOOKD_SNAPSHOT_ALIAS.
-	SnapshotAlias  receiver.SnapshotAlias
-	Processor      string
-	ForwardURL     string
+	SnapshotAlias receiver.SnapshotAlias
+	Processor     string
+	ForwardURL    string
+	// DestinationsFile is HOOKD_DESTINATIONS_FILE; empty when unset.
+	DestinationsFile string
+	// Destinations are the destinations events are forwarded to: the
+	// file's, or HOOKD_FORWARD_URL's one (destinations.Single); nil with
+	// neither set.
+	Destinations   *destinations.Set
 	ForwardSecret  Secret
 	ForwardTimeout time.Duration
 	// ForwardIdleTimeout closes a kept connection to the app idle this long.
@@ -172,6 +179,9 @@ func Parse(cmd string, args []string, getenv func(string) string, stderr io.Writ
 	if err := buildEndpoints(&cfg); err != nil {
 		return Config{}, err
 	}
+	if err := loadDestinations(&cfg, getenv); err != nil {
+		return Config{}, err
+	}
 	if err := checkReconcile(cfg); err != nil {
 		return Config{}, err
 	}
@@ -231,6 +241,37 @@ func buildEndpoints(cfg *Config) error {
 	}
 	if err := endpoint.Configure(cfg.Endpoints, cfg.endpointSettings); err != nil {
 		return fmt.Errorf("HOOKD_ENDPOINTS: %w", err)
+	}
+	return nil
+}
+
+// loadDestinations makes cfg.Destinations: HOOKD_DESTINATIONS_FILE's,
+// its endpoints held to the endpoints hookd serves, or HOOKD_FORWARD_URL's
+// one destination. Both set is refused, as either could be taken for the
+// truth; neither leaves it nil, and the forward processor refuses to start
+// as it always has.
+func loadDestinations(cfg *Config, getenv func(string) string) error {
+	switch {
+	case cfg.DestinationsFile != "" && cfg.ForwardURL != "":
+		return errors.New("HOOKD_DESTINATIONS_FILE and HOOKD_FORWARD_URL are both set: the file names every destination, " +
+			"HOOKD_FORWARD_URL the one destination " + destinations.DefaultName + "; unset one (to keep the URL, make it a destination of the file)")
+	case cfg.DestinationsFile != "":
+		set, err := destinations.Load(cfg.DestinationsFile, getenv)
+		if err != nil {
+			return fmt.Errorf("HOOKD_DESTINATIONS_FILE: %w", err)
+		}
+		if len(cfg.Endpoints) > 0 {
+			labels := make([]string, len(cfg.Endpoints))
+			for i, e := range cfg.Endpoints {
+				labels[i] = e.Label
+			}
+			if err := set.CheckEndpoints(labels); err != nil {
+				return fmt.Errorf("HOOKD_DESTINATIONS_FILE: %s: %w", cfg.DestinationsFile, err)
+			}
+		}
+		cfg.Destinations = set
+	case cfg.ForwardURL != "":
+		cfg.Destinations = destinations.Single(cfg.ForwardURL)
 	}
 	return nil
 }
