@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 
 	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
@@ -148,13 +151,22 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	if err != nil {
 		return nil, err
 	}
+	fanout, err := newFanout(cfg, logger, tracer)
+	if err != nil {
+		return nil, err
+	}
 	st, err := s.openStores(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Stripe's notices about Stripe itself are hookd's to keep, not the
 	// app's to process, on every path an event runs.
-	proc = stripehealth.Processor(proc, st.ungenerated)
+	if fanout != nil {
+		fanout.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
+		proc = fanout
+	} else {
+		proc = stripehealth.Processor(proc, st.ungenerated)
+	}
 
 	store, accts := st.queue, st.accounts
 	if err := s.registerHeartbeat(ctx, store); err != nil {
@@ -168,10 +180,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	// alone on this replica, nothing else does.
 	alone := worker.NewAlone()
 	receiver := receiver.New(store, logger, receiver.Config{
-		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, ProcessTimeout: cfg.ForwardTimeout,
-		Metrics: metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, Fanout: fanout,
+		ProcessTimeout: cfg.ForwardTimeout,
+		Metrics:        metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
 		Heartbeat: s.heartbeat, Alone: alone, Tracer: tracer})
-	retrier, replayer := s.producers(store, proc, metrics, st.control, pace, alone)
+	retriers, replayer := s.producers(store, proc, fanout, metrics, st.control, pace, alone)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -179,7 +192,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	stripeClient := newStripeClient(cfg, logger)
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
-	s.loops = append(s.loops, st.control.Run, retrier.Run, replayer.Run, pruner.Run)
+	s.loops = append(s.loops, st.control.Run, replayer.Run, pruner.Run)
+	for _, r := range retriers {
+		s.loops = append(s.loops, r.Run)
+	}
 	alert := s.addAlerter(store, stripeClient)
 	if reconciler != nil {
 		s.loops = append(s.loops, reconciler.Run)
@@ -204,21 +220,45 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	return s, nil
 }
 
-// producers makes the retry loop and the replay runner, which run on the
+// producers makes the retry loops and the replay runner, which run on the
 // one producer: they deliver through the same processor, under the same
 // delivery control, rate and heartbeat; the retry loop's interval, batch
-// and concurrency are settings, the replays' the worker's defaults.
-func (s *server) producers(store *queue.Store, proc worker.Processor, metrics *telemetry.Metrics, control *worker.Control,
-	pace *worker.Pace, alone *worker.Alone) (*worker.Retrier, *worker.Replayer) {
+// and concurrency are settings, the replays' the worker's defaults. With
+// several destinations each has a retry loop of its own, at its own
+// concurrency, so that one whose app is slow or down takes no claim or
+// slot from another's; the first runs every destination's suspects.
+func (s *server) producers(store *queue.Store, proc worker.Processor, fanout *worker.Fanout, metrics *telemetry.Metrics,
+	control *worker.Control, pace *worker.Pace, alone *worker.Alone) ([]*worker.Retrier, *worker.Replayer) {
 	cfg := s.cfg
 	delivering := worker.ProducerConfig{ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout,
 		Processor: proc, Metrics: metrics, Control: control, Pace: pace, Heartbeat: s.heartbeat, Alone: alone,
 		Tracer: s.tracer}
 	retries := delivering
 	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
-	retrier, replayer := worker.NewRetrier(store, s.logger, retries), worker.NewReplayer(store, s.logger, delivering)
-	retrier.RunsReplaySuspects(replayer)
-	return retrier, replayer
+	replayer := worker.NewReplayer(store, s.logger, delivering)
+	if fanout == nil {
+		retrier := worker.NewRetrier(store, s.logger, retries)
+		retrier.RunsReplaySuspects(replayer)
+		return []*worker.Retrier{retrier}, replayer
+	}
+	var retriers []*worker.Retrier
+	for i, name := range fanout.Names() {
+		own := retries
+		dest, _ := fanout.Destination(name)
+		own.Destination, own.ProcessTimeout = name, dest.Timeout
+		own.Concurrency = cmp.Or(dest.Concurrency, retries.Concurrency)
+		if i == 0 {
+			own.Suspects = fanout.Names()
+		} else {
+			own.NoSuspects = true
+		}
+		retrier := worker.NewRetrier(store, s.logger.With("destination", name), own)
+		if i == 0 {
+			retrier.RunsReplaySuspects(replayer)
+		}
+		retriers = append(retriers, retrier)
+	}
+	return retriers, replayer
 }
 
 // addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its
@@ -414,11 +454,17 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	// The queue's outcomes tell control what the breaker's count did;
 	// control reads delivery_control on the same pool.
 	control := worker.NewControl(queue.New(pool), logger)
-	breaker := queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control)
+	queueOpts := append(slices.Clone(storeOpts), queue.WithReplica(uuid.New()))
+	if !fansOut(cfg) {
+		// One breaker watches the one app. With several destinations it
+		// would hold them all on one's failures: none watches them until
+		// each has a breaker of its own.
+		queueOpts = append(queueOpts, queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control))
+	}
 	st := stores{
 		// Each start of hookd serve is a replica of its own, whose
 		// heartbeat keeps its leases live.
-		queue:           queue.New(pool, append(storeOpts, breaker, queue.WithReplica(uuid.New()))...),
+		queue:           queue.New(pool, queueOpts...),
 		reads:           queue.NewReader(dashPool, cfg.DashboardTimeout, storeOpts...),
 		pageCounts:      activity.New(pageReads),
 		pageRefusals:    rejections.New(pageReads),
@@ -600,6 +646,9 @@ func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer
 		}
 		return worker.Discard, nil
 	}
+	if fansOut(cfg) {
+		return nil, nil // newFanout makes the destinations' processors
+	}
 	if cfg.ForwardURL == "" {
 		return nil, errors.New("HOOKD_FORWARD_URL: not set, and the forward processor (the default) needs it: " +
 			"set it to your app's webhook URL, or set HOOKD_PROCESSOR=discard to accept events without processing them (trials only)")
@@ -612,6 +661,60 @@ func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer
 	f.CloseIdleAfter(cfg.ForwardIdleTimeout)
 	f.Traced(tracer)
 	return f, nil
+}
+
+// newFanout returns the fan-out to the destinations HOOKD_DESTINATIONS_FILE
+// names, each called through a Forwarder of its own; nil when hookd has one
+// app (HOOKD_FORWARD_URL), which it runs as it always did, or when it
+// discards every event.
+func newFanout(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (*worker.Fanout, error) {
+	set := cfg.Destinations
+	if !fansOut(cfg) {
+		if set != nil && set.Source == destinations.SourceFile {
+			logger.Warn("HOOKD_DESTINATIONS_FILE is ignored with HOOKD_PROCESSOR=discard")
+		}
+		return nil, nil
+	}
+	var dests []worker.FanoutDestination
+	for _, d := range set.Destinations {
+		if d.Rate > 0 || d.OrderBy != "" {
+			return nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: rate and order_by are not supported by this "+
+				"release: remove them, or the destination would be called without the limit or the order it asks for", d.Name)
+		}
+		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: d.SigningSecrets,
+			Headers: d.Headers})
+		if err != nil {
+			return nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: %v", d.Name, err)
+		}
+		f.KeepConns(int(cfg.RetryConcurrency+cfg.InlineConcurrency) + worker.DefaultReplayConcurrency)
+		f.CloseIdleAfter(cfg.ForwardIdleTimeout)
+		f.Traced(tracer)
+		dests = append(dests, worker.FanoutDestination{Name: d.Name, Processor: f,
+			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency})
+	}
+	logger.Info("delivering to the destinations of HOOKD_DESTINATIONS_FILE", "destinations", set.Names(), "hash", set.Hash)
+	return worker.NewFanout(routeBy(set), dests), nil
+}
+
+// fansOut says whether hookd delivers to the destinations of
+// HOOKD_DESTINATIONS_FILE, rather than to HOOKD_FORWARD_URL's one app or
+// nowhere.
+func fansOut(cfg config.Config) bool {
+	set := cfg.Destinations
+	return set != nil && set.Source == destinations.SourceFile && cfg.Processor != config.ProcessorDiscard
+}
+
+// routeBy routes an event by set's routes.
+func routeBy(set *destinations.Set) worker.Route {
+	return func(d worker.Delivery) ([]string, map[string]error) {
+		matched, failed := set.Route(destinations.Event{Type: d.EventType, Livemode: d.Livemode, Account: d.Account,
+			Endpoint: d.Endpoint, Payload: d.Payload})
+		names := make([]string, len(matched))
+		for i, m := range matched {
+			names[i] = m.Name
+		}
+		return names, failed
+	}
 }
 
 // storeOptions turns the demo's settings into the queue's options, saying

@@ -20,3 +20,12 @@ func DeliveryKey(eventID, destination string) string {
 func deliveryKeySQL(r string) string {
 	return `hookd_delivery_key(` + r + `.event_id, ` + r + `.destination)`
 }
+
+// orDefault is destinations, or DefaultDestination alone when there are
+// none.
+func orDefault(destinations []string) []string {
+	if len(destinations) == 0 {
+		return []string{DefaultDestination}
+	}
+	return destinations
+}

@@ -30,6 +30,7 @@ const (
 	LogHeld          LogHow = "held"           // a test-mode event its endpoint holds for a person
 	LogQueued        LogHow = "queued"         // an attempt failed
 	LogReplay        LogHow = "replay"         // queued, then delivered by a replay
+	LogUnrouted      LogHow = "unrouted"       // taken by no destination: delivered nowhere, by design
 )
 
 // LoggedEvent is what the event log keeps of an event the receiver
@@ -101,7 +102,7 @@ func decodeLoggedPayload(eventID string, stored []byte) ([]byte, error) {
 // their entry.
 func (h LogHow) processed() bool {
 	switch h {
-	case LogInline, LogRetry, LogManual, LogReconcile, LogTestDiscarded, LogReplay:
+	case LogInline, LogRetry, LogManual, LogReconcile, LogTestDiscarded, LogReplay, LogUnrouted:
 		return true
 	}
 	return false

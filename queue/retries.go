@@ -57,10 +57,17 @@ type Attempts struct {
 // same event at this moment) is left as it is, due, for a later claim.
 // Give each claimed event back with SettleAndStart.
 func (s *Store) ClaimAttempts(ctx context.Context, n int, processFor time.Duration) (Attempts, error) {
+	return s.ClaimDeliveries(ctx, DefaultDestination, n, processFor)
+}
+
+// ClaimDeliveries is ClaimAttempts of the deliveries to destination: each
+// destination's retry loop claims its own, so that one whose app is slow or
+// down takes no claim, slot or lease from another's.
+func (s *Store) ClaimDeliveries(ctx context.Context, destination string, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
 	rows, err := s.db.Query(ctx, claimAttemptsSQL, n, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, SuspectError,
-		s.replica.arg())
+		s.replica.arg(), cmp.Or(destination, DefaultDestination))
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
@@ -96,8 +103,9 @@ func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
 	return c, err
 }
 
-// claimAttemptsSQL claims up to $1 due events for owner $2 of replica $6
-// with leases of $3 seconds; $4 is MaxAttempts, and $5 SuspectError.
+// claimAttemptsSQL claims up to $1 due deliveries to destination $7 for
+// owner $2 of replica $6 with leases of $3 seconds; $4 is MaxAttempts, and
+// $5 SuspectError.
 //
 // An interrupted run is one that started under a lease that is no longer
 // live and never reported: its event becomes a suspect here, uncharged,
@@ -111,6 +119,7 @@ var claimAttemptsSQL = `-- hookd.claim
 	WITH due AS (
 		SELECT id, lease_key AS event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
+		  AND destination = $7
 		  AND (attempts < $4 OR claims > 0)
 		  AND next_retry_at <= now()
 		  AND ` + notSuspectSQL("webhook_events.lease_key") + `

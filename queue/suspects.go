@@ -123,6 +123,13 @@ func (sl *SuspectSlot) Release(ctx context.Context) error {
 // runner asks before it takes the slot, so replicas with nothing to run
 // alone never hold it.
 func (s *Store) SuspectsWaiting(ctx context.Context, replays bool) (bool, error) {
+	return s.SuspectsWaitingOf(ctx, nil, replays)
+}
+
+// SuspectsWaitingOf is SuspectsWaiting of the deliveries to destinations
+// (nil: DefaultDestination's): a delivery to a destination no longer
+// configured waits, and never runs alone.
+func (s *Store) SuspectsWaitingOf(ctx context.Context, destinations []string, replays bool) (bool, error) {
 	var waiting bool
 	err := s.db.QueryRow(ctx, `
 		SELECT EXISTS (
@@ -131,8 +138,9 @@ func (s *Store) SuspectsWaiting(ctx context.Context, replays bool) (bool, error)
 			  AND NOT EXISTS (SELECT 1 FROM webhook_leases l WHERE l.event_id = s.event_id AND `+liveLeaseSQL("l")+`)
 			  AND CASE WHEN `+replaySuspectSQL("s")+` THEN $1
 			           ELSE EXISTS (SELECT 1 FROM webhook_events e
-			                        WHERE e.lease_key = s.event_id AND e.`+pending+` AND e.next_retry_at <= now()) END)`,
-		replays).Scan(&waiting)
+			                        WHERE e.lease_key = s.event_id AND e.`+pending+` AND e.next_retry_at <= now()
+			                          AND e.destination = ANY ($2)) END)`,
+		replays, orDefault(destinations)).Scan(&waiting)
 	if err != nil {
 		return false, fmt.Errorf("read suspects: %w", err)
 	}
@@ -147,10 +155,17 @@ func (s *Store) SuspectsWaiting(ctx context.Context, replays bool) (bool, error)
 // it was the fifth, the event is made dead instead (Claimed.Dead). It
 // returns ok false when no suspect can run now.
 func (s *Store) ClaimSuspect(ctx context.Context, processFor time.Duration) (c Claimed, deadline time.Time, ok bool, err error) {
+	return s.ClaimSuspectOf(ctx, nil, processFor)
+}
+
+// ClaimSuspectOf is ClaimSuspect of the deliveries to destinations (nil:
+// DefaultDestination's).
+func (s *Store) ClaimSuspectOf(ctx context.Context, destinations []string, processFor time.Duration) (c Claimed,
+	deadline time.Time, ok bool, err error) {
 	owner := uuid.New()
 	deadline = time.Now().Add(processFor)
 	c, err = scanClaimed(s.db.QueryRow(ctx, claimSuspectSQL, [16]byte(owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
-		s.replica.arg()), owner)
+		s.replica.arg(), orDefault(destinations)), owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Claimed{}, deadline, false, nil
 	}
@@ -171,6 +186,7 @@ var claimSuspectSQL = `-- hookd.claim_suspect
 		SELECT e.id, e.lease_key AS event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
 		JOIN webhook_events e ON e.lease_key = s.event_id
 		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now() AND NOT ` + replaySuspectSQL("s") + `
+		  AND e.destination = ANY ($6)
 		ORDER BY s.since, s.event_id
 		LIMIT 8
 		FOR UPDATE OF e SKIP LOCKED

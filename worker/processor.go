@@ -44,6 +44,10 @@ type Delivery struct {
 	// Replay is the name of the replay delivering the event again; "" for
 	// every other delivery.
 	Replay string
+	// Destination is the destination this call is for, when the event's
+	// deliveries go to several (Fanout); "" when hookd has one app, or
+	// for a replay, which goes to every destination that takes the event.
+	Destination string
 }
 
 // Result is what a Processor made of a Delivery.

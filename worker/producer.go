@@ -71,6 +71,15 @@ type ProducerConfig struct {
 	// starts while a suspect runs alone (or waits to), and the loops claim
 	// nothing meanwhile.
 	Alone *Alone
+	// Destination is the destination whose deliveries the retry loop
+	// claims ("": queue.DefaultDestination): with several, each has a
+	// retry loop of its own, with its own concurrency.
+	Destination string
+	// Suspects names the destinations whose suspects the retry loop runs
+	// alone (nil: Destination's); NoSuspects leaves them to another loop
+	// of the replica, so that one loop holds the replica's suspect slot.
+	Suspects   []string
+	NoSuspects bool
 	// Tracer, when set, makes each job a trace of its own, a CONSUMER span
 	// (tracing.SpanProcess), linked to the span that queued the event
 	// while it is queued; nil traces nothing.

@@ -100,9 +100,11 @@ func (r *Retrier) loops(ctx, workCtx context.Context) {
 			startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.turn(ctx, workCtx) })
 		})
 	}
-	wg.Go(func() {
-		startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.suspectsTurn(ctx, workCtx) })
-	})
+	if !r.cfg.NoSuspects {
+		wg.Go(func() {
+			startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.suspectsTurn(ctx, workCtx) })
+		})
+	}
 	wg.Wait()
 	r.logger.Info("retry loop stopped")
 }
@@ -183,7 +185,7 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 		return 0, false, nil
 	}
 	claiming, claimed := startstop.Outlive(claimCtx, claimGrace)
-	claim, err := r.store.ClaimAttempts(claiming, n, r.leaseFor())
+	claim, err := r.store.ClaimDeliveries(claiming, r.cfg.Destination, n, r.leaseFor())
 	claimed()
 	if err != nil {
 		if claimCtx.Err() != nil {
@@ -262,7 +264,7 @@ func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, D
 	}
 	return ctx, Delivery{
 		EventID: e.EventID, EventType: e.EventType, Payload: []byte(e.Payload), Attempt: e.Attempts,
-		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account),
+		Endpoint: e.Endpoint, Livemode: e.Livemode, Account: deref(e.Account), Destination: e.Destination,
 	}
 }
 
@@ -281,7 +283,7 @@ func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time
 	}
 	r.cfg.Metrics.ObserveProcess(path, res.Err == nil, took)
 	a := &queue.NewAttempt{
-		Source: e.Source, EventID: e.EventID, Duration: took, Succeeded: res.Err == nil,
+		Source: e.Source, EventID: e.EventID, Destination: e.Destination, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),
 		TraceID: tracing.TraceID(ctx),
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -42,7 +43,7 @@ func (r *Retrier) suspectsTurn(ctx, workCtx context.Context) time.Duration {
 func (r *Retrier) RunSuspects(ctx context.Context) (int, error) { return r.runSuspects(ctx, ctx) }
 
 func (r *Retrier) runSuspects(ctx, workCtx context.Context) (int, error) {
-	waiting, err := r.store.SuspectsWaiting(ctx, r.replays != nil)
+	waiting, err := r.store.SuspectsWaitingOf(ctx, r.suspectsOf(), r.replays != nil)
 	if err != nil || !waiting {
 		return 0, err
 	}
@@ -100,7 +101,7 @@ func (r *Retrier) runSuspect(ctx, workCtx context.Context) (bool, error) {
 			return ran, err
 		}
 	}
-	c, deadline, ok, err := r.store.ClaimSuspect(ctx, r.aloneFor())
+	c, deadline, ok, err := r.store.ClaimSuspectOf(ctx, r.suspectsOf(), r.aloneFor())
 	if err != nil || !ok {
 		return false, err
 	}
@@ -119,4 +120,12 @@ func (r *Retrier) runSuspect(ctx, workCtx context.Context) (bool, error) {
 		workAlone(workCtx, &r.producer, deadline, t, &retryBatch{r: r, ctx: workCtx})
 	}
 	return true, nil
+}
+
+// suspectsOf names the destinations whose suspects r runs alone.
+func (r *Retrier) suspectsOf() []string {
+	if r.cfg.Suspects != nil {
+		return r.cfg.Suspects
+	}
+	return []string{cmp.Or(r.cfg.Destination, queue.DefaultDestination)}
 }

@@ -39,6 +39,11 @@ func (r *Receiver) markable(d *delivery) (Outcome, queue.LogHow, bool) {
 	case endpoint.QueueTestEvents:
 		return 0, "", false
 	}
+	if r.fanout != nil && len(d.routes) == 0 {
+		// No destination takes it: that is its outcome, with nothing to
+		// run, and the event log says so.
+		return Processed, queue.LogUnrouted, true
+	}
 	if worker.Skips(r.proc, d.ev.Type) && r.pace == nil && !r.control.Held() {
 		return Processed, queue.LogInline, true
 	}

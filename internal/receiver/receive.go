@@ -110,6 +110,10 @@ type Config struct {
 	SnapshotAlias SnapshotAlias
 	// Processor handles each new event. Default: worker.Discard.
 	Processor worker.Processor
+	// Fanout, when set, routes each new event to the destinations that
+	// take it and delivers it to them in parallel, in place of Processor;
+	// nil when hookd has one app (HOOKD_FORWARD_URL).
+	Fanout *worker.Fanout
 	// ProcessTimeout bounds the inline processor run. Default:
 	// worker.DefaultProcessTimeout.
 	ProcessTimeout time.Duration
@@ -152,6 +156,7 @@ type Receiver struct {
 	alias     SnapshotAlias
 	seen      seenEndpoints
 	proc      worker.Processor
+	fanout    *worker.Fanout
 	timeout   time.Duration
 	metrics   *telemetry.Metrics
 	inline    inlineSlots
@@ -196,6 +201,7 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 		alias:     cmp.Or(cfg.SnapshotAlias, DefaultSnapshotAlias),
 		seen:      newSeenEndpoints(),
 		proc:      cmp.Or(cfg.Processor, worker.Discard),
+		fanout:    cfg.Fanout,
 		timeout:   cmp.Or(cfg.ProcessTimeout, worker.DefaultProcessTimeout),
 		metrics:   cfg.Metrics,
 		inline:    newInlineSlots(cmp.Or(cfg.InlineConcurrency, DefaultInlineConcurrency)),
@@ -351,6 +357,9 @@ type delivery struct {
 	// interrupted is the path of a run of the event that started under
 	// the lease this delivery took over and never reported.
 	interrupted queue.AttemptPath
+	// routes names the destinations that take the event, with the fan-out
+	// on (Config.Fanout).
+	routes []string
 	// The outcome to write, then whether it was written.
 	outcome queue.Received
 	written bool
@@ -371,6 +380,7 @@ func (r *Receiver) receive(ctx context.Context, ev *event, ep *endpoint.Endpoint
 		return r.ping(ctx, ep)
 	}
 	d := &delivery{ctx: ctx, ev: *ev, ep: ep, key: r.keyOf(ev), payload: payload, sigHeader: sigHeader, path: path}
+	r.route(d)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {
 		span.SetAttributes(tracing.Event(ev.ID, ev.Type, ep.Label, 0, string(path))...)
 	}
@@ -429,13 +439,13 @@ func (r *Receiver) leased(d *delivery) (Outcome, error) {
 
 	outcome, res := r.run(d)
 	d.turn = turnSettle
-	if d.outcome.Queue != nil {
+	if d.outcome.Queue != nil || d.outcome.Fanout != nil && len(d.outcome.Fanout.Queue) > 0 {
 		// The event goes on the queue for later: the outcome is the
 		// PRODUCER span, whose context the queue row keeps for the
 		// attempts that take it from there to link to.
 		var sent context.Context
 		sent, d.span = r.tracer.StartSend(d.ctx, d.ev.ID)
-		d.outcome.Queue.TraceParent = r.tracer.Parent(sent)
+		d.setTraceParent(r.tracer.Parent(sent))
 	} else {
 		_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
 	}
@@ -479,7 +489,8 @@ func (r *Receiver) queueUngranted(d *delivery) (Outcome, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), writeTimeout)
 	defer cancel()
-	st, err := r.store.QueueUngranted(ctx, fe)
+	first, more := r.deliveriesOf(d, fe)
+	st, err := r.store.QueueUngranted(ctx, first, more...)
 	switch {
 	case err != nil:
 		return 0, err
@@ -508,17 +519,18 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// process died, maybe because of this event, maybe beside it. It
 		// is a suspect: never run inline again, it goes on the retry
 		// queue charged nothing and runs alone there.
-		fe := failedEvent(d, queue.SuspectError)
-		d.outcome.Queue = &fe
+		r.queueFor(d, failedEvent(d, queue.SuspectError))
 		return Queued, worker.Result{Err: errors.New(queue.SuspectError)}
 	}
 	if d.deferred == "" {
 		d.deferred = r.holdReason(d.ctx)
 	}
 	if d.deferred != "" {
-		fe := failedEvent(d, d.deferred)
-		d.outcome.Queue = &fe
+		r.queueFor(d, failedEvent(d, d.deferred))
 		return Deferred, worker.Result{}
+	}
+	if r.fanout != nil {
+		return r.deliverAll(d)
 	}
 	res, took := r.process(d)
 	return r.processed(d, res, took), res
@@ -535,7 +547,7 @@ func (r *Receiver) testModeOutcome(d *delivery) (Outcome, bool) {
 		fe := failedEvent(d, fmt.Sprintf("a test-mode event held on the queue: endpoint %q's test events are queue-only; "+
 			"retry it to forward it", d.ep.Label))
 		fe.Held = true
-		d.outcome.Queue = &fe
+		r.queueFor(d, fe)
 		return Held, true
 	}
 	return 0, false

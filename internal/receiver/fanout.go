@@ -1,0 +1,128 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookd/hookd/internal/tracing"
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
+)
+
+// route names the destinations that take d's event, with the fan-out on.
+// A destination whose filter failed on the event does not take it; the
+// failure is logged with the event's id.
+func (r *Receiver) route(d *delivery) {
+	if r.fanout == nil {
+		return
+	}
+	routes, failed := r.fanout.Route(d.work(0))
+	d.routes = routes
+	for name, err := range failed {
+		r.logger.WarnContext(d.ctx, "a destination's filter failed on an event, so the destination does not take it",
+			"event_id", d.ev.ID, "destination", name, "err", err)
+	}
+}
+
+// work is d as a processor gets it.
+func (d *delivery) work(attempt int) worker.Delivery {
+	return worker.Delivery{
+		EventID: d.key, EventType: d.ev.Type, Payload: d.payload, Attempt: attempt,
+		Endpoint: d.ep.Label, Livemode: d.ev.livemode(), Account: d.ev.account,
+	}
+}
+
+// queueFor puts d's event on the retry queue as fe says: one queue row,
+// or, with the fan-out on, one for each destination that takes it.
+func (r *Receiver) queueFor(d *delivery, fe queue.FailedEvent) {
+	if r.fanout == nil {
+		d.outcome.Queue = &fe
+		return
+	}
+	first, more := r.deliveriesOf(d, fe)
+	d.outcome.Fanout = &queue.Fanout{Queue: append([]queue.FailedEvent{first}, more...)}
+}
+
+// deliveriesOf is fe for each destination that takes d's event: fe alone
+// without the fan-out.
+func (r *Receiver) deliveriesOf(d *delivery, fe queue.FailedEvent) (queue.FailedEvent, []queue.FailedEvent) {
+	if r.fanout == nil || len(d.routes) == 0 {
+		return fe, nil
+	}
+	out := make([]queue.FailedEvent, len(d.routes))
+	for i, name := range d.routes {
+		out[i] = fe
+		out[i].Destination = name
+	}
+	return out[0], out[1:]
+}
+
+// setTraceParent gives each queue row of d's outcome the traceparent its
+// attempts link to.
+func (d *delivery) setTraceParent(parent string) {
+	if d.outcome.Queue != nil {
+		d.outcome.Queue.TraceParent = parent
+	}
+	if f := d.outcome.Fanout; f != nil {
+		for i := range f.Queue {
+			f.Queue[i].TraceParent = parent
+		}
+	}
+}
+
+// deliverAll calls every destination that takes d's leased new event at
+// once, bound to the heartbeat and ending before the lease does, and sets
+// the outcome: an attempt for each call, and a queue row for each
+// destination that failed or was not called (its cap was full). The
+// event is processed when every destination took it.
+func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
+	ctx, unbind := r.heartbeat.Bind(d.ctx)
+	defer unbind()
+	ctx, cancel := context.WithDeadline(ctx, d.deadline)
+	defer cancel()
+	f := &queue.Fanout{}
+	var failed []string
+	var status int
+	for _, c := range r.fanout.Deliver(ctx, d.work(0), d.routes) {
+		if c.Waiting != "" {
+			fe := failedEvent(d, c.Waiting)
+			fe.Destination = c.Destination
+			f.Queue = append(f.Queue, fe)
+			continue
+		}
+		r.metrics.ObserveProcess(d.path, c.Result.Err == nil, c.Took)
+		a := queue.NewAttempt{
+			Source: queue.SourceStripe, EventID: d.key, Destination: c.Destination, Duration: c.Took,
+			Succeeded: c.Result.Err == nil, HTTPStatus: c.Result.HTTPStatus, Path: d.path,
+			AppDown: worker.IsAppDown(c.Result.Err), TraceID: tracing.TraceID(d.ctx),
+		}
+		if c.Result.Err != nil {
+			a.Error = worker.ErrorText(c.Result.Err)
+			fe := failedEvent(d, a.Error)
+			fe.Destination = c.Destination
+			f.Queue = append(f.Queue, fe)
+			failed = append(failed, c.Destination+": "+a.Error)
+			status = c.Result.HTTPStatus
+			tracing.FailApp(trace.SpanFromContext(d.ctx), c.Result.HTTPStatus, worker.FailureClass(c.Result))
+		}
+		f.Attempts = append(f.Attempts, a)
+	}
+	d.outcome.Fanout = f
+	switch {
+	case len(f.Queue) == 0:
+		how := queue.LogInline
+		if d.path != queue.PathInline {
+			how = queue.LogReconcile
+		}
+		d.outcome.Log = logged(d, how)
+		return Processed, worker.Result{}
+	case len(failed) == 0:
+		d.outcome.Wait = r.store.RetryDelay(0)
+		return Deferred, worker.Result{}
+	}
+	d.outcome.Wait = r.store.RetryDelay(0)
+	return Queued, worker.Result{Err: errors.New(strings.Join(failed, "; ")), HTTPStatus: status}
+}

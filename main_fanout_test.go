@@ -1,0 +1,238 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// fanoutEvent is one of the fan-out test's events: its payload, and the
+// destinations that take it.
+type fanoutEvent struct {
+	id, typ string
+	amount  int // -1: the event's object has no amount
+	payload []byte
+}
+
+// fanoutEvents makes n events of three types, with amounts on each side of
+// 1000 and some with none, and says which of billing (invoice.*), big (an
+// amount of at least 1000) and all (every event) takes each.
+func fanoutEvents(n int) []fanoutEvent {
+	types := []string{"invoice.paid", "customer.created", "charge.succeeded"}
+	out := make([]fanoutEvent, n)
+	for i := range out {
+		e := fanoutEvent{id: stripeevent.NewID("evt"), typ: types[i%len(types)], amount: -1}
+		object := `{"id":"obj_` + fmt.Sprint(i) + `","object":"thing"}`
+		if i%5 != 0 {
+			e.amount = (i * 37) % 2000
+			object = fmt.Sprintf(`{"id":"obj_%d","object":"thing","amount":%d,"currency":"usd"}`, i, e.amount)
+		}
+		e.payload = fmt.Appendf(nil, `{"id":%q,"object":"event","type":%q,"livemode":false,"created":%d,`+
+			`"api_version":"2024-06-20","data":{"object":%s}}`, e.id, e.typ, time.Now().Unix(), object)
+		out[i] = e
+	}
+	return out
+}
+
+// takes says whether the fan-out test's destination name takes e.
+func (e fanoutEvent) takes(name string) bool {
+	switch name {
+	case "billing":
+		return strings.HasPrefix(e.typ, "invoice.")
+	case "big":
+		return e.amount >= 1000
+	}
+	return true
+}
+
+// TestFanout_EachAppGetsItsEventsWhileOneFails proves issue 43's first
+// claim against a running hookd: three destinations (billing takes
+// invoice.*, big a CEL filter on the amount, all every event), the big
+// one failing every call for its first 12 s, and 300 signed events sent
+// as Stripe sends them. Each app gets exactly the events its route takes,
+// each call naming its destination; every event ends processed; the calls
+// to the healthy apps arrive while Stripe waits, within 1 s of hookd's
+// answer; and no app has one event twice at once.
+func TestFanout_EachAppGetsItsEventsWhileOneFails(t *testing.T) {
+	names := []string{"billing", "big", "all"}
+	apps := map[string]*leaseApp{}
+	var mu sync.Mutex
+	var firstBig time.Time
+	wrongHeader := map[string]int{}
+	for _, name := range names {
+		apps[name] = newLeaseApp(t, func(r *http.Request) int {
+			mu.Lock()
+			defer mu.Unlock()
+			if got := r.Header.Get("Hookd-Destination"); got != name {
+				wrongHeader[name+" got "+got]++
+			}
+			if name != "big" {
+				return http.StatusOK
+			}
+			if firstBig.IsZero() {
+				firstBig = time.Now()
+			}
+			if time.Since(firstBig) < 12*time.Second {
+				return http.StatusInternalServerError
+			}
+			return http.StatusOK
+		})
+	}
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	yaml := fmt.Sprintf(`destinations:
+  - name: billing
+    url: %s
+    types: ["invoice.*"]
+  - name: big
+    url: %s
+    filter: "data.object.amount >= 1000 && data.object.currency == \"usd\""
+  - name: all
+    url: %s
+`, apps["billing"].srv.URL, apps["big"].srv.URL, apps["all"].srv.URL)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	// The retry loop looks every 6 s: the big app's deliveries then fail
+	// at most four times in its 12 s of failures, and the fifth, 24 s of
+	// the demo's backoff later, is never needed to be the last.
+	base, stop, stderr := startServe(t, map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_DESTINATIONS_FILE": file, "HOOKD_DEMO_BACKOFF": "true", "HOOKD_RETRY_INTERVAL": "6s"})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, stderr)
+		}
+	}()
+
+	events := fanoutEvents(300)
+	senders := make([]*stripeSender, len(events))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				senders[i] = &stripeSender{id: events[i].id, payload: events[i].payload}
+				senders[i].deliver(client, base, time.Now().Add(30*time.Second), 100*time.Millisecond)
+			}
+		})
+	}
+	for i := range events {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, s := range senders {
+		if s.err != nil || s.answered.IsZero() {
+			t.Fatalf("%s: no 2xx: %v (statuses %v)", s.id, s.err, s.statuses)
+		}
+	}
+
+	queuetest.WaitFor(t, 90*time.Second, "every event processed and the queue empty", func() bool {
+		markers, rows, ok := queueState(b.pool)
+		return ok && markers == len(events) && rows == 0
+	})
+
+	for _, name := range names {
+		arrivals, overlaps := apps[name].seen()
+		if len(overlaps) > 0 {
+			t.Errorf("%s: events in the app twice at once: %v", name, overlaps)
+		}
+		var want []string
+		for i, e := range events {
+			if !e.takes(name) {
+				continue
+			}
+			want = append(want, e.id)
+			if name == "big" {
+				continue
+			}
+			// A healthy destination is called while Stripe waits.
+			at := arrivals[e.id]
+			if len(at) != 1 {
+				t.Errorf("%s: %s arrived %d times, want once", name, e.id, len(at))
+				continue
+			}
+			if gap := senders[i].answered.Sub(at[0]); gap < 0 || gap > time.Second {
+				t.Errorf("%s: %s arrived %v before hookd's 200", name, e.id, gap)
+			}
+		}
+		got := slices.Sorted(maps.Keys(arrivals))
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s got %d events, want %d (its route's): extra or missing: %v", name, len(got), len(want),
+				symmetricDifference(got, want))
+		}
+	}
+	if len(wrongHeader) > 0 {
+		t.Errorf("calls without their destination's Hookd-Destination: %v", wrongHeader)
+	}
+	var failedBig int
+	if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_attempts
+		WHERE destination = 'big' AND outcome = 'failed'`).Scan(&failedBig); err != nil {
+		t.Fatal(err)
+	}
+	if failedBig == 0 {
+		t.Error("no attempt to big failed: its 12 s of failures were not exercised")
+	}
+	t.Logf("big: %d failed attempts before every delivery succeeded", failedBig)
+}
+
+// symmetricDifference is what is in one of a and b, sorted, and not in
+// the other.
+func symmetricDifference(a, b []string) []string {
+	in := map[string]int{}
+	for _, x := range a {
+		in[x]++
+	}
+	for _, x := range b {
+		in[x]--
+	}
+	var out []string
+	for x, n := range in {
+		if n != 0 {
+			out = append(out, x)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFanout_AFilterThatDoesNotCompileIsRefusedAtStart proves that hookd
+// serve refuses a destinations file whose filter does not compile, with
+// one line naming the destination and the field, and applies nothing.
+func TestFanout_AFilterThatDoesNotCompileIsRefusedAtStart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	if err := os.WriteFile(file, []byte(`destinations:
+  - name: billing
+    url: http://127.0.0.1:1/stripe
+  - name: big
+    url: http://127.0.0.1:1/stripe
+    filter: "data.object.amount >= "
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	_, _, stderr, err := tryServe(t, map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_DESTINATIONS_FILE": file, "HOOKD_METRICS_ADDR": "127.0.0.1:0"})
+	if err == nil {
+		t.Fatal("hookd serve started with a filter that does not compile")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, `destination "big"`) || !strings.Contains(msg, "filter") {
+		t.Errorf("error %q: want one line naming destination \"big\" and its filter\n%s", msg, stderr)
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM hookd_replicas`); n != 0 {
+		t.Errorf("a start refused for its file registered %d replicas", n)
+	}
+}

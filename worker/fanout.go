@@ -1,0 +1,202 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Route names the destinations that take an event, in their configured
+// order, and, for each destination whose filter failed on the event (a
+// missing field, a wrong type), why: such a destination does not take it.
+type Route func(d Delivery) (names []string, failed map[string]error)
+
+// FanoutDestination is one destination a Fanout delivers to.
+type FanoutDestination struct {
+	// Name is the destination's name: its deliveries' queue rows, leases
+	// and attempts go by it.
+	Name string
+	// Processor delivers to it (a Forwarder of its URL).
+	Processor Processor
+	// Timeout bounds one call; 0 is the default processor timeout.
+	Timeout time.Duration
+	// Concurrency caps its calls in flight on this replica, over the
+	// receiver, its retry loop and replays; 0 is no cap of its own.
+	Concurrency int
+}
+
+// Fanout delivers events to several destinations: it routes each event,
+// calls the destinations that take it at once, in parallel, each under
+// its own timeout and cap, and is the Processor of each destination's
+// retries (Delivery.Destination says which). A destination's cap full is
+// a wait for that destination alone: the receiver queues its delivery
+// rather than wait, so a slow destination holds no call to another.
+type Fanout struct {
+	route Route
+	order []string
+	dests map[string]*fanoutDestination
+}
+
+type fanoutDestination struct {
+	FanoutDestination
+	// slots holds a token per call in flight; nil for no cap.
+	slots chan struct{}
+}
+
+// NewFanout returns a Fanout over dests, routed by route.
+func NewFanout(route Route, dests []FanoutDestination) *Fanout {
+	f := &Fanout{route: route, dests: make(map[string]*fanoutDestination, len(dests))}
+	for _, d := range dests {
+		fd := &fanoutDestination{FanoutDestination: d}
+		fd.Timeout = cmp.Or(fd.Timeout, DefaultProcessTimeout)
+		if d.Concurrency > 0 {
+			fd.slots = make(chan struct{}, d.Concurrency)
+		}
+		f.order = append(f.order, d.Name)
+		f.dests[d.Name] = fd
+	}
+	return f
+}
+
+// Wrap puts wrap around each destination's Processor: a layer every call
+// goes through whatever its destination (hookd keeping Stripe's notices
+// about itself). Call it before the first delivery.
+func (f *Fanout) Wrap(wrap func(Processor) Processor) {
+	for _, d := range f.dests {
+		d.Processor = wrap(d.Processor)
+	}
+}
+
+// Names is every destination's name, in the configured order.
+func (f *Fanout) Names() []string { return f.order }
+
+// Destination returns the destination named name, and whether there is
+// one.
+func (f *Fanout) Destination(name string) (FanoutDestination, bool) {
+	d, ok := f.dests[name]
+	if !ok {
+		return FanoutDestination{}, false
+	}
+	return d.FanoutDestination, true
+}
+
+// Route names the destinations that take d (see Route).
+func (f *Fanout) Route(d Delivery) (names []string, failed map[string]error) { return f.route(d) }
+
+// Called is the outcome of one destination's call in a fan-out.
+type Called struct {
+	Destination string
+	Result      Result
+	Took        time.Duration
+	// Waiting, when set, is why the destination was not called: its cap
+	// was full. The delivery waits on the queue and spends no attempt.
+	Waiting string
+	// Cut: the call ended because ctx did, not by itself: a stop or the
+	// fence, which says nothing of the destination.
+	Cut bool
+}
+
+// Deliver calls each destination of names with d at once, each under its
+// own timeout, and returns their outcomes in the order of names. A
+// destination whose cap is full is not waited for (Called.Waiting).
+func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Called {
+	out := make([]Called, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		out[i].Destination = name
+		dest, ok := f.dests[name]
+		if !ok {
+			out[i].Result = Result{Err: fmt.Errorf("destination %q is not configured", name)}
+			continue
+		}
+		if !dest.tryTake() {
+			out[i].Waiting = fmt.Sprintf("deferred: destination %q had %d calls in flight, its concurrency", name, dest.Concurrency)
+			continue
+		}
+		wg.Go(func() {
+			defer dest.free()
+			one := d
+			one.Destination = name
+			out[i].Result, out[i].Took = Process(ctx, dest.Processor, dest.Timeout, one)
+			out[i].Cut = out[i].Result.Err != nil && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// Process is a retry's, a replay's or a suspect's call: to the destination
+// d names, waiting for a place under its cap; with no destination named
+// (a replay), to every destination that takes d, failing unless all of
+// them took it.
+func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
+	if d.Destination == "" {
+		return f.processAll(ctx, d)
+	}
+	dest, ok := f.dests[d.Destination]
+	if !ok {
+		return Result{Err: fmt.Errorf("destination %q is not configured: its deliveries wait until it is again, "+
+			"or until a person moves them", d.Destination)}
+	}
+	if !dest.take(ctx) {
+		return Result{Err: ctx.Err()}
+	}
+	defer dest.free()
+	ctx, cancel := context.WithTimeout(ctx, dest.Timeout)
+	defer cancel()
+	return dest.Processor.Process(ctx, d)
+}
+
+// processAll delivers d to every destination that takes it, in parallel.
+func (f *Fanout) processAll(ctx context.Context, d Delivery) Result {
+	names, _ := f.route(d)
+	var failed []string
+	var res Result
+	for _, c := range f.Deliver(ctx, d, names) {
+		switch {
+		case c.Waiting != "":
+			failed = append(failed, c.Waiting)
+		case c.Result.Err != nil:
+			failed = append(failed, c.Destination+": "+c.Result.Err.Error())
+			res.HTTPStatus = cmp.Or(res.HTTPStatus, c.Result.HTTPStatus)
+		}
+	}
+	if len(failed) > 0 {
+		res.Err = errors.New(strings.Join(failed, "; "))
+	}
+	return res
+}
+
+func (d *fanoutDestination) tryTake() bool {
+	if d.slots == nil {
+		return true
+	}
+	select {
+	case d.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *fanoutDestination) take(ctx context.Context) bool {
+	if d.slots == nil {
+		return true
+	}
+	select {
+	case d.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (d *fanoutDestination) free() {
+	if d.slots != nil {
+		<-d.slots
+	}
+}
