@@ -12,7 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
 	"github.com/hookd/hookd/internal/stripeevent"
+	"github.com/hookd/hookd/migrations"
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -234,5 +242,87 @@ func TestFanout_AFilterThatDoesNotCompileIsRefusedAtStart(t *testing.T) {
 	}
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM hookd_replicas`); n != 0 {
 		t.Errorf("a start refused for its file registered %d replicas", n)
+	}
+}
+
+// TestFanout_AOneAppDatabaseUpgradesInPlace proves that a database of the
+// one-URL release, with a queued and a dead event on its queue, migrates
+// in place: both become deliveries to the destination "default", the
+// queued one is delivered to HOOKD_FORWARD_URL's app by the retry loop,
+// and the dead one is kept, dead, until a person's retry delivers it.
+func TestFanout_AOneAppDatabaseUpgradesInPlace(t *testing.T) {
+	dbURL := unmigratedDatabaseURL(t)
+	pool, err := pgxpool.New(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 00033 is the last migration of the one-URL release.
+	if _, err := provider.UpTo(t.Context(), 33); err != nil {
+		t.Fatal(err)
+	}
+	queued, dead := stripeevent.NewID("evt"), stripeevent.NewID("evt")
+	if _, err := pool.Exec(t.Context(), `
+		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts, last_error, next_retry_at,
+		                            last_attempt_at)
+		VALUES ('stripe', $1, 'invoice.paid', $3, 'retrying', 1, 'HTTP 500', now(), now()),
+		       ('stripe', $2, 'invoice.paid', $4, 'dead', 5, 'HTTP 500', now(), now())`,
+		queued, dead, stripeevent.Minimal(queued, "invoice.paid"), stripeevent.Minimal(dead, "invoice.paid")); err != nil {
+		t.Fatal(err)
+	}
+
+	app := newLeaseApp(t, func(*http.Request) int { return http.StatusOK })
+	_, stop, stderr := startServe(t, map[string]string{"DATABASE_URL": dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_FORWARD_URL": app.srv.URL, "HOOKD_RETRY_INTERVAL": "200ms"})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, stderr)
+		}
+	}()
+	destinationOf := func(id string) string {
+		var d string
+		if err := pool.QueryRow(t.Context(), `SELECT coalesce(min(destination), '') FROM webhook_events WHERE event_id = $1`,
+			id).Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := destinationOf(dead); d != "default" {
+		t.Fatalf("the dead event's delivery is to %q after the upgrade, want default", d)
+	}
+	queuetest.WaitFor(t, 20*time.Second, "the queued event delivered and marked", func() bool {
+		return app.calls()[queued] == 1 &&
+			queuetest.Count(t, pool, `SELECT count(*) FROM processed_webhook_events WHERE event_id = '`+queued+`'`) == 1
+	})
+	if n := app.calls()[dead]; n != 0 {
+		t.Fatalf("the dead event reached the app %d times before anyone retried it", n)
+	}
+	var id uuid.UUID
+	if err := pool.QueryRow(t.Context(), `SELECT id FROM webhook_events WHERE event_id = $1`, dead).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := queue.New(pool).RetryDead(t.Context(), id); err != nil || !ok {
+		t.Fatalf("retry the dead event: %v, %v", ok, err)
+	}
+	queuetest.WaitFor(t, 20*time.Second, "the dead event delivered once retried", func() bool {
+		return app.calls()[dead] == 1 && destinationOf(dead) == ""
+	})
+	var destinations []string
+	rows, err := pool.Query(t.Context(), `SELECT DISTINCT destination FROM webhook_attempts WHERE event_id IN ($1, $2)`,
+		queued, dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if destinations, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(destinations, []string{"default"}) {
+		t.Errorf("attempts of the upgraded events name destinations %v, want [default]", destinations)
 	}
 }
