@@ -326,3 +326,75 @@ func TestFanout_AOneAppDatabaseUpgradesInPlace(t *testing.T) {
 		t.Errorf("attempts of the upgraded events name destinations %v, want [default]", destinations)
 	}
 }
+
+// TestFanout_APausedDestinationWaitsAndNoOtherDoes proves a destination's
+// own pause: while a person has paused one of two destinations, every
+// event reaches the other while Stripe waits, and the paused one's
+// deliveries wait on the queue with no attempt spent; once it resumes,
+// each reaches it exactly once.
+func TestFanout_APausedDestinationWaitsAndNoOtherDoes(t *testing.T) {
+	ok := func(*http.Request) int { return http.StatusOK }
+	apps := map[string]*leaseApp{"crm": newLeaseApp(t, ok), "analytics": newLeaseApp(t, ok)}
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, "destinations:\n  - name: crm\n    url: %s\n  - name: analytics\n    url: %s\n",
+		apps["crm"].srv.URL, apps["analytics"].srv.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	base, stop, stderr := startServe(t, map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_DESTINATIONS_FILE": file, "HOOKD_DEMO_BACKOFF": "true", "HOOKD_RETRY_INTERVAL": "200ms"})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, stderr)
+		}
+	}()
+	if _, err := b.pool.Exec(t.Context(), `UPDATE destinations SET paused_at = now(), paused_by = 'ana',
+		paused_reason = 'a deploy of the CRM' WHERE name = 'crm'`); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	send := func() string {
+		id := stripeevent.NewID("evt")
+		s := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		s.deliver(client, base, time.Now().Add(10*time.Second), 50*time.Millisecond)
+		if s.err != nil || s.answered.IsZero() {
+			t.Fatalf("%s: no 2xx: %v", id, s.err)
+		}
+		return id
+	}
+	// The replicas read a pause within a second: until this one has, an
+	// event may still reach the CRM.
+	var sent []string
+	queuetest.WaitFor(t, 10*time.Second, "the pause read", func() bool {
+		id := send()
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events
+			WHERE event_id = '`+id+`' AND destination = 'crm' AND attempts = 0 AND last_error LIKE '%paused by ana%'`) == 1
+	})
+	for range 20 {
+		sent = append(sent, send())
+	}
+	for _, id := range sent {
+		if n := apps["analytics"].calls()[id]; n != 1 {
+			t.Errorf("analytics got %s %d times while the CRM was paused, want once while Stripe waited", id, n)
+		}
+		if n := apps["crm"].calls()[id]; n != 0 {
+			t.Errorf("the paused CRM got %s %d times", id, n)
+		}
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE destination = 'crm' AND outcome = 'failed'`); n != 0 {
+		t.Errorf("%d attempts to the paused CRM spent", n)
+	}
+	if _, err := b.pool.Exec(t.Context(), `UPDATE destinations SET paused_at = NULL, paused_by = NULL, paused_reason = NULL
+		WHERE name = 'crm'`); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 30*time.Second, "the CRM's deliveries made once it resumed", func() bool {
+		markers, rows, ok := queueState(b.pool)
+		return ok && rows == 0 && markers >= len(sent)
+	})
+	for _, id := range sent {
+		if n := apps["crm"].calls()[id]; n != 1 {
+			t.Errorf("the CRM got %s %d times after it resumed, want once", id, n)
+		}
+	}
+}

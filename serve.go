@@ -163,6 +163,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	// app's to process, on every path an event runs.
 	if fanout != nil {
 		fanout.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
+		fanout.HoldBy(st.control.DestinationHeld)
 		proc = fanout
 	} else {
 		proc = stripehealth.Processor(proc, st.ungenerated)
@@ -170,6 +171,9 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 
 	store, accts := st.queue, st.accounts
 	if err := s.registerHeartbeat(ctx, store); err != nil {
+		return nil, err
+	}
+	if err := applyDestinations(ctx, store, cfg.Destinations, logger); err != nil {
 		return nil, err
 	}
 	reg, metrics, rejections := s.observe(st)
@@ -694,6 +698,37 @@ func newFanout(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (
 	}
 	logger.Info("delivering to the destinations of HOOKD_DESTINATIONS_FILE", "destinations", set.Names(), "hash", set.Hash)
 	return worker.NewFanout(routeBy(set), dests), nil
+}
+
+// applyDestinations records the destinations this replica delivers to,
+// and the hash of their configuration, in the destinations table the
+// dashboard and the other replicas read (queue.ApplyDestinations), and
+// says which destinations taken out of the configuration were retired
+// with deliveries still waiting.
+func applyDestinations(ctx context.Context, store *queue.Store, set *destinations.Set, logger *slog.Logger) error {
+	if set == nil {
+		return nil
+	}
+	applied := make([]queue.AppliedDestination, len(set.Destinations))
+	for i, d := range set.Destinations {
+		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: set.Source,
+			Concurrency: d.Concurrency, Timeout: d.Timeout,
+			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
+				"endpoints": d.Endpoints, "filter": d.Filter}}
+	}
+	got, err := store.ApplyDestinations(ctx, applied, set.Hash)
+	if err != nil {
+		return err
+	}
+	if len(got.Retired) > 0 {
+		logger.Warn("destinations taken out of the configuration with deliveries still waiting are retired: "+
+			"they get no new events; move their deliveries to another destination or drop them on the destinations page",
+			"retired", got.Retired)
+	}
+	if len(got.Removed) > 0 {
+		logger.Info("destinations taken out of the configuration removed, with nothing left to deliver", "removed", got.Removed)
+	}
+	return nil
 }
 
 // fansOut says whether hookd delivers to the destinations of

@@ -33,10 +33,12 @@ const ControlRefresh = 500 * time.Millisecond
 // hears the breaker's state from this replica's own writes at once. A nil
 // Control never holds delivery.
 type Control struct {
-	store   *queue.Store
-	logger  *slog.Logger
-	state   atomic.Pointer[queue.DeliveryControl]
-	refresh startstop.Wake
+	store  *queue.Store
+	logger *slog.Logger
+	state  atomic.Pointer[queue.DeliveryControl]
+	// destinations is each destination's row, by name, as last read.
+	destinations atomic.Pointer[map[string]queue.DestinationState]
+	refresh      startstop.Wake
 	// breakerLogged is the breaker's state this replica last logged:
 	// Observe changes the state before the row is read, so the state
 	// before a read cannot say whether the change was logged.
@@ -113,6 +115,9 @@ func (c *Control) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.refreshDestinations(ctx); err != nil {
+		return err
+	}
 	if before := c.State(); before.Paused() != st.Paused() {
 		if st.Paused() {
 			c.logger.InfoContext(ctx, "delivery paused: events wait on the queue with no attempt spent",
@@ -166,6 +171,54 @@ func (c *Control) run(ctx context.Context) {
 
 // HeldReason is the last error of an event queued without an attempt
 // while delivery is held: why, and by whom.
+func (c *Control) refreshDestinations(ctx context.Context) error {
+	states, err := c.store.DestinationStates(ctx)
+	if err != nil {
+		return err
+	}
+	now := make(map[string]queue.DestinationState, len(states))
+	before := c.destinationStates()
+	for _, d := range states {
+		now[d.Name] = d
+		was := before[d.Name]
+		switch {
+		case d.Paused() && !was.Paused():
+			c.logger.InfoContext(ctx, "destination paused: its deliveries wait on the queue with no attempt spent",
+				"destination", d.Name, "by", deref(d.PausedBy), "reason", deref(d.PausedReason))
+		case !d.Paused() && was.Paused():
+			c.logger.InfoContext(ctx, "destination resumed", "destination", d.Name)
+		}
+	}
+	c.destinations.Store(&now)
+	return nil
+}
+
+func (c *Control) destinationStates() map[string]queue.DestinationState {
+	if c == nil {
+		return nil
+	}
+	if m := c.destinations.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// DestinationHeld is why the deliveries to destination wait, "" when they
+// do not: all of delivery is held (Held), or a person paused the
+// destination. Its own circuit breaker is not watched yet: one failing
+// destination's calls fail on, and hold no other.
+func (c *Control) DestinationHeld(destination string) string {
+	if st := c.State(); st.Held() {
+		return HeldReason(st)
+	}
+	d, ok := c.destinationStates()[destination]
+	if !ok || !d.Paused() {
+		return ""
+	}
+	return fmt.Sprintf("destination %s is paused by %s (%s): queued without an attempt, delivered when it resumes",
+		destination, deref(d.PausedBy), deref(d.PausedReason))
+}
+
 func HeldReason(st queue.DeliveryControl) string {
 	if st.Paused() {
 		return fmt.Sprintf("delivery is paused by %s (%s): queued without an attempt, delivered when delivery resumes",

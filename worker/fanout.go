@@ -37,6 +37,9 @@ type FanoutDestination struct {
 // rather than wait, so a slow destination holds no call to another.
 type Fanout struct {
 	route Route
+	// held says why a destination's deliveries wait ("" when they do
+	// not); nil holds none.
+	held  func(destination string) string
 	order []string
 	dests map[string]*fanoutDestination
 }
@@ -71,6 +74,11 @@ func (f *Fanout) Wrap(wrap func(Processor) Processor) {
 	}
 }
 
+// HoldBy makes Deliver skip each destination held says is held (a
+// person paused it): its delivery waits on the queue, spending no
+// attempt. Call it before the first delivery.
+func (f *Fanout) HoldBy(held func(destination string) string) { f.held = held }
+
 // Names is every destination's name, in the configured order.
 func (f *Fanout) Names() []string { return f.order }
 
@@ -92,8 +100,9 @@ type Called struct {
 	Destination string
 	Result      Result
 	Took        time.Duration
-	// Waiting, when set, is why the destination was not called: its cap
-	// was full. The delivery waits on the queue and spends no attempt.
+	// Waiting, when set, is why the destination was not called: it is
+	// held, or its cap was full. The delivery waits on the queue and
+	// spends no attempt.
 	Waiting string
 	// Cut: the call ended because ctx did, not by itself: a stop or the
 	// fence, which says nothing of the destination.
@@ -102,7 +111,8 @@ type Called struct {
 
 // Deliver calls each destination of names with d at once, each under its
 // own timeout, and returns their outcomes in the order of names. A
-// destination whose cap is full is not waited for (Called.Waiting).
+// destination held, or whose cap is full, is not called or waited for
+// (Called.Waiting).
 func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Called {
 	out := make([]Called, len(names))
 	var wg sync.WaitGroup
@@ -112,6 +122,12 @@ func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Call
 		if !ok {
 			out[i].Result = Result{Err: fmt.Errorf("destination %q is not configured", name)}
 			continue
+		}
+		if f.held != nil {
+			if why := f.held(name); why != "" {
+				out[i].Waiting = why
+				continue
+			}
 		}
 		if !dest.tryTake() {
 			out[i].Waiting = fmt.Sprintf("deferred: destination %q had %d calls in flight, its concurrency", name, dest.Concurrency)

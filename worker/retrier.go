@@ -134,6 +134,12 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		r.recordTick(ctx)
 		return ControlRefresh
 	}
+	if r.cfg.Destination != "" && r.cfg.Control.DestinationHeld(r.cfg.Destination) != "" {
+		// Its destination is paused: nothing of it is claimed, and the
+		// other destinations' loops go on.
+		r.recordTick(ctx)
+		return ControlRefresh
+	}
 	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
 	switch {
 	case err != nil && ctx.Err() == nil:
@@ -250,7 +256,8 @@ type retryBatch struct {
 }
 
 func (b *retryBatch) prepare(context.Context, *settling) bool {
-	return b.probe || !b.r.cfg.Control.Held()
+	cfg := b.r.cfg
+	return b.probe || !cfg.Control.Held() && (cfg.Destination == "" || cfg.Control.DestinationHeld(cfg.Destination) == "")
 }
 
 // begin starts the attempt of a claimed event: its span, when traced, and

@@ -1,0 +1,193 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
+)
+
+// Destination sources: where a destination's configuration came from.
+const (
+	SourceDestinationsFile = "file"
+	SourceForwardURL       = "forward_url"
+)
+
+// AppliedDestination is a destination as a replica applies it: what the
+// destinations table keeps of its configuration.
+type AppliedDestination struct {
+	Name        string
+	URL         string
+	Route       any // marshalled to JSON: types, livemode, accounts, endpoints, filter
+	Source      string
+	Concurrency int
+	Timeout     time.Duration
+}
+
+// Applied is what ApplyDestinations did.
+type Applied struct {
+	// Retired names the destinations taken out of the configuration that
+	// still have queued or dead deliveries: kept, retired, for support to
+	// move or drop them.
+	Retired []string
+	// Removed names those taken out with nothing left on the queue.
+	Removed []string
+}
+
+// ApplyDestinations records, in one transaction, the destinations this
+// replica applies and the hash of their configuration (on its replica's
+// row): each one's configuration is written, keeping its pause and
+// breaker; one that was retired and is configured again is retired no
+// more. A destination no longer configured is retired while deliveries to
+// it wait on the queue (dead ones included), and deleted otherwise. Every
+// replica applies what it read at start or on SIGHUP; they agree when
+// their hashes do (ReplicaDestinationHashes).
+func (s *Store) ApplyDestinations(ctx context.Context, ds []AppliedDestination, hash string) (Applied, error) {
+	names := make([]string, len(ds))
+	urls, sources := make([]string, len(ds)), make([]string, len(ds))
+	routes := make([]string, len(ds))
+	concurrency, timeouts := make([]*int, len(ds)), make([]*float64, len(ds))
+	for i, d := range ds {
+		names[i], urls[i], sources[i] = d.Name, d.URL, d.Source
+		b, err := json.Marshal(d.Route)
+		if err != nil {
+			return Applied{}, fmt.Errorf("apply destinations: route of %s: %w", d.Name, err)
+		}
+		routes[i] = string(b)
+		if d.Concurrency > 0 {
+			concurrency[i] = &d.Concurrency
+		}
+		if d.Timeout > 0 {
+			t := d.Timeout.Seconds()
+			timeouts[i] = &t
+		}
+	}
+	var out Applied
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, applyDestinationsSQL, names, urls, routes, sources, concurrency, timeouts); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, unconfiguredSQL, names)
+		if err != nil {
+			return err
+		}
+		type gone struct {
+			Name    string
+			Retired bool
+		}
+		all, err := pgx.CollectRows(rows, pgx.RowToStructByPos[gone])
+		if err != nil {
+			return err
+		}
+		for _, g := range all {
+			if g.Retired {
+				out.Retired = append(out.Retired, g.Name)
+			} else {
+				out.Removed = append(out.Removed, g.Name)
+			}
+		}
+		if s.replica != nil {
+			_, err = tx.Exec(ctx, `UPDATE hookd_replicas SET destinations_hash = $2 WHERE id = $1`, s.replica.arg(), hash)
+		}
+		return err
+	})
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply destinations: %w", err)
+	}
+	return out, nil
+}
+
+// applyDestinationsSQL writes the destinations $1 (urls $2, routes $3,
+// sources $4, concurrency $5, timeouts $6), keeping each one's pause and
+// breaker, and brings back a retired one.
+const applyDestinationsSQL = `-- hookd.apply_destinations
+	INSERT INTO destinations AS d (name, url, route, source, concurrency, timeout_seconds)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::int[], $6::float8[])
+	ON CONFLICT (name) DO UPDATE
+	SET url = excluded.url, route = excluded.route, source = excluded.source, concurrency = excluded.concurrency,
+	    timeout_seconds = excluded.timeout_seconds, applied_at = now(), retired_at = NULL`
+
+// unconfiguredSQL retires each destination not among $1 that still has a
+// delivery on the queue, deletes the others, and returns each with
+// whether it was retired.
+const unconfiguredSQL = `-- hookd.unconfigured_destinations
+	WITH gone AS (
+		SELECT d.name, EXISTS (SELECT 1 FROM webhook_events e WHERE e.destination = d.name) AS waiting
+		FROM destinations d WHERE d.name <> ALL ($1::text[])
+	), retired AS (
+		UPDATE destinations d SET retired_at = coalesce(d.retired_at, now())
+		FROM gone g WHERE g.name = d.name AND g.waiting
+	), removed AS (
+		DELETE FROM destinations d USING gone g WHERE g.name = d.name AND NOT g.waiting
+	)
+	SELECT name, waiting FROM gone ORDER BY name`
+
+// DestinationState is a destination's row: its configuration as last
+// applied, and its own pause and circuit breaker.
+type DestinationState struct {
+	Name        string     `db:"name"`
+	URL         string     `db:"url"`
+	Route       []byte     `db:"route"`
+	Source      string     `db:"source"`
+	Concurrency *int       `db:"concurrency"`
+	Timeout     *float64   `db:"timeout_seconds"`
+	AddedAt     time.Time  `db:"added_at"`
+	AppliedAt   time.Time  `db:"applied_at"`
+	RetiredAt   *time.Time `db:"retired_at"`
+	// PausedAt, PausedBy and PausedReason: a person's pause of this
+	// destination; nil and empty while it is not paused.
+	PausedAt        *time.Time `db:"paused_at"`
+	PausedBy        *string    `db:"paused_by"`
+	PausedReason    *string    `db:"paused_reason"`
+	BreakerFailures int        `db:"breaker_failures"`
+	BreakerOpenedAt *time.Time `db:"breaker_opened_at"`
+	BreakerError    *string    `db:"breaker_error"`
+	ProbeDueAt      *time.Time `db:"probe_due_at"`
+}
+
+// Paused says whether a person paused the destination.
+func (d DestinationState) Paused() bool { return d.PausedAt != nil }
+
+// BreakerOpen says whether the destination's circuit breaker is open.
+func (d DestinationState) BreakerOpen() bool { return d.BreakerOpenedAt != nil }
+
+// Held says whether the destination's deliveries wait: paused, or its
+// breaker open.
+func (d DestinationState) Held() bool { return d.Paused() || d.BreakerOpen() }
+
+// DestinationStates returns every destination's row, retired ones
+// included, by name.
+func (s *Store) DestinationStates(ctx context.Context) ([]DestinationState, error) {
+	states, err := store.QueryAll[DestinationState](ctx, s.db, `
+		SELECT name, url, route, source, concurrency, timeout_seconds, added_at, applied_at, retired_at,
+		       paused_at, paused_by, paused_reason, breaker_failures, breaker_opened_at, breaker_error, probe_due_at
+		FROM destinations ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read destinations: %w", err)
+	}
+	return states, nil
+}
+
+// ReplicaDestinationHashes returns, for each live replica, the hash of the
+// destinations it applied ("" for one that has applied none yet, as a
+// replica of a release before destinations).
+func (s *Store) ReplicaDestinationHashes(ctx context.Context) (map[string]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT id::text, coalesce(destinations_hash, '') FROM hookd_replicas`)
+	if err != nil {
+		return nil, fmt.Errorf("read replicas' destinations: %w", err)
+	}
+	out := map[string]string{}
+	var id, hash string
+	_, err = pgx.ForEachRow(rows, []any{&id, &hash}, func() error {
+		out[id] = hash
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read replicas' destinations: %w", err)
+	}
+	return out, nil
+}
