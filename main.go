@@ -109,7 +109,7 @@ func run(ctx context.Context, args []string, getenv func(string) string,
 		if cmd == "migrate" {
 			return migrate(ctx, cfg, stdout)
 		}
-		return serve(ctx, cfg, stdout, stderr)
+		return serve(ctx, cfg, getenv, stdout, stderr)
 	case "user":
 		return userCommand(ctx, args, getenv, stdin, stdout, stderr)
 	case "version":

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,5 +397,88 @@ func TestFanout_APausedDestinationWaitsAndNoOtherDoes(t *testing.T) {
 		if n := apps["crm"].calls()[id]; n != 1 {
 			t.Errorf("the CRM got %s %d times after it resumed, want once", id, n)
 		}
+	}
+}
+
+// TestFanout_SIGHUPRetiresADestinationTakenOut proves that hookd applies
+// HOOKD_DESTINATIONS_FILE anew on SIGHUP, and what becomes of a destination
+// taken out of it: with billing and crm configured and the CRM's app
+// failing every call, the CRM's deliveries go dead; crm is then taken out
+// of the file and hookd sent SIGHUP. crm is retired, not forgotten: its
+// dead deliveries stay on the queue, and it gets no new event, while
+// billing gets every one. A file that does not parse, sent next, changes
+// nothing.
+func TestFanout_SIGHUPRetiresADestinationTakenOut(t *testing.T) {
+	ok := func(*http.Request) int { return http.StatusOK }
+	billing := newLeaseApp(t, ok)
+	crm := newLeaseApp(t, func(*http.Request) int { return http.StatusInternalServerError })
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(fmt.Sprintf("destinations:\n  - name: billing\n    url: %s\n  - name: crm\n    url: %s\n", billing.srv.URL, crm.srv.URL))
+	b := setup(t)
+	p := startHookdProcess(t, buildHookdBinary(t), []string{"DATABASE_URL=" + b.dbURL, "STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_DESTINATIONS_FILE=" + file, "HOOKD_DEMO_BACKOFF=true", "HOOKD_RETRY_INTERVAL=200ms"})
+	defer func() {
+		if err := p.terminate(); err != nil {
+			t.Errorf("stop: %v\n%s", err, p.log)
+		}
+	}()
+	client := &http.Client{Timeout: 10 * time.Second}
+	send := func() string {
+		id := stripeevent.NewID("evt")
+		s := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		s.deliver(client, p.base, time.Now().Add(10*time.Second), 50*time.Millisecond)
+		if s.err != nil || s.answered.IsZero() {
+			t.Fatalf("%s: no 2xx: %v", id, s.err)
+		}
+		return id
+	}
+	before := []string{send(), send(), send()}
+	queuetest.WaitFor(t, 60*time.Second, "the CRM's three deliveries dead", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE destination = 'crm' AND status = 'dead'`) == 3
+	})
+
+	write(fmt.Sprintf("destinations:\n  - name: billing\n    url: %s\n", billing.srv.URL))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "crm retired", func() bool {
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations WHERE name = 'crm' AND retired_at IS NOT NULL`) == 1
+	})
+	after := []string{send(), send()}
+	for _, id := range after {
+		if n := billing.calls()[id]; n != 1 {
+			t.Errorf("billing got %s %d times, want once", id, n)
+		}
+		if n := crm.calls()[id]; n != 0 {
+			t.Errorf("the retired crm got %s %d times", id, n)
+		}
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE destination = 'crm' AND status = 'dead'`); n != 3 {
+		t.Errorf("%d of the retired crm's dead deliveries left, want all 3 kept for support", n)
+	}
+	for _, id := range before {
+		if n := billing.calls()[id]; n != 1 {
+			t.Errorf("billing got %s %d times, want once", id, n)
+		}
+	}
+
+	write("destinations:\n  - name: billing\n    urll: http://x\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "the bad file refused in the log", func() bool {
+		return strings.Contains(p.log.String(), "HOOKD_DESTINATIONS_FILE not applied")
+	})
+	if id := send(); billing.calls()[id] != 1 {
+		t.Errorf("billing did not get an event after a bad file was refused")
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations WHERE retired_at IS NULL`); n != 1 {
+		t.Errorf("%d destinations in service after the bad file, want billing alone", n)
 	}
 }

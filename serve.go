@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/config"
-	"github.com/hookd/hookd/internal/destinations"
+	"github.com/hookd/hookd/internal/fanout"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
 	"github.com/hookd/hookd/internal/store/accounts"
@@ -49,7 +48,7 @@ import (
 // the receiver, the loops and the HTTP servers together, run starts them
 // all in one errgroup, and stop shuts them down in one order, letting work
 // in flight finish within HOOKD_SHUTDOWN_TIMEOUT.
-func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, cfg config.Config, getenv func(string) string, stdout, stderr io.Writer) error {
 	var handler slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})
 	if cfg.Trace.On() {
 		// Only with tracing on: the wrapper is one more call per record.
@@ -70,7 +69,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 			logger.Warn("traces not all exported at shutdown", "err", err)
 		}
 	}()
-	s, err := build(ctx, cfg, logger, tracer)
+	s, err := build(ctx, cfg, getenv, logger, tracer)
 	if err != nil {
 		return err
 	}
@@ -140,7 +139,8 @@ func (s *server) close() {
 
 // build opens the database and wires every part of hookd serve, or gives
 // back what it opened and says what is wrong.
-func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (_ *server, err error) {
+func build(ctx context.Context, cfg config.Config, getenv func(string) string, logger *slog.Logger,
+	tracer *tracing.Tracer) (_ *server, err error) {
 	s := &server{cfg: cfg, logger: logger, tracer: tracer}
 	defer func() {
 		if err != nil {
@@ -151,7 +151,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	if err != nil {
 		return nil, err
 	}
-	fanout, err := newFanout(cfg, logger, tracer)
+	fan, err := fanout.New(cfg, logger, tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -161,10 +161,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	}
 	// Stripe's notices about Stripe itself are hookd's to keep, not the
 	// app's to process, on every path an event runs.
-	if fanout != nil {
-		fanout.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
-		fanout.HoldBy(st.control.DestinationHeld)
-		proc = fanout
+	if fan != nil {
+		fan.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
+		fan.HoldBy(st.control.DestinationHeld)
+		proc = fan
 	} else {
 		proc = stripehealth.Processor(proc, st.ungenerated)
 	}
@@ -173,7 +173,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	if err := s.registerHeartbeat(ctx, store); err != nil {
 		return nil, err
 	}
-	if err := applyDestinations(ctx, store, cfg.Destinations, logger); err != nil {
+	if err := fanout.Record(ctx, store, cfg.Destinations, logger); err != nil {
 		return nil, err
 	}
 	reg, metrics, rejections := s.observe(st)
@@ -184,11 +184,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	// alone on this replica, nothing else does.
 	alone := worker.NewAlone()
 	receiver := receiver.New(store, logger, receiver.Config{
-		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, Fanout: fanout,
+		Endpoints: cfg.Endpoints, SnapshotAlias: cfg.SnapshotAlias, Processor: proc, Fanout: fan,
 		ProcessTimeout: cfg.ForwardTimeout,
 		Metrics:        metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
 		Heartbeat: s.heartbeat, Alone: alone, Tracer: tracer})
-	retriers, replayer := s.producers(store, proc, fanout, metrics, st.control, pace, alone)
+	runs, retryLoops, replayer := s.producers(store, proc, fan, metrics, st.control, pace, alone)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,
 			CountPruned: metrics.CountPruned})
@@ -196,9 +196,12 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 	stripeClient := newStripeClient(cfg, logger)
 	reconciler := newReconciler(cfg, stripeClient, store, receiver, logger)
 
-	s.loops = append(s.loops, st.control.Run, replayer.Run, pruner.Run)
-	for _, r := range retriers {
-		s.loops = append(s.loops, r.Run)
+	s.loops = append(s.loops, st.control.Run, pruner.Run)
+	s.loops = append(s.loops, runs...)
+	if retryLoops != nil {
+		reloader := &fanout.Reloader{Config: cfg, Getenv: getenv, Store: store, Fanout: fan, Loops: retryLoops,
+			Logger: logger, Tracer: tracer}
+		s.loops = append(s.loops, reloader.Run)
 	}
 	alert := s.addAlerter(store, stripeClient)
 	if reconciler != nil {
@@ -229,10 +232,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, tracer *
 // delivery control, rate and heartbeat; the retry loop's interval, batch
 // and concurrency are settings, the replays' the worker's defaults. With
 // several destinations each has a retry loop of its own, at its own
-// concurrency, so that one whose app is slow or down takes no claim or
-// slot from another's; the first runs every destination's suspects.
-func (s *server) producers(store *queue.Store, proc worker.Processor, fanout *worker.Fanout, metrics *telemetry.Metrics,
-	control *worker.Control, pace *worker.Pace, alone *worker.Alone) ([]*worker.Retrier, *worker.Replayer) {
+// concurrency (worker.RetryLoops), which a new configuration brings in
+// line with its destinations. It returns the loops to run.
+func (s *server) producers(store *queue.Store, proc worker.Processor, fan *worker.Fanout, metrics *telemetry.Metrics,
+	control *worker.Control, pace *worker.Pace, alone *worker.Alone) ([]func(context.Context) error, *worker.RetryLoops,
+	*worker.Replayer) {
 	cfg := s.cfg
 	delivering := worker.ProducerConfig{ProcessTimeout: cfg.ForwardTimeout, StopTimeout: cfg.ShutdownTimeout,
 		Processor: proc, Metrics: metrics, Control: control, Pace: pace, Heartbeat: s.heartbeat, Alone: alone,
@@ -240,29 +244,14 @@ func (s *server) producers(store *queue.Store, proc worker.Processor, fanout *wo
 	retries := delivering
 	retries.Interval, retries.BatchSize, retries.Concurrency = cfg.RetryInterval, int(cfg.RetryBatch), int(cfg.RetryConcurrency)
 	replayer := worker.NewReplayer(store, s.logger, delivering)
-	if fanout == nil {
+	if fan == nil {
 		retrier := worker.NewRetrier(store, s.logger, retries)
 		retrier.RunsReplaySuspects(replayer)
-		return []*worker.Retrier{retrier}, replayer
+		return []func(context.Context) error{retrier.Run, replayer.Run}, nil, replayer
 	}
-	var retriers []*worker.Retrier
-	for i, name := range fanout.Names() {
-		own := retries
-		dest, _ := fanout.Destination(name)
-		own.Destination, own.ProcessTimeout = name, dest.Timeout
-		own.Concurrency = cmp.Or(dest.Concurrency, retries.Concurrency)
-		if i == 0 {
-			own.Suspects = fanout.Names()
-		} else {
-			own.NoSuspects = true
-		}
-		retrier := worker.NewRetrier(store, s.logger.With("destination", name), own)
-		if i == 0 {
-			retrier.RunsReplaySuspects(replayer)
-		}
-		retriers = append(retriers, retrier)
-	}
-	return retriers, replayer
+	loops := worker.NewRetryLoops(store, s.logger, retries, fan)
+	loops.Suspects().RunsReplaySuspects(replayer)
+	return []func(context.Context) error{loops.Run, replayer.Run}, loops, replayer
 }
 
 // addAlerter adds the alerter's loop when HOOKD_ALERT_URL says where its
@@ -459,7 +448,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	// control reads delivery_control on the same pool.
 	control := worker.NewControl(queue.New(pool), logger)
 	queueOpts := append(slices.Clone(storeOpts), queue.WithReplica(uuid.New()))
-	if !fansOut(cfg) {
+	if !fanout.On(cfg) {
 		// One breaker watches the one app. With several destinations it
 		// would hold them all on one's failures: none watches them until
 		// each has a breaker of its own.
@@ -650,8 +639,8 @@ func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer
 		}
 		return worker.Discard, nil
 	}
-	if fansOut(cfg) {
-		return nil, nil // newFanout makes the destinations' processors
+	if fanout.On(cfg) {
+		return nil, nil // fanout.New makes the destinations' processors
 	}
 	if cfg.ForwardURL == "" {
 		return nil, errors.New("HOOKD_FORWARD_URL: not set, and the forward processor (the default) needs it: " +
@@ -665,91 +654,6 @@ func newProcessor(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer
 	f.CloseIdleAfter(cfg.ForwardIdleTimeout)
 	f.Traced(tracer)
 	return f, nil
-}
-
-// newFanout returns the fan-out to the destinations HOOKD_DESTINATIONS_FILE
-// names, each called through a Forwarder of its own; nil when hookd has one
-// app (HOOKD_FORWARD_URL), which it runs as it always did, or when it
-// discards every event.
-func newFanout(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (*worker.Fanout, error) {
-	set := cfg.Destinations
-	if !fansOut(cfg) {
-		if set != nil && set.Source == destinations.SourceFile {
-			logger.Warn("HOOKD_DESTINATIONS_FILE is ignored with HOOKD_PROCESSOR=discard")
-		}
-		return nil, nil
-	}
-	var dests []worker.FanoutDestination
-	for _, d := range set.Destinations {
-		if d.Rate > 0 || d.OrderBy != "" {
-			return nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: rate and order_by are not supported by this "+
-				"release: remove them, or the destination would be called without the limit or the order it asks for", d.Name)
-		}
-		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: d.SigningSecrets,
-			Headers: d.Headers})
-		if err != nil {
-			return nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: %v", d.Name, err)
-		}
-		f.KeepConns(int(cfg.RetryConcurrency+cfg.InlineConcurrency) + worker.DefaultReplayConcurrency)
-		f.CloseIdleAfter(cfg.ForwardIdleTimeout)
-		f.Traced(tracer)
-		dests = append(dests, worker.FanoutDestination{Name: d.Name, Processor: f,
-			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency})
-	}
-	logger.Info("delivering to the destinations of HOOKD_DESTINATIONS_FILE", "destinations", set.Names(), "hash", set.Hash)
-	return worker.NewFanout(routeBy(set), dests), nil
-}
-
-// applyDestinations records the destinations this replica delivers to,
-// and the hash of their configuration, in the destinations table the
-// dashboard and the other replicas read (queue.ApplyDestinations), and
-// says which destinations taken out of the configuration were retired
-// with deliveries still waiting.
-func applyDestinations(ctx context.Context, store *queue.Store, set *destinations.Set, logger *slog.Logger) error {
-	if set == nil {
-		return nil
-	}
-	applied := make([]queue.AppliedDestination, len(set.Destinations))
-	for i, d := range set.Destinations {
-		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: set.Source,
-			Concurrency: d.Concurrency, Timeout: d.Timeout,
-			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
-				"endpoints": d.Endpoints, "filter": d.Filter}}
-	}
-	got, err := store.ApplyDestinations(ctx, applied, set.Hash)
-	if err != nil {
-		return err
-	}
-	if len(got.Retired) > 0 {
-		logger.Warn("destinations taken out of the configuration with deliveries still waiting are retired: "+
-			"they get no new events; move their deliveries to another destination or drop them on the destinations page",
-			"retired", got.Retired)
-	}
-	if len(got.Removed) > 0 {
-		logger.Info("destinations taken out of the configuration removed, with nothing left to deliver", "removed", got.Removed)
-	}
-	return nil
-}
-
-// fansOut says whether hookd delivers to the destinations of
-// HOOKD_DESTINATIONS_FILE, rather than to HOOKD_FORWARD_URL's one app or
-// nowhere.
-func fansOut(cfg config.Config) bool {
-	set := cfg.Destinations
-	return set != nil && set.Source == destinations.SourceFile && cfg.Processor != config.ProcessorDiscard
-}
-
-// routeBy routes an event by set's routes.
-func routeBy(set *destinations.Set) worker.Route {
-	return func(d worker.Delivery) ([]string, map[string]error) {
-		matched, failed := set.Route(destinations.Event{Type: d.EventType, Livemode: d.Livemode, Account: d.Account,
-			Endpoint: d.Endpoint, Payload: d.Payload})
-		names := make([]string, len(matched))
-		for i, m := range matched {
-			names[i] = m.Name
-		}
-		return names, failed
-	}
 }
 
 // storeOptions turns the demo's settings into the queue's options, saying

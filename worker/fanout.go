@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,10 +37,19 @@ type FanoutDestination struct {
 // a wait for that destination alone: the receiver queues its delivery
 // rather than wait, so a slow destination holds no call to another.
 type Fanout struct {
-	route Route
 	// held says why a destination's deliveries wait ("" when they do
 	// not); nil holds none.
-	held  func(destination string) string
+	held func(destination string) string
+	// wrap, when set, is put around each destination's Processor.
+	wrap func(Processor) Processor
+	// set is the destinations as last configured: Replace swaps it whole,
+	// so a delivery routes and calls on one configuration.
+	set atomic.Pointer[fanoutSet]
+}
+
+// fanoutSet is one configuration of a Fanout's destinations.
+type fanoutSet struct {
+	route Route
 	order []string
 	dests map[string]*fanoutDestination
 }
@@ -52,24 +62,38 @@ type fanoutDestination struct {
 
 // NewFanout returns a Fanout over dests, routed by route.
 func NewFanout(route Route, dests []FanoutDestination) *Fanout {
-	f := &Fanout{route: route, dests: make(map[string]*fanoutDestination, len(dests))}
-	for _, d := range dests {
-		fd := &fanoutDestination{FanoutDestination: d}
-		fd.Timeout = cmp.Or(fd.Timeout, DefaultProcessTimeout)
-		if d.Concurrency > 0 {
-			fd.slots = make(chan struct{}, d.Concurrency)
-		}
-		f.order = append(f.order, d.Name)
-		f.dests[d.Name] = fd
-	}
+	f := &Fanout{}
+	f.Replace(route, dests)
 	return f
 }
 
-// Wrap puts wrap around each destination's Processor: a layer every call
-// goes through whatever its destination (hookd keeping Stripe's notices
-// about itself). Call it before the first delivery.
+// Replace makes route and dests the Fanout's configuration from the next
+// delivery on (a configuration applied again: SIGHUP). Calls in flight end
+// on the configuration they started with.
+func (f *Fanout) Replace(route Route, dests []FanoutDestination) {
+	set := &fanoutSet{route: route, dests: make(map[string]*fanoutDestination, len(dests))}
+	for _, d := range dests {
+		fd := &fanoutDestination{FanoutDestination: d}
+		fd.Timeout = cmp.Or(fd.Timeout, DefaultProcessTimeout)
+		if f.wrap != nil {
+			fd.Processor = f.wrap(fd.Processor)
+		}
+		if d.Concurrency > 0 {
+			fd.slots = make(chan struct{}, d.Concurrency)
+		}
+		set.order = append(set.order, d.Name)
+		set.dests[d.Name] = fd
+	}
+	f.set.Store(set)
+}
+
+// Wrap puts wrap around each destination's Processor, now and in every
+// configuration Replace makes: a layer every call goes through whatever
+// its destination (hookd keeping Stripe's notices about itself). Call it
+// before the first delivery.
 func (f *Fanout) Wrap(wrap func(Processor) Processor) {
-	for _, d := range f.dests {
+	f.wrap = wrap
+	for _, d := range f.set.Load().dests {
 		d.Processor = wrap(d.Processor)
 	}
 }
@@ -80,12 +104,12 @@ func (f *Fanout) Wrap(wrap func(Processor) Processor) {
 func (f *Fanout) HoldBy(held func(destination string) string) { f.held = held }
 
 // Names is every destination's name, in the configured order.
-func (f *Fanout) Names() []string { return f.order }
+func (f *Fanout) Names() []string { return f.set.Load().order }
 
 // Destination returns the destination named name, and whether there is
 // one.
 func (f *Fanout) Destination(name string) (FanoutDestination, bool) {
-	d, ok := f.dests[name]
+	d, ok := f.set.Load().dests[name]
 	if !ok {
 		return FanoutDestination{}, false
 	}
@@ -93,7 +117,9 @@ func (f *Fanout) Destination(name string) (FanoutDestination, bool) {
 }
 
 // Route names the destinations that take d (see Route).
-func (f *Fanout) Route(d Delivery) (names []string, failed map[string]error) { return f.route(d) }
+func (f *Fanout) Route(d Delivery) (names []string, failed map[string]error) {
+	return f.set.Load().route(d)
+}
 
 // Called is the outcome of one destination's call in a fan-out.
 type Called struct {
@@ -115,10 +141,11 @@ type Called struct {
 // (Called.Waiting).
 func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Called {
 	out := make([]Called, len(names))
+	dests := f.set.Load().dests
 	var wg sync.WaitGroup
 	for i, name := range names {
 		out[i].Destination = name
-		dest, ok := f.dests[name]
+		dest, ok := dests[name]
 		if !ok {
 			out[i].Result = Result{Err: fmt.Errorf("destination %q is not configured", name)}
 			continue
@@ -153,7 +180,7 @@ func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
 	if d.Destination == "" {
 		return f.processAll(ctx, d)
 	}
-	dest, ok := f.dests[d.Destination]
+	dest, ok := f.set.Load().dests[d.Destination]
 	if !ok {
 		return Result{Err: fmt.Errorf("destination %q is not configured: its deliveries wait until it is again, "+
 			"or until a person moves them", d.Destination)}
@@ -169,7 +196,7 @@ func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
 
 // processAll delivers d to every destination that takes it, in parallel.
 func (f *Fanout) processAll(ctx context.Context, d Delivery) Result {
-	names, _ := f.route(d)
+	names, _ := f.Route(d)
 	var failed []string
 	var res Result
 	for _, c := range f.Deliver(ctx, d, names) {

@@ -76,10 +76,13 @@ type ProducerConfig struct {
 	// retry loop of its own, with its own concurrency.
 	Destination string
 	// Suspects names the destinations whose suspects the retry loop runs
-	// alone (nil: Destination's); NoSuspects leaves them to another loop
-	// of the replica, so that one loop holds the replica's suspect slot.
-	Suspects   []string
-	NoSuspects bool
+	// alone, as they are configured now (nil: Destination's); NoSuspects
+	// leaves them to another loop of the replica, so that one loop holds
+	// the replica's suspect slot, and SuspectsOnly makes a loop that runs
+	// suspects and claims nothing else (RetryLoops).
+	Suspects     func() []string
+	NoSuspects   bool
+	SuspectsOnly bool
 	// Tracer, when set, makes each job a trace of its own, a CONSUMER span
 	// (tracing.SpanProcess), linked to the span that queued the event
 	// while it is queued; nil traces nothing.

@@ -96,6 +96,9 @@ func (r *Retrier) loops(ctx, workCtx context.Context) {
 		"batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "batch_loops", batchLoops)
 	var wg sync.WaitGroup
 	for range batchLoops {
+		if r.cfg.SuspectsOnly {
+			break
+		}
 		wg.Go(func() {
 			startstop.Loop(ctx, nil, func(ctx context.Context) time.Duration { return r.turn(ctx, workCtx) })
 		})

@@ -125,7 +125,7 @@ func (r *Retrier) runSuspect(ctx, workCtx context.Context) (bool, error) {
 // suspectsOf names the destinations whose suspects r runs alone.
 func (r *Retrier) suspectsOf() []string {
 	if r.cfg.Suspects != nil {
-		return r.cfg.Suspects
+		return r.cfg.Suspects()
 	}
 	return []string{cmp.Or(r.cfg.Destination, queue.DefaultDestination)}
 }

@@ -179,7 +179,7 @@ func Parse(cmd string, args []string, getenv func(string) string, stderr io.Writ
 	if err := buildEndpoints(&cfg); err != nil {
 		return Config{}, err
 	}
-	if err := loadDestinations(&cfg, getenv); err != nil {
+	if err := LoadDestinations(&cfg, getenv); err != nil {
 		return Config{}, err
 	}
 	if err := checkReconcile(cfg); err != nil {
@@ -245,12 +245,13 @@ func buildEndpoints(cfg *Config) error {
 	return nil
 }
 
-// loadDestinations makes cfg.Destinations: HOOKD_DESTINATIONS_FILE's,
+// LoadDestinations makes cfg.Destinations: HOOKD_DESTINATIONS_FILE's,
 // its endpoints held to the endpoints hookd serves, or HOOKD_FORWARD_URL's
 // one destination. Both set is refused, as either could be taken for the
 // truth; neither leaves it nil, and the forward processor refuses to start
-// as it always has.
-func loadDestinations(cfg *Config, getenv func(string) string) error {
+// as it always has. hookd serve calls it again on SIGHUP, to read the file
+// anew.
+func LoadDestinations(cfg *Config, getenv func(string) string) error {
 	switch {
 	case cfg.DestinationsFile != "" && cfg.ForwardURL != "":
 		return errors.New("HOOKD_DESTINATIONS_FILE and HOOKD_FORWARD_URL are both set: the file names every destination, " +

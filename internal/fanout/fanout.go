@@ -1,0 +1,172 @@
+// Package fanout runs the destinations hookd serve delivers to: it makes
+// the worker.Fanout of a destinations.Set, records the set in the database
+// for the dashboard and the other replicas, and applies a set read anew
+// (SIGHUP) to the running fan-out and its retry loops.
+package fanout
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hookd/hookd/internal/config"
+	"github.com/hookd/hookd/internal/destinations"
+	"github.com/hookd/hookd/internal/tracing"
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/worker"
+)
+
+// On says whether hookd delivers to the destinations of
+// HOOKD_DESTINATIONS_FILE, rather than to HOOKD_FORWARD_URL's one app or
+// nowhere.
+func On(cfg config.Config) bool {
+	set := cfg.Destinations
+	return set != nil && set.Source == destinations.SourceFile && cfg.Processor != config.ProcessorDiscard
+}
+
+// New returns the fan-out to the destinations of cfg's set, each called
+// through a Forwarder of its own; nil when hookd has one app
+// (HOOKD_FORWARD_URL), which it runs as it always did, or discards every
+// event.
+func New(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (*worker.Fanout, error) {
+	if !On(cfg) {
+		if set := cfg.Destinations; set != nil && set.Source == destinations.SourceFile {
+			logger.Warn("HOOKD_DESTINATIONS_FILE is ignored with HOOKD_PROCESSOR=discard")
+		}
+		return nil, nil
+	}
+	route, dests, err := build(cfg, tracer)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("delivering to the destinations of HOOKD_DESTINATIONS_FILE", "destinations", cfg.Destinations.Names(),
+		"hash", cfg.Destinations.Hash)
+	return worker.NewFanout(route, dests), nil
+}
+
+// build makes the route and the destinations of cfg's set: a Forwarder
+// each, with HOOKD_FORWARD_*'s settings where the destination sets none.
+func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.FanoutDestination, error) {
+	set := cfg.Destinations
+	var dests []worker.FanoutDestination
+	for _, d := range set.Destinations {
+		if d.Rate > 0 || d.OrderBy != "" {
+			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: rate and order_by are not supported by "+
+				"this release: remove them, or the destination would be called without the limit or the order it asks for",
+				d.Name)
+		}
+		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: d.SigningSecrets,
+			Headers: d.Headers})
+		if err != nil {
+			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: %v", d.Name, err)
+		}
+		f.KeepConns(int(cfg.RetryConcurrency+cfg.InlineConcurrency) + worker.DefaultReplayConcurrency)
+		f.CloseIdleAfter(cfg.ForwardIdleTimeout)
+		f.Traced(tracer)
+		dests = append(dests, worker.FanoutDestination{Name: d.Name, Processor: f,
+			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency})
+	}
+	return routeBy(set), dests, nil
+}
+
+// routeBy routes an event by set's routes.
+func routeBy(set *destinations.Set) worker.Route {
+	return func(d worker.Delivery) ([]string, map[string]error) {
+		matched, failed := set.Route(destinations.Event{Type: d.EventType, Livemode: d.Livemode, Account: d.Account,
+			Endpoint: d.Endpoint, Payload: d.Payload})
+		names := make([]string, len(matched))
+		for i, m := range matched {
+			names[i] = m.Name
+		}
+		return names, failed
+	}
+}
+
+// Record records the destinations of set this replica delivers to, and
+// the hash of their configuration, in the destinations table the dashboard
+// and the other replicas read (queue.ApplyDestinations), and says which
+// destinations taken out of the configuration were retired with
+// deliveries still waiting.
+func Record(ctx context.Context, store *queue.Store, set *destinations.Set, logger *slog.Logger) error {
+	if set == nil {
+		return nil
+	}
+	applied := make([]queue.AppliedDestination, len(set.Destinations))
+	for i, d := range set.Destinations {
+		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: set.Source,
+			Concurrency: d.Concurrency, Timeout: d.Timeout,
+			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
+				"endpoints": d.Endpoints, "filter": d.Filter}}
+	}
+	got, err := store.ApplyDestinations(ctx, applied, set.Hash)
+	if err != nil {
+		return err
+	}
+	if len(got.Retired) > 0 {
+		logger.Warn("destinations taken out of the configuration with deliveries still waiting are retired: "+
+			"they get no new events; move their deliveries to another destination or drop them on the destinations page",
+			"retired", got.Retired)
+	}
+	if len(got.Removed) > 0 {
+		logger.Info("destinations taken out of the configuration removed, with nothing left to deliver", "removed", got.Removed)
+	}
+	return nil
+}
+
+// Reloader applies HOOKD_DESTINATIONS_FILE anew on SIGHUP: the file read
+// and checked whole, as at start; a bad one is logged, one line, and
+// nothing of it is applied.
+type Reloader struct {
+	Config config.Config
+	Getenv func(string) string
+	Store  *queue.Store
+	Fanout *worker.Fanout
+	Loops  *worker.RetryLoops
+	Logger *slog.Logger
+	Tracer *tracing.Tracer
+}
+
+// Run applies the file on each SIGHUP until ctx is done.
+func (r *Reloader) Run(ctx context.Context) error {
+	hangups := make(chan os.Signal, 1)
+	signal.Notify(hangups, syscall.SIGHUP)
+	defer signal.Stop(hangups)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hangups:
+			if err := r.Reload(ctx); err != nil {
+				r.Logger.ErrorContext(ctx, "HOOKD_DESTINATIONS_FILE not applied: the destinations stay as they were",
+					"err", err)
+			}
+		}
+	}
+}
+
+// Reload reads and applies HOOKD_DESTINATIONS_FILE: the database's record
+// first, then the fan-out, whose next delivery routes by the new file,
+// then the retry loops, one per destination now configured.
+func (r *Reloader) Reload(ctx context.Context) error {
+	cfg := r.Config
+	if err := config.LoadDestinations(&cfg, r.Getenv); err != nil {
+		return err
+	}
+	route, dests, err := build(cfg, r.Tracer)
+	if err != nil {
+		return err
+	}
+	if err := Record(ctx, r.Store, cfg.Destinations, r.Logger); err != nil {
+		return err
+	}
+	r.Fanout.Replace(route, dests)
+	r.Loops.Sync()
+	r.Config = cfg
+	r.Logger.InfoContext(ctx, "HOOKD_DESTINATIONS_FILE applied", "destinations", cfg.Destinations.Names(),
+		"hash", cfg.Destinations.Hash)
+	return nil
+}
