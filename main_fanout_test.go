@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -481,4 +482,81 @@ func TestFanout_SIGHUPRetiresADestinationTakenOut(t *testing.T) {
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations WHERE retired_at IS NULL`); n != 1 {
 		t.Errorf("%d destinations in service after the bad file, want billing alone", n)
 	}
+}
+
+// TestFanout_ADestinationDownOpensItsOwnBreaker proves each destination's
+// own circuit breaker: while one of two apps answers 503 to every call,
+// its breaker opens after HOOKD_BREAKER_FAILURES failures in a row, and
+// from then on its deliveries wait on the queue with no attempt spent,
+// while the other app gets every event while Stripe waits. Once the app
+// is back, a probe closes the breaker and each waiting delivery reaches it
+// exactly once.
+func TestFanout_ADestinationDownOpensItsOwnBreaker(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	up := newLeaseApp(t, func(*http.Request) int { return http.StatusOK })
+	flaky := newLeaseApp(t, func(*http.Request) int {
+		if down.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, "destinations:\n  - name: up\n    url: %s\n  - name: flaky\n    url: %s\n",
+		up.srv.URL, flaky.srv.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := setup(t)
+	base, stop, stderr := startServe(t, map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_DESTINATIONS_FILE": file, "HOOKD_BREAKER_FAILURES": "3", "HOOKD_BREAKER_PROBE": "1s",
+		"HOOKD_DEMO_BACKOFF": "true", "HOOKD_RETRY_INTERVAL": "200ms"})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, stderr)
+		}
+	}()
+	client := &http.Client{Timeout: 10 * time.Second}
+	var sent []string
+	send := func() {
+		id := stripeevent.NewID("evt")
+		s := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		s.deliver(client, base, time.Now().Add(10*time.Second), 50*time.Millisecond)
+		if s.err != nil || s.answered.IsZero() {
+			t.Fatalf("%s: no 2xx: %v", id, s.err)
+		}
+		if n := up.calls()[id]; n != 1 {
+			t.Errorf("up got %s %d times by hookd's 200, want once", id, n)
+		}
+		sent = append(sent, id)
+	}
+	queuetest.WaitFor(t, 20*time.Second, "flaky's breaker open", func() bool {
+		send()
+		return queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations WHERE name = 'flaky' AND breaker_opened_at IS NOT NULL`) == 1
+	})
+	spent := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE destination = 'flaky'`)
+	held := len(sent)
+	for range 10 {
+		send()
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_attempts WHERE destination = 'flaky'`); n != spent {
+		t.Errorf("%d attempts to flaky while its breaker was open, want none", n-spent)
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations WHERE name = 'up' AND breaker_opened_at IS NOT NULL`); n != 0 {
+		t.Error("up's breaker opened on flaky's failures")
+	}
+	down.Store(false)
+	queuetest.WaitFor(t, 60*time.Second, "every delivery to flaky made once it was back", func() bool {
+		markers, rows, ok := queueState(b.pool)
+		return ok && rows == 0 && markers == len(sent)
+	})
+	for i, id := range sent {
+		n := flaky.calls()[id]
+		switch {
+		case n < 1:
+			t.Errorf("flaky never got %s", id)
+		case i >= held && n != 1:
+			t.Errorf("flaky got %s, sent while its breaker was open, %d times, want once", id, n)
+		}
+	}
+	t.Logf("%d events; %d attempts to flaky before its breaker opened", len(sent), spent)
 }

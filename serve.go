@@ -448,10 +448,11 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	// control reads delivery_control on the same pool.
 	control := worker.NewControl(queue.New(pool), logger)
 	queueOpts := append(slices.Clone(storeOpts), queue.WithReplica(uuid.New()))
-	if !fanout.On(cfg) {
-		// One breaker watches the one app. With several destinations it
-		// would hold them all on one's failures: none watches them until
-		// each has a breaker of its own.
+	if fanout.On(cfg) {
+		// Each destination has a breaker of its own: one app down holds
+		// its deliveries alone.
+		queueOpts = append(queueOpts, queue.WithDestinationBreakers(int(cfg.BreakerFailures), cfg.BreakerProbe, control))
+	} else {
 		queueOpts = append(queueOpts, queue.WithBreaker(int(cfg.BreakerFailures), cfg.BreakerProbe, control))
 	}
 	st := stores{

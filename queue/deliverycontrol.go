@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -134,7 +136,7 @@ func (s *Store) TakeProbe(ctx context.Context, maxWait time.Duration) (bool, err
 // every success resets the row.
 func WithBreaker(failures int, probe time.Duration, watcher BreakerWatcher) Option {
 	return func(s *Store) {
-		s.breaker = breakerConfig{failures: failures, probe: probe, watcher: watcher}
+		s.breaker.failures, s.breaker.probe, s.breaker.watcher = failures, probe, watcher
 	}
 }
 
@@ -155,6 +157,9 @@ type breakerConfig struct {
 	failures int
 	probe    time.Duration
 	watcher  BreakerWatcher
+	// perDestination, when set, counts each destination's calls on its
+	// own breaker (WithDestinationBreakers).
+	perDestination *destinationBreakers
 }
 
 // breakerTally is what a group of outcomes tells the breaker, in their
@@ -257,3 +262,140 @@ const breakerSQL = `-- hookd.breaker
 // breakerOpens is true when the outcomes bring the count to the breaker's
 // threshold and none of them succeeded.
 const breakerOpens = `(NOT $3::bool AND (CASE WHEN $1::bool THEN $2::int ELSE c.breaker_failures + $2::int END) >= $4::int)`
+
+// WithDestinationBreakers makes the Store count, for each destination of
+// several (HOOKD_DESTINATIONS_FILE), the app-down failures of the calls to
+// it on its own row of the destinations table: failures in a row open
+// that destination's breaker, which holds its deliveries alone, and a
+// probe of it closes it. watcher hears each destination's count.
+func WithDestinationBreakers(failures int, probe time.Duration, watcher DestinationBreakerWatcher) Option {
+	return func(s *Store) {
+		s.breaker.perDestination = &destinationBreakers{failures: failures, probe: probe, watcher: watcher}
+	}
+}
+
+// DestinationBreakerWatcher is told what each destination's breaker count
+// became (worker.Control), and says whether a destination's count is
+// anything but closed at zero, so that a run of successes writes nothing.
+type DestinationBreakerWatcher interface {
+	ObserveDestination(destination string, open bool, failures int)
+	CountingDestination(destination string) bool
+}
+
+// destinationBreakers configures the destinations' breakers.
+type destinationBreakers struct {
+	failures int
+	probe    time.Duration
+	watcher  DestinationBreakerWatcher
+}
+
+// destinationTallies counts the outcomes of one transaction's calls by
+// destination, each as breakerTally does for the one app.
+type destinationTallies struct {
+	byName map[string]*breakerTally
+}
+
+// add counts one call to destination: its attempt a (nil for none) and
+// whether it succeeded.
+func (t *destinationTallies) add(destination string, a *NewAttempt, succeeded bool) {
+	if t.byName == nil {
+		t.byName = map[string]*breakerTally{}
+	}
+	d := t.byName[destination]
+	if d == nil {
+		d = &breakerTally{}
+		t.byName[destination] = d
+	}
+	d.add(a, succeeded)
+}
+
+// queue sends the statement that writes the counts, when some count
+// changes a destination's breaker, and says whether it sent it.
+func (t *destinationTallies) queue(b *pgx.Batch, cfg *destinationBreakers) bool {
+	if cfg == nil || cfg.failures <= 0 || len(t.byName) == 0 {
+		return false
+	}
+	var names, errs []string
+	var answered, succeeded []bool
+	var down []int
+	for _, name := range slices.Sorted(maps.Keys(t.byName)) {
+		d := t.byName[name]
+		switch {
+		case !d.answered && d.down == 0:
+			continue
+		case d.succeeded && !d.failedOther && d.down == 0 && cfg.watcher != nil && !cfg.watcher.CountingDestination(name):
+			continue
+		}
+		names, errs = append(names, name), append(errs, d.lastError)
+		answered, succeeded, down = append(answered, d.answered), append(succeeded, d.succeeded), append(down, d.down)
+	}
+	if len(names) == 0 {
+		return false
+	}
+	b.Queue(destinationBreakersSQL, names, answered, down, succeeded, errs, cfg.failures, cfg.probe.Seconds())
+	return true
+}
+
+// read tells the watcher what each destination's count became.
+func (t *destinationTallies) read(br pgx.BatchResults, cfg *destinationBreakers) error {
+	type row struct {
+		Name     string
+		Open     bool
+		Failures int
+	}
+	rows, err := collect(br, pgx.RowToStructByPos[row])
+	if err != nil {
+		return err
+	}
+	if cfg.watcher != nil {
+		for _, r := range rows {
+			cfg.watcher.ObserveDestination(r.Name, r.Open, r.Failures)
+		}
+	}
+	return nil
+}
+
+// destinationBreakersSQL is breakerSQL for the destinations $1, each with
+// its own count ($2 answered, $3 app-down failures, $4 succeeded, $5 last
+// error); $6 is the failures in a row that open a breaker and $7 the first
+// probe's wait in seconds. The rows are written in name order, so two
+// transactions never wait on each other's the other way round.
+const destinationBreakersSQL = `-- hookd.destination_breakers
+	WITH t AS (
+		SELECT t.*, CASE WHEN t.answered THEN t.down ELSE d.breaker_failures + t.down END AS count
+		FROM unnest($1::text[], $2::bool[], $3::int[], $4::bool[], $5::text[]) AS t(name, answered, down, succeeded, last_error)
+		JOIN destinations d ON d.name = t.name
+	)
+	UPDATE destinations d
+	SET breaker_failures = t.count,
+	    breaker_error = CASE WHEN t.succeeded THEN NULL WHEN d.breaker_opened_at IS NOT NULL THEN d.breaker_error
+	                         WHEN t.down > 0 THEN t.last_error ELSE d.breaker_error END,
+	    breaker_opened_at = CASE WHEN t.succeeded THEN NULL
+	                             WHEN d.breaker_opened_at IS NULL AND NOT t.succeeded AND t.count >= $6 THEN now()
+	                             ELSE d.breaker_opened_at END,
+	    probe_due_at = CASE WHEN t.succeeded THEN NULL
+	                        WHEN d.breaker_opened_at IS NULL AND NOT t.succeeded AND t.count >= $6
+	                        THEN now() + make_interval(secs => $7::float8)
+	                        ELSE d.probe_due_at END,
+	    probe_wait_seconds = CASE WHEN t.succeeded THEN 0
+	                              WHEN d.breaker_opened_at IS NULL AND NOT t.succeeded AND t.count >= $6 THEN $7::float8
+	                              ELSE d.probe_wait_seconds END
+	FROM t
+	WHERE d.name = t.name AND (t.down > 0 OR d.breaker_failures > 0 OR (t.succeeded AND d.breaker_opened_at IS NOT NULL))
+	RETURNING d.name, d.breaker_opened_at IS NOT NULL, d.breaker_failures`
+
+// TakeDestinationProbe is TakeProbe of destination's breaker: it reports
+// whether this replica won the probe due now, and pushes the next one
+// twice as far, up to maxWait.
+func (s *Store) TakeDestinationProbe(ctx context.Context, destination string, maxWait time.Duration) (bool, error) {
+	tag, err := s.db.Exec(ctx, `
+		UPDATE destinations
+		SET probe_wait_seconds = least(probe_wait_seconds * 2, $2),
+		    probe_due_at = now() + make_interval(secs => least(probe_wait_seconds * 2, $2))
+		WHERE name = $1 AND breaker_opened_at IS NOT NULL AND paused_at IS NULL AND probe_due_at <= now()`,
+		destination, maxWait.Seconds())
+	if err != nil {
+		return false, fmt.Errorf("take a probe of %s: %w", destination, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -156,7 +156,7 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 	if len(st.eventID)+len(tk.ids)+len(mk.ids) == 0 {
 		return Exchanged{Written: st.written(), Taken: tk.result(), Marked: mk.result()}, nil
 	}
-	var counted bool
+	var counted, destCounted bool
 	beat := x.Beat && s.replica != nil
 	var beaten bool
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
@@ -168,6 +168,7 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 		mk.queue(b, x.Source)
 		st.tally.merge(mk.tally)
 		counted = st.tally.queue(b, s.breaker)
+		destCounted = st.destTally.queue(b, s.breaker.perDestination)
 	}, func(br pgx.BatchResults) error {
 		if beat {
 			tag, err := br.Exec()
@@ -182,10 +183,18 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 		if err := tk.read(br); err != nil {
 			return err
 		}
-		if err := mk.read(br); err != nil || !counted {
+		if err := mk.read(br); err != nil {
 			return err
 		}
-		return st.tally.read(br, s.breaker)
+		if counted {
+			if err := st.tally.read(br, s.breaker); err != nil {
+				return err
+			}
+		}
+		if destCounted {
+			return st.destTally.read(br, s.breaker.perDestination)
+		}
+		return nil
 	})
 	if err != nil {
 		return Exchanged{}, fmt.Errorf("settle, lease and mark deliveries: %w", err)
@@ -571,6 +580,8 @@ type settleOp struct {
 	args     []any
 	released []leaseKey
 	tally    breakerTally
+	// destTally counts a fan-out's calls by destination.
+	destTally destinationTallies
 	// seen and pairs are written by statements of their own in the same
 	// transaction, only when some outcome has one.
 	seen  activityColumns
@@ -597,6 +608,11 @@ func newSettleOp(rs []Received) *settleOp {
 		}
 		for _, at := range attempts {
 			a.add(at, r.Owner)
+		}
+		if r.Fanout != nil {
+			for _, at := range r.Fanout.Attempts {
+				op.destTally.add(at.Destination, &at, at.Succeeded)
+			}
 		}
 		if r.Called {
 			op.tally.add(r.Attempt, r.Queue == nil)

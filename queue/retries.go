@@ -335,7 +335,11 @@ type retrySettleOp struct {
 	args    []any
 	tally   breakerTally
 	counted bool
-	results []retrySettled
+	// destTally counts the calls by destination, with several
+	// (WithDestinationBreakers).
+	destTally   destinationTallies
+	destCounted bool
+	results     []retrySettled
 }
 
 // retrySettled is a row settleAttemptsSQL returns.
@@ -375,7 +379,11 @@ func (s *Store) newRetrySettle(settled []Settled) *retrySettleOp {
 			at := *st.Attempt
 			at.Destination = cmp.Or(at.Destination, c.Event.Destination)
 			a.addKeyed(at, c.Owner, c.Key())
-			op.tally.add(st.Attempt, st.Kind == SettleDone)
+			if s.breaker.perDestination != nil {
+				op.destTally.add(at.Destination, st.Attempt, st.Kind == SettleDone)
+			} else {
+				op.tally.add(st.Attempt, st.Kind == SettleDone)
+			}
 		}
 	}
 	op.args = append([]any{op.ids, eventIDs, uuidArray(owners), kinds, statuses, waits, errs, hows, payloads, attempted},
@@ -387,6 +395,7 @@ func (op *retrySettleOp) queue(b *pgx.Batch) {
 	if len(op.ids) > 0 {
 		b.Queue(settleAttemptsSQL, op.args...)
 		op.counted = op.tally.queue(b, op.breaker)
+		op.destCounted = op.destTally.queue(b, op.breaker.perDestination)
 	}
 }
 
@@ -398,7 +407,12 @@ func (op *retrySettleOp) read(br pgx.BatchResults) (err error) {
 		return err
 	}
 	if op.counted {
-		return op.tally.read(br, op.breaker)
+		if err := op.tally.read(br, op.breaker); err != nil {
+			return err
+		}
+	}
+	if op.destCounted {
+		return op.destTally.read(br, op.breaker.perDestination)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -188,6 +189,14 @@ func (c *Control) refreshDestinations(ctx context.Context) error {
 		case !d.Paused() && was.Paused():
 			c.logger.InfoContext(ctx, "destination resumed", "destination", d.Name)
 		}
+		switch {
+		case d.BreakerOpen() && !was.BreakerOpen():
+			c.logger.WarnContext(ctx, "a destination's circuit breaker opened: it looks down, so its deliveries wait on "+
+				"the queue with no attempt spent until a probe reaches it; the other destinations go on",
+				"destination", d.Name, "cause", deref(d.BreakerError), "failures_in_a_row", d.BreakerFailures)
+		case !d.BreakerOpen() && was.BreakerOpen():
+			c.logger.InfoContext(ctx, "a destination's circuit breaker closed: it answers again", "destination", d.Name)
+		}
 	}
 	c.destinations.Store(&now)
 	return nil
@@ -204,19 +213,69 @@ func (c *Control) destinationStates() map[string]queue.DestinationState {
 }
 
 // DestinationHeld is why the deliveries to destination wait, "" when they
-// do not: all of delivery is held (Held), or a person paused the
-// destination. Its own circuit breaker is not watched yet: one failing
-// destination's calls fail on, and hold no other.
+// do not: all of delivery is held (Held), a person paused the destination,
+// or its own circuit breaker is open. One destination held holds no other.
 func (c *Control) DestinationHeld(destination string) string {
 	if st := c.State(); st.Held() {
 		return HeldReason(st)
 	}
-	d, ok := c.destinationStates()[destination]
-	if !ok || !d.Paused() {
-		return ""
+	d := c.DestinationState(destination)
+	switch {
+	case d.Paused():
+		return fmt.Sprintf("destination %s is paused by %s (%s): queued without an attempt, delivered when it resumes",
+			destination, deref(d.PausedBy), deref(d.PausedReason))
+	case d.BreakerOpen():
+		return fmt.Sprintf("destination %s looks down: its circuit breaker is open; queued without an attempt, "+
+			"delivered when a probe of it succeeds", destination)
 	}
-	return fmt.Sprintf("destination %s is paused by %s (%s): queued without an attempt, delivered when it resumes",
-		destination, deref(d.PausedBy), deref(d.PausedReason))
+	return ""
+}
+
+// DestinationState is destination's row as last read, with what this
+// replica's own outcomes did to its breaker since.
+func (c *Control) DestinationState(destination string) queue.DestinationState {
+	return c.destinationStates()[destination]
+}
+
+// ObserveDestination is queue.WithDestinationBreakers': an outcome this
+// replica wrote left destination's breaker open or not, after failures
+// in a row. The replica holds or releases the destination at once; the
+// others when they next read the table.
+func (c *Control) ObserveDestination(destination string, open bool, failures int) {
+	if c == nil {
+		return
+	}
+	for {
+		old := c.destinations.Load()
+		next := map[string]queue.DestinationState{}
+		if old != nil {
+			maps.Copy(next, *old)
+		}
+		d := next[destination]
+		changed := d.BreakerOpen() != open
+		switch {
+		case changed && open:
+			now := time.Now()
+			d.BreakerOpenedAt = &now
+		case changed:
+			d.BreakerOpenedAt = nil
+		}
+		d.Name, d.BreakerFailures = destination, failures
+		next[destination] = d
+		if c.destinations.CompareAndSwap(old, &next) {
+			if changed {
+				c.Poke()
+			}
+			return
+		}
+	}
+}
+
+// CountingDestination is queue.WithDestinationBreakers': whether
+// destination's breaker, as last seen, counts failures or is open.
+func (c *Control) CountingDestination(destination string) bool {
+	d := c.DestinationState(destination)
+	return d.BreakerFailures > 0 || d.BreakerOpen()
 }
 
 func HeldReason(st queue.DeliveryControl) string {

@@ -138,9 +138,12 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		return ControlRefresh
 	}
 	if r.cfg.Destination != "" && r.cfg.Control.DestinationHeld(r.cfg.Destination) != "" {
-		// Its destination is paused: nothing of it is claimed, and the
-		// other destinations' loops go on.
+		// Its destination is paused, or its breaker open: nothing of it is
+		// claimed but a probe, and the other destinations' loops go on.
 		r.recordTick(ctx)
+		if r.probeDestination(ctx, workCtx) != nil && ctx.Err() == nil {
+			r.logger.ErrorContext(ctx, "probe of the destination failed to run")
+		}
 		return ControlRefresh
 	}
 	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
@@ -188,6 +191,25 @@ func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) 
 //
 // A probe's batch is the one event that tests whether the app is back while
 // the breaker holds everything else.
+// probeDestination runs, when its destination's breaker is open (not
+// paused) and its probe is due, one claim of a single delivery as the
+// probe, which this replica alone wins.
+func (r *Retrier) probeDestination(ctx, workCtx context.Context) error {
+	d := r.cfg.Control.DestinationState(r.cfg.Destination)
+	if d.Paused() || !d.BreakerOpen() || d.ProbeDueAt == nil || time.Now().Before(*d.ProbeDueAt) {
+		return nil
+	}
+	won, err := r.store.TakeDestinationProbe(ctx, r.cfg.Destination, MaxProbeWait)
+	if err != nil || !won {
+		return err
+	}
+	n, _, err := r.runBatch(ctx, workCtx, 1, true)
+	if err == nil {
+		r.logger.InfoContext(ctx, "circuit breaker open: probed the destination", "events", n)
+	}
+	return err
+}
+
 func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool) (int, bool, error) {
 	r.recordTick(claimCtx)
 	if claimCtx.Err() != nil {
@@ -302,7 +324,8 @@ func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time
 		a.Error = ErrorText(res.Err)
 		s.Kind = queue.SettleFailed
 		tracing.FailApp(trace.SpanFromContext(ctx), res.HTTPStatus, FailureClass(res))
-		if a.AppDown && (b.probe || r.cfg.Control.Held()) {
+		if a.AppDown && (b.probe || r.cfg.Control.Held() ||
+			r.cfg.Destination != "" && r.cfg.Control.DestinationHeld(r.cfg.Destination) != "") {
 			s.Kind, s.Attempt = queue.SettleReleased, nil
 		}
 	}
