@@ -187,6 +187,17 @@ func TestFanout_EachAppGetsItsEventsWhileOneFails(t *testing.T) {
 	if len(wrongHeader) > 0 {
 		t.Errorf("calls without their destination's Hookd-Destination: %v", wrongHeader)
 	}
+	// An event without an amount fails big's filter: a recorded non-match.
+	for _, e := range events {
+		want := int64(0)
+		if e.amount < 0 {
+			want = 1
+		}
+		if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_route_misses
+			WHERE event_id = '`+e.id+`' AND destination = 'big' AND error LIKE '%amount%'`); n != want {
+			t.Errorf("%s (amount %d): %d route misses of big recorded, want %d", e.id, e.amount, n, want)
+		}
+	}
 	var failedBig int
 	if err := b.pool.QueryRow(t.Context(), `SELECT count(*) FROM webhook_attempts
 		WHERE destination = 'big' AND outcome = 'failed'`).Scan(&failedBig); err != nil {

@@ -206,12 +206,13 @@ func (s *Store) Exchange(ctx context.Context, x Exchange) (Exchanged, error) {
 type markOp struct {
 	// ids holds each event once, with its log columns in log; at[i] is
 	// the place in ids of the batch's i-th outcome.
-	ids   []string
-	log   logColumns
-	at    []int
-	seen  activityColumns
-	tally breakerTally
-	found []markedState
+	ids    []string
+	log    logColumns
+	at     []int
+	seen   activityColumns
+	misses routeMissColumns
+	tally  breakerTally
+	found  []markedState
 }
 
 // markedState is what markUnleasedSQL read and wrote of one event.
@@ -239,6 +240,7 @@ func newMarkOp(rs []Received) *markOp {
 		if r.Seen != nil {
 			op.seen.add(*r.Seen)
 		}
+		op.misses.add(r.EventID, r.RouteMisses)
 	}
 	return op
 }
@@ -247,6 +249,7 @@ func (op *markOp) queue(b *pgx.Batch, source string) {
 	if len(op.ids) > 0 {
 		b.Queue(markUnleasedSQL, append([]any{source, op.ids}, op.log.args()...)...)
 		op.seen.queue(b)
+		op.misses.queue(b)
 	}
 }
 
@@ -257,7 +260,10 @@ func (op *markOp) read(br pgx.BatchResults) (err error) {
 	if op.found, err = collect(br, pgx.RowToStructByPos[markedState]); err != nil {
 		return err
 	}
-	return op.seen.read(br)
+	if err := op.seen.read(br); err != nil {
+		return err
+	}
+	return op.misses.read(br)
 }
 
 // result is each outcome's state. An event marked twice in one batch is
@@ -513,6 +519,9 @@ type Received struct {
 	// processed on its first delivery records none: a marker without
 	// attempts means just that.
 	Attempt *NewAttempt
+	// RouteMisses are the destinations whose filters failed on the event,
+	// recorded with the outcome (RouteMisses).
+	RouteMisses []RouteMiss
 	// Fanout is the outcome of an event routed to several destinations,
 	// in place of Queue and Attempt: a queue row for each delivery that
 	// failed or waits, and an attempt for each call, successes included,
@@ -584,8 +593,9 @@ type settleOp struct {
 	destTally destinationTallies
 	// seen and pairs are written by statements of their own in the same
 	// transaction, only when some outcome has one.
-	seen  activityColumns
-	pairs pairColumns
+	seen   activityColumns
+	pairs  pairColumns
+	misses routeMissColumns
 }
 
 func newSettleOp(rs []Received) *settleOp {
@@ -623,6 +633,7 @@ func newSettleOp(rs []Received) *settleOp {
 		if r.Pair != nil {
 			op.pairs.add(*r.Pair)
 		}
+		op.misses.add(r.EventID, r.RouteMisses)
 		l.add(r.Log)
 	}
 	if len(q.eventID)+len(a.eventID) == 0 {
@@ -653,6 +664,7 @@ func (op *settleOp) queue(b *pgx.Batch) {
 		b.Queue(op.sql, op.args...)
 		op.seen.queue(b)
 		op.pairs.queue(b)
+		op.misses.queue(b)
 	}
 }
 
@@ -666,7 +678,10 @@ func (op *settleOp) read(br pgx.BatchResults) (err error) {
 	if err := op.seen.read(br); err != nil {
 		return err
 	}
-	return op.pairs.read(br)
+	if err := op.pairs.read(br); err != nil {
+		return err
+	}
+	return op.misses.read(br)
 }
 
 func (op *settleOp) written() []bool { return written(op.released, op.eventID, op.owner) }

@@ -3,6 +3,8 @@ package receiver
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -21,9 +23,11 @@ func (r *Receiver) route(d *delivery) {
 	}
 	routes, failed := r.fanout.Route(d.work(0))
 	d.routes = routes
-	for name, err := range failed {
+	for _, name := range slices.Sorted(maps.Keys(failed)) {
+		err := failed[name]
 		r.logger.WarnContext(d.ctx, "a destination's filter failed on an event, so the destination does not take it",
 			"event_id", d.ev.ID, "destination", name, "err", err)
+		d.misses = append(d.misses, queue.RouteMiss{Destination: name, Error: err.Error()})
 	}
 }
 

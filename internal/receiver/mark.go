@@ -57,7 +57,8 @@ func (r *Receiver) markable(d *delivery) (Outcome, queue.LogHow, bool) {
 // and counts the run that never reported.
 func (r *Receiver) mark(d *delivery, outcome Outcome, how queue.LogHow) (_ Outcome, done bool, _ error) {
 	d.turn = turnMark
-	d.outcome = queue.Received{EventID: d.key, Seen: r.seen.note(d.ep.Label, &d.ev), Log: logged(d, how)}
+	d.outcome = queue.Received{EventID: d.key, Seen: r.seen.note(d.ep.Label, &d.ev), Log: logged(d, how),
+		RouteMisses: d.misses}
 	_, d.span = r.tracer.Start(d.ctx, tracing.SpanOutcome)
 	r.outcomes.Do(d)
 	d.span.End()

@@ -358,8 +358,9 @@ type delivery struct {
 	// the lease this delivery took over and never reported.
 	interrupted queue.AttemptPath
 	// routes names the destinations that take the event, with the fan-out
-	// on (Config.Fanout).
+	// on (Config.Fanout), and misses those whose filters failed on it.
 	routes []string
+	misses []queue.RouteMiss
 	// The outcome to write, then whether it was written.
 	outcome queue.Received
 	written bool
@@ -510,7 +511,7 @@ func (r *Receiver) queueUngranted(d *delivery) (Outcome, error) {
 // outcome to write.
 func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 	d.outcome = queue.Received{EventID: d.key, Owner: d.owner, Seen: r.seen.note(d.ep.Label, &d.ev),
-		Pair: r.pairOf(d)}
+		Pair: r.pairOf(d), RouteMisses: d.misses}
 	if outcome, ok := r.testModeOutcome(d); ok {
 		return outcome, worker.Result{}
 	}

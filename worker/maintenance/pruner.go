@@ -170,13 +170,17 @@ func (p *Pruner) RunOnce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return markers, err
 	}
+	misses, err := p.store.PruneRouteMisses(ctx, p.cfg.Retention)
+	if err != nil {
+		return markers, err
+	}
 	if markers > 0 || attempts > 0 || sessions > 0 || logins > 0 || counts > 0 || refused > 0 || leases > 0 || pairs > 0 ||
-		payloads > 0 || replays > 0 || suspects > 0 || fenceCuts > 0 {
+		payloads > 0 || replays > 0 || suspects > 0 || fenceCuts > 0 || misses > 0 {
 		p.logger.InfoContext(ctx, "pruned", "markers", markers, "attempts", attempts,
 			"expired_sessions", sessions, "stale_login_counts", logins, "activity_minutes", counts,
 			"refused_deliveries", refused, "abandoned_leases", leases, "fence_cuts", fenceCuts, "event_pairs", pairs,
-			"event_log_payloads", payloads, "replays", replays, "suspects", suspects, "older_than", p.cfg.Retention,
-			"payloads_older_than", p.cfg.PayloadRetention)
+			"event_log_payloads", payloads, "replays", replays, "suspects", suspects, "route_misses", misses,
+			"older_than", p.cfg.Retention, "payloads_older_than", p.cfg.PayloadRetention)
 	}
 	return markers, nil
 }
