@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -489,4 +491,80 @@ func TestLeases_PoisonInAReplayTakesNoMember(t *testing.T) {
 	notStarted := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM unnest($1::text[]) AS id
 		WHERE NOT EXISTS (SELECT 1 FROM webhook_suspects s WHERE s.event_id = id)`, others)
 	t.Logf("%d kills; members cut short by the first kill and run alone after it: %d; never cut short: %d", kills, cut, notStarted)
+}
+
+// TestLeases_AFanoutCrashIsChargedToItsDestination proves that a crash in
+// a fan-out is charged only to its cause: an event routed to two
+// destinations, whose call to one of them kills hookd each time (the test
+// SIGKILLs the real binary when that app gets it), is charged nothing for
+// the inline kill; its delivery to each destination then runs alone, the
+// poisoned one is charged each kill and made dead after MaxAttempts, and
+// the other is delivered and processed, charged nothing.
+func TestLeases_AFanoutCrashIsChargedToItsDestination(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	poison := stripeevent.NewID("evt")
+	killer, arrived := poisonApp(t, poison, 0)
+	calm := newLeaseApp(t, func(*http.Request) int { return http.StatusOK })
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	if err := os.WriteFile(file, fmt.Appendf(nil, "destinations:\n  - name: calm\n    url: %s\n  - name: killer\n    url: %s\n",
+		calm.srv.URL, killer.srv.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rig := newCrashRig(t, []string{
+		"DATABASE_URL=" + bundle.dbURL,
+		"STRIPE_WEBHOOK_SECRET=" + testSecret,
+		"HOOKD_DESTINATIONS_FILE=" + file,
+		"HOOKD_FORWARD_TIMEOUT=30s",
+		"HOOKD_DEMO_BACKOFF=true",
+		"HOOKD_RETRY_INTERVAL=100ms",
+	})
+	p := rig.start()
+	sender := &stripeSender{id: poison, payload: stripeevent.Minimal(poison, "invoice.paid")}
+	client := &http.Client{Timeout: 40 * time.Second}
+	defer client.CloseIdleConnections()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		deadline := time.Now().Add(2 * time.Minute)
+		for sender.answered.IsZero() && time.Now().Before(deadline) {
+			sender.deliver(client, *rig.base.Load(), time.Now(), time.Millisecond)
+			if sender.answered.IsZero() {
+				time.Sleep(500 * time.Millisecond) // Stripe's pause between deliveries
+			}
+		}
+	})
+	deliveryOf := func(destination string) (status string, attempts int) {
+		err := bundle.pool.QueryRow(context.Background(), `SELECT status, attempts FROM webhook_events
+			WHERE event_id = $1 AND destination = $2`, poison, destination).Scan(&status, &attempts)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		return status, attempts
+	}
+	p, kills := rig.killOnEachArrival(p, arrived, func() bool {
+		status, _ := deliveryOf("killer")
+		calmStatus, _ := deliveryOf("calm")
+		return status == string(queue.StatusDead) && calmStatus == ""
+	}, time.Now().Add(3*time.Minute))
+	wg.Wait()
+	if err := p.terminate(); err != nil {
+		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
+	}
+	if status, attempts := deliveryOf("killer"); status != string(queue.StatusDead) || attempts != queue.MaxAttempts {
+		t.Errorf("the killer's delivery: %q after %d attempts, want dead after %d", status, attempts, queue.MaxAttempts)
+	}
+	if kills != queue.MaxAttempts+1 {
+		t.Errorf("%d kills, want the inline run's and %d alone", kills, queue.MaxAttempts)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts
+		WHERE event_id = $1 AND destination = 'calm' AND outcome = 'failed'`, poison); n != 0 {
+		t.Errorf("%d attempts to calm charged, want none", n)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_attempts
+		WHERE event_id = $1 AND destination = 'killer' AND error LIKE '%crashed hookd%'`, poison); n != queue.MaxAttempts {
+		t.Errorf("%d of the killer's attempts say they crashed hookd, want %d", n, queue.MaxAttempts)
+	}
+	if n := calm.calls()[poison]; n < 1 || n > 2 {
+		t.Errorf("calm got the event %d times, want once after the crash (and maybe once in the inline run it cut short)", n)
+	}
 }

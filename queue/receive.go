@@ -519,6 +519,11 @@ type Received struct {
 	// processed on its first delivery records none: a marker without
 	// attempts means just that.
 	Attempt *NewAttempt
+	// Suspect, when set, is the path of the run that made the event a
+	// suspect (its lease was taken over from a run that never reported):
+	// each delivery of a fan-out queued here is a suspect too, under its
+	// own key, so that each runs alone.
+	Suspect AttemptPath
 	// RouteMisses are the destinations whose filters failed on the event,
 	// recorded with the outcome (RouteMisses).
 	RouteMisses []RouteMiss
@@ -593,9 +598,10 @@ type settleOp struct {
 	destTally destinationTallies
 	// seen and pairs are written by statements of their own in the same
 	// transaction, only when some outcome has one.
-	seen   activityColumns
-	pairs  pairColumns
-	misses routeMissColumns
+	seen     activityColumns
+	pairs    pairColumns
+	misses   routeMissColumns
+	suspects suspectColumns
 }
 
 func newSettleOp(rs []Received) *settleOp {
@@ -634,6 +640,13 @@ func newSettleOp(rs []Received) *settleOp {
 			op.pairs.add(*r.Pair)
 		}
 		op.misses.add(r.EventID, r.RouteMisses)
+		if r.Suspect != "" {
+			for _, fe := range queued {
+				if key := DeliveryKey(r.EventID, fe.Destination); key != r.EventID {
+					op.suspects.add(key, r.Suspect)
+				}
+			}
+		}
 		l.add(r.Log)
 	}
 	if len(q.eventID)+len(a.eventID) == 0 {
@@ -665,6 +678,7 @@ func (op *settleOp) queue(b *pgx.Batch) {
 		op.seen.queue(b)
 		op.pairs.queue(b)
 		op.misses.queue(b)
+		op.suspects.queue(b)
 	}
 }
 
@@ -681,7 +695,10 @@ func (op *settleOp) read(br pgx.BatchResults) (err error) {
 	if err := op.pairs.read(br); err != nil {
 		return err
 	}
-	return op.misses.read(br)
+	if err := op.misses.read(br); err != nil {
+		return err
+	}
+	return op.suspects.read(br)
 }
 
 func (op *settleOp) written() []bool { return written(op.released, op.eventID, op.owner) }

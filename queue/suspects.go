@@ -429,3 +429,37 @@ var claimReplaySuspectSQL = `-- hookd.claim_replay_suspect
 		FROM webhook_events e LEFT JOIN charged c ON c.event_id = e.event_id
 		WHERE e.source = '` + SourceStripe + `' AND e.event_id = n.event_id
 	) q ON true`
+
+// suspectColumns holds the delivery keys of a suspect event's fan-out, with
+// the path of the run that made the event one, for a statement of their
+// own in the outcome's transaction.
+type suspectColumns struct {
+	keys, paths []string
+}
+
+func (c *suspectColumns) add(key string, path AttemptPath) {
+	c.keys = append(c.keys, key)
+	c.paths = append(c.paths, string(path))
+}
+
+// suspectDeliveriesSQL makes suspects of the deliveries $1 (paths $2): a
+// fan-out of an event whose run was cut short puts each destination's
+// delivery on the queue, and each runs alone.
+const suspectDeliveriesSQL = `-- hookd.suspect_deliveries
+	INSERT INTO webhook_suspects (event_id, path, interruptions)
+	SELECT k.key, k.path, 0 FROM unnest($1::text[], $2::text[]) AS k(key, path)
+	ON CONFLICT (event_id) DO NOTHING`
+
+func (c *suspectColumns) queue(b *pgx.Batch) {
+	if len(c.keys) > 0 {
+		b.Queue(suspectDeliveriesSQL, c.keys, c.paths)
+	}
+}
+
+func (c *suspectColumns) read(br pgx.BatchResults) error {
+	if len(c.keys) == 0 {
+		return nil
+	}
+	_, err := br.Exec()
+	return err
+}

@@ -521,6 +521,7 @@ func (r *Receiver) run(d *delivery) (Outcome, worker.Result) {
 		// is a suspect: never run inline again, it goes on the retry
 		// queue charged nothing and runs alone there.
 		r.queueFor(d, failedEvent(d, queue.SuspectError))
+		d.outcome.Suspect = d.interrupted
 		return Queued, worker.Result{Err: errors.New(queue.SuspectError)}
 	}
 	if d.deferred == "" {
