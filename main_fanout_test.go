@@ -571,3 +571,97 @@ func TestFanout_ADestinationDownOpensItsOwnBreaker(t *testing.T) {
 	}
 	t.Logf("%d events; %d attempts to flaky before its breaker opened", len(sent), spent)
 }
+
+// TestFanout_ARateHoldsAcrossReplicas proves that a destination's rate is
+// shared by the replicas: three hookd replicas on one database, each
+// getting a third of 300 signed events, call a destination of rate 20
+// at most 20 times (and one of tolerance) in any 1 s window, and every
+// event reaches it; a destination without a rate, beside it, gets every
+// event while Stripe waits. HOOKD_FORWARD_RATE, the one app's rate, is
+// shared the same way (the second case, two replicas).
+func TestFanout_ARateHoldsAcrossReplicas(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		replicas int
+		events   int
+		oneApp   bool
+	}{{"destination rate, three replicas", 3, 300, false}, {"HOOKD_FORWARD_RATE, two replicas", 2, 120, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var calls []time.Time
+			paced := newLeaseApp(t, func(*http.Request) int {
+				mu.Lock()
+				calls = append(calls, time.Now())
+				mu.Unlock()
+				return http.StatusOK
+			})
+			free := newLeaseApp(t, func(*http.Request) int { return http.StatusOK })
+			b := setup(t)
+			env := map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+				"HOOKD_DEMO_BACKOFF": "true", "HOOKD_RETRY_INTERVAL": "200ms"}
+			if c.oneApp {
+				env["HOOKD_FORWARD_URL"], env["HOOKD_FORWARD_RATE"] = paced.srv.URL, "20"
+			} else {
+				file := filepath.Join(t.TempDir(), "destinations.yaml")
+				if err := os.WriteFile(file, fmt.Appendf(nil, "destinations:\n  - name: paced\n    url: %s\n    rate: 20\n"+
+					"  - name: free\n    url: %s\n", paced.srv.URL, free.srv.URL), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env["HOOKD_DESTINATIONS_FILE"] = file
+			}
+			var bases []string
+			for range c.replicas {
+				base, stop, stderr := startServe(t, maps.Clone(env))
+				defer func() {
+					if err := stop(); err != nil {
+						t.Errorf("stop: %v\n%s", err, stderr)
+					}
+				}()
+				bases = append(bases, base)
+			}
+			events := fanoutEvents(c.events)
+			var wg sync.WaitGroup
+			client := &http.Client{Timeout: 30 * time.Second}
+			for i, e := range events {
+				wg.Go(func() {
+					s := &stripeSender{id: e.id, payload: e.payload}
+					s.deliver(client, bases[i%len(bases)], time.Now().Add(30*time.Second), 100*time.Millisecond)
+					if s.err != nil || s.answered.IsZero() {
+						t.Errorf("%s: no 2xx: %v", e.id, s.err)
+					}
+				})
+			}
+			wg.Wait()
+			queuetest.WaitFor(t, 90*time.Second, "every event delivered at the rate", func() bool {
+				markers, rows, ok := queueState(b.pool)
+				return ok && rows == 0 && markers == len(events)
+			})
+			mu.Lock()
+			at := slices.Clone(calls)
+			mu.Unlock()
+			slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+			most := 0
+			for i := range at {
+				n := 0
+				for j := i; j < len(at) && at[j].Sub(at[i]) < time.Second; j++ {
+					n++
+				}
+				most = max(most, n)
+			}
+			if most > 21 {
+				t.Errorf("%d calls to the paced app in one 1 s window, want at most 20 and one of tolerance", most)
+			}
+			if len(at) != len(events) {
+				t.Errorf("the paced app got %d calls, want %d", len(at), len(events))
+			}
+			if !c.oneApp {
+				for _, e := range events {
+					if n := free.calls()[e.id]; n != 1 {
+						t.Errorf("the free destination got %s %d times, want once", e.id, n)
+					}
+				}
+			}
+			t.Logf("%d calls in %v, at most %d in a 1 s window", len(at), at[len(at)-1].Sub(at[0]).Round(time.Millisecond), most)
+		})
+	}
+}

@@ -164,6 +164,9 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if fan != nil {
 		fan.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
 		fan.HoldBy(st.control.DestinationHeld)
+		fan.PaceBy(func(name string, perSecond float64) *worker.Pace {
+			return worker.NewSharedPace(st.queue, name, perSecond)
+		})
 		proc = fan
 	} else {
 		proc = stripehealth.Processor(proc, st.ungenerated)
@@ -178,8 +181,13 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	}
 	reg, metrics, rejections := s.observe(st)
 	// One Pace for every path that delivers to the app: the receiver (and
-	// reconciliation through it), the retry loop and replays share the rate.
-	pace := worker.NewPace(cfg.ForwardRate)
+	// reconciliation through it), the retry loop and replays share the
+	// rate, and so do the replicas. With several destinations each has its
+	// own (fanout.New), HOOKD_FORWARD_RATE its default.
+	var pace *worker.Pace
+	if fan == nil {
+		pace = worker.NewSharedPace(store, queue.DefaultDestination, cfg.ForwardRate)
+	}
 	// One Alone for every path that runs events: while a suspect runs
 	// alone on this replica, nothing else does.
 	alone := worker.NewAlone()

@@ -28,6 +28,9 @@ type FanoutDestination struct {
 	// Concurrency caps its calls in flight on this replica, over the
 	// receiver, its retry loop and replays; 0 is no cap of its own.
 	Concurrency int
+	// Rate is the calls a second it takes, over every replica; 0 is no
+	// bound.
+	Rate float64
 }
 
 // Fanout delivers events to several destinations: it routes each event,
@@ -42,6 +45,8 @@ type Fanout struct {
 	held func(destination string) string
 	// wrap, when set, is put around each destination's Processor.
 	wrap func(Processor) Processor
+	// paces, when set, makes each destination's Pace of its Rate.
+	paces func(destination string, perSecond float64) *Pace
 	// set is the destinations as last configured: Replace swaps it whole,
 	// so a delivery routes and calls on one configuration.
 	set atomic.Pointer[fanoutSet]
@@ -58,6 +63,8 @@ type fanoutDestination struct {
 	FanoutDestination
 	// slots holds a token per call in flight; nil for no cap.
 	slots chan struct{}
+	// pace holds its Rate; nil for none.
+	pace *Pace
 }
 
 // NewFanout returns a Fanout over dests, routed by route.
@@ -78,6 +85,9 @@ func (f *Fanout) Replace(route Route, dests []FanoutDestination) {
 		if f.wrap != nil {
 			fd.Processor = f.wrap(fd.Processor)
 		}
+		if f.paces != nil {
+			fd.pace = f.paces(d.Name, d.Rate)
+		}
 		if d.Concurrency > 0 {
 			fd.slots = make(chan struct{}, d.Concurrency)
 		}
@@ -96,6 +106,24 @@ func (f *Fanout) Wrap(wrap func(Processor) Processor) {
 	for _, d := range f.set.Load().dests {
 		d.Processor = wrap(d.Processor)
 	}
+}
+
+// PaceBy makes each destination's Pace of its Rate with paces, now and
+// in every configuration Replace makes (worker.NewSharedPace, so that the
+// rate holds across the replicas). Call it before the first delivery.
+func (f *Fanout) PaceBy(paces func(destination string, perSecond float64) *Pace) {
+	f.paces = paces
+	for _, d := range f.set.Load().dests {
+		d.pace = paces(d.Name, d.Rate)
+	}
+}
+
+// Pace is destination's Pace, nil for none: its retry loop waits on it.
+func (f *Fanout) Pace(destination string) *Pace {
+	if d, ok := f.set.Load().dests[destination]; ok {
+		return d.pace
+	}
+	return nil
 }
 
 // HoldBy makes Deliver skip each destination held says is held (a
@@ -140,6 +168,17 @@ type Called struct {
 // destination held, or whose cap is full, is not called or waited for
 // (Called.Waiting).
 func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Called {
+	return f.deliver(ctx, d, names, InlineRateWait)
+}
+
+// InlineRateWait is the longest a call waits for its turn under its
+// destination's rate while Stripe waits: past it, the delivery is queued,
+// and the destination's retry loop makes it at the rate.
+const InlineRateWait = 100 * time.Millisecond
+
+// deliver is Deliver with calls waiting up to rateWait for their turn
+// under their destinations' rates.
+func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWait time.Duration) []Called {
 	out := make([]Called, len(names))
 	dests := f.set.Load().dests
 	var wg sync.WaitGroup
@@ -155,6 +194,11 @@ func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Call
 				out[i].Waiting = why
 				continue
 			}
+		}
+		if !dest.pace.TryWait(ctx, rateWait) {
+			out[i].Waiting = fmt.Sprintf("deferred: destination %q's rate (%g a second, over every replica) was reached, "+
+				"so its retry loop delivers it at that rate", name, dest.Rate)
+			continue
 		}
 		if !dest.tryTake() {
 			out[i].Waiting = fmt.Sprintf("deferred: destination %q had %d calls in flight, its concurrency", name, dest.Concurrency)
@@ -199,7 +243,7 @@ func (f *Fanout) processAll(ctx context.Context, d Delivery) Result {
 	names, _ := f.Route(d)
 	var failed []string
 	var res Result
-	for _, c := range f.Deliver(ctx, d, names) {
+	for _, c := range f.deliver(ctx, d, names, time.Hour) {
 		switch {
 		case c.Waiting != "":
 			failed = append(failed, c.Waiting)

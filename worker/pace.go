@@ -11,14 +11,18 @@ import (
 // the app takes a token from before it calls the processor (the receiver's
 // inline path and reconciliation through internal/receiver, the retry loop,
 // and whatever else delivers), so that a drain after an outage does not
-// flood the app. It is per process: with N replicas the app sees up to N
-// times the rate. A nil Pace lets everything through at once.
+// flood the app. NewPace's bucket is this process's alone; NewSharedPace's,
+// which hookd serve uses, holds the rate across every replica. A nil Pace
+// lets everything through at once.
 //
 // The bucket holds one token: the rate holds over any second, not only on
 // average, and a backlog starts at the rate rather than with a burst.
 type Pace struct {
 	limiter   *rate.Limiter
 	perSecond float64
+	// shared, when set, holds the rate across every replica instead
+	// (NewSharedPace).
+	shared *sharedSlots
 }
 
 // NewPace returns a Pace of perSecond deliveries a second; nil, no bound,
@@ -44,6 +48,9 @@ func (p *Pace) Wait(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
+	if p.shared != nil {
+		return p.shared.wait(ctx)
+	}
 	return p.limiter.Wait(ctx)
 }
 
@@ -52,6 +59,9 @@ func (p *Pace) Wait(ctx context.Context) error {
 func (p *Pace) TryWait(ctx context.Context, bound time.Duration) bool {
 	if p == nil {
 		return true
+	}
+	if p.shared != nil {
+		return p.shared.tryWait(ctx, bound)
 	}
 	r := p.limiter.Reserve()
 	delay := r.Delay()

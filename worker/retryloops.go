@@ -63,7 +63,7 @@ func (l *RetryLoops) Run(ctx context.Context) error {
 
 // Sync makes the running loops those of the Fanout's destinations as
 // configured now: a loop starts for each new destination, and for one
-// whose concurrency or timeout changed (after its old loop stopped); the
+// whose concurrency, timeout or rate changed (after its old loop stopped); the
 // loop of a destination no longer configured stops, giving back what it
 // claimed and had not started.
 func (l *RetryLoops) Sync() {
@@ -79,10 +79,12 @@ func (l *RetryLoops) Sync() {
 		own.Destination, own.ProcessTimeout = name, dest.Timeout
 		own.Concurrency = cmp.Or(dest.Concurrency, l.cfg.Concurrency)
 		own.NoSuspects = true
+		own.Pace = l.fanout.Pace(name)
 		want[name] = own
 	}
 	for name, loop := range l.running {
-		if cfg, ok := want[name]; ok && cfg.Concurrency == loop.cfg.Concurrency && cfg.ProcessTimeout == loop.cfg.ProcessTimeout {
+		if cfg, ok := want[name]; ok && cfg.Concurrency == loop.cfg.Concurrency && cfg.ProcessTimeout == loop.cfg.ProcessTimeout &&
+			cfg.Pace.PerSecond() == loop.cfg.Pace.PerSecond() {
 			delete(want, name)
 			continue
 		}

@@ -107,7 +107,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.BreakerFailures, v) }},
 	{flag: "breaker-probe", env: "HOOKD_BREAKER_PROBE", def: humanize.Typed(worker.DefaultBreakerProbe), usage: "while the circuit breaker is open, how long until the first probe of the app with one event; the wait doubles after each, up to " + humanize.Typed(worker.MaxProbeWait),
 		set: func(c *Config, v string) error { return parseBreakerProbe(&c.BreakerProbe, v) }},
-	{flag: "forward-rate", env: "HOOKD_FORWARD_RATE", def: rateUnlimited, usage: "deliveries to the app a second, per replica, over the receiver, the retry loop and reconciliation together (with N replicas the app sees up to N times it), or " + rateUnlimited,
+	{flag: "forward-rate", env: "HOOKD_FORWARD_RATE", def: rateUnlimited, usage: "deliveries to the app a second over every replica, the receiver, the retry loop, replays and reconciliation together (the replicas reserve their calls in the database), or " + rateUnlimited + "; with HOOKD_DESTINATIONS_FILE, each destination's rate unless it sets its own",
 		set: func(c *Config, v string) error { return parseForwardRate(&c.ForwardRate, v) }},
 	{flag: "dashboard-conns", env: "HOOKD_DASHBOARD_CONNS", def: strconv.Itoa(DefaultDashboardConns), usage: "connections of the dashboard's own pool for its pages' reads, apart from the receiver's: however many people load pages, they hold no more",
 		set: func(c *Config, v string) error { return parseDashboardConns(&c.DashboardConns, v) }},

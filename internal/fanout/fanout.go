@@ -54,10 +54,9 @@ func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.Fa
 	set := cfg.Destinations
 	var dests []worker.FanoutDestination
 	for _, d := range set.Destinations {
-		if d.Rate > 0 || d.OrderBy != "" {
-			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: rate and order_by are not supported by "+
-				"this release: remove them, or the destination would be called without the limit or the order it asks for",
-				d.Name)
+		if d.OrderBy != "" {
+			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: order_by is not supported by this "+
+				"release: remove it, or the destination would be called without the order it asks for", d.Name)
 		}
 		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: d.SigningSecrets,
 			Headers: d.Headers})
@@ -68,7 +67,7 @@ func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.Fa
 		f.CloseIdleAfter(cfg.ForwardIdleTimeout)
 		f.Traced(tracer)
 		dests = append(dests, worker.FanoutDestination{Name: d.Name, Processor: f,
-			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency})
+			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency, Rate: cmp.Or(d.Rate, cfg.ForwardRate)})
 	}
 	return routeBy(set), dests, nil
 }
