@@ -48,7 +48,7 @@ func NewSharedPace(store *queue.Store, key string, perSecond float64) *Pace {
 // asks: a call reaches the app some milliseconds after its slot (the
 // goroutine scheduled, the request written and read), more on a busy
 // machine, and two delayed by different amounts are closer together at
-// the app than their slots. A wait that ends a late already takes another
+// the app than their slots. A wait that ends late already takes another
 // slot (wait); the margin absorbs what comes after it. Measured on two
 // shared cores at a load average of 8-15, 3% still let a 1 s window at the
 // app see two calls over the rate now and then, 8% none in six runs: the
