@@ -226,18 +226,25 @@ func (d *Destination) readEnv(e entry, who string, getenv func(string) string) e
 	return nil
 }
 
-// reservedHeaders are set by hookd on every call; another value from the
-// file would break the app's checks (the signature, the body's type) or
-// contradict what hookd says of the event.
-var reservedHeaders = []string{"Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding",
-	"Connection", "Host", "User-Agent", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}
+// reservedHeaders are the headers hookd sets on every call (its own, the
+// signature's, the trace context's, the body's type) or net/http writes
+// from the request: another value from the file would break the app's
+// checks or contradict what hookd says of the event. They are the
+// worker's forwarder's (worker.reservedHeader), which a test holds this
+// list to, so that a file this package takes the forwarder takes too.
+var reservedHeaders = []string{"Content-Type", "Traceparent", "Tracestate",
+	"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection"}
+
+// reservedPrefixes are the families of hookd's own headers.
+var reservedPrefixes = []string{"Hookd-", "Webhook-"}
 
 func checkHeader(name, env string) error {
 	canon := http.CanonicalHeaderKey(name)
 	switch {
 	case !httpguts.ValidHeaderFieldName(name):
 		return errors.New("not a header name")
-	case slices.Contains(reservedHeaders, canon) || strings.HasPrefix(canon, "Hookd-"):
+	case slices.Contains(reservedHeaders, canon) ||
+		slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(canon, p) }):
 		return errors.New("hookd sets this header itself")
 	case env == "":
 		return errors.New("names no variable")
