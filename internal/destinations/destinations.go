@@ -95,7 +95,8 @@ type Destination struct {
 	program cel.Program
 }
 
-// Set is every destination hookd forwards to, as applied together.
+// Set is every destination hookd forwards to, as applied together. Nothing
+// changes a Set once made, so every delivery may Route through it at once.
 type Set struct {
 	// Destinations are in the file's order, which is Route's order.
 	Destinations []*Destination
