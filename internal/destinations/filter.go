@@ -1,7 +1,6 @@
 package destinations
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,8 +84,9 @@ type activation struct {
 // parseEvent reads payload's top-level fields: a number is a double, as
 // JSON has no other.
 func parseEvent(payload []byte) *activation {
-	var fields map[string]any
-	if err := json.Unmarshal(payload, &fields); err != nil || fields == nil {
+	v, err := decodeJSON(payload)
+	fields, ok := v.(map[string]any)
+	if err != nil || !ok {
 		return &activation{err: errors.New("the event is not a JSON object")}
 	}
 	for _, f := range eventFields {
