@@ -69,7 +69,7 @@ func TestParseConfig_Destinations(t *testing.T) {
 		{"an endpoint not served", map[string]string{"HOOKD_DESTINATIONS_FILE": good, "BILLING_AUTH": "x", "STRIPE_WEBHOOK_SECRET": "whsec_a"}, nil,
 			"HOOKD_DESTINATIONS_FILE: " + good + `: destination "billing": endpoints: "connect" is no endpoint's label (hookd serves default)`},
 		{"no such file", map[string]string{"HOOKD_DESTINATIONS_FILE": good + ".gone"}, nil,
-			"HOOKD_DESTINATIONS_FILE: " + good + ".gone: open " + good + ".gone: no such file or directory"},
+			"HOOKD_DESTINATIONS_FILE: " + good + ".gone: no such file or directory"},
 	} {
 		_, err := Parse("serve", tc.args, envOf(tc.env), new(bytes.Buffer))
 		if err == nil || err.Error() != tc.want {

@@ -5,7 +5,9 @@
 package destinations
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -132,6 +134,10 @@ func Parse(data []byte, getenv func(string) string) (*Set, error) {
 // Load reads the file at path, then Parses it; an error names the path.
 func Load(path string, getenv func(string) string) (*Set, error) {
 	data, err := os.ReadFile(path)
+	if pathErr := (*fs.PathError)(nil); errors.As(err, &pathErr) {
+		// The path once: "open PATH: no such file" would say it twice.
+		return nil, fmt.Errorf("%s: %w", path, pathErr.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
