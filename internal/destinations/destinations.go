@@ -93,8 +93,10 @@ type Destination struct {
 	// Headers are HeadersEnv's values, read at load.
 	Headers http.Header
 
-	// program is Filter compiled, nil when there is none.
+	// program is Filter compiled, nil when there is none; loops says it
+	// holds a comprehension, and runs under a deadline.
 	program cel.Program
+	loops   bool
 }
 
 // Set is every destination hookd forwards to, as applied together. Nothing

@@ -85,8 +85,8 @@ func TestMatch_Route(t *testing.T) {
 
 // TestMatch_Filter: a filter reads the event's JSON (its numbers doubles,
 // compared with ints as written), and one that fails on an event (a
-// missing field, a wrong type, a value that is no bool) is a non-match
-// that says why.
+// missing field, a wrong type, a value that is no bool, a loop run past
+// its deadline) is a non-match that says why.
 func TestMatch_Filter(t *testing.T) {
 	t.Parallel()
 	const big = `{"id":"evt_1","object":"event","type":"invoice.paid","livemode":true,"created":1767323045,
@@ -116,6 +116,10 @@ func TestMatch_Filter(t *testing.T) {
 		{"not JSON", `livemode`, `{"id":`, false, "filter: the event is not a JSON object"},
 		{"a JSON list", `livemode`, `[1]`, false, "filter: the event is not a JSON object"},
 		{"JSON null", `livemode`, `null`, false, "filter: the event is not a JSON object"},
+		{"loops too long", `data.object.lines.all(x, data.object.lines.all(y, x <= y || x > y))`, lines(20000), false,
+			"filter: ran past 100ms on this event, and was stopped"},
+		{"loops", `data.object.lines.all(x, data.object.lines.all(y, x <= y || x > y))`, lines(20), true, ""},
+		{"loops and fails", `data.object.lines.exists(x, x.price > 5)`, lines(20), false, "filter: no such key: price"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,6 +140,15 @@ func TestMatch_Filter(t *testing.T) {
 	if ok, err := d.Match(destinations.Event{Type: "invoice.paid", Payload: []byte(bare)}); ok || err != nil {
 		t.Errorf("Match of another type = %v, %v", ok, err)
 	}
+}
+
+// lines is an event whose data.object.lines holds n numbers.
+func lines(n int) string {
+	nums := make([]string, n)
+	for i := range nums {
+		nums[i] = fmt.Sprint(i)
+	}
+	return `{"data":{"object":{"lines":[` + strings.Join(nums, ",") + `]}}}`
 }
 
 // TestRoute: the destinations that take an event, in file order, and the
