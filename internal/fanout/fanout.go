@@ -58,7 +58,13 @@ func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.Fa
 			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: order_by is not supported by this "+
 				"release: remove it, or the destination would be called without the order it asks for", d.Name)
 		}
-		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: d.SigningSecrets,
+		secrets := d.SigningSecrets
+		if d.SigningSecretEnv == "" && cfg.ForwardSecret.Reveal() != "" {
+			// HOOKD_FORWARD_SECRET signs for every destination that names
+			// no secret of its own.
+			secrets = []string{cfg.ForwardSecret.Reveal()}
+		}
+		f, err := worker.NewDestinationForwarder(worker.ForwardOptions{Name: d.Name, URL: d.URL, Secrets: secrets,
 			Headers: d.Headers})
 		if err != nil {
 			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: %v", d.Name, err)
