@@ -89,6 +89,9 @@ type options struct {
 	suspectsCount   int
 	suspectsApp     time.Duration
 	suspectsClients int
+
+	destSpecs []destSpec // -destinations; none: the discard processor
+	wal       bool
 }
 
 func main() {
@@ -119,7 +122,22 @@ func main() {
 	flag.IntVar(&o.suspectsCount, "suspects-count", 64, "suspects put on the queue in each suspects round")
 	flag.DurationVar(&o.suspectsApp, "suspects-app", 300*time.Millisecond, "how long the app takes with each suspect")
 	flag.IntVar(&o.suspectsClients, "suspects-clients", 6, "concurrent HTTP clients in the suspects rounds, spread over the three replicas")
+	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
+		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
+	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers 500 to every call")
+	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
 	flag.Parse()
+	if *destinations != "" {
+		specs, err := parseDestinations(*destinations, *failing)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+			os.Exit(2)
+		}
+		o.destSpecs = specs
+	} else if *failing {
+		fmt.Fprintln(os.Stderr, "loadgen: -failing-destination needs -destinations")
+		os.Exit(2)
+	}
 	for _, w := range strings.Split(*riverWorkers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
 		if err != nil || n < 1 {
@@ -448,6 +466,12 @@ type receiverRound struct {
 	rssMiB   float64
 	// CPU per event, in µs, of the server and of its database's backends.
 	serverCPU, postgresCPU float64
+	// With -wal: WAL bytes, records and commits per event; payload is the
+	// bytes of body sent per event.
+	wal, walRecords, commits, payload float64
+	walErr                            error
+	// With -destinations: calls per second of the least called healthy app.
+	healthyCalls float64
 }
 
 // target is one hookd binary under measurement, on a database of its own.
@@ -455,7 +479,16 @@ type target struct {
 	bin   string
 	h     *hookd
 	dbURL string
+
+	// With -destinations: what it is called in the figures, its
+	// destinations and the paths of its healthy apps.
+	label   string
+	spec    *destSpec
+	healthy []string
 }
+
+// name is what the figures call t.
+func (t *target) name() string { return cmp.Or(t.label, t.bin) }
 
 // startTargets starts one hookd per binary of -hookd, each on a new
 // database named for phase, and returns them with a func that stops them
@@ -487,7 +520,23 @@ func startTargets(ctx context.Context, o options, phase string, env ...string) (
 }
 
 func receiverRounds(ctx context.Context, o options) error {
-	targets, plain, cleanup, err := startReceivers(ctx, o)
+	var m meters
+	if len(o.destSpecs) > 0 {
+		apps, err := startDestApps()
+		if err != nil {
+			return err
+		}
+		defer apps.close()
+		m.apps = apps
+	}
+	if o.wal {
+		w, err := newWALReader(ctx, o.server)
+		if err != nil {
+			return err
+		}
+		m.wal = w
+	}
+	targets, plain, cleanup, err := startReceivers(ctx, o, m.apps)
 	if err != nil {
 		return err
 	}
@@ -500,7 +549,11 @@ func receiverRounds(ctx context.Context, o options) error {
 	// drain's sink, which plays the user's app, keeps every P.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs))
 
-	fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor)", o.clients)
+	if len(o.destSpecs) > 0 {
+		fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd forwarding to apps in the load generator that answer at once (every destination takes every event)", o.clients)
+	} else {
+		fmt.Printf("\nreceiver: %d clients posting signed 1-2 KB events to hookd (discard processor)", o.clients)
+	}
 	if plain != nil {
 		fmt.Printf(" and to the seed's handler written plainly in Go (%s: one transaction, lock, dedup read, marker insert; pool of %d)",
 			plain.bin, o.clients)
@@ -508,7 +561,7 @@ func receiverRounds(ctx context.Context, o options) error {
 	fmt.Printf(", %s each per round, taking turns\n", o.roundTime)
 	rounds := make([][]receiverRound, len(targets))
 	for i := range o.rounds {
-		results, err := loadRound(ctx, o, targets, i)
+		results, err := loadRound(ctx, o, targets, i, m)
 		if err != nil {
 			return err
 		}
@@ -525,14 +578,21 @@ func receiverRounds(ctx context.Context, o options) error {
 		}
 	}
 	printReceiverMedians(targets, plain != nil, rounds)
+	if len(o.destSpecs) > 0 {
+		printDestComparisons(targets, rounds)
+	}
 	return nil
 }
 
 // startReceivers starts the receiver rounds' hookds and, with -plain, the
 // plain handler, last of the targets it returns, each on a database of its
 // own; cleanup stops them and drops their databases.
-func startReceivers(ctx context.Context, o options) (targets []*target, plain *target, cleanup func(), err error) {
-	targets, cleanup, err = startTargets(ctx, o, "recv", "HOOKD_PROCESSOR=discard")
+func startReceivers(ctx context.Context, o options, apps *destApps) (targets []*target, plain *target, cleanup func(), err error) {
+	if apps != nil {
+		targets, cleanup, err = startDestTargets(ctx, o, apps)
+	} else {
+		targets, cleanup, err = startTargets(ctx, o, "recv", "HOOKD_PROCESSOR=discard")
+	}
 	if err != nil || o.plain == "" {
 		return targets, nil, cleanup, err
 	}
@@ -554,7 +614,7 @@ func startReceivers(ctx context.Context, o options) (targets []*target, plain *t
 
 // loadRound posts to each target in turn for o.roundTime, and returns what
 // each answered with the CPU it and its database's backends used meanwhile.
-func loadRound(ctx context.Context, o options, targets []*target, round int) ([]loadResult, error) {
+func loadRound(ctx context.Context, o options, targets []*target, round int, m meters) ([]loadResult, error) {
 	results := make([]loadResult, len(targets))
 	// Every other round the other way round, so that no server always
 	// meets the load that arrives late in a round.
@@ -567,15 +627,29 @@ func loadRound(ctx context.Context, o options, targets []*target, round int) ([]
 	}
 	for _, j := range order {
 		t := targets[j]
+		var mark walMark
+		if m.wal != nil {
+			var err error
+			if mark, err = m.wal.start(ctx, t.dbURL); err != nil {
+				return nil, fmt.Errorf("%s: %w", t.name(), err)
+			}
+		}
+		calls := m.calls(t)
 		serverCPU, selfCPU := processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
 		pgCPU := backendsCPU(ctx, t.dbURL)
 		res, err := postEvents(ctx, t.h.url+"/webhooks/stripe", o.clients, o.roundTime, round)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.bin, err)
+			return nil, fmt.Errorf("%s: %w", t.name(), err)
 		}
 		res.hookdCPU = processCPU(t.h.cmd.Process.Pid) - serverCPU
 		res.loadgenCPU = processCPU(os.Getpid()) - selfCPU
 		res.postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
+		for k, c := range m.calls(t) {
+			res.calls = append(res.calls, c-calls[k])
+		}
+		if m.wal != nil {
+			res.wal = m.wal.since(ctx, mark)
+		}
 		results[j] = res
 	}
 	return results, nil
@@ -585,7 +659,13 @@ func loadRound(ctx context.Context, o options, targets []*target, round int) ([]
 // them; isPlain says the target is the plain handler.
 func reportReceiverRound(t *target, isPlain bool, res loadResult) (receiverRound, error) {
 	r := receiverRound{events: res.perSecond, p50: res.p50, p99: res.p99,
-		serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count)}
+		serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count),
+		wal: float64(res.wal.bytes) / float64(res.count), walRecords: float64(res.wal.records) / float64(res.count),
+		commits: float64(res.wal.commits) / float64(res.count), payload: float64(res.bodyBytes) / float64(res.count),
+		walErr: res.wal.err}
+	if len(res.calls) > 0 {
+		r.healthyCalls = float64(slices.Min(res.calls)) / res.elapsed.Seconds()
+	}
 	var err error
 	if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
 		return r, err
@@ -596,11 +676,12 @@ func reportReceiverRound(t *target, isPlain bool, res loadResult) (receiverRound
 	}
 	fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB"+
 		" | CPU per event: %s %.0f µs, its postgres backends %.0f µs, loadgen %.0f µs\n",
-		t.bin, r.events, ms(r.p50), ms(r.p99), r.rssMiB, who, r.serverCPU, r.postgresCPU,
+		t.name(), r.events, ms(r.p50), ms(r.p99), r.rssMiB, who, r.serverCPU, r.postgresCPU,
 		perEvent(res.loadgenCPU, res.count))
 	if n := res.notProcessed; n > 0 {
-		fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.bin, n)
+		fmt.Printf("  %s: %d answers were 200 but not \"processed\" (deferred to the queue)\n", t.name(), n)
 	}
+	printPhaseExtras(t, res, r)
 	return r, nil
 }
 
@@ -611,7 +692,7 @@ func printOverPlain(targets []*target, rounds [][]receiverRound, i int) {
 	for j, t := range targets[:len(targets)-1] {
 		r := rounds[j][i]
 		fmt.Printf("  %s / plain handler: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
-			t.bin, r.events/p.events, r.postgresCPU/p.postgresCPU, r.serverCPU/p.serverCPU)
+			t.name(), r.events/p.events, r.postgresCPU/p.postgresCPU, r.serverCPU/p.serverCPU)
 	}
 }
 
@@ -623,7 +704,7 @@ func printReceiverMedians(targets []*target, withPlain bool, rounds [][]receiver
 	for j, t := range targets {
 		med := func(f func(r receiverRound) float64) float64 { return median(rounds[j], f) }
 		fmt.Printf("  %s: %6.0f events/s  p50 %5.2f ms  p99 %6.2f ms | peak RSS %.1f MiB | CPU per event: %.0f µs, its postgres backends %.0f µs\n",
-			t.bin,
+			t.name(),
 			med(func(r receiverRound) float64 { return r.events }),
 			med(func(r receiverRound) float64 { return ms(r.p50) }),
 			med(func(r receiverRound) float64 { return ms(r.p99) }),
@@ -644,7 +725,7 @@ func printReceiverMedians(targets []*target, withPlain bool, rounds [][]receiver
 			return median(v, func(x float64) float64 { return x })
 		}
 		fmt.Printf("  %s / plain handler, median of the rounds' ratios: events/s %.2f, postgres CPU per event %.2f, hookd's CPU per event over the handler's %.2f\n",
-			t.bin, ratio(func(r receiverRound) float64 { return r.events }),
+			t.name(), ratio(func(r receiverRound) float64 { return r.events }),
 			ratio(func(r receiverRound) float64 { return r.postgresCPU }),
 			ratio(func(r receiverRound) float64 { return r.serverCPU }))
 	}
@@ -657,6 +738,10 @@ type loadResult struct {
 	perSecond            float64
 	p50, p99             time.Duration
 	notProcessed         int64
+	bodyBytes            int64 // of the events answered
+	elapsed              time.Duration
+	calls                []int64  // with -destinations: each healthy app's calls
+	wal                  walCount // with -wal
 }
 
 // postEvents posts new signed events from clients goroutines for d and
@@ -673,6 +758,7 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 	var (
 		mu           sync.Mutex
 		latencies    []time.Duration
+		bodyBytes    int64
 		firstErr     error
 		notProcessed atomic.Int64
 		wg           sync.WaitGroup
@@ -681,7 +767,7 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 	deadline := start.Add(d)
 	for c := range clients {
 		wg.Go(func() {
-			mine, err := postUntil(ctx, u, fmt.Sprintf("%sc%d_", prefix, c), deadline, &notProcessed)
+			mine, sent, err := postUntil(ctx, u, fmt.Sprintf("%sc%d_", prefix, c), deadline, &notProcessed)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -692,6 +778,7 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 				return
 			}
 			latencies = append(latencies, mine...)
+			bodyBytes += sent
 		})
 	}
 	wg.Wait()
@@ -712,18 +799,22 @@ func postEvents(ctx context.Context, target string, clients int, d time.Duration
 		p50:          latencies[len(latencies)*50/100],
 		p99:          latencies[len(latencies)*99/100],
 		notProcessed: notProcessed.Load(),
+		bodyBytes:    bodyBytes,
+		elapsed:      elapsed,
 	}, nil
 }
 
 // postUntil is one client of postEvents: it posts new events with ids
 // starting with prefix over one connection to u until deadline or until
 // ctx is done, counts the 200s that were not "processed" in notProcessed,
-// and returns how long each answer took. Any answer but 200 is an error.
-func postUntil(ctx context.Context, u *url.URL, prefix string, deadline time.Time, notProcessed *atomic.Int64) ([]time.Duration, error) {
+// and returns how long each answer took and the bytes of the bodies
+// answered. Any answer but 200 is an error.
+func postUntil(ctx context.Context, u *url.URL, prefix string, deadline time.Time, notProcessed *atomic.Int64) ([]time.Duration, int64, error) {
 	gen := newEventGen(prefix)
 	client := &poster{addr: u.Host, path: u.Path}
 	defer client.close()
 	var took []time.Duration
+	var sent int64
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		body := gen.next()
 		sig := stripeevent.Sign(body, webhookSecret, time.Now())
@@ -733,14 +824,15 @@ func postUntil(ctx context.Context, u *url.URL, prefix string, deadline time.Tim
 			err = fmt.Errorf("hookd answered %d: %s", status, bytes.TrimSpace(answer))
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if string(bytes.TrimSpace(answer)) != "processed" {
 			notProcessed.Add(1)
 		}
 		took = append(took, time.Since(t0))
+		sent += int64(len(body))
 	}
-	return took, nil
+	return took, sent, nil
 }
 
 // poster posts to hookd over one keep-alive HTTP/1.1 connection, as Stripe
