@@ -70,14 +70,14 @@ const failingName = "down"
 // destApps is the users' apps of the destinations, in this process: each
 // target's destination name has a path of its own, /t<target>/<name>, and
 // the apps count their calls by path. The one named failingName answers
-// 500, the others 200.
+// failStatus, the others 200.
 type destApps struct {
 	url   string
 	srv   *http.Server
 	calls sync.Map // path → *atomic.Int64
 }
 
-func startDestApps() (*destApps, error) {
+func startDestApps(failStatus int) (*destApps, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func startDestApps() (*destApps, error) {
 			c.(*atomic.Int64).Add(1)
 		}
 		if strings.HasSuffix(r.URL.Path, "/"+failingName) {
-			http.Error(w, "the app fails every call", http.StatusInternalServerError)
+			http.Error(w, "the app fails every call", failStatus)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -214,6 +214,9 @@ func printPhaseExtras(t *target, res loadResult, r receiverRound) {
 		} else {
 			parts = append(parts, fmt.Sprintf("WAL per event %.0f B (%.1f records, %.3f flushed commits); payload sent %.0f B, WAL over it %.0f B",
 				r.wal, r.walRecords, r.commits, r.payload, r.wal-r.payload))
+			if r.storedPayload > 0 {
+				parts = append(parts, fmt.Sprintf("payload stored %.0f B, WAL over it %.0f B", r.storedPayload, r.wal-r.storedPayload))
+			}
 		}
 	}
 	if len(res.calls) > 0 {
@@ -273,11 +276,19 @@ type ratioOf struct {
 func printRatios(label string, a, b []receiverRound, figures []ratioOf) {
 	fmt.Printf("  %s:\n", label)
 	for _, fig := range figures {
-		v := make([]float64, len(a))
+		var v []float64
 		each := make([]string, len(a))
 		for i := range a {
-			v[i] = fig.f(a[i]) / fig.f(b[i])
-			each[i] = fmt.Sprintf("%.2f", v[i])
+			x, y := fig.f(a[i]), fig.f(b[i])
+			if x == 0 || y == 0 { // not measured (a WAL not counted)
+				each[i] = "-"
+				continue
+			}
+			v = append(v, x/y)
+			each[i] = fmt.Sprintf("%.2f", x/y)
+		}
+		if len(v) == 0 {
+			continue
 		}
 		fmt.Printf("    %s: %s; median %.2f\n", fig.what, strings.Join(each, ", "), median(v, func(x float64) float64 { return x }))
 	}
@@ -294,7 +305,7 @@ func printSeveralOverOne(t, one *target, several, single []receiverRound) {
 			{"p99", func(r receiverRound) float64 { return ms(r.p99) }},
 			{"events/s", func(r receiverRound) float64 { return r.events }}})
 	n := float64(t.spec.count) / float64(one.spec.count)
-	var walRatios []float64
+	var walRatios, storedRatios []float64
 	for i := range several {
 		s, o := several[i], single[i]
 		if s.walErr != nil || o.walErr != nil || s.wal == 0 || o.wal == 0 {
@@ -302,11 +313,21 @@ func printSeveralOverOne(t, one *target, several, single []receiverRound) {
 		}
 		budget := s.payload + n*(o.wal-o.payload)
 		walRatios = append(walRatios, s.wal/budget)
-		fmt.Printf("    round %d: WAL per event %.0f B against payload %.0f B + %.0f × one's overhead %.0f B = %.0f B (%.2f of it); flushed commits per event %.3f (one: %.3f)\n",
+		fmt.Printf("    round %d: WAL per event %.0f B against payload sent %.0f B + %.0f × one's overhead %.0f B = %.0f B (%.2f of it); flushed commits per event %.3f (one: %.3f)\n",
 			i+1, s.wal, s.payload, n, o.wal-o.payload, budget, s.wal/budget, s.commits, o.commits)
+		if s.storedPayload > 0 && o.storedPayload > 0 {
+			stored := s.storedPayload + n*(o.wal-o.storedPayload)
+			storedRatios = append(storedRatios, s.wal/stored)
+			fmt.Printf("    round %d: the same with the payload as stored: %.0f B + %.0f × %.0f B = %.0f B (%.2f of it)\n",
+				i+1, s.storedPayload, n, o.wal-o.storedPayload, stored, s.wal/stored)
+		}
 	}
 	if len(walRatios) > 0 {
-		fmt.Printf("    WAL per event over its budget, median %.2f\n", median(walRatios, func(x float64) float64 { return x }))
+		fmt.Printf("    WAL per event over its budget, median %.2f", median(walRatios, func(x float64) float64 { return x }))
+		if len(storedRatios) > 0 {
+			fmt.Printf("; with the payload as stored, median %.2f", median(storedRatios, func(x float64) float64 { return x }))
+		}
+		fmt.Println()
 	}
 }
 

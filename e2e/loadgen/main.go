@@ -90,8 +90,9 @@ type options struct {
 	suspectsApp     time.Duration
 	suspectsClients int
 
-	destSpecs []destSpec // -destinations; none: the discard processor
-	wal       bool
+	destSpecs  []destSpec // -destinations; none: the discard processor
+	failStatus int
+	wal        bool
 }
 
 func main() {
@@ -124,7 +125,8 @@ func main() {
 	flag.IntVar(&o.suspectsClients, "suspects-clients", 6, "concurrent HTTP clients in the suspects rounds, spread over the three replicas")
 	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
-	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers 500 to every call")
+	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers -failing-status to every call")
+	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that leaves the circuit breaker shut, 503 one that opens it")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
 	flag.Parse()
 	if *destinations != "" {
@@ -469,6 +471,7 @@ type receiverRound struct {
 	// With -wal: WAL bytes, records and commits per event; payload is the
 	// bytes of body sent per event.
 	wal, walRecords, commits, payload float64
+	storedPayload                     float64
 	walErr                            error
 	// With -destinations: calls per second of the least called healthy app.
 	healthyCalls float64
@@ -522,7 +525,7 @@ func startTargets(ctx context.Context, o options, phase string, env ...string) (
 func receiverRounds(ctx context.Context, o options) error {
 	var m meters
 	if len(o.destSpecs) > 0 {
-		apps, err := startDestApps()
+		apps, err := startDestApps(o.failStatus)
 		if err != nil {
 			return err
 		}
@@ -649,6 +652,7 @@ func loadRound(ctx context.Context, o options, targets []*target, round int, m m
 		}
 		if m.wal != nil {
 			res.wal = m.wal.since(ctx, mark)
+			res.storedPayload = storedPayload(ctx, t.dbURL)
 		}
 		results[j] = res
 	}
@@ -662,7 +666,10 @@ func reportReceiverRound(t *target, isPlain bool, res loadResult) (receiverRound
 		serverCPU: perEvent(res.hookdCPU, res.count), postgresCPU: perEvent(res.postgresCPU, res.count),
 		wal: float64(res.wal.bytes) / float64(res.count), walRecords: float64(res.wal.records) / float64(res.count),
 		commits: float64(res.wal.commits) / float64(res.count), payload: float64(res.bodyBytes) / float64(res.count),
-		walErr: res.wal.err}
+		walErr: res.wal.err, storedPayload: res.storedPayload}
+	if r.walErr != nil { // a part counted is no figure
+		r.wal, r.walRecords, r.commits = 0, 0, 0
+	}
 	if len(res.calls) > 0 {
 		r.healthyCalls = float64(slices.Min(res.calls)) / res.elapsed.Seconds()
 	}
@@ -742,6 +749,7 @@ type loadResult struct {
 	elapsed              time.Duration
 	calls                []int64  // with -destinations: each healthy app's calls
 	wal                  walCount // with -wal
+	storedPayload        float64  // with -wal: bytes a marker's payload takes, on average; 0: unknown
 }
 
 // postEvents posts new signed events from clients goroutines for d and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -20,7 +21,6 @@ import (
 // .ci/bench/wal.sh does: PostgreSQL runs on this machine and the load
 // generator can read its data directory (root, or the postgres user).
 type walReader struct {
-	server  string
 	waldump string
 	walDir  string
 }
@@ -44,32 +44,41 @@ func newWALReader(ctx context.Context, server string) (*walReader, error) {
 			return nil, fmt.Errorf("-wal: no pg_waldump for PostgreSQL %s", major)
 		}
 	}
-	return &walReader{server: server, waldump: waldump, walDir: filepath.Join(dataDir, "pg_wal")}, nil
+	return &walReader{waldump: waldump, walDir: filepath.Join(dataDir, "pg_wal")}, nil
 }
 
 // walMark is a WAL position, taken before a phase, on the database whose
-// transactions are to be counted.
+// transactions are to be counted, with the connection whose temporary
+// replication slot keeps the server from removing the WAL after it until
+// since has read it (a checkpoint of other work on the server would).
 type walMark struct {
-	lsn string
-	oid uint32
+	lsn  string
+	oid  uint32
+	conn *pgx.Conn
 }
 
 // start checkpoints, so that every phase begins with the same full-page
 // writes ahead of it, and returns the WAL position from which to count
-// dbURL's database's transactions.
+// dbURL's database's transactions; since must be called to let it go.
 func (w *walReader) start(ctx context.Context, dbURL string) (walMark, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return walMark{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var m walMark
-	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
-		return m, err
+	m := walMark{conn: conn}
+	slot := fmt.Sprintf("hookd_loadgen_%d", os.Getpid())
+	if _, err := conn.Exec(ctx, `CHECKPOINT`); err == nil {
+		_, err = conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true, true)`, slot)
 	}
-	err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text, oid FROM pg_database WHERE datname = current_database()`).
-		Scan(&m.lsn, &m.oid)
-	return m, err
+	if err == nil {
+		err = conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text, oid FROM pg_database WHERE datname = current_database()`).
+			Scan(&m.lsn, &m.oid)
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return walMark{}, err
+	}
+	return m, nil
 }
 
 // walCount is what one database's transactions wrote to the WAL.
@@ -92,10 +101,8 @@ var (
 // read-only transaction writes no commit record). A transaction that
 // wrote only unlogged rows names no database and is not counted.
 func (w *walReader) since(ctx context.Context, m walMark) walCount {
-	conn, err := pgx.Connect(ctx, w.server)
-	if err != nil {
-		return walCount{err: err}
-	}
+	conn := m.conn
+	// Closing the connection drops its temporary slot.
 	defer conn.Close(context.WithoutCancel(ctx))
 	var end string
 	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err != nil {
@@ -178,4 +185,20 @@ func countWAL(lines *bufio.Scanner, oid string) walCount {
 	}
 	c.err = lines.Err()
 	return c
+}
+
+// storedPayload returns the bytes a marker's payload takes in dbURL's
+// database (compressed, as PostgreSQL stores it), on average over its
+// markers, or 0 when it has none or no such column (the plain handler).
+func storedPayload(ctx context.Context, dbURL string) float64 {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var avg *float64
+	if err := conn.QueryRow(ctx, `SELECT avg(pg_column_size(payload))::float8 FROM processed_webhook_events`).Scan(&avg); err != nil || avg == nil {
+		return 0
+	}
+	return *avg
 }
