@@ -117,8 +117,9 @@ func (a *destApps) count(path string) int64 {
 func (a *destApps) close() { _ = a.srv.Close() }
 
 // destEnv returns hookd's environment for target i's spec, writing its
-// destinations file into dir, and the paths of its healthy apps.
-func destEnv(apps *destApps, dir string, i int, s destSpec) (env, healthy []string, err error) {
+// destinations file into dir, and the paths of its healthy apps, then of
+// its failing one, if any.
+func destEnv(apps *destApps, dir string, i int, s destSpec) (env, paths []string, err error) {
 	env = []string{"HOOKD_PROCESSOR=forward"}
 	if !s.file {
 		p := apps.path(i, "default")
@@ -129,17 +130,19 @@ func destEnv(apps *destApps, dir string, i int, s destSpec) (env, healthy []stri
 	for k := range s.count {
 		name := fmt.Sprintf("app%d", k+1)
 		p := apps.path(i, name)
-		healthy = append(healthy, p)
+		paths = append(paths, p)
 		fmt.Fprintf(&yaml, "  - name: %s\n    url: %s%s\n", name, apps.url, p)
 	}
 	if s.failing {
-		fmt.Fprintf(&yaml, "  - name: %s\n    url: %s%s\n", failingName, apps.url, apps.path(i, failingName))
+		p := apps.path(i, failingName)
+		paths = append(paths, p)
+		fmt.Fprintf(&yaml, "  - name: %s\n    url: %s%s\n", failingName, apps.url, p)
 	}
 	file := filepath.Join(dir, fmt.Sprintf("destinations-t%d.yaml", i))
 	if err := os.WriteFile(file, []byte(yaml.String()), 0o600); err != nil {
 		return nil, nil, err
 	}
-	return append(env, "HOOKD_DESTINATIONS_FILE="+file), healthy, nil
+	return append(env, "HOOKD_DESTINATIONS_FILE="+file), paths, nil
 }
 
 // startDestTargets starts one hookd per binary of -hookd and configuration
@@ -159,7 +162,7 @@ func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target
 	for _, bin := range strings.Split(o.hookd, ",") {
 		for _, s := range o.destSpecs {
 			i := len(targets)
-			env, healthy, err := destEnv(apps, dir, i, s)
+			env, paths, err := destEnv(apps, dir, i, s)
 			if err != nil {
 				cleanup()
 				return nil, nil, err
@@ -177,8 +180,11 @@ func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target
 			}
 			cleanups = append(cleanups, h.stop)
 			spec := s
-			targets = append(targets, &target{bin: bin, h: h, dbURL: dbURL, label: bin + ", " + s.String(),
-				spec: &spec, healthy: healthy})
+			t := &target{bin: bin, h: h, dbURL: dbURL, label: bin + ", " + s.String(), spec: &spec, healthy: paths}
+			if s.failing {
+				t.healthy, t.failing = paths[:len(paths)-1], paths[len(paths)-1]
+			}
+			targets = append(targets, t)
 		}
 	}
 	return targets, cleanup, nil
@@ -192,14 +198,18 @@ type meters struct {
 	wal  *walReader
 }
 
-// calls returns the calls each of t's healthy apps has had.
+// calls returns the calls each of t's healthy apps has had, then its
+// failing one's, if any.
 func (m meters) calls(t *target) []int64 {
 	if m.apps == nil {
 		return nil
 	}
-	out := make([]int64, len(t.healthy))
-	for k, p := range t.healthy {
-		out[k] = m.apps.count(p)
+	out := make([]int64, 0, len(t.healthy)+1)
+	for _, p := range t.healthy {
+		out = append(out, m.apps.count(p))
+	}
+	if t.failing != "" {
+		out = append(out, m.apps.count(t.failing))
 	}
 	return out
 }
@@ -220,11 +230,14 @@ func printPhaseExtras(t *target, res loadResult, r receiverRound) {
 		}
 	}
 	if len(res.calls) > 0 {
-		perSecond := make([]string, len(res.calls))
-		for k, c := range res.calls {
-			perSecond[k] = fmt.Sprintf("%.0f", float64(c)/res.elapsed.Seconds())
+		perSecond := make([]string, len(t.healthy))
+		for k := range t.healthy {
+			perSecond[k] = fmt.Sprintf("%.0f", float64(res.calls[k])/res.elapsed.Seconds())
 		}
 		parts = append(parts, "healthy apps' calls/s "+strings.Join(perSecond, ", "))
+		if t.failing != "" {
+			parts = append(parts, fmt.Sprintf("failing app's calls/s %.0f", float64(res.calls[len(t.healthy)])/res.elapsed.Seconds()))
+		}
 	}
 	if len(parts) > 0 {
 		fmt.Printf("  %s: %s\n", t.name(), strings.Join(parts, " | "))

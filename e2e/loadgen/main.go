@@ -126,7 +126,7 @@ func main() {
 	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
 	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers -failing-status to every call")
-	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that leaves the circuit breaker shut, 503 one that opens it")
+	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
 	flag.Parse()
 	if *destinations != "" {
@@ -488,6 +488,7 @@ type target struct {
 	label   string
 	spec    *destSpec
 	healthy []string
+	failing string // "": none
 }
 
 // name is what the figures call t.
@@ -670,8 +671,8 @@ func reportReceiverRound(t *target, isPlain bool, res loadResult) (receiverRound
 	if r.walErr != nil { // a part counted is no figure
 		r.wal, r.walRecords, r.commits = 0, 0, 0
 	}
-	if len(res.calls) > 0 {
-		r.healthyCalls = float64(slices.Min(res.calls)) / res.elapsed.Seconds()
+	if len(t.healthy) > 0 {
+		r.healthyCalls = float64(slices.Min(res.calls[:len(t.healthy)])) / res.elapsed.Seconds()
 	}
 	var err error
 	if r.rssMiB, err = peakRSS(t.h.cmd.Process.Pid); err != nil {
