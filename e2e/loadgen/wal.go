@@ -67,7 +67,8 @@ func (w *walReader) start(ctx context.Context, dbURL string) (walMark, error) {
 	}
 	m := walMark{conn: conn}
 	slot := fmt.Sprintf("hookd_loadgen_%d", os.Getpid())
-	if _, err := conn.Exec(ctx, `CHECKPOINT`); err == nil {
+	_, err = conn.Exec(ctx, `CHECKPOINT`)
+	if err == nil {
 		_, err = conn.Exec(ctx, `SELECT pg_create_physical_replication_slot($1, true, true)`, slot)
 	}
 	if err == nil {
