@@ -58,15 +58,9 @@ const jitterMargin = 0.08
 // staleSlot is how late a slot may be taken: later, it is dropped.
 func (s *sharedSlots) staleSlot() time.Duration { return s.interval / 8 }
 
-// take hands out the next slot, reserving more when none is left, and
-// says how long until it: when that is more than bound, the slot is left
-// for the next caller and ok is false.
-func (s *sharedSlots) take(ctx context.Context, bound time.Duration) (wait time.Duration, ok bool, err error) {
-	_, wait, ok, err = s.takeSlot(ctx, bound)
-	return wait, ok, err
-}
-
-// takeSlot is take, with the slot's time.
+// takeSlot hands out the next slot, reserving more when none is left, and
+// says when it is and how long until it: when that is more than bound,
+// the slot is left for the next caller and ok is false.
 func (s *sharedSlots) takeSlot(ctx context.Context, bound time.Duration) (slot time.Time, wait time.Duration, ok bool,
 	err error) {
 	s.mu.Lock()
