@@ -47,6 +47,7 @@ func doctorCommand(ctx context.Context, args []string, getenv func(string) strin
 			GroupsClaim: cfg.OIDCGroupsClaim, Roles: cfg.OIDCRoles, RedirectURL: config.OIDCRedirectURL(cfg),
 			PasswordSignInOff: cfg.PasswordSignInOff, EmergencyAdmin: cfg.EmergencyAdmin,
 			AllowedDomains: cfg.OIDCAllowedDomains, Recheck: cfg.OIDCRecheck, Alerts: cfg.AlertURL != ""},
+		DestinationsHash: destinationsHash(cfg),
 	})
 	results = append(results, traceCheck(ctx, cfg.Trace))
 	if failed := doctor.Write(stdout, results); failed > 0 {
@@ -75,4 +76,13 @@ func traceCheck(ctx context.Context, e tracing.Export) doctor.Result {
 	}
 	return doctor.Result{Check: name, Status: doctor.OK, Detail: fmt.Sprintf(
 		"exported over OTLP/HTTP to %s, which took a test span %s, trace %s", worker.DisplayURL(where), tracing.SpanDoctor, traceID)}
+}
+
+// destinationsHash is the hash of the destinations cfg gives, as hookd
+// serve applies them; "" when it gives none.
+func destinationsHash(cfg config.Config) string {
+	if cfg.Destinations == nil {
+		return ""
+	}
+	return cfg.Destinations.Hash
 }

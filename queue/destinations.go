@@ -1,9 +1,12 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -172,11 +175,13 @@ func (s *Store) DestinationStates(ctx context.Context) ([]DestinationState, erro
 	return states, nil
 }
 
-// ReplicaDestinationHashes returns, for each live replica, the hash of the
-// destinations it applied ("" for one that has applied none yet, as a
-// replica of a release before destinations).
+// ReplicaDestinationHashes returns, for each live replica (one that beat
+// within ReplicaSilence), the hash of the destinations it applied ("" for
+// one that has applied none: a replica just starting, or a hookd
+// reconcile run, which delivers through no destination of its own).
 func (s *Store) ReplicaDestinationHashes(ctx context.Context) (map[string]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT id::text, coalesce(destinations_hash, '') FROM hookd_replicas`)
+	rows, err := s.db.Query(ctx, `SELECT id::text, coalesce(destinations_hash, '') FROM hookd_replicas
+		WHERE beat_at > now() - `+intervalSQL(ReplicaSilence))
 	if err != nil {
 		return nil, fmt.Errorf("read replicas' destinations: %w", err)
 	}
@@ -190,4 +195,41 @@ func (s *Store) ReplicaDestinationHashes(ctx context.Context) (map[string]string
 		return nil, fmt.Errorf("read replicas' destinations: %w", err)
 	}
 	return out, nil
+}
+
+// HashGroup is how many live replicas apply the destinations of one hash.
+type HashGroup struct {
+	Hash     string
+	Replicas int
+}
+
+// GroupDestinationHashes groups the replicas of hashes (as
+// ReplicaDestinationHashes returns them) by the hash they applied, most
+// replicas first, then by hash; unapplied counts those that applied none,
+// left out of the groups. More than one group: the replicas differ.
+func GroupDestinationHashes(hashes map[string]string) (groups []HashGroup, unapplied int) {
+	count := map[string]int{}
+	for _, h := range hashes {
+		if h == "" {
+			unapplied++
+			continue
+		}
+		count[h]++
+	}
+	for h, n := range count {
+		groups = append(groups, HashGroup{Hash: h, Replicas: n})
+	}
+	slices.SortFunc(groups, func(a, b HashGroup) int {
+		return cmp.Or(cmp.Compare(b.Replicas, a.Replicas), strings.Compare(a.Hash, b.Hash))
+	})
+	return groups, unapplied
+}
+
+// ShortHash is the first 12 hex digits of a destinations hash, as pages
+// and messages show it.
+func ShortHash(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -56,5 +58,50 @@ func TestApplyDestinations_RetiresWhatStillHasDeliveries(t *testing.T) {
 	}
 	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM destinations WHERE retired_at IS NOT NULL`); n != 0 {
 		t.Errorf("%d destinations retired after crm was configured again", n)
+	}
+}
+
+// Each live replica's hash is read; a replica silent past ReplicaSilence
+// is not live, and one that applied nothing is counted apart.
+func TestReplicaDestinationHashes_GroupsTheLiveReplicas(t *testing.T) {
+	t.Parallel()
+	_, bundle := setup(t)
+	ctx := t.Context()
+	apply := func(hash string) *queue.Store {
+		s := queue.New(bundle.pool, queue.WithReplica(uuid.New()))
+		if err := s.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if hash != "" {
+			if _, err := s.ApplyDestinations(ctx, nil, hash); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	apply("aaaa1111aaaa1111")
+	apply("aaaa1111aaaa1111")
+	apply("bbbb2222bbbb2222")
+	apply("")
+	silent := apply("cccc3333cccc3333")
+	if _, err := bundle.pool.Exec(ctx, `UPDATE hookd_replicas SET beat_at = now() - interval '1 minute' WHERE id = $1`,
+		silent.Replica()); err != nil {
+		t.Fatal(err)
+	}
+
+	hashes, err := apply("").ReplicaDestinationHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes) != 5 {
+		t.Fatalf("%d live replicas read, want 5: %v", len(hashes), hashes)
+	}
+	groups, unapplied := queue.GroupDestinationHashes(hashes)
+	want := []queue.HashGroup{{Hash: "aaaa1111aaaa1111", Replicas: 2}, {Hash: "bbbb2222bbbb2222", Replicas: 1}}
+	if !slices.Equal(groups, want) || unapplied != 2 {
+		t.Errorf("groups %v, %d unapplied; want %v, 2", groups, unapplied, want)
+	}
+	if got := queue.ShortHash("aaaa1111aaaa1111"); got != "aaaa1111aaaa" {
+		t.Errorf("ShortHash: %q", got)
 	}
 }

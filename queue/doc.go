@@ -24,6 +24,8 @@ package queue
 //	replays.go          replays, replay_events: a replay's members, its claim and its settle
 //	workerstatus.go     worker_status: what the retry loops and pruners last reported
 //	timeline.go         database_timeline: the WAL timeline, which a failover changes (NoteTimeline)
+//	destinations.go     destinations: each one's applied configuration, pause and breaker,
+//	                    and the hash each live replica applied (ReplicaDestinationHashes)
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release
@@ -46,7 +48,8 @@ package queue
 //
 // The rest are rules and reads over webhook_events: policy.go is the
 // backoff, MaxAttempts and the pending rule, stuck.go the stuck rule,
-// failures.go the failure groups, pending.go the oldest pending event.
+// failures.go the failure groups, pending.go the oldest pending event,
+// deliveries.go the delivery key of an event and a destination.
 // reads.go is the dashboard's time-limited, read-only Store (NewReader).
 // replication.go reads what a commit waits for (synchronous standbys).
 // The seed's single-event functions, which only tests call, are

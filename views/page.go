@@ -31,6 +31,10 @@ type Page struct {
 	// Stalled, when set, says the retry loop has stalled: a banner on
 	// every page, since nothing pending moves until it runs again.
 	Stalled string
+	// Replicas, when set, says the live replicas apply different
+	// destinations: a banner on every page, since where an event goes
+	// then depends on which replica Stripe reaches.
+	Replicas string
 	// Delivery is whether delivery to the app is held, by a person or the
 	// circuit breaker: a banner on every page while it is.
 	Delivery queue.DeliveryControl

@@ -46,6 +46,9 @@ type dashboard struct {
 	formKeys *accounts.KeyRing
 	// deviceKeys signs the cookies of known browsers (signin.go).
 	deviceKeys *accounts.KeyRing
+	// replicas is the last read of the destinations the replicas apply,
+	// for every page's banner.
+	replicas replicaSpread
 }
 
 func newDashboard(opts Options) *dashboard {

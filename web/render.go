@@ -1,11 +1,13 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -59,8 +61,59 @@ func (d *dashboard) pageWith(c echo.Context, title, nav string, delivery queue.D
 		DemoBackoff: d.store.DemoBackoff(),
 		Delivery:    delivery,
 		Stalled:     d.stalledBanner(c),
+		Replicas:    d.replicasBanner(c),
 		TraceURL:    d.opts.TraceURL,
 	}
+}
+
+// replicasBannerMaxAge is how old the replicas' destinations a page's
+// banner shows may be: they change at a start or a SIGHUP, and a page load
+// must not cost a read of every replica's row.
+const replicasBannerMaxAge = 5 * time.Second
+
+// replicaSpread is the last read of which destinations the live replicas
+// apply, shared by every page for replicasBannerMaxAge. Its mutex is held
+// across a read, so that pages loaded at once wait for one read rather
+// than each making their own.
+type replicaSpread struct {
+	mu     sync.Mutex
+	readAt time.Time
+	banner string
+}
+
+// replicasBanner is the banner every page shows while the live replicas
+// apply different destinations, or "". A failure to tell is logged and
+// shows none, and is kept as long as a read: the page's own queries say
+// whether the database answers.
+func (d *dashboard) replicasBanner(c echo.Context) string {
+	if signedIn(c) == nil {
+		return ""
+	}
+	r := &d.replicas
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.readAt.IsZero() && time.Since(r.readAt) < replicasBannerMaxAge {
+		return r.banner
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 2*time.Second)
+	defer cancel()
+	hashes, err := d.reads.ReplicaDestinationHashes(ctx)
+	r.readAt, r.banner = time.Now(), ""
+	if err != nil {
+		d.logger.WarnContext(ctx, "cannot tell whether the replicas apply the same destinations", "err", err)
+		return ""
+	}
+	if groups, _ := queue.GroupDestinationHashes(hashes); len(groups) > 1 {
+		parts := make([]string, len(groups))
+		for i, g := range groups {
+			parts[i] = fmt.Sprintf("%d %s destinations %s", g.Replicas,
+				map[bool]string{true: "applies", false: "apply"}[g.Replicas == 1], queue.ShortHash(g.Hash))
+		}
+		r.banner = "Replicas apply different destinations: " + strings.Join(parts, ", ") + ". Each event goes to the " +
+			"destinations of whichever replica Stripe reaches. Give every replica the same `HOOKD_DESTINATIONS_FILE` " +
+			"and restart the ones that differ; `hookd doctor` says which one this configuration gives."
+	}
+	return r.banner
 }
 
 // stalledBanner is the banner every page shows while the retry loop is

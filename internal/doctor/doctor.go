@@ -105,6 +105,9 @@ type Config struct {
 	MetricsPublic bool
 	// OIDC is the sign-in through the identity provider.
 	OIDC OIDC
+	// DestinationsHash is the hash of the destinations this configuration
+	// gives (destinations.Set's Hash); "" when it gives none.
+	DestinationsHash string
 }
 
 // Run runs every check, in order, and returns their results.
@@ -116,6 +119,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 		Database(ctx, cfg.DatabaseURL),
 		SessionTimeouts(ctx, cfg.DatabaseURL),
 		Replication(ctx, cfg.DatabaseURL),
+		ReplicaDestinations(ctx, cfg.DatabaseURL, cfg.DestinationsHash),
 		Accounts(ctx, cfg.DatabaseURL, cfg.AdminEmail),
 		Forward(ctx, cfg),
 		ForwardSignature(cfg),

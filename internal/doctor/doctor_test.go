@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookd/hookd/internal/doctor"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/stripeapi/stripetest"
+	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 	"github.com/hookd/hookd/worker"
 )
@@ -529,4 +531,36 @@ func TestReplication_NoStandby(t *testing.T) {
 	t.Parallel()
 	expect(t, doctor.Replication(t.Context(), setup(t).url), doctor.Warn,
 		"a commit waits for no standby", "no standby is streaming", "answered 200", "RDS Multi-AZ instances and Cloud SQL HA")
+}
+
+// Replicas that applied different destinations are a warning naming how
+// many apply which; agreeing with the configuration doctor reads is ok.
+func TestReplicaDestinations_WarnsWhenReplicasDiffer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	const ours, theirs = "aaaa1111aaaa1111aaaa", "bbbb2222bbbb2222bbbb"
+	expect(t, doctor.ReplicaDestinations(ctx, b.url, ours), doctor.OK, "no hookd serve is running")
+
+	replica := func(hash string) {
+		s := queue.New(b.pool, queue.WithReplica(uuid.New()))
+		if err := s.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ApplyDestinations(ctx, nil, hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replica(ours)
+	replica(ours)
+	expect(t, doctor.ReplicaDestinations(ctx, b.url, ours), doctor.OK,
+		"2 live replicas apply destinations aaaa1111aaaa (this configuration's)")
+	expect(t, doctor.ReplicaDestinations(ctx, b.url, theirs), doctor.Warn,
+		"2 live replicas apply destinations aaaa1111aaaa; this configuration's are bbbb2222bbbb", "restart them")
+
+	replica(theirs)
+	expect(t, doctor.ReplicaDestinations(ctx, b.url, ours), doctor.Warn,
+		"live replicas apply different destinations: 2 live replicas apply destinations aaaa1111aaaa (this configuration's), "+
+			"1 applies destinations bbbb2222bbbb",
+		"give every replica the same HOOKD_DESTINATIONS_FILE", "restart the ones that differ")
 }
