@@ -233,3 +233,39 @@ func ShortHash(hash string) string {
 	}
 	return hash
 }
+
+// DestinationStat is one destination's part of the queue: its deliveries
+// by status, and when the oldest pending one was received.
+type DestinationStat struct {
+	Destination string     `db:"destination"`
+	Failed      int64      `db:"failed"`
+	Retrying    int64      `db:"retrying"`
+	Dead        int64      `db:"dead"`
+	Oldest      *time.Time `db:"oldest_pending"`
+}
+
+// DestinationStats returns each destination's part of the queue, by name:
+// every destination of the destinations table (retired ones included), at
+// zero when nothing of it is queued, and any other a queue row names. The
+// names are configured ones, so they are few. It reads the whole queue in
+// one pass, grouped by destination; the metrics read it at most every few
+// seconds.
+func (s *Store) DestinationStats(ctx context.Context) ([]DestinationStat, error) {
+	stats, err := store.QueryAll[DestinationStat](ctx, s.db, `
+		WITH q AS (
+			SELECT destination,
+			       count(*) FILTER (WHERE status = 'failed')   AS failed,
+			       count(*) FILTER (WHERE status = 'retrying') AS retrying,
+			       count(*) FILTER (WHERE status = 'dead')     AS dead,
+			       min(created_at) FILTER (WHERE `+pending+`) AS oldest_pending
+			FROM webhook_events GROUP BY destination
+		)
+		SELECT coalesce(q.destination, d.name) AS destination, coalesce(q.failed, 0) AS failed,
+		       coalesce(q.retrying, 0) AS retrying, coalesce(q.dead, 0) AS dead, q.oldest_pending
+		FROM q FULL JOIN destinations d ON d.name = q.destination
+		ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("queue stats by destination: %w", err)
+	}
+	return stats, nil
+}

@@ -347,6 +347,27 @@ func TestStripeWebhook(t *testing.T) {
 			`hookd_webhooks_received_total{outcome="bad_signature"} 1`,
 			`hookd_queue_events{status="dead"} 1`,
 			`hookd_processing_duration_seconds_count{path="inline",result="succeeded"} 1`,
+			`hookd_destination_queue_events{destination="default",status="dead"} 1`,
+		} {
+			if !strings.Contains(got.body, want) {
+				t.Errorf("/metrics lacks %q", want)
+			}
+		}
+	})
+
+	// The one app's calls are the destination default's too.
+	t.Run("MetricsCountTheOneAppAsDestinationDefault", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, withoutServer())
+		app := worker.ProcessorFunc(func(context.Context, worker.Delivery) worker.Result { return worker.Result{} })
+		srv := newServer(t, bundle.store, app, 1<<20)
+		body := stripeevent.Minimal(stripeevent.NewID("evt"), "invoice.paid")
+		post(t, srv, body, stripeevent.Sign(body, testSecret, time.Now()))
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		got := do(t, req)
+		for _, want := range []string{
+			`hookd_processing_duration_seconds_count{path="inline",result="succeeded"} 1`,
+			`hookd_destination_processing_duration_seconds_count{destination="default",path="inline",result="succeeded"} 1`,
 		} {
 			if !strings.Contains(got.body, want) {
 				t.Errorf("/metrics lacks %q", want)

@@ -9,6 +9,7 @@ import (
 	"github.com/hookd/hookd/internal/startstop"
 	"github.com/hookd/hookd/internal/telemetry"
 	"github.com/hookd/hookd/internal/tracing"
+	"github.com/hookd/hookd/queue"
 )
 
 // claimGrace is how long a claim may go on once its loop is told to stop.
@@ -87,6 +88,16 @@ type ProducerConfig struct {
 	// (tracing.SpanProcess), linked to the span that queued the event
 	// while it is queued; nil traces nothing.
 	Tracer *tracing.Tracer
+}
+
+// replayDestination is the destination a replay's call goes to, for its
+// span and metrics: the one app's, queue.DefaultDestination, or "" when
+// Processor fans each event out to every destination that takes it.
+func (cfg ProducerConfig) replayDestination() string {
+	if _, fans := cfg.Processor.(*Fanout); fans {
+		return ""
+	}
+	return cmp.Or(cfg.Destination, queue.DefaultDestination)
 }
 
 // withDefaults is cfg with its zero fields set: a loop's own interval,

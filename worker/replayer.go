@@ -322,7 +322,12 @@ func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, s *queue.R
 		s.Kind, s.Fenced = queue.ReplaySettleReleased, errors.Is(context.Cause(ctx), errFenced)
 		return
 	}
-	r.cfg.Metrics.ObserveProcess(queue.PathReplay, res.Err == nil, took)
+	if dest := r.cfg.replayDestination(); dest != "" {
+		r.cfg.Metrics.ObserveDelivery(dest, queue.PathReplay, res.Err == nil, took)
+	} else {
+		// Fanned out: each destination's call is inside the one run.
+		r.cfg.Metrics.ObserveProcess(queue.PathReplay, res.Err == nil, took)
+	}
 	a := &queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: m.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: queue.PathReplay, Number: m.Attempts, AppDown: IsAppDown(res.Err),

@@ -313,7 +313,7 @@ func (b *retryBatch) end(ctx context.Context, t *settling, res Result, took time
 		s.Kind, s.Fenced = queue.SettleReleased, errors.Is(context.Cause(ctx), errFenced)
 		return
 	}
-	r.cfg.Metrics.ObserveProcess(path, res.Err == nil, took)
+	r.cfg.Metrics.ObserveDelivery(e.Destination, path, res.Err == nil, took)
 	a := &queue.NewAttempt{
 		Source: e.Source, EventID: e.EventID, Destination: e.Destination, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: path, Number: e.Attempts, AppDown: IsAppDown(res.Err),

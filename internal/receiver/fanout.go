@@ -97,7 +97,7 @@ func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
 			f.Queue = append(f.Queue, fe)
 			continue
 		}
-		r.metrics.ObserveProcess(d.path, c.Result.Err == nil, c.Took)
+		r.metrics.ObserveDelivery(c.Destination, d.path, c.Result.Err == nil, c.Took)
 		a := queue.NewAttempt{
 			Source: queue.SourceStripe, EventID: d.key, Destination: c.Destination, Duration: c.Took,
 			Succeeded: c.Result.Err == nil, HTTPStatus: c.Result.HTTPStatus, Path: d.path,

@@ -589,7 +589,7 @@ func (r *Receiver) process(d *delivery) (worker.Result, time.Duration) {
 // processed sets the outcome of a processor run: the marker of a success,
 // or the queue row and attempt of a failure.
 func (r *Receiver) processed(d *delivery, res worker.Result, took time.Duration) Outcome {
-	r.metrics.ObserveProcess(d.path, res.Err == nil, took)
+	r.metrics.ObserveDelivery(queue.DefaultDestination, d.path, res.Err == nil, took)
 	attempt := queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: d.key, Duration: took,
 		Succeeded: res.Err == nil, HTTPStatus: res.HTTPStatus, Path: d.path,

@@ -17,13 +17,15 @@ type Metrics struct {
 	activity *Activity
 	received *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	retries  *prometheus.CounterVec
-	dead     prometheus.Counter
-	pruned   prometheus.Counter
-	batch    prometheus.Histogram
-	waiting  prometheus.Gauge
-	reading  prometheus.Gauge
-	bodyMem  prometheus.Gauge
+	// destDuration is duration by destination too.
+	destDuration *prometheus.HistogramVec
+	retries      *prometheus.CounterVec
+	dead         prometheus.Counter
+	pruned       prometheus.Counter
+	batch        prometheus.Histogram
+	waiting      prometheus.Gauge
+	reading      prometheus.Gauge
+	bodyMem      prometheus.Gauge
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg.
@@ -39,11 +41,16 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 				labels(OutcomeBodyMemory, OutcomeLocked, OutcomeNoSecret, OutcomeUnavailable) + " (503).",
 		}, []string{"outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: string(metricProcessingSeconds),
-			Help: "Time one processor run took, by path (" + labels(queue.AttemptPaths...) + ") and result (" + results + ").",
-			// From a fast in-process handler to the 10 s forward timeout.
-			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Name:    string(metricProcessingSeconds),
+			Help:    "Time one processor run took, by path (" + labels(queue.AttemptPaths...) + ") and result (" + results + ").",
+			Buckets: processingBuckets,
 		}, []string{"path", "result"}),
+		destDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: string(metricDestinationProcessingSeconds),
+			Help: "Time one call to a destination took, by destination, path (" + labels(queue.AttemptPaths...) +
+				") and result (" + results + ").",
+			Buckets: processingBuckets,
+		}, []string{"destination", "path", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: string(metricRetries),
 			Help: "Retries committed by the retry loop, by result (" + results + ").",
@@ -59,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		reading: metricReceiverBodiesReading.gauge("Deliveries whose body the receiver is reading now; many that stay are slow or silent senders."),
 		bodyMem: metricReceiverBodyMemory.gauge("Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory)."),
 	}
-	reg.MustRegister(m.received, m.duration, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
+	reg.MustRegister(m.received, m.duration, m.destDuration, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
 	return m
 }
 
@@ -114,6 +121,21 @@ func (m *Metrics) Refused(reason rejections.Reason) {
 func (m *Metrics) ObserveProcess(path queue.AttemptPath, ok bool, took time.Duration) {
 	m.or().duration.WithLabelValues(string(path), string(resultOf(ok))).Observe(took.Seconds())
 }
+
+// ObserveDelivery is ObserveProcess of one call to destination: counted in
+// both the totals by path and the series by destination.
+func (m *Metrics) ObserveDelivery(destination string, path queue.AttemptPath, ok bool, took time.Duration) {
+	m = m.or()
+	m.ObserveProcess(path, ok, took)
+	if destination == "" {
+		destination = queue.DefaultDestination
+	}
+	m.destDuration.WithLabelValues(destination, string(path), string(resultOf(ok))).Observe(took.Seconds())
+}
+
+// processingBuckets span a fast in-process handler to the 10 s forward
+// timeout.
+var processingBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // ObserveBatch records how many deliveries took their leases in one short
 // transaction.

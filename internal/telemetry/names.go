@@ -40,6 +40,11 @@ const (
 	metricCommitWaitsForStandby metricName = "hookd_database_commit_waits_for_standby"
 	metricDatabaseStandbys      metricName = "hookd_database_standbys"
 	metricQueueSuspects         metricName = "hookd_queue_suspects"
+
+	// One series per destination (a configured name, so few).
+	metricDestinationQueueEvents       metricName = "hookd_destination_queue_events"
+	metricDestinationOldestPending     metricName = "hookd_destination_oldest_pending_seconds"
+	metricDestinationProcessingSeconds metricName = "hookd_destination_processing_duration_seconds"
 )
 
 // Outcome is how the receiver answered a delivery: the outcome label of

@@ -28,6 +28,10 @@ type QueueCollector struct {
 	up     *prometheus.Desc
 	waits  *prometheus.Desc
 	stands *prometheus.Desc
+	// destDepth and destOldest are depth and the oldest pending
+	// delivery's age, one series per destination.
+	destDepth  *prometheus.Desc
+	destOldest *prometheus.Desc
 
 	// mu is held across a read, so concurrent scrapes wait for one read
 	// rather than each making their own.
@@ -37,6 +41,8 @@ type QueueCollector struct {
 	err    error
 	repl   queue.Replication
 	replOK bool
+	dests  []queue.DestinationStat
+	destOK bool
 }
 
 // DefaultQueueStatsMaxAge is how long the statistics a scrape reports may
@@ -64,6 +70,13 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 		stands: prometheus.NewDesc(string(metricDatabaseStandbys),
 			"Standbys streaming from the database, by whether a commit waits for them (sync) or not (async).",
 			[]string{"sync"}, nil),
+		destDepth: prometheus.NewDesc(string(metricDestinationQueueEvents),
+			"Deliveries on the retry queue by destination and status (failed, retrying, dead): every configured "+
+				"destination, retired ones included, at 0 when none of its deliveries is queued.",
+			[]string{"destination", "status"}, nil),
+		destOldest: prometheus.NewDesc(string(metricDestinationOldestPending),
+			"Seconds the oldest pending (failed or retrying) delivery of each destination has waited since it was "+
+				"received; 0 when none is pending.", []string{"destination"}, nil),
 	}
 }
 
@@ -75,6 +88,8 @@ func (qc *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- qc.up
 	ch <- qc.waits
 	ch <- qc.stands
+	ch <- qc.destDepth
+	ch <- qc.destOldest
 }
 
 // Collect implements prometheus.Collector.
@@ -92,7 +107,11 @@ func (qc *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(qc.sus, prometheus.GaugeValue, float64(st.Suspects))
 	qc.mu.Lock()
 	r, ok := qc.repl, qc.replOK
+	dests, destOK := qc.dests, qc.destOK
 	qc.mu.Unlock()
+	if destOK {
+		qc.collectDestinations(ch, dests)
+	}
 	if ok {
 		waits := 0.0
 		if r.Waits() {
@@ -123,10 +142,34 @@ func (qc *QueueCollector) read() (queue.Stats, error) {
 		if err != nil {
 			qc.logger.WarnContext(ctx, "metrics: cannot read what a commit waits for", "err", err)
 		}
+		qc.dests, err = qc.store.DestinationStats(ctx)
+		qc.destOK = err == nil
+		if err != nil {
+			qc.logger.WarnContext(ctx, "metrics: cannot read the queue by destination", "err", err)
+		}
 	}
 	qc.readAt = time.Now()
 	if qc.err != nil {
 		qc.logger.WarnContext(ctx, "metrics: cannot read queue stats", "err", qc.err)
 	}
 	return qc.stats, qc.err
+}
+
+// collectDestinations sends each destination's depth by status and its
+// oldest pending delivery's age, as of now.
+func (qc *QueueCollector) collectDestinations(ch chan<- prometheus.Metric, dests []queue.DestinationStat) {
+	now := time.Now()
+	for _, d := range dests {
+		for _, n := range []struct {
+			status queue.Status
+			count  int64
+		}{{queue.StatusFailed, d.Failed}, {queue.StatusRetrying, d.Retrying}, {queue.StatusDead, d.Dead}} {
+			ch <- prometheus.MustNewConstMetric(qc.destDepth, prometheus.GaugeValue, float64(n.count), d.Destination, string(n.status))
+		}
+		age := 0.0
+		if d.Oldest != nil {
+			age = max(now.Sub(*d.Oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(qc.destOldest, prometheus.GaugeValue, age, d.Destination)
+	}
 }

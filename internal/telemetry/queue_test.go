@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -55,7 +56,8 @@ func scrape(t *testing.T, qc *telemetry.QueueCollector, n, c int) string {
 }
 
 // A flood of scrapes, many at once, reads the queue statistics once: the
-// statements of one Stats call and one Replication call, and no more.
+// statements of one Stats call, one Replication call and one
+// DestinationStats call, and no more.
 func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -67,6 +69,9 @@ func TestQueueCollector_AFloodOfScrapesReadsTheStatsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := store.Replication(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.DestinationStats(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	perRead := counter.n.Load() - before
@@ -119,5 +124,87 @@ func TestQueueCollector_CountsSuspects(t *testing.T) {
 	}
 	if body := scrape(t, qc, 1, 1); !strings.Contains(body, "hookd_queue_suspects 1") {
 		t.Errorf("with one suspect open and one cleared:\n%s", body)
+	}
+}
+
+// Each destination has its own series of depth by status and of its
+// oldest pending delivery's age: a configured one with nothing queued at
+// 0; the unlabelled totals stay.
+func TestQueueCollector_SeriesPerDestination(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	dest := func(name string) queue.AppliedDestination {
+		return queue.AppliedDestination{Name: name, URL: "http://" + name + ".internal/stripe", Source: queue.SourceDestinationsFile}
+	}
+	if _, err := b.queue.ApplyDestinations(ctx, []queue.AppliedDestination{dest("billing"), dest("crm")}, "h"); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", Status: queue.StatusFailed, Age: time.Hour})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", Status: queue.StatusRetrying})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+
+	body := scrape(t, telemetry.NewQueueCollector(discardLogger, b.queue, time.Hour), 1, 1)
+	for _, want := range []string{
+		`hookd_queue_events{status="dead"} 2`,
+		`hookd_queue_events{status="failed"} 1`,
+		`hookd_destination_queue_events{destination="billing",status="failed"} 1`,
+		`hookd_destination_queue_events{destination="billing",status="retrying"} 1`,
+		`hookd_destination_queue_events{destination="billing",status="dead"} 1`,
+		`hookd_destination_queue_events{destination="crm",status="failed"} 0`,
+		`hookd_destination_queue_events{destination="crm",status="dead"} 0`,
+		`hookd_destination_queue_events{destination="default",status="dead"} 1`,
+		`hookd_destination_oldest_pending_seconds{destination="crm"} 0`,
+		`hookd_destination_oldest_pending_seconds{destination="default"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s", want)
+		}
+	}
+	var age float64
+	for _, line := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(line, `hookd_destination_oldest_pending_seconds{destination="billing"} `); ok {
+			if _, err := fmt.Sscan(v, &age); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if age < 3600 {
+		t.Errorf("billing's oldest pending delivery waited %v s, want at least the hour it was received ago", age)
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
+
+// A call with its destination counts in the totals by path and in the
+// destination's series.
+func TestMetrics_ObserveDeliveryCountsTheDestination(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := telemetry.NewMetrics(reg, nil)
+	m.ObserveDelivery("billing", queue.PathRetry, false, time.Millisecond)
+	m.ObserveDelivery("billing", queue.PathRetry, true, time.Millisecond)
+	m.ObserveDelivery("crm", queue.PathInline, true, time.Millisecond)
+	m.ObserveProcess(queue.PathInline, true, time.Millisecond)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`hookd_processing_duration_seconds_count{path="retry",result="failed"} 1`,
+		`hookd_processing_duration_seconds_count{path="inline",result="succeeded"} 2`,
+		`hookd_destination_processing_duration_seconds_count{destination="billing",path="retry",result="failed"} 1`,
+		`hookd_destination_processing_duration_seconds_count{destination="billing",path="retry",result="succeeded"} 1`,
+		`hookd_destination_processing_duration_seconds_count{destination="crm",path="inline",result="succeeded"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
 	}
 }

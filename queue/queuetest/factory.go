@@ -26,6 +26,9 @@ type EventOpts struct {
 	DueIn time.Duration
 	// Age places created_at this long before now(). Default: 0.
 	Age time.Duration
+	// Destination is the delivery's destination. Default:
+	// queue.DefaultDestination.
+	Destination string
 }
 
 // InsertEvent puts a row on the retry queue in the state opts describes and
@@ -50,17 +53,20 @@ func InsertEvent(t testing.TB, pool *pgxpool.Pool, opts EventOpts) queue.Event {
 	if opts.DueIn == 0 {
 		opts.DueIn = -time.Minute
 	}
+	if opts.Destination == "" {
+		opts.Destination = queue.DefaultDestination
+	}
 	var id uuid.UUID
 	err := pool.QueryRow(context.Background(), `
 		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts,
-		                            last_error, next_retry_at, created_at, last_attempt_at)
+		                            last_error, next_retry_at, created_at, last_attempt_at, destination)
 		VALUES ('stripe', $1, $2, $3, $4, $5, $6,
 		        now() + make_interval(secs => $7),
 		        now() - make_interval(secs => $8),
-		        now() - make_interval(secs => $8))
+		        now() - make_interval(secs => $8), $9)
 		RETURNING id`,
 		opts.EventID, opts.EventType, opts.Payload, opts.Status, opts.Attempts, opts.LastError,
-		opts.DueIn.Seconds(), opts.Age.Seconds()).Scan(&id)
+		opts.DueIn.Seconds(), opts.Age.Seconds(), opts.Destination).Scan(&id)
 	if err != nil {
 		t.Fatalf("queuetest: insert event: %v", err)
 	}
