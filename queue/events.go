@@ -143,6 +143,9 @@ type EventFilter struct {
 	ErrorGroup string
 	// Endpoint, when set, keeps only events of the endpoint so labelled.
 	Endpoint string
+	// Destination, when set, keeps only the deliveries to this
+	// destination.
+	Destination string
 	// Livemode, when set, keeps only live events (true) or test ones.
 	Livemode *bool
 	// Account, when set, keeps only events of this connected account.
@@ -209,6 +212,10 @@ func (f EventFilter) where() (string, []any) {
 	if f.Endpoint != "" {
 		args = append(args, f.Endpoint)
 		conds = append(conds, fmt.Sprintf("endpoint = $%d", len(args)))
+	}
+	if f.Destination != "" {
+		args = append(args, f.Destination)
+		conds = append(conds, fmt.Sprintf("destination = $%d", len(args)))
 	}
 	if f.Livemode != nil {
 		args = append(args, *f.Livemode)

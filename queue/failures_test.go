@@ -337,3 +337,43 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 		t.Fatalf("after the Down: groups %v, want the old mask's %v", got, split)
 	}
 }
+
+// One error at two destinations is two groups, each of whose filters
+// selects its own destination's deliveries only.
+func TestFailureGroups_OneErrorAtTwoDestinationsIsTwoGroups(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := context.Background()
+	for i, dest := range []string{"billing", "billing", "crm", "default"} {
+		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_%d", i), Destination: dest,
+			LastError: fmt.Sprintf("HTTP 503 after %d ms", 100+i)})
+	}
+	groups, total, err := s.FailureGroups(ctx, 10, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, g := range groups {
+		got[g.Destination+": "+g.ErrorGroup] = g.Total()
+	}
+	want := map[string]int64{"billing: HTTP <n> after <n> ms": 2, "crm: HTTP <n> after <n> ms": 1, "default: HTTP <n> after <n> ms": 1}
+	if total != 3 || !maps.Equal(got, want) {
+		t.Fatalf("groups %v (%d in all), want %v", got, total, want)
+	}
+	if groups[0].Destination != "billing" {
+		t.Errorf("the largest group is %s's, want billing's", groups[0].Destination)
+	}
+	for _, g := range groups {
+		n, err := s.CountEvents(ctx, g.Filter(queue.StatusPending))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != g.Total() {
+			t.Errorf("%s's group's filter selects %d events, want %d", g.Destination, n, g.Total())
+		}
+	}
+	every := queue.FailureGroup{ErrorGroup: groups[0].ErrorGroup}
+	if n, err := s.CountEvents(ctx, every.Filter(queue.StatusPending)); err != nil || n != 4 {
+		t.Errorf("the error's group of every destination selects %d events (%v), want 4", n, err)
+	}
+}

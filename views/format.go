@@ -118,6 +118,9 @@ func DescribeFilter(f queue.EventFilter) string {
 	if f.Endpoint != "" {
 		parts = append(parts, "endpoint "+f.Endpoint)
 	}
+	if f.Destination != "" {
+		parts = append(parts, "destination "+f.Destination)
+	}
 	if f.Livemode != nil {
 		parts = append(parts, modeLabel(f.Livemode)+" mode")
 	}

@@ -47,7 +47,8 @@ func TestAPI_FailureGroupsAndTheirRetry(t *testing.T) {
 		t.Fatalf("failure groups %+v, want 2", list)
 	}
 	g := list.Groups[0]
-	if g.Dead != 2 || g.Failed != 1 || g.Id != api.GroupID(g.ErrorGroup) || len(g.Id) != 12 ||
+	if g.Dead != 2 || g.Failed != 1 || g.Id != api.GroupID(g.Destination, g.ErrorGroup) || len(g.Id) != 12 ||
+		g.Destination != queue.DefaultDestination ||
 		len(g.Types) != 1 || g.Types[0].Type != "invoice.paid" || g.Types[0].Count != 3 {
 		t.Fatalf("the largest group %+v", g)
 	}

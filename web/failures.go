@@ -33,9 +33,11 @@ func (d *dashboard) handleFailures() echo.HandlerFunc {
 
 // failureGroup reads the group a retry form names: its error, required,
 // since an empty one would widen the retry to every event on the queue;
-// and the type filter the page had, "" for every type the error hit.
+// its destination ("" for every destination the error hit); and the type
+// filter the page had, "" for every type the error hit.
 func failureGroup(c echo.Context) (queue.FailureGroup, error) {
-	g := queue.FailureGroup{EventType: strings.TrimSpace(c.FormValue("type")), ErrorGroup: c.FormValue("group")}
+	g := queue.FailureGroup{EventType: strings.TrimSpace(c.FormValue("type")), ErrorGroup: c.FormValue("group"),
+		Destination: strings.TrimSpace(c.FormValue("destination"))}
 	if strings.TrimSpace(g.ErrorGroup) == "" {
 		return g, echo.NewHTTPError(http.StatusBadRequest, "Which failure group? The form needs the group's error.")
 	}

@@ -275,3 +275,53 @@ func TestFailures_OneCauseIsOneRowAcrossTypes(t *testing.T) {
 		}
 	}
 }
+
+// One error at two destinations is two rows, each naming its destination;
+// retrying one retries that destination's deliveries only, and its list
+// links show its deliveries only.
+func TestRetryGroup_OneDestinationsGroupOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	billing := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", Status: queue.StatusDead,
+		Attempts: 5, LastError: "timeout after 10s"})
+	crm := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "crm", Status: queue.StatusDead,
+		Attempts: 5, LastError: "timeout after 11s"})
+
+	c := b.client(t)
+	c.signIn(accounts.RoleOperator)
+	r := c.get("/failures")
+	rows := r.doc.Find(`[data-testid="failure-group"]`)
+	if rows.Length() != 2 {
+		t.Fatalf("%d failure groups, want one per destination", rows.Length())
+	}
+	row := r.doc.Find(`[data-testid="failure-group"][data-destination="crm"]`)
+	if got := strings.TrimSpace(row.Find(`[data-testid="failure-destination"]`).Text()); got != "crm" {
+		t.Errorf("crm's row names destination %q", got)
+	}
+	href, _ := row.Find(`[data-testid="failure-dead"] a`).Attr("href")
+	if list := c.get(href); list.doc.Find(`[data-testid="event-row"]`).Length() != 1 {
+		t.Errorf("crm's dead link %s lists %d events, want 1", href, list.doc.Find(`[data-testid="event-row"]`).Length())
+	}
+	form := row.Find("form")
+	action, _ := form.Attr("action")
+	confirm := c.post(action, formValues(form))
+	wantStatus(t, confirm, http.StatusOK)
+	if got := testid(confirm.doc, "retry-group-destination"); got != "crm" {
+		t.Errorf("the confirmation names destination %q, want crm", got)
+	}
+	form = confirm.doc.Find(`form:has(button:contains("Confirm retry group"))`)
+	action, _ = form.Attr("action")
+	page := c.follow(c.post(action, formValues(form)))
+	if got := testid(page.doc, "flash"); got != "1 event queued for retry" {
+		t.Errorf("flash %q, want 1 event queued", got)
+	}
+	if got := eventNow(t, b, crm); got.Status != queue.StatusFailed || !got.ManualRetry {
+		t.Errorf("crm's delivery after its group's retry: %s, manual %v", got.Status, got.ManualRetry)
+	}
+	if got := eventNow(t, b, billing); got.Status != queue.StatusDead || got.ManualRetry {
+		t.Errorf("billing's delivery was changed by crm's group's retry: %s", got.Status)
+	}
+	if a := lastAudit(t, b, audit.RetryGroup); !strings.Contains(a.Target, "destination crm") {
+		t.Errorf("audit target %q, want it to name destination crm", a.Target)
+	}
+}

@@ -1,7 +1,9 @@
 package actions
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/hookd/hookd/internal/store/audit"
@@ -56,7 +58,7 @@ func (r GroupRetry) Count() int64 {
 // loop then runs each event under its lock, after the dedup check. A dry
 // run changes nothing and counts the group's events instead.
 func (a *Actions) RetryGroup(ctx context.Context, who Actor, g queue.FailureGroup, dryRun bool) (GroupRetry, error) {
-	g.EventType = strings.TrimSpace(g.EventType)
+	g.EventType, g.Destination = strings.TrimSpace(g.EventType), strings.TrimSpace(g.Destination)
 	if strings.TrimSpace(g.ErrorGroup) == "" {
 		// An empty group would widen the retry to every event on the queue.
 		return GroupRetry{}, &InvalidError{Field: "group", Detail: "Which failure group? Give the group's error, " +
@@ -101,9 +103,30 @@ func (a *Actions) previewGroupRetry(ctx context.Context, g queue.FailureGroup) (
 		return GroupRetry{}, err
 	}
 	for _, found := range groups {
-		if found.ErrorGroup == g.ErrorGroup {
-			r.Group.Types = found.Types
+		if found.ErrorGroup == g.ErrorGroup && (g.Destination == "" || found.Destination == g.Destination) {
+			r.Group.Types = mergeTypes(r.Group.Types, found.Types)
 		}
 	}
 	return r, nil
+}
+
+// mergeTypes adds the counts of more to types, most first: a group of
+// every destination's is one group of each.
+func mergeTypes(types, more []queue.TypeCount) []queue.TypeCount {
+	if len(types) == 0 {
+		return more
+	}
+	out := slices.Clone(types)
+	for _, m := range more {
+		i := slices.IndexFunc(out, func(t queue.TypeCount) bool { return t.EventType == m.EventType })
+		if i < 0 {
+			out = append(out, m)
+			continue
+		}
+		out[i].Count += m.Count
+	}
+	slices.SortStableFunc(out, func(a, b queue.TypeCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.EventType, b.EventType))
+	})
+	return out
 }

@@ -47,13 +47,13 @@ func failuresList(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "GROUP\tEVENTS\tDEAD\tPENDING\tLAST SEEN\tTYPES\tERROR")
+	fmt.Fprintln(w, "GROUP\tEVENTS\tDEAD\tPENDING\tDESTINATION\tLAST SEEN\tTYPES\tERROR")
 	for _, g := range list.Groups {
 		var types []string
 		for _, t := range g.Types {
 			types = append(types, fmt.Sprintf("%s (%d)", t.Type, t.Count))
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", g.Id, g.Failed+g.Retrying+g.Dead, g.Dead, g.Failed+g.Retrying,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", g.Id, g.Failed+g.Retrying+g.Dead, g.Dead, g.Failed+g.Retrying, g.Destination,
 			when(&g.LastSeen, ""), clip(strings.Join(types, ", "), 40), clip(g.ErrorGroup, 80))
 	}
 	if err := w.Flush(); err != nil {
@@ -70,6 +70,8 @@ func failuresRetry(ctx context.Context, args []string, getenv func(string) strin
 	fs := flagSet("failures retry GROUP", "Retry every event of a failure group: dead ones go back on the queue, "+
 		"pending ones become due. GROUP is the group's id as hookd failures list shows it, or its error.", stderr)
 	eventType := fs.String("type", "", "only the group's events of this type")
+	destination := fs.String("destination", "", "the group's destination, when GROUP is its error; "+
+		"every destination the error hit when not given")
 	dryRun := fs.Bool("dry-run", false, "change nothing; say how many events would be retried")
 	asJSON := fs.Bool("json", false, "print the API's JSON")
 	rest, err := parse(fs, args, 1, 1)
@@ -80,11 +82,14 @@ func failuresRetry(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	group, err := c.resolveGroup(ctx, rest[0], *eventType)
+	group, dest, err := c.resolveGroup(ctx, rest[0], *eventType)
 	if err != nil {
 		return err
 	}
-	req := apiclient.GroupRetryRequest{Group: group, Type: opt(*eventType), DryRun: dryRun}
+	if dest == "" {
+		dest = *destination
+	}
+	req := apiclient.GroupRetryRequest{Group: group, Destination: opt(dest), Type: opt(*eventType), DryRun: dryRun}
 	body, err := c.read(c.api.RetryFailureGroup(ctx, nil, req))
 	if err != nil {
 		return err
@@ -107,27 +112,28 @@ func failuresRetry(ctx context.Context, args []string, getenv func(string) strin
 	return nil
 }
 
-// resolveGroup returns the error of the failure group arg names: its id,
-// looked up in the list, or the error itself.
-func (c *Client) resolveGroup(ctx context.Context, arg, eventType string) (string, error) {
+// resolveGroup returns the error and the destination of the failure
+// group arg names: its id, looked up in the list, or the error itself
+// (with no destination).
+func (c *Client) resolveGroup(ctx context.Context, arg, eventType string) (group, destination string, err error) {
 	if !groupID.MatchString(arg) {
-		return arg, nil
+		return arg, "", nil
 	}
 	limit := 200
 	body, err := c.read(c.api.ListFailureGroups(ctx, &apiclient.ListFailureGroupsParams{Type: opt(eventType), Limit: &limit}))
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	var list apiclient.FailureGroupList
 	if err := decode(body, &list); err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, g := range list.Groups {
 		if g.Id == arg {
-			return g.ErrorGroup, nil
+			return g.ErrorGroup, g.Destination, nil
 		}
 	}
-	return "", &Error{Code: ExitRefused, Err: fmt.Errorf("no failure group %s on the queue now: it may have been retried "+
+	return "", "", &Error{Code: ExitRefused, Err: fmt.Errorf("no failure group %s on the queue now: it may have been retried "+
 		"or delivered meanwhile (hookd failures list shows the groups)", arg)}
 }
 

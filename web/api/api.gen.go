@@ -389,6 +389,9 @@ type EventStatus string
 type FailureGroup struct {
 	Dead int64 `json:"dead"`
 
+	// Destination The destination whose deliveries failed: one error at two destinations is two groups.
+	Destination string `json:"destination"`
+
 	// ErrorGroup The masked error, e.g. "timeout after <n>s": what GET /events?group= and POST /failures/retry take.
 	ErrorGroup string `json:"error_group"`
 	Failed     int64  `json:"failed"`
@@ -396,7 +399,7 @@ type FailureGroup struct {
 	// FirstSeen When the group's oldest event was received.
 	FirstSeen time.Time `json:"first_seen"`
 
-	// Id A short digest of error_group, the same while the text is: hookd failures retry takes it.
+	// Id A short digest of destination and error_group (of error_group alone for the destination default), the same while they are: hookd failures retry takes it.
 	Id string `json:"id"`
 
 	// LastSeen When one of its events last failed.
@@ -455,6 +458,9 @@ type GroupRetry struct {
 
 // GroupRetryRequest defines model for GroupRetryRequest.
 type GroupRetryRequest struct {
+	// Destination The group's destination; every destination the error hit when not given.
+	Destination *string `json:"destination,omitempty"`
+
 	// DryRun Change nothing; count what would be retried.
 	DryRun *bool `json:"dry_run,omitempty"`
 

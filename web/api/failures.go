@@ -15,16 +15,23 @@ func (s *server) ListFailureGroups(ctx context.Context, req ListFailureGroupsReq
 	}
 	out := ListFailureGroups200JSONResponse{Groups: make([]FailureGroup, len(groups)), Total: total}
 	for i, g := range groups {
-		out.Groups[i] = FailureGroup{Id: GroupID(g.ErrorGroup), ErrorGroup: g.ErrorGroup, Types: typeCounts(g.Types),
+		out.Groups[i] = FailureGroup{Id: GroupID(g.Destination, g.ErrorGroup), Destination: g.Destination,
+			ErrorGroup: g.ErrorGroup, Types: typeCounts(g.Types),
 			Failed: g.Failed, Retrying: g.Retrying, Dead: g.Dead, FirstSeen: g.FirstSeen, LastSeen: g.LastSeen}
 	}
 	return out, nil
 }
 
 // GroupID is a failure group's short name: the first 12 hex digits of
-// its masked error's SHA-256, the same while the text is.
-func GroupID(errorGroup string) string {
-	sum := sha256.Sum256([]byte(errorGroup))
+// the SHA-256 of its destination and masked error, the same while they
+// are; of the error alone for the destination default, as before hookd
+// had several.
+func GroupID(destination, errorGroup string) string {
+	text := errorGroup
+	if destination != "" && destination != queue.DefaultDestination {
+		text = destination + "\x00" + errorGroup
+	}
+	sum := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(sum[:6])
 }
 
@@ -37,7 +44,8 @@ func typeCounts(ts []queue.TypeCount) []TypeCount {
 }
 
 func (s *server) RetryFailureGroup(ctx context.Context, req RetryFailureGroupRequestObject) (RetryFailureGroupResponseObject, error) {
-	g := queue.FailureGroup{ErrorGroup: req.Body.Group, EventType: deref(req.Body.Type, "")}
+	g := queue.FailureGroup{ErrorGroup: req.Body.Group, EventType: deref(req.Body.Type, ""),
+		Destination: deref(req.Body.Destination, "")}
 	r, err := s.opts.Actions.RetryGroup(ctx, actor(ctx), g, deref(req.Body.DryRun, false))
 	if err != nil {
 		return nil, err
