@@ -414,9 +414,10 @@ func escapeLike(s string) string {
 
 // DeadEvent is an event that went dead, as an alert names it.
 type DeadEvent struct {
-	EventID   string    `db:"event_id"`
-	EventType string    `db:"event_type"`
-	DiedAt    time.Time `db:"died_at"`
+	EventID     string    `db:"event_id"`
+	EventType   string    `db:"event_type"`
+	Destination string    `db:"destination"`
+	DiedAt      time.Time `db:"died_at"`
 }
 
 // TakeNewlyDead marks, in tx, the dead events not announced yet as announced and
@@ -439,9 +440,9 @@ func (tx *Tx) TakeNewlyDead(ctx context.Context) ([]DeadEvent, error) {
 				SELECT id FROM webhook_events
 				WHERE status = '`+string(StatusDead)+`' AND (dead_alerted_at IS NULL OR dead_alerted_at < last_attempt_at)
 				FOR UPDATE SKIP LOCKED))
-			RETURNING event_id, event_type, coalesce(last_attempt_at, created_at) AS died_at
+			RETURNING event_id, event_type, destination, coalesce(last_attempt_at, created_at) AS died_at
 		)
-		SELECT event_id, event_type, died_at FROM taken ORDER BY died_at, event_id`)
+		SELECT event_id, event_type, destination, died_at FROM taken ORDER BY died_at, event_id, destination`)
 	if err != nil {
 		return nil, fmt.Errorf("take newly dead events: %w", err)
 	}

@@ -10,16 +10,17 @@ import (
 
 // PendingEvent is the oldest pending event, as an alert names it.
 type PendingEvent struct {
-	EventID    string    `db:"event_id"`
-	EventType  string    `db:"event_type"`
-	ReceivedAt time.Time `db:"created_at"`
+	EventID     string    `db:"event_id"`
+	EventType   string    `db:"event_type"`
+	Destination string    `db:"destination"`
+	ReceivedAt  time.Time `db:"created_at"`
 }
 
 // OldestPending returns the failed or retrying event received first, and
 // how many are pending; nil when none is.
 func (s *Store) OldestPending(ctx context.Context) (*PendingEvent, int64, error) {
 	oldest, err := store.QueryAll[PendingEvent](ctx, s.db, `
-		SELECT event_id, event_type, created_at FROM webhook_events
+		SELECT event_id, event_type, destination, created_at FROM webhook_events
 		WHERE `+pending+`
 		ORDER BY created_at LIMIT 1`)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -337,21 +339,61 @@ var evaluators = map[alerts.Condition]func(*Alerter, context.Context, *queue.Tx,
 }
 
 // evaluatePendingAge: the oldest pending event has waited longer than
-// HOOKD_ALERT_PENDING_AGE.
+// HOOKD_ALERT_PENDING_AGE. With several destinations it names each one
+// whose oldest pending delivery has.
 func (a *Alerter) evaluatePendingAge(ctx context.Context, tx *queue.Tx, st alerts.State, now time.Time) (alerts.State, string, error) {
 	oldest, pending, err := tx.OldestPending(ctx)
 	if err != nil {
 		return st, "", err
 	}
 	holds := oldest != nil && now.Sub(oldest.ReceivedAt) > a.cfg.PendingAge
+	var behind []queue.DestinationStat
+	if holds && !st.Active {
+		if behind, err = a.behind(ctx, tx, now); err != nil {
+			return st, "", err
+		}
+		if len(behind) == 1 && behind[0].Destination == queue.DefaultDestination {
+			behind = nil // the one app's: nothing to name
+		}
+	}
 	return transition(st, holds, now, func() string {
-		return fmt.Sprintf("hookd: the oldest pending event, %s (%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending. %s",
-			escape(oldest.EventID), escape(oldest.EventType), humanize.Duration(now.Sub(oldest.ReceivedAt)), humanize.Duration(a.cfg.PendingAge),
-			plural(pending, "event is", "events are"), a.link("/events?status=pending"))
+		link, to, where := a.link("/events?status=pending"), "", ""
+		if len(behind) > 0 {
+			to = ", to " + escape(oldest.Destination)
+			parts := make([]string, len(behind))
+			for i, d := range behind {
+				parts[i] = fmt.Sprintf("%s (%s, oldest %s)", escape(d.Destination), plural(d.Failed+d.Retrying, "pending", "pending"),
+					humanize.Duration(now.Sub(*d.Oldest)))
+			}
+			where = " Behind: " + strings.Join(parts, ", ") + "."
+			if len(behind) == 1 {
+				link = a.link("/events?" + url.Values{"status": {"pending"}, "destination": {behind[0].Destination}}.Encode())
+			}
+		}
+		return fmt.Sprintf("hookd: the oldest pending event, %s (%s%s), has waited %s, longer than HOOKD_ALERT_PENDING_AGE (%s); %s pending.%s %s",
+			escape(oldest.EventID), escape(oldest.EventType), to, humanize.Duration(now.Sub(oldest.ReceivedAt)), humanize.Duration(a.cfg.PendingAge),
+			plural(pending, "event is", "events are"), where, link)
 	}, func() string {
 		return fmt.Sprintf("hookd: cleared: no pending event is older than %s any more. %s",
 			humanize.Duration(a.cfg.PendingAge), a.link("/events?status=pending"))
 	})
+}
+
+// behind returns the destinations whose oldest pending delivery has
+// waited longer than HOOKD_ALERT_PENDING_AGE, the longest waiting first.
+func (a *Alerter) behind(ctx context.Context, tx *queue.Tx, now time.Time) ([]queue.DestinationStat, error) {
+	stats, err := tx.DestinationStats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var behind []queue.DestinationStat
+	for _, d := range stats {
+		if d.Oldest != nil && now.Sub(*d.Oldest) > a.cfg.PendingAge {
+			behind = append(behind, d)
+		}
+	}
+	slices.SortStableFunc(behind, func(x, y queue.DestinationStat) int { return x.Oldest.Compare(*y.Oldest) })
+	return behind, nil
 }
 
 // evaluateRetrierStalled: no replica's retry loop has looked for due
@@ -441,8 +483,12 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 		if len(dead) > firstDeadIDs {
 			more = ", …"
 		}
-		return next, fmt.Sprintf("hookd: %s dead, out of retries: %s. First: %s%s. %s",
-			plural(n, "event went", "events went"), deadTypes(dead), strings.Join(ids, ", "), more, link), nil
+		to, dests := deadDestinations(dead)
+		if len(dests) == 1 {
+			link = a.link("/events?" + url.Values{"status": {"dead"}, "destination": {dests[0]}}.Encode())
+		}
+		return next, fmt.Sprintf("hookd: %s dead, out of retries: %s.%s First: %s%s. %s",
+			plural(n, "event went", "events went"), deadTypes(dead), to, strings.Join(ids, ", "), more, link), nil
 	case len(dead) > 0:
 		st.LastSeen = &now
 		st.Count += int64(len(dead))
@@ -458,6 +504,26 @@ func (a *Alerter) evaluateDead(ctx context.Context, tx *queue.Tx, st alerts.Stat
 			st.Since.UTC().Format("2006-01-02 15:04 UTC"), plural(stillDead, "event is", "events are"), link), nil
 	}
 	return st, "", nil
+}
+
+// deadDestinations names the destinations of dead deliveries, the
+// commonest first, " Destinations: billing ×2, crm ×1." and their names;
+// "" and none when every one is the one app's, default.
+func deadDestinations(dead []queue.DeadEvent) (string, []string) {
+	counts := map[string]int{}
+	for _, d := range dead {
+		counts[d.Destination]++
+	}
+	if _, only := counts[queue.DefaultDestination]; only && len(counts) == 1 {
+		return "", nil
+	}
+	names := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(names, func(x, y string) int { return cmp.Or(counts[y]-counts[x], strings.Compare(x, y)) })
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s ×%d", escape(n), counts[n])
+	}
+	return " Destinations: " + strings.Join(parts, ", ") + ".", names
 }
 
 // deadTypes counts dead events by type, the commonest first: "invoice.paid

@@ -3,6 +3,7 @@ package maintenance_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -392,4 +393,54 @@ func TestAlerter_Announce(t *testing.T) {
 	if len(texts) != 1 || texts[0] != "The emergency admin break-glass@example.com signed in with a password" {
 		t.Errorf("alerts %q, want the announcement alone", texts)
 	}
+}
+
+// With several destinations the dead and pending-age alerts name the
+// destinations concerned, and link to their deliveries; the one app's
+// alerts name none.
+func TestAlerter_NamesTheDestinations(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t)
+	hook := newIncomingWebhook(t)
+	a := maintenance.NewAlerter(bundle.store, discardLogger, alerterConfig(hook.srv.URL))
+	pool := bundle.pool
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_old_billing", Destination: "billing",
+		Status: queue.StatusRetrying, Attempts: 2, Age: 3 * time.Hour, DueIn: time.Hour})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_old_crm", Destination: "crm",
+		Status: queue.StatusFailed, Attempts: 1, Age: 2 * time.Hour, DueIn: time.Hour})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_new_crm", Destination: "crm",
+		Status: queue.StatusFailed, Attempts: 1, DueIn: time.Hour})
+	queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: "evt_young", Destination: "analytics",
+		Status: queue.StatusFailed, Attempts: 1, DueIn: time.Hour})
+	for i, dest := range []string{"billing", "billing", "crm"} {
+		queuetest.InsertEvent(t, pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_dead_%d", i), Destination: dest,
+			Status: queue.StatusDead, Attempts: 5})
+	}
+	if err := bundle.store.RecordRetrierTick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runAlerter(t, a)
+	texts := hook.waitTexts(t, 2)
+	if len(texts) != 2 {
+		t.Fatalf("got %d alerts, want 2: %q", len(texts), texts)
+	}
+	wantContains(t, texts[0], "3 events went dead", "Destinations: billing ×2, crm ×1.",
+		"https://hooks.example.com/events?status=dead")
+	wantContains(t, texts[1], "evt_old_billing (invoice.paid, to billing)", "4 events are pending",
+		"Behind: billing (1 pending, oldest 3 h), crm (2 pending, oldest 2 h).")
+	if strings.Contains(texts[1], "analytics") {
+		t.Errorf("the pending-age alert names analytics, whose one pending delivery is young: %q", texts[1])
+	}
+
+	// One destination concerned: the alerts link to its deliveries.
+	hook2 := newIncomingWebhook(t)
+	other := setup(t)
+	queuetest.InsertEvent(t, other.pool, queuetest.EventOpts{EventID: "evt_dead_crm", Destination: "crm",
+		Status: queue.StatusDead, Attempts: 5})
+	if err := other.store.RecordRetrierTick(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runAlerter(t, maintenance.NewAlerter(other.store, discardLogger, alerterConfig(hook2.srv.URL)))
+	texts = hook2.waitTexts(t, 1)
+	wantContains(t, texts[0], "Destinations: crm ×1.", "https://hooks.example.com/events?destination=crm&status=dead")
 }
