@@ -400,7 +400,7 @@ func (r *Replayer) startSpan(ctx context.Context, run queue.RunningReplay, m que
 		tracing.AttrReplay.String(run.Name))
 	// A replay takes the event from the event log, not the queue: it has
 	// waited for no one, and its span says no wait.
-	return r.cfg.Tracer.StartProcess(ctx, m.EventID, m.TraceParent, time.Time{}, attrs...)
+	return r.cfg.Tracer.StartProcess(ctx, r.cfg.replayDestination(), m.EventID, m.TraceParent, time.Time{}, attrs...)
 }
 
 // settleTraced writes a traced delivery's outcome under a span of its

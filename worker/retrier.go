@@ -290,7 +290,8 @@ func (b *retryBatch) prepare(context.Context, *settling) bool {
 func (b *retryBatch) begin(ctx context.Context, t *settling) (context.Context, Delivery) {
 	r, e := b.r, t.s.Claimed.Event
 	if r.cfg.Tracer != nil {
-		t.ctx, t.span = r.cfg.Tracer.StartProcess(ctx, e.EventID, deref(e.TraceParent), e.CreatedAt,
+		t.ctx, t.span = r.cfg.Tracer.StartProcess(ctx, cmp.Or(e.Destination, queue.DefaultDestination), e.EventID,
+			deref(e.TraceParent), e.CreatedAt,
 			tracing.Event(e.EventID, e.EventType, e.Endpoint, e.Attempts, string(t.s.Claimed.Path))...)
 		ctx = t.ctx
 	}

@@ -303,7 +303,13 @@ func (r *Receiver) RecoverThrough(ctx context.Context, label string, payload []b
 	// A recovered event never reached hookd, so there is no delivery to
 	// link to: the recovery is a trace of its own, linked to the
 	// reconciliation run's span when the caller has one.
-	ctx, span := r.tracer.StartProcess(ctx, ev.ID, "", time.Time{})
+	// With several destinations it calls each that takes the event: a
+	// span of no one destination.
+	dest := queue.DefaultDestination
+	if r.fanout != nil {
+		dest = ""
+	}
+	ctx, span := r.tracer.StartProcess(ctx, dest, ev.ID, "", time.Time{})
 	defer span.End()
 	outcome, err := r.receive(ctx, &ev, &ep, payload, "", queue.PathReconcile)
 	traceOutcome(span, outcome, err)

@@ -37,16 +37,17 @@ const ScopeName = "github.com/hookd/hookd"
 // The names of hookd's own spans. A delivery's span is the parent of its
 // lease, call to the app and outcome, which is a PRODUCER
 // span, SpanSend, when it puts the event on the queue for later. Each
-// retry, replay and recovery is a CONSUMER span, SpanProcess, the root of
-// a trace of its own, linked to the span that queued the event.
+// retry, replay and recovery is a CONSUMER span, "process <destination>"
+// (ProcessSpan; SpanProcess for the one app), the root of a trace of its
+// own, linked to the span that queued the event.
 const (
 	SpanDeliver = "hookd.deliver"
 	SpanLease   = "hookd.lease"
 	SpanOutcome = "hookd.outcome"
 	// SpanSend and SpanProcess are named as OpenTelemetry's messaging
-	// conventions name them, "{operation} {destination}": the queue has
-	// one destination, Destination, until events have destinations of
-	// their own.
+	// conventions name them, "{operation} {destination}": SpanProcess is
+	// a call to the one app, the destination Destination (ProcessSpan
+	// names any other's).
 	SpanSend    = "send " + Destination
 	SpanProcess = "process " + Destination
 	// SpanDoctor is the one span hookd doctor sends (Probe).
@@ -54,7 +55,8 @@ const (
 )
 
 // The messaging conventions' values for hookd's queue: it is a system of
-// its own (a table in PostgreSQL), and every event goes to Destination.
+// its own (a table in PostgreSQL), and the one app of HOOKD_FORWARD_URL
+// is the destination Destination.
 const (
 	MessagingSystem = "hookd"
 	Destination     = "default"
@@ -142,17 +144,30 @@ func (t *Tracer) StartSend(ctx context.Context, eventID string) (context.Context
 		semconv.MessagingMessageID(eventID)))
 }
 
-// StartProcess starts the CONSUMER span of an attempt taken from the
-// queue (a retry or a replay) or recovered from Stripe's Events API, as
-// the root of a trace of its own: linked to the span traceparent names
-// (the one that queued the event) when it names one, and to ctx's span
-// when that is valid (the reconciliation run that found the event). A
-// retry can run days after its delivery, so it is its own trace rather
-// than a child of one long since ended, as OpenTelemetry's messaging
-// conventions advise for work taken from a queue. queued, when not zero,
-// is when the event was queued, and the span says how long it waited
-// (AttrQueueWait). attrs are the event's (Event).
-func (t *Tracer) StartProcess(ctx context.Context, eventID, traceparent string, queued time.Time,
+// ProcessSpan is the name of the CONSUMER span of an attempt to
+// destination: "process billing"; "process" alone for a run that calls
+// every destination that takes the event (a replay or a recovery with
+// several), as the messaging conventions name an operation whose
+// destination is not one.
+func ProcessSpan(destination string) string {
+	if destination == "" {
+		return "process"
+	}
+	return "process " + destination
+}
+
+// StartProcess starts the CONSUMER span of an attempt to destination ("":
+// every destination that takes the event) taken from the queue (a retry
+// or a replay) or recovered from Stripe's Events API, as the root of a
+// trace of its own: linked to the span traceparent names (the one that
+// queued the event) when it names one, and to ctx's span when that is
+// valid (the reconciliation run that found the event). A retry can run
+// days after its delivery, so it is its own trace rather than a child of
+// one long since ended, as OpenTelemetry's messaging conventions advise
+// for work taken from a queue. queued, when not zero, is when the event
+// was queued, and the span says how long it waited (AttrQueueWait). attrs
+// are the event's (Event).
+func (t *Tracer) StartProcess(ctx context.Context, destination, eventID, traceparent string, queued time.Time,
 	attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if t == nil {
 		return ctx, trace.SpanFromContext(ctx)
@@ -165,12 +180,14 @@ func (t *Tracer) StartProcess(ctx context.Context, eventID, traceparent string, 
 		links = append(links, trace.Link{SpanContext: sc})
 	}
 	attrs = append(attrs, semconv.MessagingSystemKey.String(MessagingSystem), semconv.MessagingOperationTypeProcess,
-		semconv.MessagingOperationName("process"), semconv.MessagingDestinationName(Destination),
-		semconv.MessagingMessageID(eventID))
+		semconv.MessagingOperationName("process"), semconv.MessagingMessageID(eventID))
+	if destination != "" {
+		attrs = append(attrs, semconv.MessagingDestinationName(destination))
+	}
 	if !queued.IsZero() {
 		attrs = append(attrs, AttrQueueWait.Int64(max(time.Since(queued).Milliseconds(), 0)))
 	}
-	return t.tracer.Start(ctx, SpanProcess, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
+	return t.tracer.Start(ctx, ProcessSpan(destination), trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(links...), trace.WithAttributes(attrs...))
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,32 @@ func TestStatementName(t *testing.T) {
 		if got := StatementName(sql); got != want {
 			t.Errorf("StatementName(%q) = %q, want %q", sql, got, want)
 		}
+	}
+}
+
+// A process span is named for its destination and says it in
+// messaging.destination.name; one of several destinations at once is
+// "process" alone, with no destination.
+func TestStartProcess_NamedForItsDestination(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) })
+	tr := New(provider)
+	for _, dest := range []string{"billing", Destination, ""} {
+		_, span := tr.StartProcess(context.Background(), dest, "evt_1", "", time.Time{})
+		span.End()
+	}
+	got := map[string]string{}
+	for _, s := range spans.GetSpans() {
+		got[s.Name] = "none"
+		for _, a := range s.Attributes {
+			if a.Key == "messaging.destination.name" {
+				got[s.Name] = a.Value.AsString()
+			}
+		}
+	}
+	want := map[string]string{"process billing": "billing", SpanProcess: Destination, "process": "none"}
+	if !maps.Equal(got, want) {
+		t.Errorf("process spans %v, want %v", got, want)
 	}
 }
