@@ -111,7 +111,7 @@ func (d *dashboard) replicasBanner(c echo.Context) string {
 		}
 		r.banner = "Replicas apply different destinations: " + strings.Join(parts, ", ") + ". Each event goes to the " +
 			"destinations of whichever replica Stripe reaches. Give every replica the same `HOOKD_DESTINATIONS_FILE` " +
-			"and restart the ones that differ; `hookd doctor` says which one this configuration gives."
+			"and send the ones that differ `SIGHUP`; `hookd doctor` says which one its configuration gives."
 	}
 	return r.banner
 }

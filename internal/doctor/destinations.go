@@ -32,12 +32,12 @@ func ReplicaDestinations(ctx context.Context, databaseURL, hash string) Result {
 			return Result{name, OK, "no hookd serve is running" + starting + "; each applies its destinations at start"}
 		case len(groups) > 1:
 			return Result{name, Warn, fmt.Sprintf("live replicas apply different destinations: %s%s; an event is routed "+
-				"by whichever replica Stripe reaches: give every replica the same HOOKD_DESTINATIONS_FILE (or HOOKD_FORWARD_URL) "+
-				"and restart the ones that differ", describeGroups(groups, hash), starting)}
+				"by whichever replica Stripe reaches: give every replica the same HOOKD_DESTINATIONS_FILE and send the ones "+
+				"that differ SIGHUP (with HOOKD_FORWARD_URL, the same URL, and restart them)", describeGroups(groups, hash), starting)}
 		case hash != "" && groups[0].Hash != hash:
 			return Result{name, Warn, fmt.Sprintf("%s; this configuration's are %s: doctor read another "+
-				"HOOKD_DESTINATIONS_FILE (or HOOKD_FORWARD_URL) than the replicas run with; check it, or restart them "+
-				"with this one", describeGroups(groups, hash), queue.ShortHash(hash)+starting)}
+				"HOOKD_DESTINATIONS_FILE (or HOOKD_FORWARD_URL) than the replicas run with; check it, or give them this one "+
+				"and send them SIGHUP", describeGroups(groups, hash), queue.ShortHash(hash)+starting)}
 		}
 		return Result{name, OK, fmt.Sprintf("%s%s", describeGroups(groups, hash), starting)}
 	})

@@ -556,11 +556,11 @@ func TestReplicaDestinations_WarnsWhenReplicasDiffer(t *testing.T) {
 	expect(t, doctor.ReplicaDestinations(ctx, b.url, ours), doctor.OK,
 		"2 live replicas apply destinations aaaa1111aaaa (this configuration's)")
 	expect(t, doctor.ReplicaDestinations(ctx, b.url, theirs), doctor.Warn,
-		"2 live replicas apply destinations aaaa1111aaaa; this configuration's are bbbb2222bbbb", "restart them")
+		"2 live replicas apply destinations aaaa1111aaaa; this configuration's are bbbb2222bbbb", "send them SIGHUP")
 
 	replica(theirs)
 	expect(t, doctor.ReplicaDestinations(ctx, b.url, ours), doctor.Warn,
 		"live replicas apply different destinations: 2 live replicas apply destinations aaaa1111aaaa (this configuration's), "+
 			"1 applies destinations bbbb2222bbbb",
-		"give every replica the same HOOKD_DESTINATIONS_FILE", "restart the ones that differ")
+		"give every replica the same HOOKD_DESTINATIONS_FILE", "send the ones that differ SIGHUP")
 }
