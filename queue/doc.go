@@ -26,6 +26,7 @@ package queue
 //	timeline.go         database_timeline: the WAL timeline, which a failover changes (NoteTimeline)
 //	destinations.go     destinations: each one's applied configuration, pause and breaker,
 //	                    and the hash each live replica applied (ReplicaDestinationHashes)
+//	routemisses.go      webhook_route_misses: the destinations whose filter failed on an event
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release
