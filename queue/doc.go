@@ -27,6 +27,7 @@ package queue
 //	destinations.go     destinations: each one's applied configuration, pause and breaker,
 //	                    and the hash each live replica applied (ReplicaDestinationHashes)
 //	routemisses.go      webhook_route_misses: the destinations whose filter failed on an event
+//	rates.go            destination_rates: the calls reserved under a destination's shared rate
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release
