@@ -105,7 +105,7 @@ func Record(ctx context.Context, store *queue.Store, set *destinations.Set, logg
 		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: set.Source,
 			Concurrency: d.Concurrency, Timeout: d.Timeout,
 			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
-				"endpoints": d.Endpoints, "filter": d.Filter}}
+				"endpoints": d.Endpoints, "filter": d.Filter, "rate": d.Rate}}
 	}
 	got, err := store.ApplyDestinations(ctx, applied, set.Hash)
 	if err != nil {
