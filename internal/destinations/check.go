@@ -23,18 +23,34 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
 // orderByRE is a field path: identifiers joined by dots.
 var orderByRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
+// FieldError is a refused field of one destination: Error says it as one
+// line naming both, and Field lets a form show it beside its input.
+type FieldError struct {
+	// Who names the destination: `destination "billing"`, or
+	// `destinations[2]` while its name is not one.
+	Who string
+	// Field is the key at fault, as the file (or the dashboard's form)
+	// calls it: name, url, types, filter...
+	Field string
+	// Reason says what is wrong and what would do.
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Who + ": " + e.Field + ": " + e.Reason }
+
 // fieldError is a refused field of one destination, said as one line
 // naming both.
 func fieldError(who, field, format string, a ...any) error {
-	return fmt.Errorf("%s: %s: %s", who, field, fmt.Sprintf(format, a...))
+	return &FieldError{Who: who, Field: field, Reason: fmt.Sprintf(format, a...)}
 }
 
-// destination checks e, the i-th of the file, against the destinations
-// before it, and makes it a Destination, its variables read through
-// getenv and its filter compiled.
-func (e entry) destination(i int, before []*Destination, getenv func(string) string) (*Destination, error) {
+// destination checks e against the destinations before it, and makes it
+// a Destination, its variables read through getenv and its filter
+// compiled. unnamed names it while its name is not one: destinations[i],
+// its place in the file.
+func (e entry) destination(unnamed string, before []*Destination, getenv func(string) string) (*Destination, error) {
 	if !nameRE.MatchString(e.Name) {
-		who := fmt.Sprintf("destinations[%d]", i)
+		who := unnamed
 		if e.Name == "" {
 			return nil, fieldError(who, "name", "missing (a name like billing, matching %s)", nameRE)
 		}
@@ -189,15 +205,12 @@ func checkOrderBy(d *Destination, e entry, who string) error {
 // destination would go unsigned, or without its credential, unnoticed.
 func (d *Destination) readEnv(e entry, who string, getenv func(string) string) error {
 	if e.SigningSecretEnv != "" {
-		v := getenv(e.SigningSecretEnv)
-		d.SigningSecrets = strings.Fields(v)
+		d.SigningSecrets = strings.Fields(getenv(e.SigningSecretEnv))
 		if len(d.SigningSecrets) == 0 {
 			return fieldError(who, "signing_secret_env", "%s is empty", e.SigningSecretEnv)
 		}
-		for i, s := range d.SigningSecrets {
-			if _, err := forwardsig.ParseSecret(s); err != nil {
-				return fieldError(who, "signing_secret_env", "%s: secret %d of %d: %v", e.SigningSecretEnv, i+1, len(d.SigningSecrets), err)
-			}
+		if err := checkSecrets(d.SigningSecrets); err != nil {
+			return fieldError(who, "signing_secret_env", "%s: %v", e.SigningSecretEnv, err)
 		}
 	}
 	if len(e.HeadersEnv) == 0 {
@@ -207,21 +220,29 @@ func (d *Destination) readEnv(e entry, who string, getenv func(string) string) e
 	d.Headers = make(http.Header, len(e.HeadersEnv))
 	for _, name := range slices.Sorted(maps.Keys(e.HeadersEnv)) {
 		env := e.HeadersEnv[name]
-		if err := checkHeader(name, env); err != nil {
+		if err := checkHeaderName(name, d.Headers); err != nil {
 			return fieldError(who, "headers_env", "%s: %v", name, err)
 		}
-		if d.Headers.Get(name) != "" {
-			return fieldError(who, "headers_env", "%s: given twice, in two spellings", name)
+		if env == "" {
+			return fieldError(who, "headers_env", "%s: names no variable", name)
 		}
 		v := getenv(env)
-		switch {
-		case strings.TrimSpace(v) == "":
-			return fieldError(who, "headers_env", "%s: %s is empty", name, env)
-		case !httpguts.ValidHeaderFieldValue(v):
-			return fieldError(who, "headers_env", "%s: %s holds a character a header value may not (a newline?)", name, env)
+		if err := checkHeaderValue(v); err != nil {
+			return fieldError(who, "headers_env", "%s: %s %v", name, env, err)
 		}
 		d.HeadersEnv[name] = env
 		d.Headers.Set(name, v)
+	}
+	return nil
+}
+
+// checkSecrets checks each Standard Webhooks secret, saying which of them
+// is wrong.
+func checkSecrets(secrets []string) error {
+	for i, s := range secrets {
+		if _, err := forwardsig.ParseSecret(s); err != nil {
+			return fmt.Errorf("secret %d of %d: %v", i+1, len(secrets), err)
+		}
 	}
 	return nil
 }
@@ -238,7 +259,9 @@ var reservedHeaders = []string{"Content-Type", "Traceparent", "Tracestate",
 // reservedPrefixes are the families of hookd's own headers.
 var reservedPrefixes = []string{"Hookd-", "Webhook-"}
 
-func checkHeader(name, env string) error {
+// checkHeaderName checks an extra header's name, against the headers
+// hookd sets and those of the destination so far (set).
+func checkHeaderName(name string, set http.Header) error {
 	canon := http.CanonicalHeaderKey(name)
 	switch {
 	case !httpguts.ValidHeaderFieldName(name):
@@ -246,8 +269,20 @@ func checkHeader(name, env string) error {
 	case slices.Contains(reservedHeaders, canon) ||
 		slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(canon, p) }):
 		return errors.New("hookd sets this header itself")
-	case env == "":
-		return errors.New("names no variable")
+	case set.Get(name) != "":
+		return errors.New("given twice, in two spellings")
+	}
+	return nil
+}
+
+// checkHeaderValue checks an extra header's value; its error completes a
+// sentence whose subject is where the value came from.
+func checkHeaderValue(v string) error {
+	switch {
+	case strings.TrimSpace(v) == "":
+		return errors.New("is empty")
+	case !httpguts.ValidHeaderFieldValue(v):
+		return errors.New("holds a character a header value may not (a newline?)")
 	}
 	return nil
 }

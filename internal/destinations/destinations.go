@@ -28,10 +28,13 @@ const MaxTimeout = 2 * time.Minute
 // DefaultName is the one destination HOOKD_FORWARD_URL makes.
 const DefaultName = "default"
 
-// The sources of a Set.
+// The sources of a Set, and of each of its destinations.
 const (
 	SourceFile       = "file"
 	SourceForwardURL = "forward_url"
+	// SourceDashboard is an admin's destination, managed on the
+	// dashboard while no file is set.
+	SourceDashboard = "dashboard"
 )
 
 // The values of Livemode, and the word that matches anything in Types'
@@ -90,8 +93,16 @@ type Destination struct {
 	// HeadersEnv maps an extra header's name to the variable holding its
 	// value, so the file holds no credential.
 	HeadersEnv map[string]string
-	// Headers are HeadersEnv's values, read at load.
+	// Headers are HeadersEnv's values, read at load, or an Entry's.
 	Headers http.Header
+	// Source is where the destination is configured: the Set's Source,
+	// but in a set of the dashboard's (FromEntries), where default is
+	// HOOKD_FORWARD_URL's.
+	Source string
+
+	// valued says its secrets and headers were given as values (an
+	// Entry), not read from variables the hash names.
+	valued bool
 
 	// program is Filter compiled, nil when there is none; loops says it
 	// holds a comprehension, and runs under a deadline.
@@ -109,7 +120,9 @@ type Set struct {
 	// or the name of a variable changes (not the variables' values, which
 	// are secrets).
 	Hash string
-	// Source is SourceFile or SourceForwardURL.
+	// Source is SourceFile, SourceForwardURL, or SourceDashboard for a
+	// set of the dashboard's destinations (with HOOKD_FORWARD_URL's
+	// default, if any).
 	Source string
 }
 
@@ -123,10 +136,11 @@ func Parse(data []byte, getenv func(string) string) (*Set, error) {
 	}
 	set := &Set{Source: SourceFile}
 	for i, e := range entries {
-		d, err := e.destination(i, set.Destinations, getenv)
+		d, err := e.destination(fmt.Sprintf("destinations[%d]", i), set.Destinations, getenv)
 		if err != nil {
 			return nil, err
 		}
+		d.Source = SourceFile
 		set.Destinations = append(set.Destinations, d)
 	}
 	set.Hash = hash(set)
@@ -154,7 +168,7 @@ func Load(path string, getenv func(string) string) (*Set, error) {
 // every event, with every setting HOOKD_FORWARD_*'s.
 func Single(url string) *Set {
 	d := &Destination{Name: DefaultName, URL: url, Types: []string{AllType}, Livemode: Any,
-		Accounts: []string{Any}, Endpoints: []string{Any}}
+		Accounts: []string{Any}, Endpoints: []string{Any}, Source: SourceForwardURL}
 	set := &Set{Destinations: []*Destination{d}, Source: SourceForwardURL}
 	set.Hash = hash(set)
 	return set
