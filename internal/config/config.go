@@ -65,9 +65,13 @@ type Config struct {
 	// Destinations are the destinations events are forwarded to: the
 	// file's, or HOOKD_FORWARD_URL's one (destinations.Single); nil with
 	// neither set.
-	Destinations   *destinations.Set
-	ForwardSecret  Secret
-	ForwardTimeout time.Duration
+	Destinations *destinations.Set
+	// DestinationsKey is HOOKD_DESTINATIONS_KEY decoded (32 bytes): the
+	// key the dashboard's destinations' signing secrets and headers are
+	// sealed under; nil when unset.
+	DestinationsKey SecretBytes
+	ForwardSecret   Secret
+	ForwardTimeout  time.Duration
 	// ForwardIdleTimeout closes a kept connection to the app idle this long.
 	ForwardIdleTimeout time.Duration
 	RetryInterval      time.Duration
@@ -154,6 +158,15 @@ func (Secret) String() string { return "REDACTED" }
 
 // Reveal returns the secret's value, for the one place that uses it.
 func (s Secret) Reveal() string { return string(s) }
+
+// SecretBytes is a secret key: it says REDACTED when logged or printed.
+type SecretBytes []byte
+
+// LogValue redacts the key in slog output.
+func (SecretBytes) LogValue() slog.Value { return slog.StringValue("REDACTED") }
+
+// String redacts the key when formatted with %v or %s.
+func (SecretBytes) String() string { return "REDACTED" }
 
 // Parse builds the Config for a command: a flag overrides its
 // environment variable, which overrides the built-in default. A bad value is
@@ -275,6 +288,16 @@ func LoadDestinations(cfg *Config, getenv func(string) string) error {
 		cfg.Destinations = destinations.Single(cfg.ForwardURL)
 	}
 	return nil
+}
+
+// EndpointLabels are the labels of the endpoints STRIPE_WEBHOOK_SECRETS
+// names, which a destination's endpoints must name; none without it.
+func (c Config) EndpointLabels() []string {
+	var labels []string
+	for _, e := range c.Endpoints {
+		labels = append(labels, e.Label)
+	}
+	return labels
 }
 
 // EndpointSecrets are every endpoint's secrets, for what checks a

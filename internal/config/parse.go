@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/endpoint"
 	"github.com/hookd/hookd/internal/idp"
 	"github.com/hookd/hookd/internal/receiver"
@@ -209,6 +210,16 @@ func checkURL(v string) error {
 		return errors.New("not an absolute http(s) URL")
 	}
 	return nil
+}
+
+func parseDestinationsKey(dst *SecretBytes, v string) error {
+	if v == "" {
+		*dst = nil
+		return nil
+	}
+	key, err := destinations.ParseKey(v)
+	*dst = key
+	return err
 }
 
 func parseRetryBatch(dst *int64, v string) error {

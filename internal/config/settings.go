@@ -73,6 +73,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.ForwardURL = v; return checkURL(v) }},
 	{flag: "destinations-file", env: "HOOKD_DESTINATIONS_FILE", usage: "a YAML file of the destinations events are forwarded to, each with its URL, route (types, livemode, accounts, endpoints, a CEL filter) and settings, instead of HOOKD_FORWARD_URL, which is the one destination default taking every event (hookd destinations check -f FILE validates one)",
 		set: func(c *Config, v string) error { c.DestinationsFile = v; return nil }},
+	{flag: "destinations-key", env: "HOOKD_DESTINATIONS_KEY", usage: "base64 of 32 random bytes (openssl rand -base64 32): the key the signing secrets and headers of the destinations managed on the dashboard are kept encrypted under (none: those destinations can have neither)", secret: true,
+		set: func(c *Config, v string) error { return parseDestinationsKey(&c.DestinationsKey, v) }},
 	{flag: "forward-secret", env: "HOOKD_FORWARD_SECRET", essential: true, usage: "whsec_<base64> key for the Standard Webhooks signature on forwarded events (none: unsigned)", secret: true,
 		set: func(c *Config, v string) error { c.ForwardSecret = Secret(v); return checkForwardSecret(v) }},
 	{flag: "forward-timeout", env: "HOOKD_FORWARD_TIMEOUT", def: humanize.Typed(worker.DefaultProcessTimeout), usage: "how long the processor waits for the forward URL",
