@@ -34,6 +34,7 @@ type Actions struct {
 	reconciler *reconcile.Reconciler
 	replayer   Replayer
 	stripe     *stripeapi.Client
+	managed    ManagedDestinations
 }
 
 // Stores are what New takes: the queue the actions write, the reader
@@ -42,7 +43,8 @@ type Actions struct {
 // then the API tokens (nil: on Queue's database), the accounts and the
 // rejection log, and what some actions need when hookd has it: the
 // reconciler (nil: reconciliation is off), this replica's runner of
-// replays (nil: none here), and Stripe's API (nil: no STRIPE_API_KEY).
+// replays (nil: none here), and Stripe's API (nil: no STRIPE_API_KEY);
+// and what the destinations' actions know of the configuration.
 type Stores struct {
 	Queue   *queue.Store
 	Reads   *queue.Store
@@ -56,6 +58,9 @@ type Stores struct {
 	Reconciler *reconcile.Reconciler
 	Replayer   Replayer
 	Stripe     *stripeapi.Client
+	// Destinations is what the dashboard's destinations' actions know of
+	// the configuration: the file, HOOKD_FORWARD_URL, the key.
+	Destinations ManagedDestinations
 }
 
 // Replayer is this replica's runner of replays (worker.Replayer), as the
@@ -70,7 +75,7 @@ type Replayer interface {
 func New(s Stores) *Actions {
 	a := &Actions{queue: s.Queue, reads: s.Reads, audit: s.Audit, control: s.Control, logger: s.Logger,
 		tokens: s.Tokens, accounts: s.Accounts, rejections: s.Rejections, reconciler: s.Reconciler,
-		replayer: s.Replayer, stripe: s.Stripe}
+		replayer: s.Replayer, stripe: s.Stripe, managed: s.Destinations}
 	if a.reads == nil {
 		a.reads = a.queue
 	}
