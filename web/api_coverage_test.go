@@ -51,6 +51,10 @@ var dashboardToAPI = map[string]apiFace{
 	// The confirmation names the token; the API's list of tokens does.
 	"/accounts/:id/tokens/:token/revoke/preview": {"listTokens", accounts.RoleAdmin},
 	"/accounts/:id/tokens/:token/revoke":         {"revokeToken", accounts.RoleAdmin},
+	"/destinations/add":                          {"addDestination", accounts.RoleAdmin},
+	"/destinations/:name/edit":                   {"editDestination", accounts.RoleAdmin},
+	"/destinations/:name/remove/preview":         {"removeDestination", accounts.RoleAdmin},
+	"/destinations/:name/remove":                 {"removeDestination", accounts.RoleAdmin},
 }
 
 // exemptFromAPI are the POST routes with no meaning over the API, each

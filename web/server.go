@@ -165,6 +165,11 @@ type Options struct {
 	// Actions are the actions the dashboard and /api/v1 share; nil means
 	// actions over Stores.
 	Actions *actions.Actions
+	// Destinations is what the pages that add, edit and remove a
+	// destination know of the configuration (HOOKD_DESTINATIONS_FILE,
+	// HOOKD_FORWARD_URL, HOOKD_DESTINATIONS_KEY), for the Actions made
+	// when Actions is nil.
+	Destinations actions.ManagedDestinations
 	// API, when set, serves /api/v1 here; nil serves it elsewhere
 	// (HOOKD_API_ADDR) or not at all. Its Actions are Actions when nil.
 	API *api.Options
@@ -282,7 +287,7 @@ func withDefaults(opts Options) Options {
 		opts.Actions = actions.New(actions.Stores{Queue: opts.Stores.Queue, Reads: opts.Stores.Reads,
 			Audit: opts.Stores.Audit, Control: opts.Control, Logger: opts.Logger,
 			Accounts: opts.Stores.Accounts, Rejections: opts.Stores.Rejections, Reconciler: opts.Reconciler,
-			Replayer: opts.Replayer, Stripe: opts.Stripe})
+			Replayer: opts.Replayer, Stripe: opts.Stripe, Destinations: opts.Destinations})
 	}
 	if opts.API != nil && opts.API.Actions == nil {
 		withActions := *opts.API

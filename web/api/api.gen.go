@@ -39,6 +39,27 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for ManagedDestinationSource.
+const (
+	Dashboard  ManagedDestinationSource = "dashboard"
+	File       ManagedDestinationSource = "file"
+	ForwardUrl ManagedDestinationSource = "forward_url"
+)
+
+// Valid indicates whether the value is a known member of the ManagedDestinationSource enum.
+func (e ManagedDestinationSource) Valid() bool {
+	switch e {
+	case Dashboard:
+		return true
+	case File:
+		return true
+	case ForwardUrl:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Mode.
 const (
 	Live Mode = "live"
@@ -196,6 +217,44 @@ type AddAccountRequest struct {
 	Role     Role   `json:"role"`
 }
 
+// AddDestinationRequest defines model for AddDestinationRequest.
+type AddDestinationRequest struct {
+	// Accounts platform, connected account ids acct_..., or any; left out, any.
+	Accounts *[]string `json:"accounts,omitempty"`
+
+	// Concurrency Calls at once; 0 or left out, the default.
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Endpoints Endpoint labels, or any; left out, any.
+	Endpoints *[]string `json:"endpoints,omitempty"`
+
+	// Filter A CEL expression over the event, true to take it; empty, none.
+	Filter *string `json:"filter,omitempty"`
+
+	// Headers Extra headers by name, such as Authorization. Kept encrypted, never returned.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Livemode any (the default), live or test.
+	Livemode *string `json:"livemode,omitempty"`
+
+	// Name Example: billing
+	Name string `json:"name"`
+
+	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
+	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
+
+	// Timeout A duration like 10s, at most 2m; empty or left out, HOOKD_FORWARD_TIMEOUT.
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Types Exact event types or globs (invoice.*); left out, every type.
+	Types *[]string `json:"types,omitempty"`
+
+	// Url The app's http or https URL.
+	//
+	// Example: https://billing.internal/stripe
+	Url string `json:"url"`
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	AttemptedAt time.Time `json:"attempted_at"`
@@ -262,11 +321,69 @@ type Delivery struct {
 	PausedReason *string    `json:"paused_reason,omitempty"`
 }
 
+// DestinationChange defines model for DestinationChange.
+type DestinationChange struct {
+	// Changed The fields changed, never their secret values.
+	Changed     []string           `json:"changed"`
+	Destination ManagedDestination `json:"destination"`
+}
+
+// DestinationRemoval defines model for DestinationRemoval.
+type DestinationRemoval struct {
+	Destination ManagedDestination `json:"destination"`
+	DryRun      bool               `json:"dry_run"`
+	Removed     bool               `json:"removed"`
+
+	// Retired It is (or would be) kept retired for them, rather than deleted.
+	Retired bool `json:"retired"`
+
+	// Waiting Deliveries to it on the queue, failed or dead, counted up to 100000.
+	Waiting int64 `json:"waiting"`
+}
+
+// DestinationSettings A destination's settings, as a destinations file's entry gives them.
+type DestinationSettings struct {
+	// Accounts platform, connected account ids acct_..., or any; left out, any.
+	Accounts *[]string `json:"accounts,omitempty"`
+
+	// Concurrency Calls at once; 0 or left out, the default.
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Endpoints Endpoint labels, or any; left out, any.
+	Endpoints *[]string `json:"endpoints,omitempty"`
+
+	// Filter A CEL expression over the event, true to take it; empty, none.
+	Filter *string `json:"filter,omitempty"`
+
+	// Headers Extra headers by name, such as Authorization. Kept encrypted, never returned.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Livemode any (the default), live or test.
+	Livemode *string `json:"livemode,omitempty"`
+
+	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
+	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
+
+	// Timeout A duration like 10s, at most 2m; empty or left out, HOOKD_FORWARD_TIMEOUT.
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Types Exact event types or globs (invoice.*); left out, every type.
+	Types *[]string `json:"types,omitempty"`
+
+	// Url The app's http or https URL.
+	//
+	// Example: https://billing.internal/stripe
+	Url string `json:"url"`
+}
+
 // DryRunRequest defines model for DryRunRequest.
 type DryRunRequest struct {
 	// DryRun Say what would be done, and do nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
 }
+
+// EditDestinationRequest A destination's settings, as a destinations file's entry gives them.
+type EditDestinationRequest = DestinationSettings
 
 // EraseRequest defines model for EraseRequest.
 type EraseRequest struct {
@@ -470,6 +587,33 @@ type GroupRetryRequest struct {
 	// Type Only the group's events of this type; every type when not given.
 	Type *string `json:"type,omitempty"`
 }
+
+// ManagedDestination defines model for ManagedDestination.
+type ManagedDestination struct {
+	Accounts []string  `json:"accounts"`
+	AddedAt  time.Time `json:"added_at"`
+
+	// Concurrency 0 is the default.
+	Concurrency       int                      `json:"concurrency"`
+	Endpoints         []string                 `json:"endpoints"`
+	Filter            string                   `json:"filter"`
+	HeadersSet        bool                     `json:"headers_set"`
+	Livemode          string                   `json:"livemode"`
+	Name              string                   `json:"name"`
+	RetiredAt         *time.Time               `json:"retired_at,omitempty"`
+	SigningSecretsSet bool                     `json:"signing_secrets_set"`
+	Source            ManagedDestinationSource `json:"source"`
+
+	// Timeout Empty is the default.
+	Timeout   string     `json:"timeout"`
+	Types     []string   `json:"types"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy *string    `json:"updated_by,omitempty"`
+	Url       string     `json:"url"`
+}
+
+// ManagedDestinationSource defines model for ManagedDestination.Source.
+type ManagedDestinationSource string
 
 // Mode Only live or only test-mode events.
 type Mode string
@@ -844,6 +988,9 @@ type AccountID = int64
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// DestinationName Example: billing
+type DestinationName = string
+
 // EventID Example: evt_1Q2w3E4r5T6y7U8i
 type EventID = string
 
@@ -916,6 +1063,30 @@ type PauseDeliveryParams struct {
 
 // ResumeDeliveryParams defines parameters for ResumeDelivery.
 type ResumeDeliveryParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// AddDestinationParams defines parameters for AddDestination.
+type AddDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EditDestinationParams defines parameters for EditDestination.
+type EditDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RemoveDestinationParams defines parameters for RemoveDestination.
+type RemoveDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -1103,6 +1274,15 @@ type SetAccountRoleJSONRequestBody = SetRoleRequest
 // PauseDeliveryJSONRequestBody defines body for PauseDelivery for application/json ContentType.
 type PauseDeliveryJSONRequestBody = PauseRequest
 
+// AddDestinationJSONRequestBody defines body for AddDestination for application/json ContentType.
+type AddDestinationJSONRequestBody = AddDestinationRequest
+
+// EditDestinationJSONRequestBody defines body for EditDestination for application/json ContentType.
+type EditDestinationJSONRequestBody = EditDestinationRequest
+
+// RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
+type RemoveDestinationJSONRequestBody = DryRunRequest
+
 // EraseCustomerJSONRequestBody defines body for EraseCustomer for application/json ContentType.
 type EraseCustomerJSONRequestBody = EraseRequest
 
@@ -1150,6 +1330,15 @@ type ServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx echo.Context, params ResumeDeliveryParams) error
+	// AddDestination Add a destination managed on the dashboard
+	// (POST /destinations)
+	AddDestination(ctx echo.Context, params AddDestinationParams) error
+	// EditDestination Change a destination managed on the dashboard
+	// (POST /destinations/{name}/edit)
+	EditDestination(ctx echo.Context, name DestinationName, params EditDestinationParams) error
+	// RemoveDestination Remove a destination managed on the dashboard
+	// (POST /destinations/{name}/remove)
+	RemoveDestination(ctx echo.Context, name DestinationName, params RemoveDestinationParams) error
 	// EraseCustomer Erase the payloads of every event about a customer
 	// (POST /erase)
 	EraseCustomer(ctx echo.Context, params EraseCustomerParams) error
@@ -1446,6 +1635,107 @@ func (w *ServerInterfaceWrapper) ResumeDelivery(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.ResumeDelivery(ctx, params)
+	return err
+}
+
+// AddDestination converts echo context to params.
+func (w *ServerInterfaceWrapper) AddDestination(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AddDestinationParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AddDestination(ctx, params)
+	return err
+}
+
+// EditDestination converts echo context to params.
+func (w *ServerInterfaceWrapper) EditDestination(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params EditDestinationParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.EditDestination(ctx, name, params)
+	return err
+}
+
+// RemoveDestination converts echo context to params.
+func (w *ServerInterfaceWrapper) RemoveDestination(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RemoveDestinationParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RemoveDestination(ctx, name, params)
 	return err
 }
 
@@ -2139,6 +2429,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/accounts/:id/role", wrapper.SetAccountRole, options.OperationMiddlewares["setAccountRole"]...)
 	router.POST(options.BaseURL+"/accounts/:id/remove", wrapper.RemoveAccount, options.OperationMiddlewares["removeAccount"]...)
 	router.POST(options.BaseURL+"/accounts/:id/sessions/end", wrapper.EndAccountSessions, options.OperationMiddlewares["endAccountSessions"]...)
+	router.POST(options.BaseURL+"/destinations", wrapper.AddDestination, options.OperationMiddlewares["addDestination"]...)
+	router.POST(options.BaseURL+"/destinations/:name/edit", wrapper.EditDestination, options.OperationMiddlewares["editDestination"]...)
+	router.POST(options.BaseURL+"/destinations/:name/remove", wrapper.RemoveDestination, options.OperationMiddlewares["removeDestination"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
 
 }
@@ -3196,6 +3489,444 @@ type ResumeDeliverydefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ResumeDeliverydefaultApplicationProblemPlusJSONResponse) VisitResumeDeliveryResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestinationRequestObject struct {
+	Params AddDestinationParams
+	Body   *AddDestinationJSONRequestBody
+}
+
+type AddDestinationResponseObject interface {
+	VisitAddDestinationResponse(w http.ResponseWriter) error
+}
+
+type AddDestination201JSONResponse ManagedDestination
+
+func (response AddDestination201JSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response AddDestination400ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AddDestination401ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination403ApplicationProblemPlusJSONResponse Problem
+
+func (response AddDestination403ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination409ApplicationProblemPlusJSONResponse Problem
+
+func (response AddDestination409ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination422ApplicationProblemPlusJSONResponse Problem
+
+func (response AddDestination422ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestination429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response AddDestination429ApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AddDestinationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AddDestinationdefaultApplicationProblemPlusJSONResponse) VisitAddDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestinationRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params EditDestinationParams
+	Body   *EditDestinationJSONRequestBody
+}
+
+type EditDestinationResponseObject interface {
+	VisitEditDestinationResponse(w http.ResponseWriter) error
+}
+
+type EditDestination200JSONResponse DestinationChange
+
+func (response EditDestination200JSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response EditDestination400ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response EditDestination401ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination403ApplicationProblemPlusJSONResponse Problem
+
+func (response EditDestination403ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination404ApplicationProblemPlusJSONResponse Problem
+
+func (response EditDestination404ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination409ApplicationProblemPlusJSONResponse Problem
+
+func (response EditDestination409ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination422ApplicationProblemPlusJSONResponse Problem
+
+func (response EditDestination422ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestination429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response EditDestination429ApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type EditDestinationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response EditDestinationdefaultApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestinationRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params RemoveDestinationParams
+	Body   *RemoveDestinationJSONRequestBody
+}
+
+type RemoveDestinationResponseObject interface {
+	VisitRemoveDestinationResponse(w http.ResponseWriter) error
+}
+
+type RemoveDestination200JSONResponse DestinationRemoval
+
+func (response RemoveDestination200JSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveDestination400ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveDestination401ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination403ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveDestination403ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination404ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveDestination404ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination409ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveDestination409ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination422ApplicationProblemPlusJSONResponse Problem
+
+func (response RemoveDestination422ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestination429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response RemoveDestination429ApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RemoveDestinationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RemoveDestinationdefaultApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -5932,6 +6663,15 @@ type StrictServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx context.Context, request ResumeDeliveryRequestObject) (ResumeDeliveryResponseObject, error)
+	// AddDestination Add a destination managed on the dashboard
+	// (POST /destinations)
+	AddDestination(ctx context.Context, request AddDestinationRequestObject) (AddDestinationResponseObject, error)
+	// EditDestination Change a destination managed on the dashboard
+	// (POST /destinations/{name}/edit)
+	EditDestination(ctx context.Context, request EditDestinationRequestObject) (EditDestinationResponseObject, error)
+	// RemoveDestination Remove a destination managed on the dashboard
+	// (POST /destinations/{name}/remove)
+	RemoveDestination(ctx context.Context, request RemoveDestinationRequestObject) (RemoveDestinationResponseObject, error)
 	// EraseCustomer Erase the payloads of every event about a customer
 	// (POST /erase)
 	EraseCustomer(ctx context.Context, request EraseCustomerRequestObject) (EraseCustomerResponseObject, error)
@@ -6299,6 +7039,155 @@ func (sh *strictHandler) ResumeDelivery(ctx echo.Context, params ResumeDeliveryP
 		return err
 	} else if validResponse, ok := response.(ResumeDeliveryResponseObject); ok {
 		return validResponse.VisitResumeDeliveryResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// AddDestination operation middleware
+func (sh *strictHandler) AddDestination(ctx echo.Context, params AddDestinationParams) error {
+	var request AddDestinationRequestObject
+
+	request.Params = params
+
+	var body AddDestinationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.AddDestination(ctx.Request().Context(), request.(AddDestinationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AddDestination")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(AddDestinationResponseObject); ok {
+		return validResponse.VisitAddDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// EditDestination operation middleware
+func (sh *strictHandler) EditDestination(ctx echo.Context, name DestinationName, params EditDestinationParams) error {
+	var request EditDestinationRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body EditDestinationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.EditDestination(ctx.Request().Context(), request.(EditDestinationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "EditDestination")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(EditDestinationResponseObject); ok {
+		return validResponse.VisitEditDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// RemoveDestination operation middleware
+func (sh *strictHandler) RemoveDestination(ctx echo.Context, name DestinationName, params RemoveDestinationParams) error {
+	var request RemoveDestinationRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body RemoveDestinationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			return err
+		}
+	} else {
+		request.Body = &body
+	}
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.RemoveDestination(ctx.Request().Context(), request.(RemoveDestinationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RemoveDestination")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(RemoveDestinationResponseObject); ok {
+		return validResponse.VisitRemoveDestinationResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

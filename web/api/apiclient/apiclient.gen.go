@@ -39,6 +39,27 @@ func (e EventStatus) Valid() bool {
 	}
 }
 
+// Defines values for ManagedDestinationSource.
+const (
+	Dashboard  ManagedDestinationSource = "dashboard"
+	File       ManagedDestinationSource = "file"
+	ForwardUrl ManagedDestinationSource = "forward_url"
+)
+
+// Valid indicates whether the value is a known member of the ManagedDestinationSource enum.
+func (e ManagedDestinationSource) Valid() bool {
+	switch e {
+	case Dashboard:
+		return true
+	case File:
+		return true
+	case ForwardUrl:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Mode.
 const (
 	Live Mode = "live"
@@ -196,6 +217,44 @@ type AddAccountRequest struct {
 	Role     Role   `json:"role"`
 }
 
+// AddDestinationRequest defines model for AddDestinationRequest.
+type AddDestinationRequest struct {
+	// Accounts platform, connected account ids acct_..., or any; left out, any.
+	Accounts *[]string `json:"accounts,omitempty"`
+
+	// Concurrency Calls at once; 0 or left out, the default.
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Endpoints Endpoint labels, or any; left out, any.
+	Endpoints *[]string `json:"endpoints,omitempty"`
+
+	// Filter A CEL expression over the event, true to take it; empty, none.
+	Filter *string `json:"filter,omitempty"`
+
+	// Headers Extra headers by name, such as Authorization. Kept encrypted, never returned.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Livemode any (the default), live or test.
+	Livemode *string `json:"livemode,omitempty"`
+
+	// Name Example: billing
+	Name string `json:"name"`
+
+	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
+	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
+
+	// Timeout A duration like 10s, at most 2m; empty or left out, HOOKD_FORWARD_TIMEOUT.
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Types Exact event types or globs (invoice.*); left out, every type.
+	Types *[]string `json:"types,omitempty"`
+
+	// Url The app's http or https URL.
+	//
+	// Example: https://billing.internal/stripe
+	Url string `json:"url"`
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	AttemptedAt time.Time `json:"attempted_at"`
@@ -262,11 +321,69 @@ type Delivery struct {
 	PausedReason *string    `json:"paused_reason,omitempty"`
 }
 
+// DestinationChange defines model for DestinationChange.
+type DestinationChange struct {
+	// Changed The fields changed, never their secret values.
+	Changed     []string           `json:"changed"`
+	Destination ManagedDestination `json:"destination"`
+}
+
+// DestinationRemoval defines model for DestinationRemoval.
+type DestinationRemoval struct {
+	Destination ManagedDestination `json:"destination"`
+	DryRun      bool               `json:"dry_run"`
+	Removed     bool               `json:"removed"`
+
+	// Retired It is (or would be) kept retired for them, rather than deleted.
+	Retired bool `json:"retired"`
+
+	// Waiting Deliveries to it on the queue, failed or dead, counted up to 100000.
+	Waiting int64 `json:"waiting"`
+}
+
+// DestinationSettings A destination's settings, as a destinations file's entry gives them.
+type DestinationSettings struct {
+	// Accounts platform, connected account ids acct_..., or any; left out, any.
+	Accounts *[]string `json:"accounts,omitempty"`
+
+	// Concurrency Calls at once; 0 or left out, the default.
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Endpoints Endpoint labels, or any; left out, any.
+	Endpoints *[]string `json:"endpoints,omitempty"`
+
+	// Filter A CEL expression over the event, true to take it; empty, none.
+	Filter *string `json:"filter,omitempty"`
+
+	// Headers Extra headers by name, such as Authorization. Kept encrypted, never returned.
+	Headers *map[string]string `json:"headers,omitempty"`
+
+	// Livemode any (the default), live or test.
+	Livemode *string `json:"livemode,omitempty"`
+
+	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
+	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
+
+	// Timeout A duration like 10s, at most 2m; empty or left out, HOOKD_FORWARD_TIMEOUT.
+	Timeout *string `json:"timeout,omitempty"`
+
+	// Types Exact event types or globs (invoice.*); left out, every type.
+	Types *[]string `json:"types,omitempty"`
+
+	// Url The app's http or https URL.
+	//
+	// Example: https://billing.internal/stripe
+	Url string `json:"url"`
+}
+
 // DryRunRequest defines model for DryRunRequest.
 type DryRunRequest struct {
 	// DryRun Say what would be done, and do nothing.
 	DryRun *bool `json:"dry_run,omitempty"`
 }
+
+// EditDestinationRequest A destination's settings, as a destinations file's entry gives them.
+type EditDestinationRequest = DestinationSettings
 
 // EraseRequest defines model for EraseRequest.
 type EraseRequest struct {
@@ -470,6 +587,33 @@ type GroupRetryRequest struct {
 	// Type Only the group's events of this type; every type when not given.
 	Type *string `json:"type,omitempty"`
 }
+
+// ManagedDestination defines model for ManagedDestination.
+type ManagedDestination struct {
+	Accounts []string  `json:"accounts"`
+	AddedAt  time.Time `json:"added_at"`
+
+	// Concurrency 0 is the default.
+	Concurrency       int                      `json:"concurrency"`
+	Endpoints         []string                 `json:"endpoints"`
+	Filter            string                   `json:"filter"`
+	HeadersSet        bool                     `json:"headers_set"`
+	Livemode          string                   `json:"livemode"`
+	Name              string                   `json:"name"`
+	RetiredAt         *time.Time               `json:"retired_at,omitempty"`
+	SigningSecretsSet bool                     `json:"signing_secrets_set"`
+	Source            ManagedDestinationSource `json:"source"`
+
+	// Timeout Empty is the default.
+	Timeout   string     `json:"timeout"`
+	Types     []string   `json:"types"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy *string    `json:"updated_by,omitempty"`
+	Url       string     `json:"url"`
+}
+
+// ManagedDestinationSource defines model for ManagedDestination.Source.
+type ManagedDestinationSource string
 
 // Mode Only live or only test-mode events.
 type Mode string
@@ -844,6 +988,9 @@ type AccountID = int64
 // Cursor defines model for Cursor.
 type Cursor = string
 
+// DestinationName Example: billing
+type DestinationName = string
+
 // EventID Example: evt_1Q2w3E4r5T6y7U8i
 type EventID = string
 
@@ -916,6 +1063,30 @@ type PauseDeliveryParams struct {
 
 // ResumeDeliveryParams defines parameters for ResumeDelivery.
 type ResumeDeliveryParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// AddDestinationParams defines parameters for AddDestination.
+type AddDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// EditDestinationParams defines parameters for EditDestination.
+type EditDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// RemoveDestinationParams defines parameters for RemoveDestination.
+type RemoveDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -1102,6 +1273,15 @@ type SetAccountRoleJSONRequestBody = SetRoleRequest
 
 // PauseDeliveryJSONRequestBody defines body for PauseDelivery for application/json ContentType.
 type PauseDeliveryJSONRequestBody = PauseRequest
+
+// AddDestinationJSONRequestBody defines body for AddDestination for application/json ContentType.
+type AddDestinationJSONRequestBody = AddDestinationRequest
+
+// EditDestinationJSONRequestBody defines body for EditDestination for application/json ContentType.
+type EditDestinationJSONRequestBody = EditDestinationRequest
+
+// RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
+type RemoveDestinationJSONRequestBody = DryRunRequest
 
 // EraseCustomerJSONRequestBody defines body for EraseCustomer for application/json ContentType.
 type EraseCustomerJSONRequestBody = EraseRequest
@@ -1309,6 +1489,86 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDelivery(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddDestinationWithBody Add a destination managed on the dashboard
+	//
+	// Checked exactly as a destinations file's entry: a refused field is a
+	// 400 naming the destination and the field. Signing secrets and headers
+	// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+	// destination with either is refused (400), one with neither is added.
+	// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+	// destination has, a 409 says why. A retired destination's name is
+	// configured again. Every replica delivers to it once it reloads its
+	// destinations.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations (the `AddDestination` operationId).
+	AddDestinationWithBody(ctx context.Context, params *AddDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddDestination Add a destination managed on the dashboard
+	//
+	// Checked exactly as a destinations file's entry: a refused field is a
+	// 400 naming the destination and the field. Signing secrets and headers
+	// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+	// destination with either is refused (400), one with neither is added.
+	// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+	// destination has, a 409 says why. A retired destination's name is
+	// configured again. Every replica delivers to it once it reloads its
+	// destinations.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations (the `AddDestination` operationId).
+	AddDestination(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EditDestinationWithBody Change a destination managed on the dashboard
+	//
+	// Every setting is given, as on the form; signing_secrets and headers
+	// replace those kept when present (empty clears them) and keep them
+	// when left out. A refused field is a 400 naming it; a destination
+	// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+	EditDestinationWithBody(ctx context.Context, name DestinationName, params *EditDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// EditDestination Change a destination managed on the dashboard
+	//
+	// Every setting is given, as on the form; signing_secrets and headers
+	// replace those kept when present (empty clears them) and keep them
+	// when left out. A refused field is a 400 naming it; a destination
+	// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+	EditDestination(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveDestinationWithBody Remove a destination managed on the dashboard
+	//
+	// It gets no new events. While deliveries to it wait on the queue
+	// (failed or dead) it is kept, retired, for support to move or drop
+	// them; otherwise it is deleted. `dry_run` (the dashboard's
+	// confirmation) says which, and changes nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+	RemoveDestinationWithBody(ctx context.Context, name DestinationName, params *RemoveDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RemoveDestination Remove a destination managed on the dashboard
+	//
+	// It gets no new events. While deliveries to it wait on the queue
+	// (failed or dead) it is kept, retired, for support to move or drop
+	// them; otherwise it is deleted. `dry_run` (the dashboard's
+	// confirmation) says which, and changes nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+	RemoveDestination(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EraseCustomerWithBody Erase the payloads of every event about a customer
 	//
@@ -1817,6 +2077,146 @@ func (c *Client) PauseDelivery(ctx context.Context, params *PauseDeliveryParams,
 // Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 func (c *Client) ResumeDelivery(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewResumeDeliveryRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddDestinationWithBody Add a destination managed on the dashboard
+//
+// Checked exactly as a destinations file's entry: a refused field is a
+// 400 naming the destination and the field. Signing secrets and headers
+// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+// destination with either is refused (400), one with neither is added.
+// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+// destination has, a 409 says why. A retired destination's name is
+// configured again. Every replica delivers to it once it reloads its
+// destinations.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations (the `AddDestination` operationId).
+func (c *Client) AddDestinationWithBody(ctx context.Context, params *AddDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddDestinationRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddDestination Add a destination managed on the dashboard
+//
+// Checked exactly as a destinations file's entry: a refused field is a
+// 400 naming the destination and the field. Signing secrets and headers
+// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+// destination with either is refused (400), one with neither is added.
+// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+// destination has, a 409 says why. A retired destination's name is
+// configured again. Every replica delivers to it once it reloads its
+// destinations.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations (the `AddDestination` operationId).
+func (c *Client) AddDestination(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddDestinationRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EditDestinationWithBody Change a destination managed on the dashboard
+//
+// Every setting is given, as on the form; signing_secrets and headers
+// replace those kept when present (empty clears them) and keep them
+// when left out. A refused field is a 400 naming it; a destination
+// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+func (c *Client) EditDestinationWithBody(ctx context.Context, name DestinationName, params *EditDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEditDestinationRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// EditDestination Change a destination managed on the dashboard
+//
+// Every setting is given, as on the form; signing_secrets and headers
+// replace those kept when present (empty clears them) and keep them
+// when left out. A refused field is a 400 naming it; a destination
+// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+func (c *Client) EditDestination(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewEditDestinationRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveDestinationWithBody Remove a destination managed on the dashboard
+//
+// It gets no new events. While deliveries to it wait on the queue
+// (failed or dead) it is kept, retired, for support to move or drop
+// them; otherwise it is deleted. `dry_run` (the dashboard's
+// confirmation) says which, and changes nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+func (c *Client) RemoveDestinationWithBody(ctx context.Context, name DestinationName, params *RemoveDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveDestinationRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RemoveDestination Remove a destination managed on the dashboard
+//
+// It gets no new events. While deliveries to it wait on the queue
+// (failed or dead) it is kept, retired, for support to move or drop
+// them; otherwise it is deleted. `dry_run` (the dashboard's
+// confirmation) says which, and changes nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+func (c *Client) RemoveDestination(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRemoveDestinationRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2790,6 +3190,185 @@ func NewResumeDeliveryRequest(server string, params *ResumeDeliveryParams) (*htt
 	if err != nil {
 		return nil, err
 	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewAddDestinationRequest calls the generic AddDestination builder with application/json body
+func NewAddDestinationRequest(server string, params *AddDestinationParams, body AddDestinationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddDestinationRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewAddDestinationRequestWithBody constructs an http.Request for the AddDestination method, with any body, and a specified content type
+func NewAddDestinationRequestWithBody(server string, params *AddDestinationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewEditDestinationRequest calls the generic EditDestination builder with application/json body
+func NewEditDestinationRequest(server string, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewEditDestinationRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewEditDestinationRequestWithBody constructs an http.Request for the EditDestination method, with any body, and a specified content type
+func NewEditDestinationRequestWithBody(server string, name DestinationName, params *EditDestinationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/edit", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRemoveDestinationRequest calls the generic RemoveDestination builder with application/json body
+func NewRemoveDestinationRequest(server string, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRemoveDestinationRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewRemoveDestinationRequestWithBody constructs an http.Request for the RemoveDestination method, with any body, and a specified content type
+func NewRemoveDestinationRequestWithBody(server string, name DestinationName, params *RemoveDestinationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/remove", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	if params != nil {
 
@@ -4172,6 +4751,86 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDeliveryWithResponse(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*ResumeDeliveryResponse, error)
 
+	// AddDestinationWithBodyWithResponse Add a destination managed on the dashboard
+	//
+	// Checked exactly as a destinations file's entry: a refused field is a
+	// 400 naming the destination and the field. Signing secrets and headers
+	// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+	// destination with either is refused (400), one with neither is added.
+	// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+	// destination has, a 409 says why. A retired destination's name is
+	// configured again. Every replica delivers to it once it reloads its
+	// destinations.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations (the `AddDestination` operationId).
+	AddDestinationWithBodyWithResponse(ctx context.Context, params *AddDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddDestinationResponse, error)
+
+	// AddDestinationWithResponse Add a destination managed on the dashboard
+	//
+	// Checked exactly as a destinations file's entry: a refused field is a
+	// 400 naming the destination and the field. Signing secrets and headers
+	// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+	// destination with either is refused (400), one with neither is added.
+	// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+	// destination has, a 409 says why. A retired destination's name is
+	// configured again. Every replica delivers to it once it reloads its
+	// destinations.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations (the `AddDestination` operationId).
+	AddDestinationWithResponse(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*AddDestinationResponse, error)
+
+	// EditDestinationWithBodyWithResponse Change a destination managed on the dashboard
+	//
+	// Every setting is given, as on the form; signing_secrets and headers
+	// replace those kept when present (empty clears them) and keep them
+	// when left out. A refused field is a 400 naming it; a destination
+	// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+	EditDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error)
+
+	// EditDestinationWithResponse Change a destination managed on the dashboard
+	//
+	// Every setting is given, as on the form; signing_secrets and headers
+	// replace those kept when present (empty clears them) and keep them
+	// when left out. A refused field is a 400 naming it; a destination
+	// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+	EditDestinationWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error)
+
+	// RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
+	//
+	// It gets no new events. While deliveries to it wait on the queue
+	// (failed or dead) it is kept, retired, for support to move or drop
+	// them; otherwise it is deleted. `dry_run` (the dashboard's
+	// confirmation) says which, and changes nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+	RemoveDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *RemoveDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RemoveDestinationResponse, error)
+
+	// RemoveDestinationWithResponse Remove a destination managed on the dashboard
+	//
+	// It gets no new events. While deliveries to it wait on the queue
+	// (failed or dead) it is kept, retired, for support to move or drop
+	// them; otherwise it is deleted. `dry_run` (the dashboard's
+	// confirmation) says which, and changes nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+	RemoveDestinationWithResponse(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*RemoveDestinationResponse, error)
+
 	// EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
 	//
 	// For a GDPR request: the event log's payloads of every event about the
@@ -5290,6 +5949,332 @@ func (r ResumeDeliveryResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ResumeDeliveryResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AddDestinationResponse401Headers the declared response headers of an HTTP 401 response for AddDestination
+type AddDestinationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// AddDestinationResponse429Headers the declared response headers of an HTTP 429 response for AddDestination
+type AddDestinationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type AddDestinationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ManagedDestination
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AddDestinationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddDestinationResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AddDestinationResponse) GetJSON201() *ManagedDestination {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AddDestinationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AddDestinationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddDestinationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddDestinationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddDestinationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// EditDestinationResponse401Headers the declared response headers of an HTTP 401 response for EditDestination
+type EditDestinationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// EditDestinationResponse429Headers the declared response headers of an HTTP 429 response for EditDestination
+type EditDestinationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type EditDestinationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DestinationChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *EditDestinationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *EditDestinationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r EditDestinationResponse) GetJSON200() *DestinationChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r EditDestinationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r EditDestinationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r EditDestinationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r EditDestinationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r EditDestinationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RemoveDestinationResponse401Headers the declared response headers of an HTTP 401 response for RemoveDestination
+type RemoveDestinationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RemoveDestinationResponse429Headers the declared response headers of an HTTP 429 response for RemoveDestination
+type RemoveDestinationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type RemoveDestinationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DestinationRemoval
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RemoveDestinationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RemoveDestinationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RemoveDestinationResponse) GetJSON200() *DestinationRemoval {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RemoveDestinationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RemoveDestinationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RemoveDestinationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RemoveDestinationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RemoveDestinationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7595,6 +8580,122 @@ func (c *ClientWithResponses) ResumeDeliveryWithResponse(ctx context.Context, pa
 	return ParseResumeDeliveryResponse(rsp)
 }
 
+// AddDestinationWithBodyWithResponse Add a destination managed on the dashboard
+//
+// Checked exactly as a destinations file's entry: a refused field is a
+// 400 naming the destination and the field. Signing secrets and headers
+// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+// destination with either is refused (400), one with neither is added.
+// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+// destination has, a 409 says why. A retired destination's name is
+// configured again. Every replica delivers to it once it reloads its
+// destinations.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations (the `AddDestination` operationId).
+func (c *ClientWithResponses) AddDestinationWithBodyWithResponse(ctx context.Context, params *AddDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddDestinationResponse, error) {
+	rsp, err := c.AddDestinationWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddDestinationResponse(rsp)
+}
+
+// AddDestinationWithResponse Add a destination managed on the dashboard
+//
+// Checked exactly as a destinations file's entry: a refused field is a
+// 400 naming the destination and the field. Signing secrets and headers
+// are kept encrypted under HOOKD_DESTINATIONS_KEY; without it, a
+// destination with either is refused (400), one with neither is added.
+// While HOOKD_DESTINATIONS_FILE is set, or for a name another
+// destination has, a 409 says why. A retired destination's name is
+// configured again. Every replica delivers to it once it reloads its
+// destinations.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations (the `AddDestination` operationId).
+func (c *ClientWithResponses) AddDestinationWithResponse(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*AddDestinationResponse, error) {
+	rsp, err := c.AddDestination(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddDestinationResponse(rsp)
+}
+
+// EditDestinationWithBodyWithResponse Change a destination managed on the dashboard
+//
+// Every setting is given, as on the form; signing_secrets and headers
+// replace those kept when present (empty clears them) and keep them
+// when left out. A refused field is a 400 naming it; a destination
+// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+func (c *ClientWithResponses) EditDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error) {
+	rsp, err := c.EditDestinationWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEditDestinationResponse(rsp)
+}
+
+// EditDestinationWithResponse Change a destination managed on the dashboard
+//
+// Every setting is given, as on the form; signing_secrets and headers
+// replace those kept when present (empty clears them) and keep them
+// when left out. A refused field is a 400 naming it; a destination
+// of HOOKD_FORWARD_URL, of a file, or retired is a 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
+func (c *ClientWithResponses) EditDestinationWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error) {
+	rsp, err := c.EditDestination(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseEditDestinationResponse(rsp)
+}
+
+// RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
+//
+// It gets no new events. While deliveries to it wait on the queue
+// (failed or dead) it is kept, retired, for support to move or drop
+// them; otherwise it is deleted. `dry_run` (the dashboard's
+// confirmation) says which, and changes nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+func (c *ClientWithResponses) RemoveDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *RemoveDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RemoveDestinationResponse, error) {
+	rsp, err := c.RemoveDestinationWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveDestinationResponse(rsp)
+}
+
+// RemoveDestinationWithResponse Remove a destination managed on the dashboard
+//
+// It gets no new events. While deliveries to it wait on the queue
+// (failed or dead) it is kept, retired, for support to move or drop
+// them; otherwise it is deleted. `dry_run` (the dashboard's
+// confirmation) says which, and changes nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
+func (c *ClientWithResponses) RemoveDestinationWithResponse(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*RemoveDestinationResponse, error) {
+	rsp, err := c.RemoveDestination(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRemoveDestinationResponse(rsp)
+}
+
 // EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
 //
 // For a GDPR request: the event log's payloads of every event about the
@@ -8825,6 +9926,314 @@ func ParseResumeDeliveryResponse(rsp *http.Response) (*ResumeDeliveryResponse, e
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ResumeDeliveryResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAddDestinationResponse parses an HTTP response from a AddDestinationWithResponse call
+func ParseAddDestinationResponse(rsp *http.Response) (*AddDestinationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddDestinationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ManagedDestination
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AddDestinationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddDestinationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseEditDestinationResponse parses an HTTP response from a EditDestinationWithResponse call
+func ParseEditDestinationResponse(rsp *http.Response) (*EditDestinationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &EditDestinationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DestinationChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers EditDestinationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers EditDestinationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRemoveDestinationResponse parses an HTTP response from a RemoveDestinationWithResponse call
+func ParseRemoveDestinationResponse(rsp *http.Response) (*RemoveDestinationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RemoveDestinationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DestinationRemoval
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RemoveDestinationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RemoveDestinationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
