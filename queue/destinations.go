@@ -48,8 +48,11 @@ type Applied struct {
 // more. A destination no longer configured is retired while deliveries to
 // it wait on the queue (dead ones included), and deleted otherwise. Every
 // replica applies what it read at start or on SIGHUP; they agree when
-// their hashes do (ReplicaDestinationHashes).
+// their hashes do (ReplicaDestinationHashes). The dashboard's destinations
+// (source dashboard) are their actions' to write: left out of ds, and
+// left alone unless a file is applied, which is then the truth.
 func (s *Store) ApplyDestinations(ctx context.Context, ds []AppliedDestination, hash string) (Applied, error) {
+	ds, spareDashboard := withoutDashboard(ds)
 	names := make([]string, len(ds))
 	urls, sources := make([]string, len(ds)), make([]string, len(ds))
 	routes := make([]string, len(ds))
@@ -74,7 +77,7 @@ func (s *Store) ApplyDestinations(ctx context.Context, ds []AppliedDestination, 
 		if _, err := tx.Exec(ctx, applyDestinationsSQL, names, urls, routes, sources, concurrency, timeouts); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, unconfiguredSQL, names)
+		rows, err := tx.Query(ctx, unconfiguredSQL, names, spareDashboard)
 		if err != nil {
 			return err
 		}
@@ -112,15 +115,16 @@ const applyDestinationsSQL = `-- hookd.apply_destinations
 	SELECT * FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::text[], $5::int[], $6::float8[])
 	ON CONFLICT (name) DO UPDATE
 	SET url = excluded.url, route = excluded.route, source = excluded.source, concurrency = excluded.concurrency,
-	    timeout_seconds = excluded.timeout_seconds, applied_at = now(), retired_at = NULL`
+	    timeout_seconds = excluded.timeout_seconds, applied_at = now(), retired_at = NULL,
+	    signing_secrets_sealed = NULL, headers_sealed = NULL`
 
 // unconfiguredSQL retires each destination not among $1 that still has a
 // delivery on the queue, deletes the others, and returns each with
-// whether it was retired.
+// whether it was retired; the dashboard's are left alone when $2.
 const unconfiguredSQL = `-- hookd.unconfigured_destinations
 	WITH gone AS (
 		SELECT d.name, EXISTS (SELECT 1 FROM webhook_events e WHERE e.destination = d.name) AS waiting
-		FROM destinations d WHERE d.name <> ALL ($1::text[])
+		FROM destinations d WHERE d.name <> ALL ($1::text[]) AND NOT ($2::boolean AND d.source = 'dashboard')
 	), retired AS (
 		UPDATE destinations d SET retired_at = coalesce(d.retired_at, now())
 		FROM gone g WHERE g.name = d.name AND g.waiting

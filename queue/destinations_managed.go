@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,6 +21,20 @@ import (
 // HOOKD_DESTINATIONS_KEY (destinations.Seal). The runtime's set is
 // HOOKD_FORWARD_URL's default, if set, and every one not retired
 // (ManagedSet); ManagedVersion changes with each add, edit and removal.
+
+// SourceDashboard is the source of a destination an admin manages on the
+// dashboard.
+const SourceDashboard = "dashboard"
+
+// withoutDashboard is ds without the dashboard's destinations, which their
+// actions write (ApplyDestinations never does: it would keep a URL as
+// shown, and lose the sealed values), and whether the dashboard's are to
+// be left alone: when no file is applied. A file is the truth while set,
+// and takes their names over, retires or deletes them as any other.
+func withoutDashboard(ds []AppliedDestination) ([]AppliedDestination, bool) {
+	spare := !slices.ContainsFunc(ds, func(d AppliedDestination) bool { return d.Source == SourceDestinationsFile })
+	return slices.DeleteFunc(slices.Clone(ds), func(d AppliedDestination) bool { return d.Source == SourceDashboard }), spare
+}
 
 // The kinds of sealed value, as their additional data names them.
 const (

@@ -293,3 +293,57 @@ func TestManagedSet_DefaultTwiceIsRefused(t *testing.T) {
 		t.Errorf("ManagedSet: %v", err)
 	}
 }
+
+// Applying HOOKD_FORWARD_URL's default, or the dashboard's set, leaves the
+// dashboard's destinations as their actions wrote them; applying a file,
+// the truth while set, takes their names over (their sealed values gone)
+// and retires or deletes the others.
+func TestApplyDestinations_LeavesTheDashboardsAlone(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	key := newKey(t)
+	for _, e := range []destinations.Entry{
+		{Name: "billing", URL: "https://billing.internal/stripe?team=7", SigningSecrets: []string{managedSecret}},
+		{Name: "crm", URL: "https://crm.internal"},
+	} {
+		if err := addManaged(ctx, s, checked(t, e), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	def := queue.AppliedDestination{Name: "default", URL: "https://app.example/hook", Source: queue.SourceForwardURL,
+		Route: map[string]any{"types": []string{"*"}}}
+	dash := queue.AppliedDestination{Name: "billing", URL: "https://billing.internal/stripe", Source: queue.SourceDashboard,
+		Route: map[string]any{"types": []string{"*"}}}
+	for _, ds := range [][]queue.AppliedDestination{{def}, {def, dash}} {
+		got, err := s.ApplyDestinations(ctx, ds, "h")
+		if err != nil || len(got.Retired)+len(got.Removed) != 0 {
+			t.Fatalf("apply %+v: %+v, %v", ds, got, err)
+		}
+		set, err := s.ManagedSet(ctx, "https://app.example/hook", key)
+		if err != nil || !slices.Equal(set.Names(), []string{"default", "billing", "crm"}) ||
+			set.Get("billing").URL != "https://billing.internal/stripe?team=7" || len(set.Get("billing").SigningSecrets) != 1 {
+			t.Fatalf("after applying %+v: %v, %+v", ds, err, set)
+		}
+	}
+
+	// HOOKD_FORWARD_URL unset: its default goes, the dashboard's stay.
+	if got, err := s.ApplyDestinations(ctx, []queue.AppliedDestination{dash}, "h1"); err != nil ||
+		!slices.Equal(got.Removed, []string{"default"}) {
+		t.Fatalf("apply the dashboard's alone: %+v, %v", got, err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM destinations WHERE source = 'dashboard'`); n != 2 {
+		t.Fatalf("%d dashboard destinations after applying them alone, want 2", n)
+	}
+
+	file := queue.AppliedDestination{Name: "billing", URL: "https://billing.internal/v2", Source: queue.SourceDestinationsFile,
+		Route: map[string]any{"types": []string{"*"}}}
+	got, err := s.ApplyDestinations(ctx, []queue.AppliedDestination{file}, "h2")
+	if err != nil || !slices.Equal(got.Removed, []string{"crm"}) {
+		t.Fatalf("apply a file naming billing: %+v, %v", got, err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM destinations
+		WHERE name = 'billing' AND source = 'file' AND signing_secrets_sealed IS NULL`); n != 1 {
+		t.Errorf("billing is not the file's, its secret gone")
+	}
+}
