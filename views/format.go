@@ -201,6 +201,12 @@ func actionLabel(a audit.Action) string {
 		return "API token created"
 	case audit.TokenRevoke:
 		return "API token revoked"
+	case audit.DestinationAdd:
+		return "destination added"
+	case audit.DestinationEdit:
+		return "destination changed"
+	case audit.DestinationRemove:
+		return "destination removed"
 	}
 	return string(a)
 }

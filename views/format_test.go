@@ -85,6 +85,10 @@ func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 		audit.EmergencyLogin: "emergency admin login",
 		audit.TokenCreate:    "API token created",
 		audit.TokenRevoke:    "API token revoked",
+
+		audit.DestinationAdd:    "destination added",
+		audit.DestinationEdit:   "destination changed",
+		audit.DestinationRemove: "destination removed",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)
