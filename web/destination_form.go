@@ -68,7 +68,10 @@ func (d *dashboard) destinationRefused(c echo.Context, form views.DestinationFor
 	)
 	switch {
 	case errors.As(err, &invalid):
-		form.Error, form.ErrorField = what+": "+invalid.Detail+" Signing secrets and headers are never sent back: type them again.", invalid.Field
+		form.Error, form.ErrorField = what+": "+invalid.Detail, invalid.Field
+		if strings.TrimSpace(c.FormValue("signing_secrets")+c.FormValue("headers")) != "" {
+			form.Error += " Signing secrets and headers are never sent back: type them again."
+		}
 		return d.renderDestinationForm(c, http.StatusUnprocessableEntity, form)
 	case errors.As(err, &refused):
 		form.Error = what + ": " + refused.Reason + "."
