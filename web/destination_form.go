@@ -22,8 +22,9 @@ import (
 // Each change runs in one transaction with its audit entry
 // (internal/actions); signing secrets and headers are write-only.
 
-// destinationsPage is where a change of a destination leads back to.
-const destinationsPage = "/destinations"
+// afterRemoval is where a removal leads: the add form, where another
+// destination is added.
+const afterRemoval = "/destinations/add"
 
 // renderDestinationForm renders the add or edit form f, with what the
 // configuration says of it filled in.
@@ -283,5 +284,5 @@ func (d *dashboard) removeDestination(c echo.Context, dryRun bool) error {
 	default:
 		flash(c, "Removed "+m.Name+". Nothing to it was waiting, so it is gone.")
 	}
-	return c.Redirect(http.StatusSeeOther, destinationsPage)
+	return c.Redirect(http.StatusSeeOther, afterRemoval)
 }

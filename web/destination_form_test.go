@@ -144,8 +144,14 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations`); n != 1 {
 		t.Fatalf("the confirmation changed the destinations: %d rows", n)
 	}
+	if edit.doc.Find(`a[href="/destinations/add"]`).Length() != 1 {
+		t.Errorf("the edit page has no link to add a destination")
+	}
 	r = admin.post("/destinations/billing/remove", nil)
 	wantStatus(t, r, http.StatusSeeOther)
+	if loc := r.header.Get("Location"); loc != "/destinations/add" {
+		t.Errorf("after the removal: Location %q", loc)
+	}
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations`); n != 0 {
 		t.Errorf("billing is still there: %d rows", n)
 	}
