@@ -147,6 +147,8 @@ type EventFilter struct {
 	Livemode *bool
 	// Account, when set, keeps only events of this connected account.
 	Account string
+	// Destination, when set, keeps only deliveries to this destination.
+	Destination string
 	// StuckAfter, when set, keeps only stuck events (see Event.Stuck), with
 	// it as the time after which a due event no loop claimed is overdue,
 	// and Wait as what explains that due events wait: while anything does,
@@ -217,6 +219,10 @@ func (f EventFilter) where() (string, []any) {
 	if f.Account != "" {
 		args = append(args, f.Account)
 		conds = append(conds, fmt.Sprintf("account = $%d", len(args)))
+	}
+	if f.Destination != "" {
+		args = append(args, f.Destination)
+		conds = append(conds, fmt.Sprintf("destination = $%d", len(args)))
 	}
 	switch {
 	case f.StuckAfter > 0 && f.Wait != WaitUnexplained:
