@@ -198,6 +198,14 @@ func actionLabel(a audit.Action) string {
 		return "API token created"
 	case audit.TokenRevoke:
 		return "API token revoked"
+	case audit.DestinationPause:
+		return "destination paused"
+	case audit.DestinationResume:
+		return "destination resumed"
+	case audit.DestinationMove:
+		return "deliveries moved"
+	case audit.DestinationDrop:
+		return "deliveries dropped"
 	}
 	return string(a)
 }
