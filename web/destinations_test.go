@@ -1,0 +1,123 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/internal/store/accounts"
+	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
+)
+
+// With HOOKD_FORWARD_URL alone the page shows the one destination default,
+// with no notice about a file.
+func TestDestinations_ForwardURLAloneIsDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "default", Source: "forward_url", URL: "http://app.internal/stripe"})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Status: queue.StatusDead})
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	r := c.get("/destinations")
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc.Find(`[data-testid="destination"]`)
+	if rows.Length() != 1 || testid(r.doc, "destination-name") != "default" || testid(r.doc, "destination-dead") != "1" {
+		t.Fatalf("rows %d, name %q, dead %q; want default alone, 1 dead", rows.Length(), testid(r.doc, "destination-name"), testid(r.doc, "destination-dead"))
+	}
+	if testid(r.doc, "destinations-from-file") != "" {
+		t.Error("the file's notice shows without a file")
+	}
+	if r.doc.Find(`form[action="/destinations/default/pause"]`).Length() != 0 {
+		t.Error("a viewer is offered the pause form")
+	}
+	if r.doc.Find(`nav a[href="/destinations"][aria-current="page"]`).Length() != 1 {
+		t.Error("the nav does not mark Destinations as the current page")
+	}
+}
+
+// An operator pauses one destination and resumes it: the page says who
+// paused it and why, the other destination keeps delivering, and both
+// are audited. A viewer may do neither.
+func TestDestinations_PauseAndResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, name := range []string{"billing", "crm"} {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: name, Route: `{"types":["invoice.*"],"livemode":"live"}`})
+	}
+	viewer := b.client(t)
+	viewer.signIn(accounts.RoleViewer)
+	viewer.get("/destinations")
+	wantStatus(t, viewer.post("/destinations/billing/pause", url.Values{"reason": {"curious"}}), http.StatusForbidden)
+
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	page := op.get("/destinations")
+	if notice := testid(page.doc, "destinations-from-file"); !strings.Contains(notice, "edit the file and send SIGHUP") {
+		t.Errorf("notice %q, want it to say to edit the file and send SIGHUP", notice)
+	}
+	if route := page.doc.Find(`[data-testid="destination-route"]`).First().Text(); route != "invoice.*; live mode only" {
+		t.Errorf("route %q", route)
+	}
+	wantStatus(t, op.post("/destinations/billing/pause", url.Values{"reason": {""}}), http.StatusBadRequest)
+	wantStatus(t, op.post("/destinations/nope/pause", url.Values{"reason": {"x"}}), http.StatusNotFound)
+	page = op.follow(op.post("/destinations/billing/pause", url.Values{"reason": {"app deploy"}}))
+	if flash := testid(page.doc, "flash"); !strings.Contains(flash, "billing paused") {
+		t.Errorf("flash %q", flash)
+	}
+	billing := page.doc.Find(`[data-destination="billing"]`)
+	if state := strings.TrimSpace(billing.Find(`[data-testid="destination-state"]`).Text()); state != "paused" {
+		t.Errorf("billing is %q, want paused", state)
+	}
+	if by := billing.Find(`[data-testid="destination-paused"]`).Text(); !strings.Contains(by, "operator@example.com") || !strings.Contains(by, "app deploy") {
+		t.Errorf("pause note %q, want who and why", by)
+	}
+	if state := strings.TrimSpace(page.doc.Find(`[data-destination="crm"] [data-testid="destination-state"]`).Text()); state != "delivering" {
+		t.Errorf("crm is %q, want delivering", state)
+	}
+	page = op.follow(op.post("/destinations/billing/resume", nil))
+	if state := strings.TrimSpace(page.doc.Find(`[data-destination="billing"] [data-testid="destination-state"]`).Text()); state != "delivering" {
+		t.Errorf("billing after the resume is %q, want delivering", state)
+	}
+	if e := lastAudit(t, b, audit.DestinationPause); e.Target != "billing: app deploy" || e.Email != "operator@example.com" {
+		t.Errorf("pause entry %+v", e)
+	}
+	if n := countAudit(t, b, audit.DestinationResume); n != 1 {
+		t.Errorf("%d resume entries, want 1", n)
+	}
+}
+
+// A retired destination's deliveries are moved to a configured one from
+// its row, or dropped; a configured destination's cannot be.
+func TestDestinations_MoveAndDropRetired(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing"})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "gone", Retired: true})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1", Destination: "old", Status: queue.StatusDead})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_2", Destination: "gone", Status: queue.StatusDead})
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	page := op.get("/destinations")
+	if page.doc.Find(`form[action="/destinations/billing/move"]`).Length() != 0 {
+		t.Error("a configured destination offers the move form")
+	}
+	if opts := page.doc.Find(`form[action="/destinations/old/move"] option`); opts.Length() != 1 || opts.Text() != "billing" {
+		t.Errorf("move targets %q, want billing alone", opts.Text())
+	}
+	wantStatus(t, op.post("/destinations/billing/drop", nil), http.StatusConflict)
+	page = op.follow(op.post("/destinations/old/move", url.Values{"to": {"billing"}}))
+	if flash := testid(page.doc, "flash"); flash != "Moved 1 delivery of old to billing." {
+		t.Errorf("flash %q", flash)
+	}
+	page = op.follow(op.post("/destinations/gone/drop", nil))
+	if flash := testid(page.doc, "flash"); flash != "Dropped 1 delivery of gone." {
+		t.Errorf("flash %q", flash)
+	}
+	if dead := page.doc.Find(`[data-destination="billing"] [data-testid="destination-dead"]`).Text(); dead != "1" {
+		t.Errorf("billing has %q dead, want the moved 1", dead)
+	}
+}
