@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
+	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
 )
@@ -120,4 +121,33 @@ func TestDestinations_MoveAndDropRetired(t *testing.T) {
 	if dead := page.doc.Find(`[data-destination="billing"] [data-testid="destination-dead"]`).Text(); dead != "1" {
 		t.Errorf("billing has %q dead, want the moved 1", dead)
 	}
+}
+
+// GET /api/v1/destinations lists each destination with its state and
+// counts; moving a configured destination's deliveries is a 409 that
+// says why.
+func TestAPI_Destinations(t *testing.T) {
+	t.Parallel()
+	b := setupActions(t)
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing", Route: `{"types":["invoice.*"]}`})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "old", Status: queue.StatusDead})
+	c, _ := b.token(t, accounts.RoleOperator, tokens.ScopeOperate, "runbook")
+	var list struct {
+		Destinations []struct {
+			Name, State string
+			Dead        int64
+			Route       map[string]any
+		}
+	}
+	c.call(http.MethodGet, "/destinations", nil).want(t, http.StatusOK).decode(t, &list)
+	if len(list.Destinations) != 2 || list.Destinations[0].Name != "billing" || list.Destinations[0].State != "delivering" ||
+		list.Destinations[1].State != "retired" || list.Destinations[1].Dead != 1 || list.Destinations[0].Route["types"] == nil {
+		t.Fatalf("destinations %+v", list.Destinations)
+	}
+	p := c.call(http.MethodPost, "/destinations/billing/move", map[string]any{"to": "old"}).want(t, http.StatusConflict).problem(t)
+	if !strings.Contains(p.Detail, "only a retired destination's deliveries") {
+		t.Errorf("detail %q", p.Detail)
+	}
+	c.call(http.MethodPost, "/destinations/nope/pause", map[string]any{"reason": "x"}).want(t, http.StatusNotFound)
 }
