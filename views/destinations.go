@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,4 +102,75 @@ func latency(ms *float64) string {
 		return "–"
 	}
 	return took(time.Duration(*ms * float64(time.Millisecond)))
+}
+
+// DestinationDelivery is one destination's delivery of an event, as the
+// event's page shows it: its queue row while it waits or is dead (nil
+// once delivered), and its attempts, oldest first.
+type DestinationDelivery struct {
+	Destination string
+	Delivery    *queue.Event
+	Attempts    []queue.Attempt
+}
+
+// delivered reports whether the destination took the event: it has no
+// queue row left, and one of its attempts succeeded.
+func (d DestinationDelivery) delivered() bool {
+	if d.Delivery != nil {
+		return false
+	}
+	for _, a := range d.Attempts {
+		if a.Succeeded {
+			return true
+		}
+	}
+	return false
+}
+
+// stateLabel says where the destination's delivery stands.
+func (d DestinationDelivery) stateLabel() (string, string) {
+	switch {
+	case d.Delivery != nil:
+		return statusLabel(d.Delivery.Status), "pill-" + string(d.Delivery.Status)
+	case d.delivered():
+		return "delivered", "pill-ok"
+	}
+	return "not on the queue", "pill-muted"
+}
+
+// ByDestination is the event's deliveries, one per destination that has
+// a queue row of it or an attempt, in the order of the destinations'
+// names.
+func (d EventDetail) ByDestination() []DestinationDelivery {
+	var out []DestinationDelivery
+	index := map[string]int{}
+	at := func(name string) *DestinationDelivery {
+		if name == "" {
+			name = queue.DefaultDestination
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(out)
+			index[name] = i
+			out = append(out, DestinationDelivery{Destination: name})
+		}
+		return &out[i]
+	}
+	for i := range d.Deliveries {
+		at(d.Deliveries[i].Destination).Delivery = &d.Deliveries[i]
+	}
+	for _, a := range d.Attempts {
+		dd := at(a.Destination)
+		dd.Attempts = append(dd.Attempts, a)
+	}
+	slices.SortFunc(out, func(a, b DestinationDelivery) int { return strings.Compare(a.Destination, b.Destination) })
+	return out
+}
+
+// severalDestinations reports whether the event went, or goes, to more
+// than one destination, or to one other than default: its page then
+// shows its deliveries destination by destination.
+func (d EventDetail) severalDestinations() bool {
+	by := d.ByDestination()
+	return len(by) > 1 || len(by) == 1 && by[0].Destination != queue.DefaultDestination
 }

@@ -151,3 +151,42 @@ func TestAPI_Destinations(t *testing.T) {
 	}
 	c.call(http.MethodPost, "/destinations/nope/pause", map[string]any{"reason": "x"}).want(t, http.StatusNotFound)
 }
+
+// An event delivered to one destination and dead at another shows each
+// destination's delivery and attempts apart, with a retry for the dead
+// one; retrying it leaves the other's alone.
+func TestEventPage_EachDestinationsDelivery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_fan", Destination: "crm", Status: queue.StatusDead, Attempts: 5})
+	queuetest.InsertAttempt(t, b.pool, queue.NewAttempt{Source: "stripe", EventID: "evt_fan", Destination: "billing", Succeeded: true,
+		HTTPStatus: 200, Path: queue.PathInline})
+	queuetest.InsertAttempt(t, b.pool, queue.NewAttempt{Source: "stripe", EventID: "evt_fan", Destination: "crm",
+		HTTPStatus: 500, Error: "downstream returned 500", Path: queue.PathInline})
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	page := op.get("/events/evt_fan")
+	wantStatus(t, page, http.StatusOK)
+	deliveries := page.doc.Find(`[data-testid="delivery"]`)
+	if deliveries.Length() != 2 {
+		t.Fatalf("%d deliveries shown, want billing's and crm's", deliveries.Length())
+	}
+	billing, crm := deliveries.Eq(0), deliveries.Eq(1)
+	if name, _ := billing.Attr("data-destination"); name != "billing" || strings.TrimSpace(billing.Find(`[data-testid="delivery-state"]`).Text()) != "delivered" {
+		t.Errorf("first delivery %q %q, want billing delivered", name, billing.Find(`[data-testid="delivery-state"]`).Text())
+	}
+	if billing.Find(`form`).Length() != 0 || billing.Find(`[data-testid="attempt-row"]`).Length() != 1 {
+		t.Error("billing's delivery: want its one attempt and no retry")
+	}
+	if crm.Find(`[data-testid="attempt-row"]`).Length() != 1 || crm.Find(`[data-testid="delivery-state"]`).Text() != "dead" {
+		t.Errorf("crm's delivery: %q", crm.Text())
+	}
+	form := crm.Find(`form[action="/events/` + dead.ID.String() + `/retry"]`)
+	if form.Length() != 1 {
+		t.Fatal("crm's dead delivery offers no retry")
+	}
+	op.post("/events/"+dead.ID.String()+"/retry", formValues(form))
+	if e, err := b.store.Event(t.Context(), dead.ID); err != nil || e.Status != queue.StatusFailed {
+		t.Errorf("crm's delivery after the retry: %s, %v; want waiting to retry", e.Status, err)
+	}
+}
