@@ -16,6 +16,12 @@ type FailureGroup struct {
 	// EventType, when set, narrows the group to the events of one type
 	// (the failures page's type filter); "" is every type the error hit.
 	EventType string
+	// Destination, when set, narrows the group to the deliveries to one
+	// destination; "" is every destination.
+	Destination string
+	// Destinations are the destinations of the group's deliveries, by
+	// name.
+	Destinations []string
 	// ErrorGroup is the masked error, e.g. "timeout after <n>s for <id>";
 	// "no error recorded" for events without one, so it is never empty.
 	ErrorGroup string
@@ -46,49 +52,58 @@ func (g FailureGroup) Total() int64 { return g.Failed + g.Retrying + g.Dead }
 // Filter selects the group's events in the given status (StatusPending for
 // both pending statuses), of every type it hit unless EventType narrows it.
 func (g FailureGroup) Filter(status Status) EventFilter {
-	return EventFilter{Status: status, EventType: g.EventType, ErrorGroup: g.ErrorGroup}
+	return EventFilter{Status: status, EventType: g.EventType, ErrorGroup: g.ErrorGroup, Destination: g.Destination}
 }
 
 // FailureGroups returns up to limit failure groups of the queue, the
 // largest first, and how many groups there are in all. One outage is one
 // group whatever event types it hit; eventType, when not "", keeps only
-// the events of that type.
-func (s *Store) FailureGroups(ctx context.Context, limit int, eventType string) ([]FailureGroup, int64, error) {
+// the events of that type, and destination, when not "", the deliveries
+// to that destination.
+func (s *Store) FailureGroups(ctx context.Context, limit int, eventType, destination string) ([]FailureGroup, int64, error) {
 	// One pass over the queue: the masked error is a stored column, so
-	// grouping costs what a count by type would. The types of a group
-	// are counted first, then gathered into its row.
+	// grouping costs what a count by type would. The types and
+	// destinations of a group are counted first, then gathered into its
+	// row.
 	rows, err := s.db.Query(ctx, `
-		WITH by_type AS (
-			SELECT error_group, event_type, count(*) AS events,
+		WITH by_destination AS (
+			SELECT error_group, event_type, destination, count(*) AS events,
 			       count(*) FILTER (WHERE status = 'failed')   AS failed,
 			       count(*) FILTER (WHERE status = 'retrying') AS retrying,
 			       count(*) FILTER (WHERE status = 'dead')     AS dead,
 			       min(created_at) AS first_seen,
 			       max(coalesce(last_attempt_at, created_at)) AS last_seen
 			FROM webhook_events
-			WHERE $2 = '' OR event_type = $2
+			WHERE ($2 = '' OR event_type = $2) AND ($3 = '' OR destination = $3)
+			GROUP BY error_group, event_type, destination
+		), by_type AS (
+			SELECT error_group, event_type, sum(events) AS events, sum(failed) AS failed, sum(retrying) AS retrying,
+			       sum(dead) AS dead, min(first_seen) AS first_seen, max(last_seen) AS last_seen
+			FROM by_destination
 			GROUP BY error_group, event_type
 		)
 		SELECT error_group,
 		       array_agg(event_type ORDER BY events DESC, event_type) AS types,
-		       array_agg(events ORDER BY events DESC, event_type) AS type_counts,
+		       array_agg(events::bigint ORDER BY events DESC, event_type) AS type_counts,
 		       sum(failed)::bigint, sum(retrying)::bigint, sum(dead)::bigint,
 		       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
+		       (SELECT array_agg(DISTINCT d.destination ORDER BY d.destination) FROM by_destination d
+		        WHERE d.error_group = by_type.error_group) AS destinations,
 		       count(*) OVER () AS groups
 		FROM by_type
 		GROUP BY error_group
 		ORDER BY sum(events) DESC, max(last_seen) DESC, error_group
-		LIMIT $1`, limit, eventType)
+		LIMIT $1`, limit, eventType, destination)
 	if err != nil {
 		return nil, 0, fmt.Errorf("group failures: %w", err)
 	}
 	var total int64
 	groups, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (FailureGroup, error) {
-		g := FailureGroup{EventType: eventType}
+		g := FailureGroup{EventType: eventType, Destination: destination}
 		var types []string
 		var counts []int64
 		err := row.Scan(&g.ErrorGroup, &types, &counts, &g.Failed, &g.Retrying, &g.Dead,
-			&g.FirstSeen, &g.LastSeen, &total)
+			&g.FirstSeen, &g.LastSeen, &g.Destinations, &total)
 		for i := range types {
 			g.Types = append(g.Types, TypeCount{EventType: types[i], Count: counts[i]})
 		}

@@ -63,7 +63,7 @@ func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing
 			"read_timeout on payment_intent.succeeded": {1, 0, 0}}, "[{invoice.paid 4}]"},
 		{"charge.refunded", map[string]counts{timeout: {1, 0, 0}}, "[{charge.refunded 1}]"},
 	} {
-		groups, total, err := s.FailureGroups(ctx, 100, c.eventType)
+		groups, total, err := s.FailureGroups(ctx, 100, c.eventType, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 	if _, err := queuetest.NewSeed(s).ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
 		t.Fatal(err)
 	}
-	groups, _, err := s.FailureGroups(ctx, 10, "")
+	groups, _, err := s.FailureGroups(ctx, 10, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
 			refs[i] = randomDigits(6 + i%4)
 			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
 		}
-		groups, total, err := s.FailureGroups(ctx, 10, "")
+		groups, total, err := s.FailureGroups(ctx, 10, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 	}
 	groups := func() map[string]int64 {
 		t.Helper()
-		got, _, err := queue.New(bundle.pool).FailureGroups(ctx, 10, "")
+		got, _, err := queue.New(bundle.pool).FailureGroups(ctx, 10, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}

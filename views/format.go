@@ -124,6 +124,9 @@ func DescribeFilter(f queue.EventFilter) string {
 	if f.Account != "" {
 		parts = append(parts, "account "+f.Account)
 	}
+	if f.Destination != "" {
+		parts = append(parts, "destination "+f.Destination)
+	}
 	return strings.Join(parts, ", ")
 }
 

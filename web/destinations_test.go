@@ -190,3 +190,55 @@ func TestEventPage_EachDestinationsDelivery(t *testing.T) {
 		t.Errorf("crm's delivery after the retry: %s, %v; want waiting to retry", e.Status, err)
 	}
 }
+
+// The dead and pending lists and the failures page name each delivery's
+// destination and filter by it; a failure group's retry from a filtered
+// page retries that destination's deliveries only.
+func TestLists_FilterByDestination(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, name := range []string{"billing", "crm"} {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: name})
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1", Destination: "billing", Status: queue.StatusDead})
+	crmDead := queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_1", Destination: "crm", Status: queue.StatusDead})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{EventID: "evt_2", Destination: "crm"})
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+
+	dead := op.get("/events?status=dead&destination=crm")
+	rows := dead.doc.Find(`[data-testid="event-row"]`)
+	if rows.Length() != 1 || strings.TrimSpace(rows.Find(`[data-testid="event-destination"]`).Text()) != "crm" {
+		t.Errorf("dead to crm: %d rows (%q), want crm's 1", rows.Length(), rows.Text())
+	}
+	if sel, _ := dead.doc.Find(`#f-destination option[selected]`).Attr("value"); sel != "crm" {
+		t.Errorf("the filter shows %q chosen, want crm", sel)
+	}
+	if n := op.get("/events?status=pending&destination=billing").doc.Find(`[data-testid="event-row"]`).Length(); n != 0 {
+		t.Errorf("%d pending to billing, want 0", n)
+	}
+	if n := op.get("/events?status=dead").doc.Find(`[data-testid="event-row"]`).Length(); n != 2 {
+		t.Errorf("%d dead unfiltered, want 2", n)
+	}
+
+	failures := op.get("/failures")
+	if dests := testid(failures.doc, "failure-destinations"); dests != "billing, crm" {
+		t.Errorf("the group's destinations %q, want billing, crm", dests)
+	}
+	failures = op.get("/failures?destination=crm")
+	if dead := testid(failures.doc, "failure-dead"); dead != "1" {
+		t.Errorf("the group filtered to crm has %q dead, want 1", dead)
+	}
+	form := failures.doc.Find(`form[action="/failures/retry/preview"]`)
+	confirm := op.post("/failures/retry/preview", formValues(form))
+	if d := testid(confirm.doc, "retry-group-destination"); d != "crm only" {
+		t.Errorf("the confirmation says %q, want crm only", d)
+	}
+	op.post("/failures/retry", formValues(confirm.doc.Find(`form[action="/failures/retry"]`)))
+	if e, _ := b.store.Event(t.Context(), crmDead.ID); e.Status == queue.StatusDead {
+		t.Error("crm's dead delivery is still dead after its group's retry")
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM webhook_events WHERE destination = 'billing' AND status = 'dead'`); n != 1 {
+		t.Errorf("%d of billing's deliveries dead, want its 1 untouched", n)
+	}
+}

@@ -27,6 +27,7 @@ func listFilter(c echo.Context, status queue.Status) queue.EventFilter {
 		Endpoint:      strings.TrimSpace(c.FormValue("endpoint")),
 		Livemode:      views.ParseMode(c.FormValue("mode")),
 		Account:       strings.TrimSpace(c.FormValue("account")),
+		Destination:   strings.TrimSpace(c.FormValue("destination")),
 	}
 }
 
@@ -43,7 +44,8 @@ func stuckAfter(on bool) time.Duration {
 func listURL(f queue.EventFilter, page int) string {
 	q := url.Values{"status": {string(f.Status)}}
 	for k, v := range map[string]string{"type": f.EventType, "error": f.ErrorContains, "q": f.EventID,
-		"group": f.ErrorGroup, "endpoint": f.Endpoint, "mode": views.ModeValue(f.Livemode), "account": f.Account} {
+		"group": f.ErrorGroup, "endpoint": f.Endpoint, "mode": views.ModeValue(f.Livemode), "account": f.Account,
+		"destination": f.Destination} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -81,6 +83,9 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 			if l.Retrying, err = d.reads.CountEvents(ctx, queue.EventFilter{Status: queue.StatusRetrying}); err != nil {
 				return err
 			}
+		}
+		if l.Destinations, err = d.reads.DestinationNames(ctx); err != nil {
+			return err
 		}
 		p := d.pageWith(c, title, nav, delivery)
 		if f.Endpoint != "" {

@@ -17,8 +17,12 @@ const maxUngenerated = 50
 
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		eventType := strings.TrimSpace(c.QueryParam("type"))
-		groups, total, err := d.actions.FailureGroups(c.Request().Context(), eventType, actions.MaxFailureGroups)
+		eventType, destination := strings.TrimSpace(c.QueryParam("type")), strings.TrimSpace(c.QueryParam("destination"))
+		groups, total, err := d.actions.FailureGroups(c.Request().Context(), eventType, destination, actions.MaxFailureGroups)
+		if err != nil {
+			return err
+		}
+		names, err := d.reads.DestinationNames(c.Request().Context())
 		if err != nil {
 			return err
 		}
@@ -26,7 +30,7 @@ func (d *dashboard) handleFailures() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		l := views.FailureList{EventType: eventType, Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
+		l := views.FailureList{EventType: eventType, Destination: destination, Destinations: names, Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
 		return render(c, http.StatusOK, views.Failures(d.page(c, "Failures", "failures"), l))
 	}
 }
@@ -35,7 +39,8 @@ func (d *dashboard) handleFailures() echo.HandlerFunc {
 // since an empty one would widen the retry to every event on the queue;
 // and the type filter the page had, "" for every type the error hit.
 func failureGroup(c echo.Context) (queue.FailureGroup, error) {
-	g := queue.FailureGroup{EventType: strings.TrimSpace(c.FormValue("type")), ErrorGroup: c.FormValue("group")}
+	g := queue.FailureGroup{EventType: strings.TrimSpace(c.FormValue("type")), ErrorGroup: c.FormValue("group"),
+		Destination: strings.TrimSpace(c.FormValue("destination"))}
 	if strings.TrimSpace(g.ErrorGroup) == "" {
 		return g, echo.NewHTTPError(http.StatusBadRequest, "Which failure group? The form needs the group's error.")
 	}
