@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,42 +10,6 @@ import (
 
 	"github.com/hookd/hookd/internal/store"
 )
-
-// DestinationState is a destination's row of the destinations table: what
-// it is, as the replica that last applied the configuration read it, and
-// its pause and circuit breaker.
-type DestinationState struct {
-	Name string `db:"name"`
-	URL  string `db:"url"`
-	// Route is the route as configured (types, livemode, accounts,
-	// endpoints, filter).
-	Route          json.RawMessage `db:"route"`
-	Source         string          `db:"source"`
-	Concurrency    *int            `db:"concurrency"`
-	TimeoutSeconds *float64        `db:"timeout_seconds"`
-	AddedAt        time.Time       `db:"added_at"`
-	AppliedAt      time.Time       `db:"applied_at"`
-	// RetiredAt is when the destination left the configuration while
-	// deliveries to it were queued or dead; nil while it is configured.
-	RetiredAt *time.Time `db:"retired_at"`
-	// PausedAt, PausedBy and PausedReason are a person's pause; PausedAt
-	// is nil while the destination is not paused.
-	PausedAt        *time.Time `db:"paused_at"`
-	PausedBy        *string    `db:"paused_by"`
-	PausedReason    *string    `db:"paused_reason"`
-	BreakerFailures int        `db:"breaker_failures"`
-	// BreakerOpenedAt is when its circuit breaker opened; nil while closed.
-	BreakerOpenedAt *time.Time `db:"breaker_opened_at"`
-	BreakerError    *string    `db:"breaker_error"`
-	ProbeDueAt      *time.Time `db:"probe_due_at"`
-}
-
-// Paused reports whether a person paused the destination.
-func (d DestinationState) Paused() bool { return d.PausedAt != nil }
-
-// BreakerOpen reports whether the destination's circuit breaker holds its
-// deliveries.
-func (d DestinationState) BreakerOpen() bool { return d.BreakerOpenedAt != nil }
 
 // Retired reports whether the destination left the configuration with
 // deliveries still queued or dead.
