@@ -242,3 +242,42 @@ func TestLists_FilterByDestination(t *testing.T) {
 		t.Errorf("%d of billing's deliveries dead, want its 1 untouched", n)
 	}
 }
+
+// A replay's form chooses one destination to deliver to; the replay's
+// page says which. A replay to a destination that does not exist is
+// refused, saying why.
+func TestReplays_ToOneDestination(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "analytics"})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
+	queuetest.InsertLogged(t, b.pool, []queuetest.LoggedOpts{{}, {}})
+	op := b.client(t)
+	op.signIn(accounts.RoleOperator)
+	page := op.get("/replays")
+	if opts := page.doc.Find(`#replay-destination option`); opts.Length() != 3 {
+		t.Errorf("%d choices of destination, want every one, analytics and old", opts.Length())
+	}
+	form := formValues(page.doc.Find(`form[action="/replays/preview"]`))
+	form.Set("status", "processed")
+	form.Set("destination", "old")
+	if r := op.post("/replays/preview", form); r.status != http.StatusBadRequest ||
+		!strings.Contains(testid(r.doc, "replay-problem"), "retired") {
+		t.Errorf("preview to a retired destination: %d %q", r.status, testid(r.doc, "replay-problem"))
+	}
+	form.Set("destination", "analytics")
+	preview := op.post("/replays/preview", form)
+	wantStatus(t, preview, http.StatusOK)
+	start := formValues(preview.doc.Find(`form[action="/replays"]`))
+	if start.Get("destination") != "analytics" {
+		t.Fatalf("the start form carries destination %q", start.Get("destination"))
+	}
+	start.Set("name", "backfill analytics")
+	detail := op.follow(op.post("/replays", start))
+	if d := testid(detail.doc, "replay-destination"); !strings.Contains(d, "analytics alone") {
+		t.Errorf("the replay's page says %q, want it delivers to analytics alone", d)
+	}
+	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM replays WHERE destination = 'analytics' AND total = 2`); n != 1 {
+		t.Errorf("%d replays of 2 events to analytics, want 1", n)
+	}
+}

@@ -792,6 +792,9 @@ type Replay struct {
 	CreatedBy   string    `json:"created_by"`
 	Delivered   int64     `json:"delivered"`
 
+	// Destination The one destination it delivers to; null for every destination that takes each event.
+	Destination *string `json:"destination,omitempty"`
+
 	// EtaSeconds How long the rest will take at that rate; null when done or before a rate.
 	EtaSeconds *int64     `json:"eta_seconds,omitempty"`
 	Failed     int64      `json:"failed"`
@@ -848,6 +851,9 @@ type ReplayPreview struct {
 
 // ReplayRequest defines model for ReplayRequest.
 type ReplayRequest struct {
+	// Destination Deliver to this destination alone, whether or not it took the events before (the backfill of a destination added later); pending and dead then take its deliveries that wait or are dead. Every destination that takes each event when not given.
+	Destination *string `json:"destination,omitempty"`
+
 	// DryRun Start nothing; count what the replay would deliver.
 	DryRun *bool `json:"dry_run,omitempty"`
 
