@@ -145,6 +145,18 @@ func TestAPI_Destinations(t *testing.T) {
 		list.Destinations[1].State != "retired" || list.Destinations[1].Dead != 1 || list.Destinations[0].Route["types"] == nil {
 		t.Fatalf("destinations %+v", list.Destinations)
 	}
+	var events struct {
+		Events []struct{ Destination string }
+		Total  int64
+	}
+	c.call(http.MethodGet, "/events?status=dead&destination=old", nil).want(t, http.StatusOK).decode(t, &events)
+	if events.Total != 1 || len(events.Events) != 1 || events.Events[0].Destination != "old" {
+		t.Errorf("dead deliveries to old: %+v, want the one", events)
+	}
+	c.call(http.MethodGet, "/events?status=dead&destination=billing", nil).want(t, http.StatusOK).decode(t, &events)
+	if events.Total != 0 {
+		t.Errorf("%d dead deliveries to billing, want 0", events.Total)
+	}
 	p := c.call(http.MethodPost, "/destinations/billing/move", map[string]any{"to": "old"}).want(t, http.StatusConflict).problem(t)
 	if !strings.Contains(p.Detail, "only a retired destination's deliveries") {
 		t.Errorf("detail %q", p.Detail)

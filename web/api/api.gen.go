@@ -409,7 +409,10 @@ type Event struct {
 	ApiVersion *string   `json:"api_version,omitempty"`
 	Attempts   int       `json:"attempts"`
 	CreatedAt  time.Time `json:"created_at"`
-	Endpoint   string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -446,7 +449,10 @@ type EventDetail struct {
 	Attempts     int       `json:"attempts"`
 	AttemptsMade []Attempt `json:"attempts_made"`
 	CreatedAt    time.Time `json:"created_at"`
-	Endpoint     string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -1122,6 +1128,9 @@ type ListEventsParams struct {
 
 	// Stuck Only pending events that are stuck (overdue, or claimed again and again).
 	Stuck *bool `form:"stuck,omitempty" json:"stuck,omitempty"`
+
+	// Destination Only the deliveries to this destination (a queue row is one delivery of an event to one destination).
+	Destination *string `form:"destination,omitempty" json:"destination,omitempty"`
 
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1883,6 +1892,13 @@ func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "stuck", ctx.QueryParams(), &params.Stuck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter stuck: %s", err))
+	}
+
+	// ------------- Optional query parameter "destination" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "destination", ctx.QueryParams(), &params.Destination, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter destination: %s", err))
 	}
 
 	// ------------- Optional query parameter "cursor" -------------

@@ -409,7 +409,10 @@ type Event struct {
 	ApiVersion *string   `json:"api_version,omitempty"`
 	Attempts   int       `json:"attempts"`
 	CreatedAt  time.Time `json:"created_at"`
-	Endpoint   string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -446,7 +449,10 @@ type EventDetail struct {
 	Attempts     int       `json:"attempts"`
 	AttemptsMade []Attempt `json:"attempts_made"`
 	CreatedAt    time.Time `json:"created_at"`
-	Endpoint     string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -1122,6 +1128,9 @@ type ListEventsParams struct {
 
 	// Stuck Only pending events that are stuck (overdue, or claimed again and again).
 	Stuck *bool `form:"stuck,omitempty" json:"stuck,omitempty"`
+
+	// Destination Only the deliveries to this destination (a queue row is one delivery of an event to one destination).
+	Destination *string `form:"destination,omitempty" json:"destination,omitempty"`
 
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -3628,6 +3637,18 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 		if params.Stuck != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stuck", *params.Stuck, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Destination != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "destination", *params.Destination, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
