@@ -40,7 +40,8 @@ func (a *Actions) Destinations(ctx context.Context) ([]queue.DestinationStats, e
 // PauseDestination holds every call to the destination name, with the
 // reason its page shows, and audits it: its deliveries wait on the queue,
 // spending no attempt, until it is resumed; the other destinations are
-// called as before. Each replica holds it within a second.
+// called as before. This replica holds it at once, the others within a
+// second.
 func (a *Actions) PauseDestination(ctx context.Context, who Actor, name, reason string) (DestinationResult, error) {
 	reason = strings.Join(strings.Fields(reason), " ")
 	switch {
@@ -78,6 +79,13 @@ func (a *Actions) changeDestination(ctx context.Context, who Actor, name string,
 		return DestinationResult{}, &NotFoundError{What: "destination " + name}
 	case err != nil && !errors.Is(err, unchanged):
 		return DestinationResult{}, err
+	}
+	// This replica holds or calls the destination at once, as its pages
+	// then say; the others within a second (worker.ControlRefresh).
+	if a.control != nil {
+		if rerr := a.control.Refresh(ctx); rerr != nil {
+			a.logger.WarnContext(ctx, "cannot reread delivery control", "err", rerr)
+		}
 	}
 	state, rerr := a.queue.Destination(ctx, name)
 	return DestinationResult{Changed: err == nil, State: state}, rerr
