@@ -28,6 +28,7 @@ package queue
 //	replays.go          replays, replay_events: a replay's members, its claim and its settle
 //	workerstatus.go     worker_status: what the retry loops and pruners last reported
 //	routemisses.go      webhook_route_misses: a destination's filter that failed on an event
+//	rates.go            destination_rates: the slots of a destination's calls under its shared rate
 //	timeline.go         database_timeline: the WAL timeline, which a failover changes (NoteTimeline)
 //
 // The operations that must write several tables in one statement, so that
