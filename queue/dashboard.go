@@ -25,11 +25,15 @@ func (s *Store) CountEvents(ctx context.Context, f EventFilter) (int64, error) {
 	return n, nil
 }
 
-// EventByEventID returns the queue row of the Stripe event eventID, in any
-// status, or ErrNotFound.
+// EventByEventID returns a queue row of the Stripe event eventID, in any
+// status, or ErrNotFound. An event with deliveries to several
+// destinations on the queue has a row for each: this is the one to the
+// first destination by name, as the event log shows it (DeliveriesOf has
+// them all).
 func (s *Store) EventByEventID(ctx context.Context, eventID string) (Event, error) {
 	return oneRow[Event](ctx, s.db, "find event "+eventID,
-		`SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2`, SourceStripe, eventID)
+		`SELECT `+eventColumns+` FROM webhook_events WHERE source = $1 AND event_id = $2 ORDER BY destination LIMIT 1`,
+		SourceStripe, eventID)
 }
 
 // RetriedDead is what RetryDeadMatching did: how many events it sent back

@@ -20,6 +20,11 @@ package queue
 //	leases.go           webhook_leases: leases, and shortTx, the transaction they are taken in
 //	replicas.go         hookd_replicas, lease_epoch: the beats that keep leases live, the grace after a loss
 //	deliverycontrol.go  delivery_control: a person's pause and the circuit breaker
+//	destinations_page.go destinations with webhook_events and webhook_attempts: the
+//	                    destinations page's reads, a destination's pause, and a
+//	                    retired one's deliveries moved or dropped
+//	destinations_managed.go destinations added on the dashboard: their sealed secrets,
+//	                    add, edit, remove, and the set they make (ManagedSet)
 //	endpoints.go        endpoint_activity, event_pairs: what came through each endpoint, the thin/snapshot pairs
 //	replays.go          replays, replay_events: a replay's members, its claim and its settle
 //	workerstatus.go     worker_status: what the retry loops and pruners last reported
@@ -48,6 +53,7 @@ package queue
 //	search.go     where one event is, across the tables (Locate, FindEvent)
 //	reconcile.go  reconciliation's reads: the database's clock, which events it has seen
 //
+// deliveries.go is the key a delivery (an event to one destination) goes by.
 // The rest are rules and reads over webhook_events: policy.go is the
 // backoff, MaxAttempts and the pending rule, stuck.go the stuck rule,
 // failures.go the failure groups, pending.go the oldest pending event,

@@ -58,8 +58,9 @@ func (g FailureGroup) Filter(status Status) EventFilter {
 // FailureGroups returns up to limit failure groups of the queue, the
 // largest first, and how many groups there are in all. One outage of one
 // destination is one group whatever event types it hit; eventType, when
-// not "", keeps only the events of that type.
-func (s *Store) FailureGroups(ctx context.Context, limit int, eventType string) ([]FailureGroup, int64, error) {
+// not "", keeps only the events of that type, and destination, when not
+// "", the deliveries to that destination.
+func (s *Store) FailureGroups(ctx context.Context, limit int, eventType, destination string) ([]FailureGroup, int64, error) {
 	// One pass over the queue: the masked error is a stored column, so
 	// grouping costs what a count by type would. The types of a group
 	// are counted first, then gathered into its row.
@@ -72,19 +73,19 @@ func (s *Store) FailureGroups(ctx context.Context, limit int, eventType string) 
 			       min(created_at) AS first_seen,
 			       max(coalesce(last_attempt_at, created_at)) AS last_seen
 			FROM webhook_events
-			WHERE $2 = '' OR event_type = $2
+			WHERE ($2 = '' OR event_type = $2) AND ($3 = '' OR destination = $3)
 			GROUP BY destination, error_group, event_type
 		)
 		SELECT destination, error_group,
 		       array_agg(event_type ORDER BY events DESC, event_type) AS types,
-		       array_agg(events ORDER BY events DESC, event_type) AS type_counts,
+		       array_agg(events::bigint ORDER BY events DESC, event_type) AS type_counts,
 		       sum(failed)::bigint, sum(retrying)::bigint, sum(dead)::bigint,
 		       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
 		       count(*) OVER () AS groups
 		FROM by_type
 		GROUP BY destination, error_group
 		ORDER BY sum(events) DESC, max(last_seen) DESC, error_group, destination
-		LIMIT $1`, limit, eventType)
+		LIMIT $1`, limit, eventType, destination)
 	if err != nil {
 		return nil, 0, fmt.Errorf("group failures: %w", err)
 	}

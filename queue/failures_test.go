@@ -64,7 +64,7 @@ func TestFailureGroups_ErrorsThatDifferOnlyInIdsAndNumbersAreOneGroup(t *testing
 			"read_timeout on payment_intent.succeeded": {1, 0, 0}}, "[{invoice.paid 4}]"},
 		{"charge.refunded", map[string]counts{timeout: {1, 0, 0}}, "[{charge.refunded 1}]"},
 	} {
-		groups, total, err := s.FailureGroups(ctx, 100, c.eventType)
+		groups, total, err := s.FailureGroups(ctx, 100, c.eventType, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestFailureGroups_GroupFollowsTheLastError(t *testing.T) {
 	if _, err := queuetest.NewSeed(s).ScheduleRetry(ctx, e.ID, 1, "no answer from downstream: dial tcp 127.0.0.1:4242: connect: connection refused"); err != nil {
 		t.Fatal(err)
 	}
-	groups, _, err := s.FailureGroups(ctx, 10, "")
+	groups, _, err := s.FailureGroups(ctx, 10, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestFailureGroups_ReferencesOfAnyLengthAreOneGroup(t *testing.T) {
 			refs[i] = randomDigits(6 + i%4)
 			queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{LastError: "timeout after 10s ref=" + refs[i]})
 		}
-		groups, total, err := s.FailureGroups(ctx, 10, "")
+		groups, total, err := s.FailureGroups(ctx, 10, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +328,7 @@ func TestMigration00014_RegroupsEventsMaskedTheOldWay(t *testing.T) {
 	if got := groups(); !maps.Equal(got, one) {
 		t.Fatalf("after the migration: groups %v, want %v", got, one)
 	}
-	if got, total, err := queue.New(bundle.pool).FailureGroups(ctx, 10, ""); err != nil || total != 1 ||
+	if got, total, err := queue.New(bundle.pool).FailureGroups(ctx, 10, "", ""); err != nil || total != 1 ||
 		got[0].ErrorGroup != "timeout after <n>s ref=<n>" || got[0].Total() != 6 || got[0].Destination != queue.DefaultDestination {
 		t.Fatalf("after the migration: FailureGroups %+v (%d in all, %v), want default's one group of 6", got, total, err)
 	}
@@ -357,7 +357,7 @@ func TestFailureGroups_OneErrorAtTwoDestinationsIsTwoGroups(t *testing.T) {
 		queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: fmt.Sprintf("evt_%d", i), Destination: dest,
 			LastError: fmt.Sprintf("HTTP 503 after %d ms", 100+i)})
 	}
-	groups, total, err := s.FailureGroups(ctx, 10, "")
+	groups, total, err := s.FailureGroups(ctx, 10, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

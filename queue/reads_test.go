@@ -39,7 +39,7 @@ func readerChecks(t *testing.T, direct, pool *pgxpool.Pool) {
 
 	release := lockQueue(t, direct)
 	reads := map[string]func() error{
-		"FailureGroups": func() error { _, _, err := r.FailureGroups(ctx, 10, ""); return err },
+		"FailureGroups": func() error { _, _, err := r.FailureGroups(ctx, 10, "", ""); return err },
 		"CountEvents":   func() error { _, err := r.CountEvents(ctx, queue.EventFilter{Status: queue.StatusDead}); return err },
 		"Events": func() error {
 			_, err := r.Events(ctx, queue.EventFilter{Status: queue.StatusDead, ErrorContains: "x"})
@@ -64,7 +64,7 @@ func readerChecks(t *testing.T, direct, pool *pgxpool.Pool) {
 			t.Errorf("%s once the lock is gone: %v", name, err)
 		}
 	}
-	groups, total, err := r.FailureGroups(ctx, 10, "")
+	groups, total, err := r.FailureGroups(ctx, 10, "", "")
 	if err != nil || total != 1 || len(groups) != 1 || groups[0].Dead != 1 {
 		t.Errorf("FailureGroups: got %+v, %d, %v; want the one dead event's group", groups, total, err)
 	}

@@ -71,6 +71,12 @@ type ReplayFilter struct {
 	Dead      bool `json:"dead,omitempty"`
 	// Object is an object or customer id the events are about; "" for any.
 	Object string `json:"object,omitempty"`
+	// Destination, when set, is the one destination the replay delivers
+	// to, whether or not it took the events before: a destination added
+	// after they arrived gets them (a backfill). Pending and Dead then
+	// take the events whose delivery to it waits or is dead. "" is every
+	// destination that takes each event.
+	Destination string `json:"destination,omitempty"`
 }
 
 // MaxReplayName bounds a replay's name, which goes to the app in a header.
@@ -128,16 +134,25 @@ func (f ReplayFilter) Summary() string {
 	if f.Object != "" {
 		parts = append(parts, "about "+f.Object)
 	}
+	if f.Destination != "" {
+		parts = append(parts, "to destination "+f.Destination+" only")
+	}
 	return strings.Join(parts, "; ")
 }
 
 // matchSQL is the FROM and WHERE of the event log rows the filter in the
-// parameters $1 to $8 chooses (ReplayFilter.args orders them), each with
+// parameters $1 to $9 chooses (ReplayFilter.args orders them), each with
 // its queue row q when it has one and replayable: whether a payload is
-// still there to send, in the event log or on the queue.
+// still there to send, in the event log or on the queue. The queue row is
+// the delivery to the replay's destination ($9) when it has one, else
+// the first destination's.
 const matchSQL = `
 	FROM event_log l
-	LEFT JOIN webhook_events q ON q.source = '` + SourceStripe + `' AND q.event_id = l.event_id
+	LEFT JOIN LATERAL (
+		SELECT * FROM webhook_events q0
+		WHERE q0.source = '` + SourceStripe + `' AND q0.event_id = l.event_id AND ($9 = '' OR q0.destination = $9)
+		ORDER BY q0.destination LIMIT 1
+	) q ON true
 	WHERE l.received_at >= $1 AND l.received_at < $2
 	  AND (cardinality($3::text[]) = 0 OR l.event_type = ANY ($3::text[])
 	       OR EXISTS (SELECT 1 FROM unnest($3::text[]) t
@@ -153,7 +168,7 @@ const matchSQL = `
 var replayableSQL = `(l.payload IS NOT NULL OR (q.payload IS NOT NULL AND NOT ` + queuedPayloadErasedSQL("q") + `))`
 
 func (f ReplayFilter) args() []any {
-	return []any{f.From, f.To, nonNil(f.Types), f.Endpoint, f.Processed, f.Pending, f.Dead, f.Object}
+	return []any{f.From, f.To, nonNil(f.Types), f.Endpoint, f.Processed, f.Pending, f.Dead, f.Object, f.Destination}
 }
 
 // ReplaySample is one event a filter matches, for the preview.
@@ -228,6 +243,9 @@ type Replay struct {
 	// Unreplayable is how many matching events were left out at the start,
 	// their payloads already gone.
 	Unreplayable int64 `db:"unreplayable"`
+	// Destination is the one destination the replay delivers to; nil for
+	// every destination that takes each event.
+	Destination *string `db:"destination"`
 	// Now is the database's clock when the row was read, for the rate.
 	Now time.Time `db:"now"`
 }
@@ -260,7 +278,7 @@ func (r Replay) ETA() time.Duration {
 }
 
 const replayColumns = `id, name, filter, summary, created_by, created_at, state, finished_at, cancelled_by,
-	total, delivered, failed, skipped, unreplayable, now() AS now`
+	total, delivered, failed, skipped, unreplayable, destination, now() AS now`
 
 // StartReplay starts a replay named name of the events f matches that
 // still have a payload, on behalf of by, and returns it; ErrNothingToReplay
@@ -277,8 +295,9 @@ func (s *Store) StartReplay(ctx context.Context, name string, f ReplayFilter, by
 		WITH m AS (
 			SELECT l.event_id, l.received_at, `+replayableSQL+` AS replayable`+matchSQL+`
 		), r AS (
-			INSERT INTO replays (name, filter, summary, created_by, total, unreplayable)
-			SELECT $9::text, $10::jsonb, $11::text, $12::text, count(*) FILTER (WHERE replayable), count(*) FILTER (WHERE NOT replayable)
+			INSERT INTO replays (name, filter, summary, created_by, total, unreplayable, destination)
+			SELECT $10::text, $11::jsonb, $12::text, $13::text, count(*) FILTER (WHERE replayable), count(*) FILTER (WHERE NOT replayable),
+			       NULLIF($9, '')
 			FROM m
 			HAVING count(*) FILTER (WHERE replayable) > 0
 			RETURNING `+replayColumns+`
@@ -350,12 +369,15 @@ type RunningReplay struct {
 	Name string `db:"name"`
 	// Dead: the replay takes dead events, which it was asked to.
 	Dead bool `db:"dead"`
+	// Destination is the one destination it delivers to; "" for every
+	// destination that takes each event.
+	Destination string `db:"destination"`
 }
 
 // RunningReplays returns the running replays, oldest first.
 func (s *Store) RunningReplays(ctx context.Context) ([]RunningReplay, error) {
 	out, err := store.QueryAll[RunningReplay](ctx, s.db, `
-		SELECT id, name, coalesce((filter->>'dead')::boolean, false) AS dead
+		SELECT id, name, coalesce((filter->>'dead')::boolean, false) AS dead, coalesce(destination, '') AS destination
 		FROM replays WHERE state = 'running' ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read running replays: %w", err)
@@ -670,6 +692,7 @@ var settleReplayedSQL = `-- hookd.settle_replayed
 		DELETE FROM webhook_events e USING members m, released r
 		WHERE m.state = 'delivered' AND r.event_id = m.event_id
 		  AND e.source = '` + SourceStripe + `' AND e.event_id = m.event_id
+		  AND e.destination = coalesce((SELECT p.destination FROM replays p WHERE p.id = $6), e.destination)
 		RETURNING e.event_id, e.event_type, e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type,
 		          e.customer, e.stripe_created, e.created_at, e.attempts, r.payload, '` + string(LogReplay) + `' AS how,
 		          e.payload_erased_at, e.payload_erased_by, e.id

@@ -345,7 +345,7 @@ func (s *Store) ClaimReplaySuspect(ctx context.Context, processFor time.Duration
 	c.Owner, c.Deadline = uuid.New(), time.Now().Add(processFor)
 	var eventID string
 	err = s.db.QueryRow(ctx, claimReplaySuspectSQL, [16]byte(c.Owner), leaseSeconds(processFor), MaxAttempts, CrashedFormat,
-		s.replica.arg()).Scan(&c.Replay.ID, &c.Replay.Name, &c.Replay.Dead, &eventID, &c.GivenUp, &c.Error)
+		s.replica.arg()).Scan(&c.Replay.ID, &c.Replay.Name, &c.Replay.Dead, &c.Replay.Destination, &eventID, &c.GivenUp, &c.Error)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ReplaySuspect{}, false, nil
 	}
@@ -419,7 +419,7 @@ var claimReplaySuspectSQL = `-- hookd.claim_replay_suspect
 		FROM numbered n
 		WHERE n.crashed`) + `
 	)
-	SELECT n.replay_id, p.name, coalesce((p.filter->>'dead')::boolean, false), n.event_id,
+	SELECT n.replay_id, p.name, coalesce((p.filter->>'dead')::boolean, false), coalesce(p.destination, ''), n.event_id,
 	       n.crashes >= $3 OR coalesce(q.status = 'dead' AND q.last_error = format($4, q.attempts), false),
 	       format($4, n.number)
 	FROM numbered n JOIN replays p ON p.id = n.replay_id

@@ -127,6 +127,9 @@ func DescribeFilter(f queue.EventFilter) string {
 	if f.Account != "" {
 		parts = append(parts, "account "+f.Account)
 	}
+	if f.Destination != "" {
+		parts = append(parts, "destination "+f.Destination)
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -207,6 +210,14 @@ func actionLabel(a audit.Action) string {
 		return "destination changed"
 	case audit.DestinationRemove:
 		return "destination removed"
+	case audit.DestinationPause:
+		return "destination paused"
+	case audit.DestinationResume:
+		return "destination resumed"
+	case audit.DestinationMove:
+		return "deliveries moved"
+	case audit.DestinationDrop:
+		return "deliveries dropped"
 	}
 	return string(a)
 }

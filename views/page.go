@@ -14,8 +14,8 @@ import (
 type Page struct {
 	Title string
 	// Nav is the nav item to mark as current: "overview", "dead",
-	// "pending", "failures", "rejections", "replays", "audit", "accounts"
-	// or "".
+	// "pending", "failures", "rejections", "destinations", "replays",
+	// "audit", "accounts" or "".
 	Nav string
 	// User is the signed-in account; nil on the sign-in and error pages
 	// shown without a session.

@@ -174,6 +174,28 @@ var apiWrites = []apiWrite{
 	{"EndAccountSessions", func(t *testing.T, b *actionsBundle) (string, any) {
 		return "/accounts/" + memberAccount(t, b) + "/sessions/end", nil
 	}, http.StatusOK, audit.SessionsEnd, 1},
+	{"PauseDestination", func(t *testing.T, b *actionsBundle) (string, any) {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing"})
+		return "/destinations/billing/pause", map[string]any{"reason": "deploy 42"}
+	}, http.StatusOK, audit.DestinationPause, 0},
+	{"ResumeDestination", func(t *testing.T, b *actionsBundle) (string, any) {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing"})
+		if err := b.store.PauseDestination(context.Background(), "billing", "ops@example.com", "deploy 41"); err != nil {
+			t.Fatal(err)
+		}
+		return "/destinations/billing/resume", nil
+	}, http.StatusOK, audit.DestinationResume, 0},
+	{"MoveDeliveries", func(t *testing.T, b *actionsBundle) (string, any) {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing"})
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "old", Status: queue.StatusDead})
+		return "/destinations/old/move", map[string]any{"to": "billing"}
+	}, http.StatusOK, audit.DestinationMove, 1},
+	{"DropDeliveries", func(t *testing.T, b *actionsBundle) (string, any) {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
+		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "old", Status: queue.StatusDead})
+		return "/destinations/old/drop", nil
+	}, http.StatusOK, audit.DestinationDrop, 1},
 }
 
 // Each write through the API writes exactly one audit entry, in its

@@ -338,7 +338,7 @@ func TestAPI_ManagedDestinations(t *testing.T) {
 	}
 	c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://other.internal"}).want(t, http.StatusConflict)
 
-	var changed api.DestinationChange
+	var changed api.ManagedDestinationChange
 	c.call(http.MethodPost, "/destinations/billing/edit", map[string]any{"url": "https://billing.internal/v2", "types": []string{"invoice.*"}}).
 		want(t, http.StatusOK).decode(t, &changed)
 	if len(changed.Changed) != 1 || changed.Changed[0] != "url" || !changed.Destination.SigningSecretsSet {

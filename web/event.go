@@ -72,10 +72,9 @@ func (d *dashboard) handleEvent() echo.HandlerFunc {
 }
 
 // eventOf reads the queue row the path's :id names: by the row's own id,
-// or by the Stripe event id (evt_...) support staff paste. An event id is
-// on the queue at most once (one row per source and event id; the same
-// event through two endpoints is one event, the second its duplicate), so
-// either names one page. An event id not on the queue is a 404 that says
+// or by the Stripe event id (evt_...) support staff paste. An event has a
+// queue row per destination its delivery to which waits or is dead; its
+// id names the first destination's, whose page shows every delivery. An event id not on the queue is a 404 that says
 // where to look: it was delivered, or never received.
 func (d *dashboard) eventOf(c echo.Context) (actions.EventDetail, error) {
 	param := c.Param("id")
@@ -126,6 +125,11 @@ func (d *dashboard) eventDetail(c echo.Context) (views.EventDetail, error) {
 		detail.Pair = &pair
 	case !errors.Is(err, queue.ErrNotFound):
 		return views.EventDetail{}, err
+	}
+	if e.Source == queue.SourceStripe {
+		if detail.Deliveries, err = d.reads.DeliveriesOf(ctx, e.EventID); err != nil {
+			return views.EventDetail{}, err
+		}
 	}
 	if detail.Replays, err = d.reads.ReplaysOfEvent(ctx, e.EventID); err != nil {
 		return views.EventDetail{}, err

@@ -84,6 +84,9 @@ func (d *dashboard) handleEvents() echo.HandlerFunc {
 				return err
 			}
 		}
+		if l.Destinations, err = d.reads.DestinationNames(ctx); err != nil {
+			return err
+		}
 		p := d.pageWith(c, title, nav, delivery)
 		if f.Endpoint != "" {
 			if p.Contradictions, err = d.contradictions(ctx, f.Endpoint); err != nil {

@@ -17,8 +17,12 @@ const maxUngenerated = 50
 
 func (d *dashboard) handleFailures() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		eventType := strings.TrimSpace(c.QueryParam("type"))
-		groups, total, err := d.actions.FailureGroups(c.Request().Context(), eventType, actions.MaxFailureGroups)
+		eventType, destination := strings.TrimSpace(c.QueryParam("type")), strings.TrimSpace(c.QueryParam("destination"))
+		groups, total, err := d.actions.FailureGroups(c.Request().Context(), eventType, destination, actions.MaxFailureGroups)
+		if err != nil {
+			return err
+		}
+		names, err := d.reads.DestinationNames(c.Request().Context())
 		if err != nil {
 			return err
 		}
@@ -26,7 +30,7 @@ func (d *dashboard) handleFailures() echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		l := views.FailureList{EventType: eventType, Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
+		l := views.FailureList{EventType: eventType, Destination: destination, Destinations: names, Groups: groups, Total: total, Ungenerated: lost, UngeneratedTotal: lostTotal}
 		return render(c, http.StatusOK, views.Failures(d.page(c, "Failures", "failures"), l))
 	}
 }

@@ -20,7 +20,7 @@ var notOnThePages = regexp.MustCompile(`(?i)\b(processed markers?|markers?|defer
 // The pages speak a support person's words (SPEC.md's glossary): with an
 // event being delivered, one whose tries never came back, one overdue,
 // none of the overview, the lists, an event's page, Find an event, the
-// prune confirmation or the accounts page says markers, deferred, stuck,
+// prune confirmation, the accounts page or the destinations page says markers, deferred, stuck,
 // claimed, lease, in flight, rejected, or failed as an event's state.
 func TestPages_SpeakTheGlossarysWords(t *testing.T) {
 	t.Parallel()
@@ -37,11 +37,13 @@ func TestPages_SpeakTheGlossarysWords(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "default", Source: "forward_url"})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "old", Retired: true})
 	c := b.client(t)
 	c.signIn(accounts.RoleAdmin)
 	pages := map[string]response{}
 	for _, path := range []string{"/", "/events?status=pending", "/events?status=failed", "/events?status=pending&stuck=1", "/events/" + running.ID.String(),
-		"/events/" + noAnswer.ID.String(), "/search?q=evt_running", "/accounts"} {
+		"/events/" + noAnswer.ID.String(), "/search?q=evt_running", "/accounts", "/destinations"} {
 		pages[path] = c.get(path)
 	}
 	c.get("/")

@@ -31,6 +31,9 @@ func (d *dashboard) renderReplays(c echo.Context, status int, form views.ReplayF
 	if err != nil {
 		return err
 	}
+	if form.Destinations, err = d.reads.DestinationNames(c.Request().Context()); err != nil {
+		return err
+	}
 	return render(c, status, views.Replays(d.page(c, "Replays", "replays"), views.ReplaysPage{Replays: rs.Replays, Form: form}))
 }
 
@@ -41,6 +44,7 @@ func replayForm(c echo.Context) (views.ReplayForm, queue.ReplayFilter, error) {
 		From: strings.TrimSpace(c.FormValue("from")), To: strings.TrimSpace(c.FormValue("to")),
 		Types: strings.TrimSpace(c.FormValue("types")), Endpoint: strings.TrimSpace(c.FormValue("endpoint")),
 		Object: strings.TrimSpace(c.FormValue("object")), Name: strings.TrimSpace(c.FormValue("name")),
+		Destination: strings.TrimSpace(c.FormValue("destination")),
 	}
 	values, err := c.FormParams()
 	if err != nil {
@@ -59,7 +63,7 @@ func replayForm(c echo.Context) (views.ReplayForm, queue.ReplayFilter, error) {
 		}
 	}
 	f := queue.ReplayFilter{Endpoint: form.Endpoint, Object: form.Object,
-		Processed: form.Processed, Pending: form.Pending, Dead: form.Dead}
+		Processed: form.Processed, Pending: form.Pending, Dead: form.Dead, Destination: form.Destination}
 	for _, field := range []struct {
 		raw string
 		t   *time.Time
@@ -99,6 +103,10 @@ func (d *dashboard) handleReplayPreview() echo.HandlerFunc {
 			return d.renderReplays(c, http.StatusBadRequest, form)
 		}
 		preview, err := d.actions.PreviewReplay(c.Request().Context(), f)
+		if invalid, ok := errors.AsType[*actions.InvalidError](err); ok {
+			form.Problem = invalid.Detail
+			return d.renderReplays(c, http.StatusBadRequest, form)
+		}
 		if err != nil {
 			return err
 		}

@@ -271,11 +271,12 @@ func (b *replayBatch) begin(ctx context.Context, t *replaying) (context.Context,
 	return t.ctx, Delivery{
 		EventID: m.EventID, EventType: m.EventType, Payload: m.Payload, Attempt: m.Attempts,
 		Endpoint: m.Endpoint, Livemode: m.Livemode, Account: deref(m.Account), Replay: b.replay.Name,
+		Destination: b.replay.Destination,
 	}
 }
 
 func (b *replayBatch) end(ctx context.Context, t *replaying, res Result, took time.Duration) {
-	b.r.outcome(ctx, t.member, &t.s, res, took)
+	b.r.outcome(ctx, t.member, b.replay.Destination, &t.s, res, took)
 	switch t.s.Kind {
 	case queue.ReplaySettleDelivered:
 		b.delivered.Add(1)
@@ -315,7 +316,7 @@ func (b *replayBatch) settled(context.Context, *replaying) {}
 // fence (which is counted: queue.ReplaySettled.Fenced) cut it short or it
 // failed because the app is down while delivery is held (the member is
 // tried again once delivery resumes).
-func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, s *queue.ReplaySettled,
+func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, destination string, s *queue.ReplaySettled,
 	res Result, took time.Duration) {
 	traceFailure(ctx, res)
 	if res.Err != nil && ctx.Err() != nil {
@@ -331,7 +332,7 @@ func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, s *queue.R
 	a := &queue.NewAttempt{
 		Source: queue.SourceStripe, EventID: m.EventID, Duration: took, Succeeded: res.Err == nil,
 		HTTPStatus: res.HTTPStatus, Path: queue.PathReplay, Number: m.Attempts, AppDown: IsAppDown(res.Err),
-		TraceID: tracing.TraceID(ctx),
+		TraceID: tracing.TraceID(ctx), Destination: destination,
 	}
 	s.Kind, s.Attempt = queue.ReplaySettleDelivered, a
 	if res.Err != nil {

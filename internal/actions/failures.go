@@ -18,12 +18,13 @@ const MaxFailureGroups = 200
 
 // FailureGroups reads the queue's failure groups, the largest first, at
 // most limit of them, and how many there are in all; eventType, when not
-// "", keeps only the events of that type.
-func (a *Actions) FailureGroups(ctx context.Context, eventType string, limit int) ([]queue.FailureGroup, int64, error) {
+// "", keeps only the events of that type, and destination, when not "",
+// the deliveries to that destination.
+func (a *Actions) FailureGroups(ctx context.Context, eventType, destination string, limit int) ([]queue.FailureGroup, int64, error) {
 	if limit <= 0 || limit > MaxFailureGroups {
 		limit = MaxFailureGroups
 	}
-	return a.reads.FailureGroups(ctx, limit, strings.TrimSpace(eventType))
+	return a.reads.FailureGroups(ctx, limit, strings.TrimSpace(eventType), strings.TrimSpace(destination))
 }
 
 // GroupRetry is what a retry of a failure group did, or, for a dry run,
@@ -98,7 +99,7 @@ func (a *Actions) previewGroupRetry(ctx context.Context, g queue.FailureGroup) (
 	if r.Pending, err = a.reads.CountEvents(ctx, g.Filter(queue.StatusPending)); err != nil {
 		return GroupRetry{}, err
 	}
-	groups, _, err := a.reads.FailureGroups(ctx, MaxFailureGroups, g.EventType)
+	groups, _, err := a.reads.FailureGroups(ctx, MaxFailureGroups, g.EventType, g.Destination)
 	if err != nil {
 		return GroupRetry{}, err
 	}

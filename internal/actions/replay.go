@@ -30,10 +30,32 @@ func checkReplayFilter(f queue.ReplayFilter) error {
 	return nil
 }
 
+// checkReplayDestination refuses a replay to a destination there is no
+// call to: none of that name, or a retired one.
+func (a *Actions) checkReplayDestination(ctx context.Context, f queue.ReplayFilter) error {
+	if f.Destination == "" {
+		return nil
+	}
+	d, err := a.reads.Destination(ctx, f.Destination)
+	switch {
+	case errors.Is(err, queue.ErrNotFound):
+		return &InvalidError{Field: "destination", Detail: "Nothing started: there is no destination " + f.Destination + "."}
+	case err != nil:
+		return err
+	case d.Retired():
+		return &InvalidError{Field: "destination", Detail: "Nothing started: destination " + f.Destination +
+			" is retired, so nothing is delivered to it; move its deliveries to another destination instead."}
+	}
+	return nil
+}
+
 // PreviewReplay says how many events a replay of f would deliver, how
 // many it must skip, and shows a few of them.
 func (a *Actions) PreviewReplay(ctx context.Context, f queue.ReplayFilter) (queue.ReplayPreview, error) {
 	if err := checkReplayFilter(f); err != nil {
+		return queue.ReplayPreview{}, err
+	}
+	if err := a.checkReplayDestination(ctx, f); err != nil {
 		return queue.ReplayPreview{}, err
 	}
 	return a.reads.PreviewReplay(ctx, f)
@@ -49,6 +71,9 @@ func (a *Actions) StartReplay(ctx context.Context, who Actor, name string, f que
 		return queue.Replay{}, &InvalidError{Field: "name", Detail: "Nothing started: " + err.Error() + "."}
 	}
 	if err := checkReplayFilter(f); err != nil {
+		return queue.Replay{}, err
+	}
+	if err := a.checkReplayDestination(ctx, f); err != nil {
 		return queue.Replay{}, err
 	}
 	var r queue.Replay

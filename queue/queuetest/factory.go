@@ -86,10 +86,11 @@ func InsertAttempt(t testing.TB, pool *pgxpool.Pool, a queue.NewAttempt) {
 		outcome = "succeeded"
 	}
 	_, err := pool.Exec(context.Background(), `
-		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id)
-		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8, NULLIF($9, ''))`,
+		INSERT INTO webhook_attempts (source, event_id, duration_ms, outcome, http_status, error, path, attempt, trace_id,
+		                              destination)
+		VALUES ($1, $2, $3, $4, NULLIF($5, 0), NULLIF($6, ''), $7, $8, NULLIF($9, ''), coalesce(NULLIF($10, ''), 'default'))`,
 		a.Source, a.EventID, float64(a.Duration)/float64(time.Millisecond), outcome, a.HTTPStatus, a.Error, a.Path, a.Number,
-		a.TraceID)
+		a.TraceID, a.Destination)
 	if err != nil {
 		t.Fatalf("queuetest: insert attempt: %v", err)
 	}
@@ -195,5 +196,39 @@ func InsertLogged(t testing.TB, pool *pgxpool.Pool, events []LoggedOpts) {
 				t.Fatalf("queuetest: %s not written", part[i].EventID)
 			}
 		}
+	}
+}
+
+// DestinationOpts describes a row of the destinations table for
+// InsertDestination; zero fields get defaults.
+type DestinationOpts struct {
+	Name string // required
+	URL  string // default: http://127.0.0.1:1/<name>
+	// Source is "file" (the default) or "forward_url".
+	Source string
+	// Route is the route as configured, JSON; default {"types":["*"]}.
+	Route   string
+	Retired bool
+}
+
+// InsertDestination puts a destination in the destinations table, as the
+// replica applying the configuration would.
+func InsertDestination(t testing.TB, pool *pgxpool.Pool, opts DestinationOpts) {
+	t.Helper()
+	if opts.URL == "" {
+		opts.URL = "http://127.0.0.1:1/" + opts.Name
+	}
+	if opts.Source == "" {
+		opts.Source = "file"
+	}
+	if opts.Route == "" {
+		opts.Route = `{"types":["*"]}`
+	}
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO destinations (name, url, route, source, retired_at)
+		VALUES ($1, $2, $3::jsonb, $4, CASE WHEN $5::bool THEN now() END)`,
+		opts.Name, opts.URL, opts.Route, opts.Source, opts.Retired)
+	if err != nil {
+		t.Fatalf("queuetest: insert destination: %v", err)
 	}
 }

@@ -18,6 +18,48 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for DestinationSource.
+const (
+	DestinationSourceFile       DestinationSource = "file"
+	DestinationSourceForwardUrl DestinationSource = "forward_url"
+)
+
+// Valid indicates whether the value is a known member of the DestinationSource enum.
+func (e DestinationSource) Valid() bool {
+	switch e {
+	case DestinationSourceFile:
+		return true
+	case DestinationSourceForwardUrl:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DestinationState.
+const (
+	BreakerOpen DestinationState = "breaker_open"
+	Delivering  DestinationState = "delivering"
+	Paused      DestinationState = "paused"
+	Retired     DestinationState = "retired"
+)
+
+// Valid indicates whether the value is a known member of the DestinationState enum.
+func (e DestinationState) Valid() bool {
+	switch e {
+	case BreakerOpen:
+		return true
+	case Delivering:
+		return true
+	case Paused:
+		return true
+	case Retired:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	EventStatusDead     EventStatus = "dead"
@@ -41,19 +83,19 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for ManagedDestinationSource.
 const (
-	Dashboard  ManagedDestinationSource = "dashboard"
-	File       ManagedDestinationSource = "file"
-	ForwardUrl ManagedDestinationSource = "forward_url"
+	ManagedDestinationSourceDashboard  ManagedDestinationSource = "dashboard"
+	ManagedDestinationSourceFile       ManagedDestinationSource = "file"
+	ManagedDestinationSourceForwardUrl ManagedDestinationSource = "forward_url"
 )
 
 // Valid indicates whether the value is a known member of the ManagedDestinationSource enum.
 func (e ManagedDestinationSource) Valid() bool {
 	switch e {
-	case Dashboard:
+	case ManagedDestinationSourceDashboard:
 		return true
-	case File:
+	case ManagedDestinationSourceFile:
 		return true
-	case ForwardUrl:
+	case ManagedDestinationSourceForwardUrl:
 		return true
 	default:
 		return false
@@ -321,11 +363,71 @@ type Delivery struct {
 	PausedReason *string    `json:"paused_reason,omitempty"`
 }
 
+// Destination defines model for Destination.
+type Destination struct {
+	BreakerError    *string    `json:"breaker_error,omitempty"`
+	BreakerOpen     bool       `json:"breaker_open"`
+	BreakerOpenedAt *time.Time `json:"breaker_opened_at,omitempty"`
+
+	// Calls Its calls over the last hour.
+	Calls int64 `json:"calls"`
+
+	// Dead Its dead deliveries.
+	Dead int64  `json:"dead"`
+	Name string `json:"name"`
+
+	// OldestPendingAt When the oldest delivery waiting to retry was queued.
+	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
+
+	// P50Ms The median duration of those calls.
+	P50Ms *float64 `json:"p50_ms,omitempty"`
+
+	// P95Ms Their 95th percentile duration.
+	P95Ms        *float64   `json:"p95_ms,omitempty"`
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedBy     *string    `json:"paused_by,omitempty"`
+	PausedReason *string    `json:"paused_reason,omitempty"`
+
+	// Pending Its deliveries waiting to retry.
+	Pending   int64      `json:"pending"`
+	Retired   bool       `json:"retired"`
+	RetiredAt *time.Time `json:"retired_at,omitempty"`
+
+	// Route The route as configured: types, livemode, accounts, endpoints, filter.
+	Route map[string]interface{} `json:"route"`
+
+	// Source Where it is configured.
+	Source DestinationSource `json:"source"`
+	State  DestinationState  `json:"state"`
+
+	// Succeeded How many of those succeeded.
+	Succeeded int64  `json:"succeeded"`
+	Url       string `json:"url"`
+}
+
+// DestinationSource Where it is configured.
+type DestinationSource string
+
+// DestinationState defines model for Destination.State.
+type DestinationState string
+
 // DestinationChange defines model for DestinationChange.
 type DestinationChange struct {
-	// Changed The fields changed, never their secret values.
-	Changed     []string           `json:"changed"`
-	Destination ManagedDestination `json:"destination"`
+	BreakerOpen bool `json:"breaker_open"`
+
+	// Changed False when the destination was so already.
+	Changed      bool       `json:"changed"`
+	Name         string     `json:"name"`
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedBy     *string    `json:"paused_by,omitempty"`
+	PausedReason *string    `json:"paused_reason,omitempty"`
+}
+
+// DestinationList defines model for DestinationList.
+type DestinationList struct {
+	Destinations []Destination `json:"destinations"`
 }
 
 // DestinationRemoval defines model for DestinationRemoval.
@@ -376,6 +478,11 @@ type DestinationSettings struct {
 	Url string `json:"url"`
 }
 
+// DroppedDeliveries defines model for DroppedDeliveries.
+type DroppedDeliveries struct {
+	Dropped int64 `json:"dropped"`
+}
+
 // DryRunRequest defines model for DryRunRequest.
 type DryRunRequest struct {
 	// DryRun Say what would be done, and do nothing.
@@ -412,7 +519,10 @@ type Event struct {
 	ApiVersion *string   `json:"api_version,omitempty"`
 	Attempts   int       `json:"attempts"`
 	CreatedAt  time.Time `json:"created_at"`
-	Endpoint   string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -449,7 +559,10 @@ type EventDetail struct {
 	Attempts     int       `json:"attempts"`
 	AttemptsMade []Attempt `json:"attempts_made"`
 	CreatedAt    time.Time `json:"created_at"`
-	Endpoint     string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -615,8 +728,30 @@ type ManagedDestination struct {
 // ManagedDestinationSource defines model for ManagedDestination.Source.
 type ManagedDestinationSource string
 
+// ManagedDestinationChange defines model for ManagedDestinationChange.
+type ManagedDestinationChange struct {
+	// Changed The fields changed, never their secret values.
+	Changed     []string           `json:"changed"`
+	Destination ManagedDestination `json:"destination"`
+}
+
 // Mode Only live or only test-mode events.
 type Mode string
+
+// MoveRequest defines model for MoveRequest.
+type MoveRequest struct {
+	// To The destination the deliveries go to.
+	To string `json:"to"`
+}
+
+// MovedDeliveries defines model for MovedDeliveries.
+type MovedDeliveries struct {
+	// Merged Deliveries merged into one the other destination had of the same event.
+	Merged int64 `json:"merged"`
+
+	// Moved Deliveries now to the other destination.
+	Moved int64 `json:"moved"`
+}
 
 // PauseRequest defines model for PauseRequest.
 type PauseRequest struct {
@@ -813,6 +948,9 @@ type Replay struct {
 	CreatedBy   string    `json:"created_by"`
 	Delivered   int64     `json:"delivered"`
 
+	// Destination The one destination it delivers to; null for every destination that takes each event.
+	Destination *string `json:"destination,omitempty"`
+
 	// EtaSeconds How long the rest will take at that rate; null when done or before a rate.
 	EtaSeconds *int64     `json:"eta_seconds,omitempty"`
 	Failed     int64      `json:"failed"`
@@ -869,6 +1007,9 @@ type ReplayPreview struct {
 
 // ReplayRequest defines model for ReplayRequest.
 type ReplayRequest struct {
+	// Destination Deliver to this destination alone, whether or not it took the events before (the backfill of a destination added later); pending and dead then take its deliveries that wait or are dead. Every destination that takes each event when not given.
+	Destination *string `json:"destination,omitempty"`
+
 	// DryRun Start nothing; count what the replay would deliver.
 	DryRun *bool `json:"dry_run,omitempty"`
 
@@ -1077,6 +1218,14 @@ type AddDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DropDeliveriesParams defines parameters for DropDeliveries.
+type DropDeliveriesParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // EditDestinationParams defines parameters for EditDestination.
 type EditDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
@@ -1085,8 +1234,32 @@ type EditDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// MoveDeliveriesParams defines parameters for MoveDeliveries.
+type MoveDeliveriesParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PauseDestinationParams defines parameters for PauseDestination.
+type PauseDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // RemoveDestinationParams defines parameters for RemoveDestination.
 type RemoveDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ResumeDestinationParams defines parameters for ResumeDestination.
+type ResumeDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -1129,6 +1302,9 @@ type ListEventsParams struct {
 
 	// Stuck Only pending events that are stuck (overdue, or claimed again and again).
 	Stuck *bool `form:"stuck,omitempty" json:"stuck,omitempty"`
+
+	// Destination Only the deliveries to this destination (a queue row is one delivery of an event to one destination).
+	Destination *string `form:"destination,omitempty" json:"destination,omitempty"`
 
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1280,6 +1456,12 @@ type AddDestinationJSONRequestBody = AddDestinationRequest
 // EditDestinationJSONRequestBody defines body for EditDestination for application/json ContentType.
 type EditDestinationJSONRequestBody = EditDestinationRequest
 
+// MoveDeliveriesJSONRequestBody defines body for MoveDeliveries for application/json ContentType.
+type MoveDeliveriesJSONRequestBody = MoveRequest
+
+// PauseDestinationJSONRequestBody defines body for PauseDestination for application/json ContentType.
+type PauseDestinationJSONRequestBody = PauseRequest
+
 // RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
 type RemoveDestinationJSONRequestBody = DryRunRequest
 
@@ -1330,15 +1512,30 @@ type ServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx echo.Context, params ResumeDeliveryParams) error
+	// ListDestinations Every destination, its state, deliveries and last hour's calls
+	// (GET /destinations)
+	ListDestinations(ctx echo.Context) error
 	// AddDestination Add a destination managed on the dashboard
 	// (POST /destinations)
 	AddDestination(ctx echo.Context, params AddDestinationParams) error
+	// DropDeliveries Drop a retired destination's deliveries
+	// (POST /destinations/{name}/drop)
+	DropDeliveries(ctx echo.Context, name DestinationName, params DropDeliveriesParams) error
 	// EditDestination Change a destination managed on the dashboard
 	// (POST /destinations/{name}/edit)
 	EditDestination(ctx echo.Context, name DestinationName, params EditDestinationParams) error
+	// MoveDeliveries Move a retired destination's deliveries to another destination
+	// (POST /destinations/{name}/move)
+	MoveDeliveries(ctx echo.Context, name DestinationName, params MoveDeliveriesParams) error
+	// PauseDestination Hold every call to one destination
+	// (POST /destinations/{name}/pause)
+	PauseDestination(ctx echo.Context, name DestinationName, params PauseDestinationParams) error
 	// RemoveDestination Remove a destination managed on the dashboard
 	// (POST /destinations/{name}/remove)
 	RemoveDestination(ctx echo.Context, name DestinationName, params RemoveDestinationParams) error
+	// ResumeDestination End a destination's pause, or close its open circuit breaker
+	// (POST /destinations/{name}/resume)
+	ResumeDestination(ctx echo.Context, name DestinationName, params ResumeDestinationParams) error
 	// EraseCustomer Erase the payloads of every event about a customer
 	// (POST /erase)
 	EraseCustomer(ctx echo.Context, params EraseCustomerParams) error
@@ -1638,6 +1835,15 @@ func (w *ServerInterfaceWrapper) ResumeDelivery(ctx echo.Context) error {
 	return err
 }
 
+// ListDestinations converts echo context to params.
+func (w *ServerInterfaceWrapper) ListDestinations(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListDestinations(ctx)
+	return err
+}
+
 // AddDestination converts echo context to params.
 func (w *ServerInterfaceWrapper) AddDestination(ctx echo.Context) error {
 	var err error
@@ -1664,6 +1870,42 @@ func (w *ServerInterfaceWrapper) AddDestination(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.AddDestination(ctx, params)
+	return err
+}
+
+// DropDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) DropDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DropDeliveriesParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DropDeliveries(ctx, name, params)
 	return err
 }
 
@@ -1703,6 +1945,78 @@ func (w *ServerInterfaceWrapper) EditDestination(ctx echo.Context) error {
 	return err
 }
 
+// MoveDeliveries converts echo context to params.
+func (w *ServerInterfaceWrapper) MoveDeliveries(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MoveDeliveriesParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.MoveDeliveries(ctx, name, params)
+	return err
+}
+
+// PauseDestination converts echo context to params.
+func (w *ServerInterfaceWrapper) PauseDestination(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PauseDestinationParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PauseDestination(ctx, name, params)
+	return err
+}
+
 // RemoveDestination converts echo context to params.
 func (w *ServerInterfaceWrapper) RemoveDestination(ctx echo.Context) error {
 	var err error
@@ -1736,6 +2050,42 @@ func (w *ServerInterfaceWrapper) RemoveDestination(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.RemoveDestination(ctx, name, params)
+	return err
+}
+
+// ResumeDestination converts echo context to params.
+func (w *ServerInterfaceWrapper) ResumeDestination(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ResumeDestinationParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ResumeDestination(ctx, name, params)
 	return err
 }
 
@@ -1835,6 +2185,13 @@ func (w *ServerInterfaceWrapper) ListEvents(ctx echo.Context) error {
 	err = runtime.BindQueryParameterWithOptions("form", true, false, "stuck", ctx.QueryParams(), &params.Stuck, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
 	if err != nil {
 		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter stuck: %s", err))
+	}
+
+	// ------------- Optional query parameter "destination" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "destination", ctx.QueryParams(), &params.Destination, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter destination: %s", err))
 	}
 
 	// ------------- Optional query parameter "cursor" -------------
@@ -2407,6 +2764,12 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/events/:id/retry-now", wrapper.RetryEventNow, options.OperationMiddlewares["retryEventNow"]...)
 	router.POST(options.BaseURL+"/delivery/pause", wrapper.PauseDelivery, options.OperationMiddlewares["pauseDelivery"]...)
 	router.POST(options.BaseURL+"/delivery/resume", wrapper.ResumeDelivery, options.OperationMiddlewares["resumeDelivery"]...)
+	router.GET(options.BaseURL+"/destinations", wrapper.ListDestinations, options.OperationMiddlewares["listDestinations"]...)
+	router.POST(options.BaseURL+"/destinations", wrapper.AddDestination, options.OperationMiddlewares["addDestination"]...)
+	router.POST(options.BaseURL+"/destinations/:name/pause", wrapper.PauseDestination, options.OperationMiddlewares["pauseDestination"]...)
+	router.POST(options.BaseURL+"/destinations/:name/resume", wrapper.ResumeDestination, options.OperationMiddlewares["resumeDestination"]...)
+	router.POST(options.BaseURL+"/destinations/:name/move", wrapper.MoveDeliveries, options.OperationMiddlewares["moveDeliveries"]...)
+	router.POST(options.BaseURL+"/destinations/:name/drop", wrapper.DropDeliveries, options.OperationMiddlewares["dropDeliveries"]...)
 	router.GET(options.BaseURL+"/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
 	router.GET(options.BaseURL+"/failures", wrapper.ListFailureGroups, options.OperationMiddlewares["listFailureGroups"]...)
 	router.POST(options.BaseURL+"/failures/retry", wrapper.RetryFailureGroup, options.OperationMiddlewares["retryFailureGroup"]...)
@@ -2429,7 +2792,6 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/accounts/:id/role", wrapper.SetAccountRole, options.OperationMiddlewares["setAccountRole"]...)
 	router.POST(options.BaseURL+"/accounts/:id/remove", wrapper.RemoveAccount, options.OperationMiddlewares["removeAccount"]...)
 	router.POST(options.BaseURL+"/accounts/:id/sessions/end", wrapper.EndAccountSessions, options.OperationMiddlewares["endAccountSessions"]...)
-	router.POST(options.BaseURL+"/destinations", wrapper.AddDestination, options.OperationMiddlewares["addDestination"]...)
 	router.POST(options.BaseURL+"/destinations/:name/edit", wrapper.EditDestination, options.OperationMiddlewares["editDestination"]...)
 	router.POST(options.BaseURL+"/destinations/:name/remove", wrapper.RemoveDestination, options.OperationMiddlewares["removeDestination"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
@@ -3500,6 +3862,98 @@ func (response ResumeDeliverydefaultApplicationProblemPlusJSONResponse) VisitRes
 	return err
 }
 
+type ListDestinationsRequestObject struct {
+}
+
+type ListDestinationsResponseObject interface {
+	VisitListDestinationsResponse(w http.ResponseWriter) error
+}
+
+type ListDestinations200JSONResponse DestinationList
+
+func (response ListDestinations200JSONResponse) VisitListDestinationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDestinations401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListDestinations401ApplicationProblemPlusJSONResponse) VisitListDestinationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDestinations403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListDestinations403ApplicationProblemPlusJSONResponse) VisitListDestinationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDestinations429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListDestinations429ApplicationProblemPlusJSONResponse) VisitListDestinationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListDestinationsdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListDestinationsdefaultApplicationProblemPlusJSONResponse) VisitListDestinationsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AddDestinationRequestObject struct {
 	Params AddDestinationParams
 	Body   *AddDestinationJSONRequestBody
@@ -3636,6 +4090,142 @@ func (response AddDestinationdefaultApplicationProblemPlusJSONResponse) VisitAdd
 	return err
 }
 
+type DropDeliveriesRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params DropDeliveriesParams
+}
+
+type DropDeliveriesResponseObject interface {
+	VisitDropDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type DropDeliveries200JSONResponse DroppedDeliveries
+
+func (response DropDeliveries200JSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DropDeliveries401ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response DropDeliveries403ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries404ApplicationProblemPlusJSONResponse Problem
+
+func (response DropDeliveries404ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries409ApplicationProblemPlusJSONResponse Problem
+
+func (response DropDeliveries409ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries422ApplicationProblemPlusJSONResponse Problem
+
+func (response DropDeliveries422ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveries429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response DropDeliveries429ApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DropDeliveriesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DropDeliveriesdefaultApplicationProblemPlusJSONResponse) VisitDropDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type EditDestinationRequestObject struct {
 	Name   DestinationName `json:"name"`
 	Params EditDestinationParams
@@ -3646,7 +4236,7 @@ type EditDestinationResponseObject interface {
 	VisitEditDestinationResponse(w http.ResponseWriter) error
 }
 
-type EditDestination200JSONResponse DestinationChange
+type EditDestination200JSONResponse ManagedDestinationChange
 
 func (response EditDestination200JSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
 
@@ -3776,6 +4366,308 @@ type EditDestinationdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response EditDestinationdefaultApplicationProblemPlusJSONResponse) VisitEditDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveriesRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params MoveDeliveriesParams
+	Body   *MoveDeliveriesJSONRequestBody
+}
+
+type MoveDeliveriesResponseObject interface {
+	VisitMoveDeliveriesResponse(w http.ResponseWriter) error
+}
+
+type MoveDeliveries200JSONResponse MovedDeliveries
+
+func (response MoveDeliveries200JSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response MoveDeliveries400ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response MoveDeliveries401ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries403ApplicationProblemPlusJSONResponse Problem
+
+func (response MoveDeliveries403ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries404ApplicationProblemPlusJSONResponse Problem
+
+func (response MoveDeliveries404ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries409ApplicationProblemPlusJSONResponse Problem
+
+func (response MoveDeliveries409ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries422ApplicationProblemPlusJSONResponse Problem
+
+func (response MoveDeliveries422ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveries429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response MoveDeliveries429ApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MoveDeliveriesdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response MoveDeliveriesdefaultApplicationProblemPlusJSONResponse) VisitMoveDeliveriesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestinationRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params PauseDestinationParams
+	Body   *PauseDestinationJSONRequestBody
+}
+
+type PauseDestinationResponseObject interface {
+	VisitPauseDestinationResponse(w http.ResponseWriter) error
+}
+
+type PauseDestination200JSONResponse DestinationChange
+
+func (response PauseDestination200JSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response PauseDestination400ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PauseDestination401ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination403ApplicationProblemPlusJSONResponse Problem
+
+func (response PauseDestination403ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination404ApplicationProblemPlusJSONResponse Problem
+
+func (response PauseDestination404ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination409ApplicationProblemPlusJSONResponse Problem
+
+func (response PauseDestination409ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination422ApplicationProblemPlusJSONResponse Problem
+
+func (response PauseDestination422ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestination429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response PauseDestination429ApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PauseDestinationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response PauseDestinationdefaultApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -3927,6 +4819,142 @@ type RemoveDestinationdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response RemoveDestinationdefaultApplicationProblemPlusJSONResponse) VisitRemoveDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestinationRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params ResumeDestinationParams
+}
+
+type ResumeDestinationResponseObject interface {
+	VisitResumeDestinationResponse(w http.ResponseWriter) error
+}
+
+type ResumeDestination200JSONResponse DestinationChange
+
+func (response ResumeDestination200JSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeDestination401ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeDestination403ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination404ApplicationProblemPlusJSONResponse Problem
+
+func (response ResumeDestination404ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination409ApplicationProblemPlusJSONResponse Problem
+
+func (response ResumeDestination409ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination422ApplicationProblemPlusJSONResponse Problem
+
+func (response ResumeDestination422ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestination429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ResumeDestination429ApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ResumeDestinationdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ResumeDestinationdefaultApplicationProblemPlusJSONResponse) VisitResumeDestinationResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -6663,15 +7691,30 @@ type StrictServerInterface interface {
 	// ResumeDelivery End a pause, or close an open circuit breaker
 	// (POST /delivery/resume)
 	ResumeDelivery(ctx context.Context, request ResumeDeliveryRequestObject) (ResumeDeliveryResponseObject, error)
+	// ListDestinations Every destination, its state, deliveries and last hour's calls
+	// (GET /destinations)
+	ListDestinations(ctx context.Context, request ListDestinationsRequestObject) (ListDestinationsResponseObject, error)
 	// AddDestination Add a destination managed on the dashboard
 	// (POST /destinations)
 	AddDestination(ctx context.Context, request AddDestinationRequestObject) (AddDestinationResponseObject, error)
+	// DropDeliveries Drop a retired destination's deliveries
+	// (POST /destinations/{name}/drop)
+	DropDeliveries(ctx context.Context, request DropDeliveriesRequestObject) (DropDeliveriesResponseObject, error)
 	// EditDestination Change a destination managed on the dashboard
 	// (POST /destinations/{name}/edit)
 	EditDestination(ctx context.Context, request EditDestinationRequestObject) (EditDestinationResponseObject, error)
+	// MoveDeliveries Move a retired destination's deliveries to another destination
+	// (POST /destinations/{name}/move)
+	MoveDeliveries(ctx context.Context, request MoveDeliveriesRequestObject) (MoveDeliveriesResponseObject, error)
+	// PauseDestination Hold every call to one destination
+	// (POST /destinations/{name}/pause)
+	PauseDestination(ctx context.Context, request PauseDestinationRequestObject) (PauseDestinationResponseObject, error)
 	// RemoveDestination Remove a destination managed on the dashboard
 	// (POST /destinations/{name}/remove)
 	RemoveDestination(ctx context.Context, request RemoveDestinationRequestObject) (RemoveDestinationResponseObject, error)
+	// ResumeDestination End a destination's pause, or close its open circuit breaker
+	// (POST /destinations/{name}/resume)
+	ResumeDestination(ctx context.Context, request ResumeDestinationRequestObject) (ResumeDestinationResponseObject, error)
 	// EraseCustomer Erase the payloads of every event about a customer
 	// (POST /erase)
 	EraseCustomer(ctx context.Context, request EraseCustomerRequestObject) (EraseCustomerResponseObject, error)
@@ -7045,6 +8088,29 @@ func (sh *strictHandler) ResumeDelivery(ctx echo.Context, params ResumeDeliveryP
 	return nil
 }
 
+// ListDestinations operation middleware
+func (sh *strictHandler) ListDestinations(ctx echo.Context) error {
+	var request ListDestinationsRequestObject
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListDestinations(ctx.Request().Context(), request.(ListDestinationsRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListDestinations")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListDestinationsResponseObject); ok {
+		return validResponse.VisitListDestinationsResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // AddDestination operation middleware
 func (sh *strictHandler) AddDestination(ctx echo.Context, params AddDestinationParams) error {
 	var request AddDestinationRequestObject
@@ -7087,6 +8153,32 @@ func (sh *strictHandler) AddDestination(ctx echo.Context, params AddDestinationP
 		return err
 	} else if validResponse, ok := response.(AddDestinationResponseObject); ok {
 		return validResponse.VisitAddDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// DropDeliveries operation middleware
+func (sh *strictHandler) DropDeliveries(ctx echo.Context, name DestinationName, params DropDeliveriesParams) error {
+	var request DropDeliveriesRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.DropDeliveries(ctx.Request().Context(), request.(DropDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DropDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(DropDeliveriesResponseObject); ok {
+		return validResponse.VisitDropDeliveriesResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}
@@ -7142,6 +8234,104 @@ func (sh *strictHandler) EditDestination(ctx echo.Context, name DestinationName,
 	return nil
 }
 
+// MoveDeliveries operation middleware
+func (sh *strictHandler) MoveDeliveries(ctx echo.Context, name DestinationName, params MoveDeliveriesParams) error {
+	var request MoveDeliveriesRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body MoveDeliveriesJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.MoveDeliveries(ctx.Request().Context(), request.(MoveDeliveriesRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MoveDeliveries")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(MoveDeliveriesResponseObject); ok {
+		return validResponse.VisitMoveDeliveriesResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// PauseDestination operation middleware
+func (sh *strictHandler) PauseDestination(ctx echo.Context, name DestinationName, params PauseDestinationParams) error {
+	var request PauseDestinationRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body PauseDestinationJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.PauseDestination(ctx.Request().Context(), request.(PauseDestinationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "PauseDestination")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(PauseDestinationResponseObject); ok {
+		return validResponse.VisitPauseDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // RemoveDestination operation middleware
 func (sh *strictHandler) RemoveDestination(ctx echo.Context, name DestinationName, params RemoveDestinationParams) error {
 	var request RemoveDestinationRequestObject
@@ -7188,6 +8378,32 @@ func (sh *strictHandler) RemoveDestination(ctx echo.Context, name DestinationNam
 		return err
 	} else if validResponse, ok := response.(RemoveDestinationResponseObject); ok {
 		return validResponse.VisitRemoveDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ResumeDestination operation middleware
+func (sh *strictHandler) ResumeDestination(ctx echo.Context, name DestinationName, params ResumeDestinationParams) error {
+	var request ResumeDestinationRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ResumeDestination(ctx.Request().Context(), request.(ResumeDestinationRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ResumeDestination")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ResumeDestinationResponseObject); ok {
+		return validResponse.VisitResumeDestinationResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 func (s *server) ListFailureGroups(ctx context.Context, req ListFailureGroupsRequestObject) (ListFailureGroupsResponseObject, error) {
-	groups, total, err := s.opts.Actions.FailureGroups(ctx, deref(req.Params.Type, ""), deref(req.Params.Limit, 200))
+	groups, total, err := s.opts.Actions.FailureGroups(ctx, deref(req.Params.Type, ""), "", deref(req.Params.Limit, 200))
 	if err != nil {
 		return nil, err
 	}

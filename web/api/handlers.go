@@ -20,6 +20,7 @@ func (s *server) ListEvents(ctx context.Context, req ListEventsRequestObject) (L
 		ErrorGroup:    deref(p.Group, ""),
 		Endpoint:      strings.TrimSpace(deref(p.Endpoint, "")),
 		Account:       strings.TrimSpace(deref(p.Account, "")),
+		Destination:   strings.TrimSpace(deref(p.Destination, "")),
 		Limit:         deref(p.Limit, 50),
 	}
 	if p.Mode != nil {
@@ -146,7 +147,7 @@ func eventOf(e queue.Event) Event {
 		Id: e.EventID, QueueId: e.ID, Type: e.EventType, Status: EventStatus(e.Status), Attempts: e.Attempts,
 		LastError: e.LastError, NextRetryAt: e.NextRetryAt, CreatedAt: e.CreatedAt, LastAttemptAt: e.LastAttemptAt,
 		ManualRetry: e.ManualRetry, Endpoint: e.Endpoint, Livemode: e.Livemode, Account: e.Account,
-		ApiVersion: e.APIVersion, PayloadErased: e.PayloadErased(),
+		ApiVersion: e.APIVersion, PayloadErased: e.PayloadErased(), Destination: &e.Destination,
 	}
 }
 

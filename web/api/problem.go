@@ -91,6 +91,8 @@ func problemOf(err error, c echo.Context) *problemError {
 		pe         *problemError
 		invalid    *actions.InvalidError
 		notOnQueue *actions.NotOnQueueError
+		notFound   *actions.NotFoundError
+		conflict   *actions.ConflictError
 		slow       *queue.ReadTimeoutError
 		he         *echo.HTTPError
 		stripeErr  *stripeapi.APIError
@@ -102,6 +104,10 @@ func problemOf(err error, c echo.Context) *problemError {
 		return problem(http.StatusBadRequest, typeInvalidRequest, invalid.Detail, FieldProblem{Field: invalid.Field, Detail: invalid.Detail})
 	case errors.As(err, &notOnQueue):
 		return problem(http.StatusNotFound, "", notOnQueue.Error())
+	case errors.As(err, &notFound):
+		return problem(http.StatusNotFound, "", notFound.Error())
+	case errors.As(err, &conflict):
+		return problem(http.StatusConflict, typeNotApplicable, "Nothing was changed: "+conflict.Detail)
 	case errors.Is(err, queue.ErrNotFound):
 		return problem(http.StatusNotFound, "", fmt.Sprintf("No event %q is on the queue: the id is an event id (evt_...) or a queue id.", c.Param("id")))
 	case errors.Is(err, queue.ErrPayloadErased):

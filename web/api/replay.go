@@ -18,7 +18,8 @@ const typeNothingToReplay = "urn:hookd:problem:nothing-to-replay"
 func (s *server) CreateReplay(ctx context.Context, req CreateReplayRequestObject) (CreateReplayResponseObject, error) {
 	b := req.Body
 	f := queue.ReplayFilter{From: b.From.UTC(), To: b.To.UTC(), Types: deref(b.Types, nil),
-		Endpoint: strings.TrimSpace(deref(b.Endpoint, "")), Object: strings.TrimSpace(deref(b.Object, ""))}
+		Endpoint: strings.TrimSpace(deref(b.Endpoint, "")), Object: strings.TrimSpace(deref(b.Object, "")),
+		Destination: strings.TrimSpace(deref(b.Destination, ""))}
 	statuses := deref(b.Statuses, []ReplayStatus{ReplayStatusProcessed})
 	for _, st := range statuses {
 		switch st {
@@ -75,7 +76,8 @@ func replayOf(r queue.Replay) Replay {
 	out := Replay{Id: r.ID, Name: r.Name, Summary: r.Summary, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt,
 		State: ReplayState(r.State), FinishedAt: r.FinishedAt, CancelledBy: r.CancelledBy, Total: r.Total,
 		Delivered: r.Delivered, Failed: r.Failed, Skipped: r.Skipped, Unreplayable: r.Unreplayable,
-		Remaining: r.Remaining(), Rate: float32(r.Rate()), ProgressUrl: Prefix + "/replays/" + strconv.FormatInt(r.ID, 10)}
+		Remaining: r.Remaining(), Rate: float32(r.Rate()), ProgressUrl: Prefix + "/replays/" + strconv.FormatInt(r.ID, 10),
+		Destination: r.Destination}
 	if eta := r.ETA(); eta > 0 {
 		secs := int64(eta.Seconds() + 0.5)
 		out.EtaSeconds = &secs

@@ -55,6 +55,11 @@ const (
 
 	TokenCreate Action = "token_create" // an admin, or `hookd tokens create`, made an API token
 	TokenRevoke Action = "token_revoke" // an admin, or `hookd tokens revoke`, revoked an API token
+
+	DestinationPause  Action = "destination_pause"  // an operator paused one destination, with a reason
+	DestinationResume Action = "destination_resume" // an operator resumed one, or closed its circuit breaker
+	DestinationMove   Action = "destination_move"   // an operator moved a retired destination's deliveries to another
+	DestinationDrop   Action = "destination_drop"   // an operator dropped a retired destination's deliveries
 )
 
 // Account names who acted: the email the pages show, and, so the entry

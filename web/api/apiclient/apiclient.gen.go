@@ -18,6 +18,48 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for DestinationSource.
+const (
+	DestinationSourceFile       DestinationSource = "file"
+	DestinationSourceForwardUrl DestinationSource = "forward_url"
+)
+
+// Valid indicates whether the value is a known member of the DestinationSource enum.
+func (e DestinationSource) Valid() bool {
+	switch e {
+	case DestinationSourceFile:
+		return true
+	case DestinationSourceForwardUrl:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DestinationState.
+const (
+	BreakerOpen DestinationState = "breaker_open"
+	Delivering  DestinationState = "delivering"
+	Paused      DestinationState = "paused"
+	Retired     DestinationState = "retired"
+)
+
+// Valid indicates whether the value is a known member of the DestinationState enum.
+func (e DestinationState) Valid() bool {
+	switch e {
+	case BreakerOpen:
+		return true
+	case Delivering:
+		return true
+	case Paused:
+		return true
+	case Retired:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventStatus.
 const (
 	EventStatusDead     EventStatus = "dead"
@@ -41,19 +83,19 @@ func (e EventStatus) Valid() bool {
 
 // Defines values for ManagedDestinationSource.
 const (
-	Dashboard  ManagedDestinationSource = "dashboard"
-	File       ManagedDestinationSource = "file"
-	ForwardUrl ManagedDestinationSource = "forward_url"
+	ManagedDestinationSourceDashboard  ManagedDestinationSource = "dashboard"
+	ManagedDestinationSourceFile       ManagedDestinationSource = "file"
+	ManagedDestinationSourceForwardUrl ManagedDestinationSource = "forward_url"
 )
 
 // Valid indicates whether the value is a known member of the ManagedDestinationSource enum.
 func (e ManagedDestinationSource) Valid() bool {
 	switch e {
-	case Dashboard:
+	case ManagedDestinationSourceDashboard:
 		return true
-	case File:
+	case ManagedDestinationSourceFile:
 		return true
-	case ForwardUrl:
+	case ManagedDestinationSourceForwardUrl:
 		return true
 	default:
 		return false
@@ -321,11 +363,71 @@ type Delivery struct {
 	PausedReason *string    `json:"paused_reason,omitempty"`
 }
 
+// Destination defines model for Destination.
+type Destination struct {
+	BreakerError    *string    `json:"breaker_error,omitempty"`
+	BreakerOpen     bool       `json:"breaker_open"`
+	BreakerOpenedAt *time.Time `json:"breaker_opened_at,omitempty"`
+
+	// Calls Its calls over the last hour.
+	Calls int64 `json:"calls"`
+
+	// Dead Its dead deliveries.
+	Dead int64  `json:"dead"`
+	Name string `json:"name"`
+
+	// OldestPendingAt When the oldest delivery waiting to retry was queued.
+	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
+
+	// P50Ms The median duration of those calls.
+	P50Ms *float64 `json:"p50_ms,omitempty"`
+
+	// P95Ms Their 95th percentile duration.
+	P95Ms        *float64   `json:"p95_ms,omitempty"`
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedBy     *string    `json:"paused_by,omitempty"`
+	PausedReason *string    `json:"paused_reason,omitempty"`
+
+	// Pending Its deliveries waiting to retry.
+	Pending   int64      `json:"pending"`
+	Retired   bool       `json:"retired"`
+	RetiredAt *time.Time `json:"retired_at,omitempty"`
+
+	// Route The route as configured: types, livemode, accounts, endpoints, filter.
+	Route map[string]interface{} `json:"route"`
+
+	// Source Where it is configured.
+	Source DestinationSource `json:"source"`
+	State  DestinationState  `json:"state"`
+
+	// Succeeded How many of those succeeded.
+	Succeeded int64  `json:"succeeded"`
+	Url       string `json:"url"`
+}
+
+// DestinationSource Where it is configured.
+type DestinationSource string
+
+// DestinationState defines model for Destination.State.
+type DestinationState string
+
 // DestinationChange defines model for DestinationChange.
 type DestinationChange struct {
-	// Changed The fields changed, never their secret values.
-	Changed     []string           `json:"changed"`
-	Destination ManagedDestination `json:"destination"`
+	BreakerOpen bool `json:"breaker_open"`
+
+	// Changed False when the destination was so already.
+	Changed      bool       `json:"changed"`
+	Name         string     `json:"name"`
+	Paused       bool       `json:"paused"`
+	PausedAt     *time.Time `json:"paused_at,omitempty"`
+	PausedBy     *string    `json:"paused_by,omitempty"`
+	PausedReason *string    `json:"paused_reason,omitempty"`
+}
+
+// DestinationList defines model for DestinationList.
+type DestinationList struct {
+	Destinations []Destination `json:"destinations"`
 }
 
 // DestinationRemoval defines model for DestinationRemoval.
@@ -376,6 +478,11 @@ type DestinationSettings struct {
 	Url string `json:"url"`
 }
 
+// DroppedDeliveries defines model for DroppedDeliveries.
+type DroppedDeliveries struct {
+	Dropped int64 `json:"dropped"`
+}
+
 // DryRunRequest defines model for DryRunRequest.
 type DryRunRequest struct {
 	// DryRun Say what would be done, and do nothing.
@@ -412,7 +519,10 @@ type Event struct {
 	ApiVersion *string   `json:"api_version,omitempty"`
 	Attempts   int       `json:"attempts"`
 	CreatedAt  time.Time `json:"created_at"`
-	Endpoint   string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -449,7 +559,10 @@ type EventDetail struct {
 	Attempts     int       `json:"attempts"`
 	AttemptsMade []Attempt `json:"attempts_made"`
 	CreatedAt    time.Time `json:"created_at"`
-	Endpoint     string    `json:"endpoint"`
+
+	// Destination The destination this queue row is a delivery to.
+	Destination *string `json:"destination,omitempty"`
+	Endpoint    string  `json:"endpoint"`
 
 	// Id The Stripe event id.
 	Id            string     `json:"id"`
@@ -615,8 +728,30 @@ type ManagedDestination struct {
 // ManagedDestinationSource defines model for ManagedDestination.Source.
 type ManagedDestinationSource string
 
+// ManagedDestinationChange defines model for ManagedDestinationChange.
+type ManagedDestinationChange struct {
+	// Changed The fields changed, never their secret values.
+	Changed     []string           `json:"changed"`
+	Destination ManagedDestination `json:"destination"`
+}
+
 // Mode Only live or only test-mode events.
 type Mode string
+
+// MoveRequest defines model for MoveRequest.
+type MoveRequest struct {
+	// To The destination the deliveries go to.
+	To string `json:"to"`
+}
+
+// MovedDeliveries defines model for MovedDeliveries.
+type MovedDeliveries struct {
+	// Merged Deliveries merged into one the other destination had of the same event.
+	Merged int64 `json:"merged"`
+
+	// Moved Deliveries now to the other destination.
+	Moved int64 `json:"moved"`
+}
 
 // PauseRequest defines model for PauseRequest.
 type PauseRequest struct {
@@ -813,6 +948,9 @@ type Replay struct {
 	CreatedBy   string    `json:"created_by"`
 	Delivered   int64     `json:"delivered"`
 
+	// Destination The one destination it delivers to; null for every destination that takes each event.
+	Destination *string `json:"destination,omitempty"`
+
 	// EtaSeconds How long the rest will take at that rate; null when done or before a rate.
 	EtaSeconds *int64     `json:"eta_seconds,omitempty"`
 	Failed     int64      `json:"failed"`
@@ -869,6 +1007,9 @@ type ReplayPreview struct {
 
 // ReplayRequest defines model for ReplayRequest.
 type ReplayRequest struct {
+	// Destination Deliver to this destination alone, whether or not it took the events before (the backfill of a destination added later); pending and dead then take its deliveries that wait or are dead. Every destination that takes each event when not given.
+	Destination *string `json:"destination,omitempty"`
+
 	// DryRun Start nothing; count what the replay would deliver.
 	DryRun *bool `json:"dry_run,omitempty"`
 
@@ -1077,6 +1218,14 @@ type AddDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// DropDeliveriesParams defines parameters for DropDeliveries.
+type DropDeliveriesParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // EditDestinationParams defines parameters for EditDestination.
 type EditDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
@@ -1085,8 +1234,32 @@ type EditDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// MoveDeliveriesParams defines parameters for MoveDeliveries.
+type MoveDeliveriesParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// PauseDestinationParams defines parameters for PauseDestination.
+type PauseDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // RemoveDestinationParams defines parameters for RemoveDestination.
 type RemoveDestinationParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
+// ResumeDestinationParams defines parameters for ResumeDestination.
+type ResumeDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
 	// request was answered; with another method, path or body, 422; while
 	// the first is still running, 409.
@@ -1129,6 +1302,9 @@ type ListEventsParams struct {
 
 	// Stuck Only pending events that are stuck (overdue, or claimed again and again).
 	Stuck *bool `form:"stuck,omitempty" json:"stuck,omitempty"`
+
+	// Destination Only the deliveries to this destination (a queue row is one delivery of an event to one destination).
+	Destination *string `form:"destination,omitempty" json:"destination,omitempty"`
 
 	// Cursor Where the page starts, the previous page's next_cursor; the first page without it.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -1279,6 +1455,12 @@ type AddDestinationJSONRequestBody = AddDestinationRequest
 
 // EditDestinationJSONRequestBody defines body for EditDestination for application/json ContentType.
 type EditDestinationJSONRequestBody = EditDestinationRequest
+
+// MoveDeliveriesJSONRequestBody defines body for MoveDeliveries for application/json ContentType.
+type MoveDeliveriesJSONRequestBody = MoveRequest
+
+// PauseDestinationJSONRequestBody defines body for PauseDestination for application/json ContentType.
+type PauseDestinationJSONRequestBody = PauseRequest
 
 // RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
 type RemoveDestinationJSONRequestBody = DryRunRequest
@@ -1490,6 +1672,16 @@ type ClientInterface interface {
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDelivery(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDestinations Every destination, its state, deliveries and last hour's calls
+	//
+	// The configured destinations by name, then the retired ones. Each
+	// with its pause and circuit breaker, its deliveries waiting to retry
+	// and dead, and the success rate and latency of its calls over the
+	// last hour.
+	//
+	// Corresponds with GET /destinations (the `ListDestinations` operationId).
+	ListDestinations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AddDestinationWithBody Add a destination managed on the dashboard
 	//
 	// Checked exactly as a destinations file's entry: a refused field is a
@@ -1522,6 +1714,15 @@ type ClientInterface interface {
 	// Corresponds with POST /destinations (the `AddDestination` operationId).
 	AddDestination(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DropDeliveries Drop a retired destination's deliveries
+	//
+	// Every delivery of the retired destination, waiting or dead, leaves
+	// the queue undelivered; an event whose last delivery it was is done.
+	// A configured destination's deliveries are not dropped: 409.
+	//
+	// Corresponds with POST /destinations/{name}/drop (the `DropDeliveries` operationId).
+	DropDeliveries(ctx context.Context, name DestinationName, params *DropDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// EditDestinationWithBody Change a destination managed on the dashboard
 	//
 	// Every setting is given, as on the form; signing_secrets and headers
@@ -1546,6 +1747,54 @@ type ClientInterface interface {
 	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
 	EditDestination(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// MoveDeliveriesWithBody Move a retired destination's deliveries to another destination
+	//
+	// Every delivery of the retired destination, waiting or dead, goes to
+	// the destination `to`, keeping its status and attempts. A delivery of
+	// an event `to` has a delivery of already is merged into that one
+	// (`merged` counts them). A configured destination's deliveries are
+	// not moved: 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+	MoveDeliveriesWithBody(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MoveDeliveries Move a retired destination's deliveries to another destination
+	//
+	// Every delivery of the retired destination, waiting or dead, goes to
+	// the destination `to`, keeping its status and attempts. A delivery of
+	// an event `to` has a delivery of already is merged into that one
+	// (`merged` counts them). A configured destination's deliveries are
+	// not moved: 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+	MoveDeliveries(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseDestinationWithBody Hold every call to one destination
+	//
+	// Its deliveries wait on the queue, spending no attempt, until it is
+	// resumed; the other destinations are called as before. Pausing while
+	// paused changes nothing (`changed` is false).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+	PauseDestinationWithBody(ctx context.Context, name DestinationName, params *PauseDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseDestination Hold every call to one destination
+	//
+	// Its deliveries wait on the queue, spending no attempt, until it is
+	// resumed; the other destinations are called as before. Pausing while
+	// paused changes nothing (`changed` is false).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+	PauseDestination(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RemoveDestinationWithBody Remove a destination managed on the dashboard
 	//
 	// It gets no new events. While deliveries to it wait on the queue
@@ -1569,6 +1818,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
 	RemoveDestination(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeDestination End a destination's pause, or close its open circuit breaker
+	//
+	// Resuming while nothing holds the destination changes nothing (`changed` is false).
+	//
+	// Corresponds with POST /destinations/{name}/resume (the `ResumeDestination` operationId).
+	ResumeDestination(ctx context.Context, name DestinationName, params *ResumeDestinationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EraseCustomerWithBody Erase the payloads of every event about a customer
 	//
@@ -2087,6 +2343,26 @@ func (c *Client) ResumeDelivery(ctx context.Context, params *ResumeDeliveryParam
 	return c.Client.Do(req)
 }
 
+// ListDestinations Every destination, its state, deliveries and last hour's calls
+//
+// The configured destinations by name, then the retired ones. Each
+// with its pause and circuit breaker, its deliveries waiting to retry
+// and dead, and the success rate and latency of its calls over the
+// last hour.
+//
+// Corresponds with GET /destinations (the `ListDestinations` operationId).
+func (c *Client) ListDestinations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDestinationsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AddDestinationWithBody Add a destination managed on the dashboard
 //
 // Checked exactly as a destinations file's entry: a refused field is a
@@ -2129,6 +2405,25 @@ func (c *Client) AddDestinationWithBody(ctx context.Context, params *AddDestinat
 // Corresponds with POST /destinations (the `AddDestination` operationId).
 func (c *Client) AddDestination(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAddDestinationRequest(c.Server, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DropDeliveries Drop a retired destination's deliveries
+//
+// Every delivery of the retired destination, waiting or dead, leaves
+// the queue undelivered; an event whose last delivery it was is done.
+// A configured destination's deliveries are not dropped: 409.
+//
+// Corresponds with POST /destinations/{name}/drop (the `DropDeliveries` operationId).
+func (c *Client) DropDeliveries(ctx context.Context, name DestinationName, params *DropDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDropDeliveriesRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2183,6 +2478,94 @@ func (c *Client) EditDestination(ctx context.Context, name DestinationName, para
 	return c.Client.Do(req)
 }
 
+// MoveDeliveriesWithBody Move a retired destination's deliveries to another destination
+//
+// Every delivery of the retired destination, waiting or dead, goes to
+// the destination `to`, keeping its status and attempts. A delivery of
+// an event `to` has a delivery of already is merged into that one
+// (`merged` counts them). A configured destination's deliveries are
+// not moved: 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+func (c *Client) MoveDeliveriesWithBody(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveDeliveriesRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MoveDeliveries Move a retired destination's deliveries to another destination
+//
+// Every delivery of the retired destination, waiting or dead, goes to
+// the destination `to`, keeping its status and attempts. A delivery of
+// an event `to` has a delivery of already is merged into that one
+// (`merged` counts them). A configured destination's deliveries are
+// not moved: 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+func (c *Client) MoveDeliveries(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMoveDeliveriesRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseDestinationWithBody Hold every call to one destination
+//
+// Its deliveries wait on the queue, spending no attempt, until it is
+// resumed; the other destinations are called as before. Pausing while
+// paused changes nothing (`changed` is false).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+func (c *Client) PauseDestinationWithBody(ctx context.Context, name DestinationName, params *PauseDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseDestinationRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseDestination Hold every call to one destination
+//
+// Its deliveries wait on the queue, spending no attempt, until it is
+// resumed; the other destinations are called as before. Pausing while
+// paused changes nothing (`changed` is false).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+func (c *Client) PauseDestination(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseDestinationRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RemoveDestinationWithBody Remove a destination managed on the dashboard
 //
 // It gets no new events. While deliveries to it wait on the queue
@@ -2217,6 +2600,23 @@ func (c *Client) RemoveDestinationWithBody(ctx context.Context, name Destination
 // Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
 func (c *Client) RemoveDestination(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRemoveDestinationRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeDestination End a destination's pause, or close its open circuit breaker
+//
+// Resuming while nothing holds the destination changes nothing (`changed` is false).
+//
+// Corresponds with POST /destinations/{name}/resume (the `ResumeDestination` operationId).
+func (c *Client) ResumeDestination(ctx context.Context, name DestinationName, params *ResumeDestinationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeDestinationRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3209,6 +3609,33 @@ func NewResumeDeliveryRequest(server string, params *ResumeDeliveryParams) (*htt
 	return req, nil
 }
 
+// NewListDestinationsRequest constructs an http.Request for the ListDestinations method
+func NewListDestinationsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewAddDestinationRequest calls the generic AddDestination builder with application/json body
 func NewAddDestinationRequest(server string, params *AddDestinationParams, body AddDestinationJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3245,6 +3672,55 @@ func NewAddDestinationRequestWithBody(server string, params *AddDestinationParam
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDropDeliveriesRequest constructs an http.Request for the DropDeliveries method
+func NewDropDeliveriesRequest(server string, name DestinationName, params *DropDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/drop", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	if params != nil {
 
@@ -3326,6 +3802,130 @@ func NewEditDestinationRequestWithBody(server string, name DestinationName, para
 	return req, nil
 }
 
+// NewMoveDeliveriesRequest calls the generic MoveDeliveries builder with application/json body
+func NewMoveDeliveriesRequest(server string, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMoveDeliveriesRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewMoveDeliveriesRequestWithBody constructs an http.Request for the MoveDeliveries method, with any body, and a specified content type
+func NewMoveDeliveriesRequestWithBody(server string, name DestinationName, params *MoveDeliveriesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/move", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPauseDestinationRequest calls the generic PauseDestination builder with application/json body
+func NewPauseDestinationRequest(server string, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPauseDestinationRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewPauseDestinationRequestWithBody constructs an http.Request for the PauseDestination method, with any body, and a specified content type
+func NewPauseDestinationRequestWithBody(server string, name DestinationName, params *PauseDestinationParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewRemoveDestinationRequest calls the generic RemoveDestination builder with application/json body
 func NewRemoveDestinationRequest(server string, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3369,6 +3969,55 @@ func NewRemoveDestinationRequestWithBody(server string, name DestinationName, pa
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewResumeDestinationRequest constructs an http.Request for the ResumeDestination method
+func NewResumeDestinationRequest(server string, name DestinationName, params *ResumeDestinationParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	if params != nil {
 
@@ -3570,6 +4219,18 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 		if params.Stuck != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "stuck", *params.Stuck, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Destination != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "destination", *params.Destination, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4751,6 +5412,18 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /delivery/resume (the `ResumeDelivery` operationId).
 	ResumeDeliveryWithResponse(ctx context.Context, params *ResumeDeliveryParams, reqEditors ...RequestEditorFn) (*ResumeDeliveryResponse, error)
 
+	// ListDestinationsWithResponse Every destination, its state, deliveries and last hour's calls
+	//
+	// The configured destinations by name, then the retired ones. Each
+	// with its pause and circuit breaker, its deliveries waiting to retry
+	// and dead, and the success rate and latency of its calls over the
+	// last hour.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /destinations (the `ListDestinations` operationId).
+	ListDestinationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDestinationsResponse, error)
+
 	// AddDestinationWithBodyWithResponse Add a destination managed on the dashboard
 	//
 	// Checked exactly as a destinations file's entry: a refused field is a
@@ -4783,6 +5456,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /destinations (the `AddDestination` operationId).
 	AddDestinationWithResponse(ctx context.Context, params *AddDestinationParams, body AddDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*AddDestinationResponse, error)
 
+	// DropDeliveriesWithResponse Drop a retired destination's deliveries
+	//
+	// Every delivery of the retired destination, waiting or dead, leaves
+	// the queue undelivered; an event whose last delivery it was is done.
+	// A configured destination's deliveries are not dropped: 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/drop (the `DropDeliveries` operationId).
+	DropDeliveriesWithResponse(ctx context.Context, name DestinationName, params *DropDeliveriesParams, reqEditors ...RequestEditorFn) (*DropDeliveriesResponse, error)
+
 	// EditDestinationWithBodyWithResponse Change a destination managed on the dashboard
 	//
 	// Every setting is given, as on the form; signing_secrets and headers
@@ -4807,6 +5491,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
 	EditDestinationWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error)
 
+	// MoveDeliveriesWithBodyWithResponse Move a retired destination's deliveries to another destination
+	//
+	// Every delivery of the retired destination, waiting or dead, goes to
+	// the destination `to`, keeping its status and attempts. A delivery of
+	// an event `to` has a delivery of already is merged into that one
+	// (`merged` counts them). A configured destination's deliveries are
+	// not moved: 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+	MoveDeliveriesWithBodyWithResponse(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveDeliveriesResponse, error)
+
+	// MoveDeliveriesWithResponse Move a retired destination's deliveries to another destination
+	//
+	// Every delivery of the retired destination, waiting or dead, goes to
+	// the destination `to`, keeping its status and attempts. A delivery of
+	// an event `to` has a delivery of already is merged into that one
+	// (`merged` counts them). A configured destination's deliveries are
+	// not moved: 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+	MoveDeliveriesWithResponse(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveDeliveriesResponse, error)
+
+	// PauseDestinationWithBodyWithResponse Hold every call to one destination
+	//
+	// Its deliveries wait on the queue, spending no attempt, until it is
+	// resumed; the other destinations are called as before. Pausing while
+	// paused changes nothing (`changed` is false).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+	PauseDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *PauseDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseDestinationResponse, error)
+
+	// PauseDestinationWithResponse Hold every call to one destination
+	//
+	// Its deliveries wait on the queue, spending no attempt, until it is
+	// resumed; the other destinations are called as before. Pausing while
+	// paused changes nothing (`changed` is false).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+	PauseDestinationWithResponse(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseDestinationResponse, error)
+
 	// RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
 	//
 	// It gets no new events. While deliveries to it wait on the queue
@@ -4830,6 +5562,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /destinations/{name}/remove (the `RemoveDestination` operationId).
 	RemoveDestinationWithResponse(ctx context.Context, name DestinationName, params *RemoveDestinationParams, body RemoveDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*RemoveDestinationResponse, error)
+
+	// ResumeDestinationWithResponse End a destination's pause, or close its open circuit breaker
+	//
+	// Resuming while nothing holds the destination changes nothing (`changed` is false).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/resume (the `ResumeDestination` operationId).
+	ResumeDestinationWithResponse(ctx context.Context, name DestinationName, params *ResumeDestinationParams, reqEditors ...RequestEditorFn) (*ResumeDestinationResponse, error)
 
 	// EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
 	//
@@ -5955,6 +6696,89 @@ func (r ResumeDeliveryResponse) ContentType() string {
 	return ""
 }
 
+// ListDestinationsResponse401Headers the declared response headers of an HTTP 401 response for ListDestinations
+type ListDestinationsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListDestinationsResponse429Headers the declared response headers of an HTTP 429 response for ListDestinations
+type ListDestinationsResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListDestinationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DestinationList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListDestinationsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDestinationsResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDestinationsResponse) GetJSON200() *DestinationList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDestinationsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDestinationsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListDestinationsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListDestinationsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDestinationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDestinationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDestinationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDestinationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // AddDestinationResponse401Headers the declared response headers of an HTTP 401 response for AddDestination
 type AddDestinationResponse401Headers struct {
 	WWWAuthenticate *string
@@ -6059,6 +6883,110 @@ func (r AddDestinationResponse) ContentType() string {
 	return ""
 }
 
+// DropDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for DropDeliveries
+type DropDeliveriesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// DropDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for DropDeliveries
+type DropDeliveriesResponse429Headers struct {
+	RetryAfter *int
+}
+
+type DropDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DroppedDeliveries
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DropDeliveriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DropDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DropDeliveriesResponse) GetJSON200() *DroppedDeliveries {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DropDeliveriesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DropDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DropDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DropDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DropDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // EditDestinationResponse401Headers the declared response headers of an HTTP 401 response for EditDestination
 type EditDestinationResponse401Headers struct {
 	WWWAuthenticate *string
@@ -6073,7 +7001,7 @@ type EditDestinationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *DestinationChange
+	JSON200 *ManagedDestinationChange
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -6097,7 +7025,7 @@ type EditDestinationResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r EditDestinationResponse) GetJSON200() *DestinationChange {
+func (r EditDestinationResponse) GetJSON200() *ManagedDestinationChange {
 	return r.JSON200
 }
 
@@ -6164,6 +7092,228 @@ func (r EditDestinationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r EditDestinationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// MoveDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for MoveDeliveries
+type MoveDeliveriesResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// MoveDeliveriesResponse429Headers the declared response headers of an HTTP 429 response for MoveDeliveries
+type MoveDeliveriesResponse429Headers struct {
+	RetryAfter *int
+}
+
+type MoveDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MovedDeliveries
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MoveDeliveriesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MoveDeliveriesResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MoveDeliveriesResponse) GetJSON200() *MovedDeliveries {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r MoveDeliveriesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r MoveDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MoveDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MoveDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MoveDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PauseDestinationResponse401Headers the declared response headers of an HTTP 401 response for PauseDestination
+type PauseDestinationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PauseDestinationResponse429Headers the declared response headers of an HTTP 429 response for PauseDestination
+type PauseDestinationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type PauseDestinationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DestinationChange
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PauseDestinationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PauseDestinationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseDestinationResponse) GetJSON200() *DestinationChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r PauseDestinationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseDestinationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseDestinationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseDestinationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseDestinationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -6275,6 +7425,110 @@ func (r RemoveDestinationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RemoveDestinationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeDestinationResponse401Headers the declared response headers of an HTTP 401 response for ResumeDestination
+type ResumeDestinationResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ResumeDestinationResponse429Headers the declared response headers of an HTTP 429 response for ResumeDestination
+type ResumeDestinationResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ResumeDestinationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DestinationChange
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeDestinationResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeDestinationResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeDestinationResponse) GetJSON200() *DestinationChange {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeDestinationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeDestinationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeDestinationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeDestinationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeDestinationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8580,6 +9834,24 @@ func (c *ClientWithResponses) ResumeDeliveryWithResponse(ctx context.Context, pa
 	return ParseResumeDeliveryResponse(rsp)
 }
 
+// ListDestinationsWithResponse Every destination, its state, deliveries and last hour's calls
+//
+// The configured destinations by name, then the retired ones. Each
+// with its pause and circuit breaker, its deliveries waiting to retry
+// and dead, and the success rate and latency of its calls over the
+// last hour.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /destinations (the `ListDestinations` operationId).
+func (c *ClientWithResponses) ListDestinationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDestinationsResponse, error) {
+	rsp, err := c.ListDestinations(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDestinationsResponse(rsp)
+}
+
 // AddDestinationWithBodyWithResponse Add a destination managed on the dashboard
 //
 // Checked exactly as a destinations file's entry: a refused field is a
@@ -8624,6 +9896,23 @@ func (c *ClientWithResponses) AddDestinationWithResponse(ctx context.Context, pa
 	return ParseAddDestinationResponse(rsp)
 }
 
+// DropDeliveriesWithResponse Drop a retired destination's deliveries
+//
+// Every delivery of the retired destination, waiting or dead, leaves
+// the queue undelivered; an event whose last delivery it was is done.
+// A configured destination's deliveries are not dropped: 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/drop (the `DropDeliveries` operationId).
+func (c *ClientWithResponses) DropDeliveriesWithResponse(ctx context.Context, name DestinationName, params *DropDeliveriesParams, reqEditors ...RequestEditorFn) (*DropDeliveriesResponse, error) {
+	rsp, err := c.DropDeliveries(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDropDeliveriesResponse(rsp)
+}
+
 // EditDestinationWithBodyWithResponse Change a destination managed on the dashboard
 //
 // Every setting is given, as on the form; signing_secrets and headers
@@ -8660,6 +9949,78 @@ func (c *ClientWithResponses) EditDestinationWithResponse(ctx context.Context, n
 	return ParseEditDestinationResponse(rsp)
 }
 
+// MoveDeliveriesWithBodyWithResponse Move a retired destination's deliveries to another destination
+//
+// Every delivery of the retired destination, waiting or dead, goes to
+// the destination `to`, keeping its status and attempts. A delivery of
+// an event `to` has a delivery of already is merged into that one
+// (`merged` counts them). A configured destination's deliveries are
+// not moved: 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+func (c *ClientWithResponses) MoveDeliveriesWithBodyWithResponse(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MoveDeliveriesResponse, error) {
+	rsp, err := c.MoveDeliveriesWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMoveDeliveriesResponse(rsp)
+}
+
+// MoveDeliveriesWithResponse Move a retired destination's deliveries to another destination
+//
+// Every delivery of the retired destination, waiting or dead, goes to
+// the destination `to`, keeping its status and attempts. A delivery of
+// an event `to` has a delivery of already is merged into that one
+// (`merged` counts them). A configured destination's deliveries are
+// not moved: 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/move (the `MoveDeliveries` operationId).
+func (c *ClientWithResponses) MoveDeliveriesWithResponse(ctx context.Context, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveDeliveriesResponse, error) {
+	rsp, err := c.MoveDeliveries(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMoveDeliveriesResponse(rsp)
+}
+
+// PauseDestinationWithBodyWithResponse Hold every call to one destination
+//
+// Its deliveries wait on the queue, spending no attempt, until it is
+// resumed; the other destinations are called as before. Pausing while
+// paused changes nothing (`changed` is false).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+func (c *ClientWithResponses) PauseDestinationWithBodyWithResponse(ctx context.Context, name DestinationName, params *PauseDestinationParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PauseDestinationResponse, error) {
+	rsp, err := c.PauseDestinationWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseDestinationResponse(rsp)
+}
+
+// PauseDestinationWithResponse Hold every call to one destination
+//
+// Its deliveries wait on the queue, spending no attempt, until it is
+// resumed; the other destinations are called as before. Pausing while
+// paused changes nothing (`changed` is false).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
+func (c *ClientWithResponses) PauseDestinationWithResponse(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseDestinationResponse, error) {
+	rsp, err := c.PauseDestination(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseDestinationResponse(rsp)
+}
+
 // RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
 //
 // It gets no new events. While deliveries to it wait on the queue
@@ -8694,6 +10055,21 @@ func (c *ClientWithResponses) RemoveDestinationWithResponse(ctx context.Context,
 		return nil, err
 	}
 	return ParseRemoveDestinationResponse(rsp)
+}
+
+// ResumeDestinationWithResponse End a destination's pause, or close its open circuit breaker
+//
+// Resuming while nothing holds the destination changes nothing (`changed` is false).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/resume (the `ResumeDestination` operationId).
+func (c *ClientWithResponses) ResumeDestinationWithResponse(ctx context.Context, name DestinationName, params *ResumeDestinationParams, reqEditors ...RequestEditorFn) (*ResumeDestinationResponse, error) {
+	rsp, err := c.ResumeDestination(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeDestinationResponse(rsp)
 }
 
 // EraseCustomerWithBodyWithResponse Erase the payloads of every event about a customer
@@ -9939,6 +11315,83 @@ func ParseResumeDeliveryResponse(rsp *http.Response) (*ResumeDeliveryResponse, e
 	return response, nil
 }
 
+// ParseListDestinationsResponse parses an HTTP response from a ListDestinationsWithResponse call
+func ParseListDestinationsResponse(rsp *http.Response) (*ListDestinationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDestinationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DestinationList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListDestinationsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDestinationsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseAddDestinationResponse parses an HTTP response from a AddDestinationWithResponse call
 func ParseAddDestinationResponse(rsp *http.Response) (*AddDestinationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10037,6 +11490,104 @@ func ParseAddDestinationResponse(rsp *http.Response) (*AddDestinationResponse, e
 	return response, nil
 }
 
+// ParseDropDeliveriesResponse parses an HTTP response from a DropDeliveriesWithResponse call
+func ParseDropDeliveriesResponse(rsp *http.Response) (*DropDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DropDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DroppedDeliveries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DropDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DropDeliveriesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseEditDestinationResponse parses an HTTP response from a EditDestinationWithResponse call
 func ParseEditDestinationResponse(rsp *http.Response) (*EditDestinationResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -10052,7 +11603,7 @@ func ParseEditDestinationResponse(rsp *http.Response) (*EditDestinationResponse,
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest DestinationChange
+		var dest ManagedDestinationChange
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -10129,6 +11680,216 @@ func ParseEditDestinationResponse(rsp *http.Response) (*EditDestinationResponse,
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers EditDestinationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseMoveDeliveriesResponse parses an HTTP response from a MoveDeliveriesWithResponse call
+func ParseMoveDeliveriesResponse(rsp *http.Response) (*MoveDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MoveDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MovedDeliveries
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers MoveDeliveriesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers MoveDeliveriesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePauseDestinationResponse parses an HTTP response from a PauseDestinationWithResponse call
+func ParsePauseDestinationResponse(rsp *http.Response) (*PauseDestinationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseDestinationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DestinationChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PauseDestinationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PauseDestinationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
@@ -10234,6 +11995,104 @@ func ParseRemoveDestinationResponse(rsp *http.Response) (*RemoveDestinationRespo
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RemoveDestinationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeDestinationResponse parses an HTTP response from a ResumeDestinationWithResponse call
+func ParseResumeDestinationResponse(rsp *http.Response) (*ResumeDestinationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeDestinationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DestinationChange
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ResumeDestinationResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeDestinationResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
