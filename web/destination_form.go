@@ -22,9 +22,9 @@ import (
 // Each change runs in one transaction with its audit entry
 // (internal/actions); signing secrets and headers are write-only.
 
-// afterRemoval is where a removal leads: the add form, where another
-// destination is added.
-const afterRemoval = "/destinations/add"
+// afterRemoval is where a removal leads: the destinations page, where a
+// retired destination's deliveries are moved or dropped.
+const afterRemoval = "/destinations"
 
 // renderDestinationForm renders the add or edit form f, with what the
 // configuration says of it filled in.

@@ -147,10 +147,14 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if edit.doc.Find(`a[href="/destinations/add"]`).Length() != 1 {
 		t.Errorf("the edit page has no link to add a destination")
 	}
+	list := admin.get("/destinations")
+	if list.doc.Find(`a[href="/destinations/add"]`).Length() != 1 || list.doc.Find(`a[href="/destinations/billing/edit"]`).Length() != 1 {
+		t.Errorf("the destinations page does not lead to the add form and billing's edit form:\n%s", list.body)
+	}
 	r = admin.post("/destinations/billing/remove", nil)
 	wantStatus(t, r, http.StatusSeeOther)
-	if loc := r.header.Get("Location"); loc != "/destinations/add" {
-		t.Errorf("after the removal: Location %q", loc)
+	if loc := r.header.Get("Location"); loc != "/destinations" {
+		t.Errorf("after the removal: Location %q, want the destinations page", loc)
 	}
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM destinations`); n != 0 {
 		t.Errorf("billing is still there: %d rows", n)
