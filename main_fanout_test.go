@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/migrations"
 	"github.com/hookd/hookd/queue"
@@ -664,4 +665,68 @@ func TestFanout_ARateHoldsAcrossReplicas(t *testing.T) {
 			t.Logf("%d calls in %v, at most %d in a 1 s window", len(at), at[len(at)-1].Sub(at[0]).Round(time.Millisecond), most)
 		})
 	}
+}
+
+// TestFanout_ADashboardDestinationIsDeliveredToLive proves that without a
+// destinations file, a destination an admin adds on the dashboard is
+// delivered to beside HOOKD_FORWARD_URL's default, from the next event on
+// and without a restart, once hookd started with one; and that its
+// removal stops its calls.
+func TestFanout_ADashboardDestinationIsDeliveredToLive(t *testing.T) {
+	ok := func(*http.Request) int { return http.StatusOK }
+	main, crm, analytics := newLeaseApp(t, ok), newLeaseApp(t, ok), newLeaseApp(t, ok)
+	b := setup(t)
+	store := queue.New(b.pool)
+	add := func(name, url string) {
+		t.Helper()
+		d, err := destinations.CheckEntry(destinations.Entry{Name: name, URL: url, Source: destinations.SourceDashboard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.InTx(t.Context(), func(tx *queue.Tx) error {
+			return tx.AddManagedDestination(t.Context(), queue.ManagedWrite{Destination: d, By: "ana@example.com"}, nil)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("crm", crm.srv.URL)
+	base, stop, stderr := startServe(t, map[string]string{"DATABASE_URL": b.dbURL, "STRIPE_WEBHOOK_SECRET": testSecret,
+		"HOOKD_FORWARD_URL": main.srv.URL})
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("stop: %v\n%s", err, stderr)
+		}
+		if t.Failed() {
+			t.Logf("hookd's log:\n%s", stderr)
+		}
+	}()
+	client := &http.Client{Timeout: 10 * time.Second}
+	send := func() string {
+		id := stripeevent.NewID("evt")
+		s := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+		s.deliver(client, base, time.Now().Add(10*time.Second), 50*time.Millisecond)
+		if s.err != nil || s.answered.IsZero() {
+			t.Fatalf("%s: no 2xx: %v", id, s.err)
+		}
+		return id
+	}
+	first := send()
+	if main.calls()[first] != 1 || crm.calls()[first] != 1 {
+		t.Fatalf("default got %d, crm %d calls of the first event, want one each", main.calls()[first], crm.calls()[first])
+	}
+	add("analytics", analytics.srv.URL)
+	queuetest.WaitFor(t, 10*time.Second, "analytics delivered to once added", func() bool {
+		id := send()
+		return analytics.calls()[id] == 1
+	})
+	if err := store.InTx(t.Context(), func(tx *queue.Tx) error {
+		_, err := tx.RemoveManagedDestination(t.Context(), "crm")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.WaitFor(t, 10*time.Second, "crm no longer called once removed", func() bool {
+		id := send()
+		return crm.calls()[id] == 0 && main.calls()[id] == 1
+	})
 }

@@ -147,15 +147,21 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 			s.close()
 		}
 	}()
+	st, err := s.openStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Without a file, the dashboard's destinations, if any, are delivered
+	// to beside HOOKD_FORWARD_URL's.
+	if cfg, err = fanout.Managed(ctx, cfg, st.queue); err != nil {
+		return nil, err
+	}
+	s.cfg = cfg
 	proc, err := newProcessor(cfg, logger, tracer)
 	if err != nil {
 		return nil, err
 	}
 	fan, err := fanout.New(cfg, logger, tracer)
-	if err != nil {
-		return nil, err
-	}
-	st, err := s.openStores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +212,7 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 
 	s.loops = append(s.loops, st.control.Run, pruner.Run)
 	s.loops = append(s.loops, runs...)
-	if retryLoops != nil {
+	if cfg.Processor != config.ProcessorDiscard {
 		reloader := &fanout.Reloader{Config: cfg, Getenv: getenv, Store: store, Fanout: fan, Loops: retryLoops,
 			Logger: logger, Tracer: tracer}
 		s.loops = append(s.loops, reloader.Run)

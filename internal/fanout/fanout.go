@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/destinations"
@@ -25,7 +26,24 @@ import (
 // nowhere.
 func On(cfg config.Config) bool {
 	set := cfg.Destinations
-	return set != nil && set.Source == destinations.SourceFile && cfg.Processor != config.ProcessorDiscard
+	return set != nil && set.Source != destinations.SourceForwardURL && cfg.Processor != config.ProcessorDiscard
+}
+
+// Managed is cfg with the dashboard's destinations as its set, when it
+// has no file and the dashboard has some (queue.Store.ManagedSet): they
+// are then delivered to beside HOOKD_FORWARD_URL's default.
+func Managed(ctx context.Context, cfg config.Config, store *queue.Store) (config.Config, error) {
+	if cfg.DestinationsFile != "" || cfg.Processor == config.ProcessorDiscard {
+		return cfg, nil
+	}
+	set, err := store.ManagedSet(ctx, cfg.ForwardURL, cfg.DestinationsKey)
+	if err != nil {
+		return cfg, err
+	}
+	if set.Source == destinations.SourceDashboard {
+		cfg.Destinations = set
+	}
+	return cfg, nil
 }
 
 // New returns the fan-out to the destinations of cfg's set, each called
@@ -43,8 +61,8 @@ func New(cfg config.Config, logger *slog.Logger, tracer *tracing.Tracer) (*worke
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("delivering to the destinations of HOOKD_DESTINATIONS_FILE", "destinations", cfg.Destinations.Names(),
-		"hash", cfg.Destinations.Hash)
+	logger.Info("delivering to several destinations", "source", cfg.Destinations.Source,
+		"destinations", cfg.Destinations.Names(), "hash", cfg.Destinations.Hash)
 	return worker.NewFanout(route, dests), nil
 }
 
@@ -102,7 +120,7 @@ func Record(ctx context.Context, store *queue.Store, set *destinations.Set, logg
 	}
 	applied := make([]queue.AppliedDestination, len(set.Destinations))
 	for i, d := range set.Destinations {
-		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: set.Source,
+		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: cmp.Or(d.Source, set.Source),
 			Concurrency: d.Concurrency, Timeout: d.Timeout,
 			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
 				"endpoints": d.Endpoints, "filter": d.Filter, "rate": d.Rate}}
@@ -135,31 +153,75 @@ type Reloader struct {
 	Tracer *tracing.Tracer
 }
 
-// Run applies the file on each SIGHUP until ctx is done.
+// Run applies the file on each SIGHUP until ctx is done; without a file,
+// the dashboard's destinations as soon as they change (ManagedEvery).
 func (r *Reloader) Run(ctx context.Context) error {
 	hangups := make(chan os.Signal, 1)
 	signal.Notify(hangups, syscall.SIGHUP)
 	defer signal.Stop(hangups)
+	tick := time.NewTicker(ManagedEvery)
+	defer tick.Stop()
+	version, _ := r.Store.ManagedVersion(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-hangups:
+			if r.Fanout == nil {
+				r.Logger.WarnContext(ctx, "SIGHUP ignored: hookd delivers to HOOKD_FORWARD_URL alone, "+
+					"and rereads HOOKD_DESTINATIONS_FILE only when it was started with one")
+				continue
+			}
 			if err := r.Reload(ctx); err != nil {
 				r.Logger.ErrorContext(ctx, "HOOKD_DESTINATIONS_FILE not applied: the destinations stay as they were",
 					"err", err)
 			}
+		case <-tick.C:
+			if r.Config.DestinationsFile != "" {
+				continue
+			}
+			now, err := r.Store.ManagedVersion(ctx)
+			if err != nil || now == version {
+				continue
+			}
+			if r.Fanout == nil {
+				// Started with one app, this replica runs it as it always
+				// did, without the fan-out a dashboard destination needs.
+				r.Logger.WarnContext(ctx, "the dashboard's destinations changed: restart hookd (one replica at a "+
+					"time is safe) to deliver to them; until then it delivers to HOOKD_FORWARD_URL alone")
+				version = now
+				continue
+			}
+			if err := r.Reload(ctx); err != nil {
+				r.Logger.ErrorContext(ctx, "the dashboard's destinations not applied: the destinations stay as they were",
+					"err", err)
+				continue
+			}
+			version = now
 		}
 	}
 }
+
+// ManagedEvery is how often a replica without a destinations file looks
+// whether the dashboard's destinations changed: an admin's change reaches
+// every replica within it.
+const ManagedEvery = 2 * time.Second
 
 // Reload reads and applies HOOKD_DESTINATIONS_FILE: the database's record
 // first, then the fan-out, whose next delivery routes by the new file,
 // then the retry loops, one per destination now configured.
 func (r *Reloader) Reload(ctx context.Context) error {
 	cfg := r.Config
-	if err := config.LoadDestinations(&cfg, r.Getenv); err != nil {
-		return err
+	if cfg.DestinationsFile != "" {
+		if err := config.LoadDestinations(&cfg, r.Getenv); err != nil {
+			return err
+		}
+	} else {
+		set, err := r.Store.ManagedSet(ctx, cfg.ForwardURL, cfg.DestinationsKey)
+		if err != nil {
+			return err
+		}
+		cfg.Destinations = set
 	}
 	route, dests, err := build(cfg, r.Tracer)
 	if err != nil {
@@ -171,7 +233,7 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	r.Fanout.Replace(route, dests)
 	r.Loops.Sync()
 	r.Config = cfg
-	r.Logger.InfoContext(ctx, "HOOKD_DESTINATIONS_FILE applied", "destinations", cfg.Destinations.Names(),
-		"hash", cfg.Destinations.Hash)
+	r.Logger.InfoContext(ctx, "destinations applied", "source", cfg.Destinations.Source,
+		"destinations", cfg.Destinations.Names(), "hash", cfg.Destinations.Hash)
 	return nil
 }
