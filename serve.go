@@ -147,6 +147,12 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 			s.close()
 		}
 	}()
+	// The one app's processor, checked before the database is opened: a
+	// hookd with neither HOOKD_FORWARD_URL nor a file refuses to start.
+	proc, err := newProcessor(cfg, logger, tracer)
+	if err != nil {
+		return nil, err
+	}
 	st, err := s.openStores(ctx)
 	if err != nil {
 		return nil, err
@@ -157,10 +163,6 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		return nil, err
 	}
 	s.cfg = cfg
-	proc, err := newProcessor(cfg, logger, tracer)
-	if err != nil {
-		return nil, err
-	}
 	fan, err := fanout.New(cfg, logger, tracer)
 	if err != nil {
 		return nil, err

@@ -70,7 +70,7 @@ func TestDestinationFormInTheBrowser(t *testing.T) {
 			"asked to confirm")
 		must(t, expect.Locator(page.GetByTestId("removal-deletes")).ToBeVisible(), "it says billing is deleted")
 		click(t, pageButton(page, "Confirm remove"), "Confirm remove")
-		must(t, expect.Page(page).ToHaveURL(h.url("/destinations/add")), "on the add form")
+		must(t, expect.Page(page).ToHaveURL(h.url("/destinations")), "on the destinations page")
 		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Removed billing"), "flash after removing")
 		if n := h.count(t, `SELECT count(*) FROM destinations WHERE name = 'billing'`); n != 0 {
 			t.Fatalf("billing is still there")
