@@ -187,21 +187,6 @@ func signInScene(t *testing.T, recheck string) (*oidcProvider, *hookd, string) {
 	return p, h, publicURL
 }
 
-// waitFor polls cond until it holds, failing the test after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("not within 30 s: %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 // Signing out of hookd signs out at the provider too (its
 // end_session_endpoint): on a shared computer, the next sign-in asks for
 // a password again. Without it, the provider's own session signs the

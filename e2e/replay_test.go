@@ -17,6 +17,12 @@ func TestReplayByFilter(t *testing.T) {
 	h := startHookd(t, "HOOKD_FORWARD_RATE=10")
 	ids := h.sendEvents(t, 20, "invoice.paid")
 	h.sendEvents(t, 2, "customer.created")
+	// Past the rate, the receiver queues a delivery for the retry loop to
+	// make at the rate: the replay is of the processed ones, so wait for
+	// the queue to empty.
+	waitFor(t, "every event processed", func() bool {
+		return h.count(t, `SELECT count(*) FROM webhook_events`) == 0
+	})
 	page := h.newPage(t)
 	h.signIn(t, page)
 
