@@ -172,6 +172,7 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if fan != nil {
 		fan.Wrap(func(p worker.Processor) worker.Processor { return stripehealth.Processor(p, st.ungenerated) })
 		fan.HoldBy(st.control.DestinationHeld)
+		fan.OrderBy(st.queue)
 		fan.PaceBy(func(name string, perSecond float64) *worker.Pace {
 			return worker.NewSharedPace(st.queue, name, perSecond)
 		})

@@ -33,6 +33,8 @@ package queue
 //	                    and the hash each live replica applied (ReplicaDestinationHashes)
 //	routemisses.go      webhook_route_misses: the destinations whose filter failed on an event
 //	rates.go            destination_rates: the calls reserved under a destination's shared rate
+//	orderkeys.go        webhook_order_leases with the queue: an ordered destination's keys,
+//	                    their turns (TakeOrderTurn), the claim of their heads, held keys
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release

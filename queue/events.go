@@ -59,6 +59,9 @@ type Event struct {
 	Destination string `db:"destination"`
 	// LeaseKey is the key the delivery's lease goes by (DeliveryKey).
 	LeaseKey string `db:"lease_key"`
+	// OrderKey is the delivery's key under its destination's order_by
+	// (orderkeys.go); nil when it is not ordered.
+	OrderKey *string `db:"order_key"`
 	EventMeta
 }
 
@@ -90,7 +93,7 @@ type EventMeta struct {
 
 const eventColumns = `id, source, event_id, event_type, payload, signature, status,
 	attempts, last_error, next_retry_at, created_at, last_attempt_at, manual_retry, claims,
-	payload_erased_at, payload_erased_by, trace_parent, destination, lease_key, ` + metaColumns
+	payload_erased_at, payload_erased_by, trace_parent, destination, lease_key, order_key, ` + metaColumns
 
 // metaColumns are EventMeta's columns, in its order.
 const metaColumns = `endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event`
@@ -119,6 +122,11 @@ type FailedEvent struct {
 	// Destination is the destination the delivery is for; "" is
 	// "default".
 	Destination string
+	// OrderKey is the delivery's key under its destination's order_by,
+	// "" when it has none; OrderSeq its place in the key's order
+	// (OrderTurn.Seq), 0 to take one as the row is written.
+	OrderKey string
+	OrderSeq int64
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.

@@ -558,6 +558,9 @@ type Fanout struct {
 	Queue []FailedEvent
 	// Attempts holds the calls made, each naming its destination.
 	Attempts []NewAttempt
+	// Turns holds the turns the deliveries to ordered destinations took
+	// (TakeOrderTurn), given back with the outcome.
+	Turns []OrderTurn
 }
 
 // queued is every queue row r writes.
@@ -602,6 +605,7 @@ type settleOp struct {
 	pairs    pairColumns
 	misses   routeMissColumns
 	suspects suspectColumns
+	turns    orderTurnColumns
 }
 
 func newSettleOp(rs []Received) *settleOp {
@@ -628,6 +632,9 @@ func newSettleOp(rs []Received) *settleOp {
 		if r.Fanout != nil {
 			for _, at := range r.Fanout.Attempts {
 				op.destTally.add(at.Destination, &at, at.Succeeded)
+			}
+			for _, t := range r.Fanout.Turns {
+				op.turns.add(t)
 			}
 		}
 		if r.Called {
@@ -679,6 +686,7 @@ func (op *settleOp) queue(b *pgx.Batch) {
 		op.pairs.queue(b)
 		op.misses.queue(b)
 		op.suspects.queue(b)
+		op.turns.queue(b)
 	}
 }
 
@@ -698,7 +706,10 @@ func (op *settleOp) read(br pgx.BatchResults) (err error) {
 	if err := op.misses.read(br); err != nil {
 		return err
 	}
-	return op.suspects.read(br)
+	if err := op.suspects.read(br); err != nil {
+		return err
+	}
+	return op.turns.read(br)
 }
 
 func (op *settleOp) written() []bool { return written(op.released, op.eventID, op.owner) }
@@ -738,33 +749,35 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 // whether each event goes on the queue) and writes the outcome of each one
 // it released: the marker with its event log columns (after the attempts,
 // as logColumns orders them, beside $1-$3), or the queue rows, one per
-// delivery ($4-$24, as queuedColumns orders them); and the attempts ($25
+// delivery ($4-$26, as queuedColumns orders them); and the attempts ($27
 // on, as attemptColumns orders them). It returns the leases it released.
 var settleDeliveriesSQL = `-- hookd.settle
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
-		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(25+attemptArgs)+`)
+		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(27+attemptArgs)+`)
 		     AS l(event_id, owner, queued, `+logNamesSQL+`)
 		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner
 		WHERE NOT l.queued`) + `
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
-		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination)
+		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination,
+		                            order_key, order_seq)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
 		       CASE WHEN e.attempted THEN now() END, now() + make_interval(secs => e.wait),
 		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
 		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
 		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created,
-		       NULLIF(e.trace_parent, ''), e.destination
+		       NULLIF(e.trace_parent, ''), e.destination, NULLIF(e.order_key, ''),
+		       CASE WHEN e.order_key <> '' THEN coalesce(NULLIF(e.order_seq, 0), nextval('webhook_order_seq')) END
 		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
 		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-		            $22::timestamptz[], $23::text[], $24::text[])
+		            $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::int8[])
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
 		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created,
-		          trace_parent, destination)
+		          trace_parent, destination, order_key, order_seq)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id, destination) DO NOTHING
-	), recorded AS (` + givenAttemptsSQL(25, "released") + `
+	), recorded AS (` + givenAttemptsSQL(27, "released") + `
 	)
 	SELECT event_id, owner FROM released`
 
@@ -788,6 +801,8 @@ type queuedColumns struct {
 	attempted, held                                        []bool
 	endpoint, account, apiVersion, objectID, objectType    []string
 	customer, snapshotEvent, traceParent, destination      []string
+	orderKey                                               []string
+	orderSeq                                               []int64
 	// livemode is NULL where the event did not say.
 	livemode []*bool
 	created  []*time.Time
@@ -816,6 +831,8 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.created = append(c.created, e.Created)
 	c.traceParent = append(c.traceParent, e.TraceParent)
 	c.destination = append(c.destination, cmp.Or(e.Destination, DefaultDestination))
+	c.orderKey = append(c.orderKey, e.OrderKey)
+	c.orderSeq = append(c.orderSeq, e.OrderSeq)
 }
 
 func (c *queuedColumns) args() []any {
@@ -823,5 +840,5 @@ func (c *queuedColumns) args() []any {
 		nonNil(c.signature), nonNil(c.errors), nonNil(c.wait), nonNil(c.attempted),
 		nonNil(c.held), nonNil(c.endpoint), nonNil(c.livemode), nonNil(c.account), nonNil(c.apiVersion),
 		nonNil(c.objectID), nonNil(c.objectType), nonNil(c.customer), nonNil(c.snapshotEvent), nonNil(c.created),
-		nonNil(c.traceParent), nonNil(c.destination)}
+		nonNil(c.traceParent), nonNil(c.destination), nonNil(c.orderKey), nonNil(c.orderSeq)}
 }

@@ -71,13 +71,17 @@ func (s *Store) ClaimDeliveries(ctx context.Context, destination string, n int, 
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
-	a.Claimed, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
-		return scanClaimed(row, owner)
-	})
-	if err != nil {
+	if a.Claimed, err = collectClaimed(rows, owner); err != nil {
 		return Attempts{}, fmt.Errorf("claim attempts: %w", err)
 	}
 	return a, nil
+}
+
+// collectClaimed reads the claimed events a claim returns, for owner.
+func collectClaimed(rows pgx.Rows, owner uuid.UUID) ([]Claimed, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Claimed, error) {
+		return scanClaimed(row, owner)
+	})
 }
 
 // scanClaimed reads a claimed event as claimAttemptsSQL and
@@ -91,7 +95,7 @@ func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
 	err := row.Scan(&e.ID, &e.Source, &e.EventID, &e.EventType, &e.Payload, &e.Signature, &e.Status,
 		&e.Attempts, &e.LastError, &e.NextRetryAt, &e.CreatedAt, &e.LastAttemptAt, &e.ManualRetry, &e.Claims,
 		&e.Endpoint, &e.Livemode, &e.Account, &e.APIVersion, &e.ObjectID, &e.ObjectType, &e.Customer, &e.SnapshotEvent,
-		&e.TraceParent, &manual, &c.Processed, &e.Destination, &e.LeaseKey)
+		&e.TraceParent, &manual, &c.Processed, &e.Destination, &e.LeaseKey, &e.OrderKey)
 	c.Event, c.Owner, c.Path = e, owner, PathRetry
 	if manual {
 		c.Path = PathManual
@@ -115,14 +119,19 @@ func scanClaimed(row pgx.Row, owner uuid.UUID) (Claimed, error) {
 // and never settled (a row left so by a release before): it is made dead,
 // its lease taken only to check that no one has it and left expired at
 // once.
-var claimAttemptsSQL = `-- hookd.claim
+var claimAttemptsSQL = claimSQL("-- hookd.claim", "")
+
+// claimSQL is claimAttemptsSQL named name, its due deliveries filtered
+// by the condition and (claimOrderedSQL's turns).
+func claimSQL(name, and string) string {
+	return name + `
 	WITH due AS (
 		SELECT id, lease_key AS event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
 		  AND destination = $7
 		  AND (attempts < $4 OR claims > 0)
 		  AND next_retry_at <= now()
-		  AND ` + notSuspectSQL("webhook_events.lease_key") + `
+		  AND ` + notSuspectSQL("webhook_events.lease_key") + and + `
 		ORDER BY next_retry_at
 		LIMIT $1
 		FOR UPDATE SKIP LOCKED
@@ -159,12 +168,13 @@ var claimAttemptsSQL = `-- hookd.claim
 		          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 		          e.trace_parent, c.manual_retry AS asked_manual,
 		          ` + markedSQL("e.event_id") + ` AS processed, c.interrupted AND c.counted < $4 AS suspect,
-		          e.destination, e.lease_key
+		          e.destination, e.lease_key, e.order_key
 	)
 	SELECT id, source, event_id, event_type, payload, signature, status, attempts, last_error, next_retry_at, created_at,
 	       last_attempt_at, manual_retry, claims, endpoint, livemode, account, api_version, object_id, object_type, customer,
-	       snapshot_event, trace_parent, asked_manual, processed, destination, lease_key
+	       snapshot_event, trace_parent, asked_manual, processed, destination, lease_key, order_key
 	FROM updated WHERE NOT suspect`
+}
 
 // startOp is the starting part of SettleAndStart's short transaction.
 type startOp struct {
@@ -282,9 +292,15 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 		}
 	}
 	var done []string
+	var turns orderTurnColumns
 	for _, st := range settled {
+		c := st.Claimed
 		if st.Kind == SettleDone {
-			done = append(done, st.Claimed.Event.EventID)
+			done = append(done, c.Event.EventID)
+		}
+		if c.Event.OrderKey != nil {
+			// The claim took the key's lease (ClaimOrderedDeliveries).
+			turns.add(OrderTurn{Destination: c.Event.Destination, Key: *c.Event.OrderKey, Owner: c.Owner, Granted: true})
 		}
 	}
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
@@ -293,6 +309,7 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 		}
 		fenced.queue(b)
 		settling.queue(b)
+		turns.queue(b)
 		starting.queue(b)
 	}, func(br pgx.BatchResults) error {
 		if len(done) > 0 {
@@ -304,6 +321,9 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 			return err
 		}
 		if err := settling.read(br); err != nil {
+			return err
+		}
+		if err := turns.read(br); err != nil {
 			return err
 		}
 		return starting.read(br)

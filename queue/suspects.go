@@ -234,7 +234,7 @@ var claimSuspectSQL = `-- hookd.claim_suspect
 	          e.attempts, e.last_error, e.next_retry_at, e.created_at, e.last_attempt_at, e.manual_retry, e.claims,
 	          e.endpoint, e.livemode, e.account, e.api_version, e.object_id, e.object_type, e.customer, e.snapshot_event,
 	          e.trace_parent, c.manual_retry,
-	          ` + markedSQL("e.event_id") + `, e.destination, e.lease_key`
+	          ` + markedSQL("e.event_id") + `, e.destination, e.lease_key, e.order_key`
 
 // SuspectCounts is what the dashboard and /metrics say of suspects.
 type SuspectCounts struct {

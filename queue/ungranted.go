@@ -62,7 +62,7 @@ func (s *Store) QueueUngranted(ctx context.Context, e FailedEvent, more ...Faile
 	return DeliveryBusy, nil
 }
 
-// queueUngrantedSQL inserts the queue rows ($3-$23, as queuedColumns orders
+// queueUngrantedSQL inserts the queue rows ($3-$25, as queuedColumns orders
 // them) of event $1 when the placeholder lease of owner $2 is its lease
 // and it has neither a marker nor a queue row, and returns what it read
 // and whether it inserted the row.
@@ -72,19 +72,21 @@ var queueUngrantedSQL = `
 		       (SELECT true FROM webhook_leases l WHERE l.event_id = $1 AND l.owner = $2) IS NOT NULL AS locked
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, next_retry_at,
-		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination)
+		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination,
+		                            order_key, order_seq)
 		SELECT e.source, e.event_id, e.event_type, e.payload, NULLIF(e.signature, ''), e.error,
 		       now() + make_interval(secs => e.wait),
 		       CASE WHEN e.held THEN 'dead' ELSE 'failed' END, CASE WHEN e.held THEN now() END,
 		       e.endpoint, e.livemode, NULLIF(e.account, ''), NULLIF(e.api_version, ''), NULLIF(e.object_id, ''),
 		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created,
-		       NULLIF(e.trace_parent, ''), e.destination
+		       NULLIF(e.trace_parent, ''), e.destination, NULLIF(e.order_key, ''),
+		       CASE WHEN e.order_key <> '' THEN coalesce(NULLIF(e.order_seq, 0), nextval('webhook_order_seq')) END
 		FROM s, unnest($3::text[], $4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[], $9::text[], $10::float8[],
 		            $11::bool[], $12::bool[], $13::text[], $14::bool[], $15::text[], $16::text[], $17::text[], $18::text[],
-		            $19::text[], $20::text[], $21::timestamptz[], $22::text[], $23::text[])
+		            $19::text[], $20::text[], $21::timestamptz[], $22::text[], $23::text[], $24::text[], $25::int8[])
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
 		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created,
-		          trace_parent, destination)
+		          trace_parent, destination, order_key, order_seq)
 		WHERE s.locked AND NOT s.processed AND NOT s.queued
 		ON CONFLICT (source, event_id, destination) DO NOTHING
 		RETURNING 1

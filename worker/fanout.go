@@ -9,6 +9,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hookd/hookd/queue"
 )
 
 // Route names the destinations that take an event, in their configured
@@ -31,6 +35,10 @@ type FanoutDestination struct {
 	// Rate is the calls a second it takes, over every replica; 0 is no
 	// bound.
 	Rate float64
+	// OrderBy is a field path of the event (data.object.customer): the
+	// events with one value of it reach the destination one at a time, in
+	// the order hookd accepted them; "" orders nothing.
+	OrderBy string
 }
 
 // Fanout delivers events to several destinations: it routes each event,
@@ -47,6 +55,9 @@ type Fanout struct {
 	wrap func(Processor) Processor
 	// paces, when set, makes each destination's Pace of its Rate.
 	paces func(destination string, perSecond float64) *Pace
+	// turns takes and gives back the turns of deliveries to destinations
+	// with OrderBy; nil orders nothing.
+	turns OrderTurns
 	// set is the destinations as last configured: Replace swaps it whole,
 	// so a delivery routes and calls on one configuration.
 	set atomic.Pointer[fanoutSet]
@@ -126,6 +137,46 @@ func (f *Fanout) Pace(destination string) *Pace {
 	return nil
 }
 
+// OrderTurns takes and gives back the turns of deliveries to ordered
+// destinations (queue.Store).
+type OrderTurns interface {
+	TakeOrderTurn(ctx context.Context, destination, key string, holdFor time.Duration) (queue.OrderTurn, error)
+	GiveBackOrderTurns(ctx context.Context, turns []queue.OrderTurn) error
+}
+
+// OrderBy makes the destinations with OrderBy take their turns with
+// turns: without it, none is ordered. Call it before the first delivery.
+func (f *Fanout) OrderBy(turns OrderTurns) { f.turns = turns }
+
+// Ordered says whether destination's deliveries go one at a time per key:
+// its retry loop then claims them by key (queue.ClaimOrderedDeliveries).
+func (f *Fanout) Ordered(destination string) bool {
+	d, ok := f.set.Load().dests[destination]
+	return ok && d.OrderBy != "" && f.turns != nil
+}
+
+// OrderKey is the key of the event payload under destination's OrderBy:
+// the field's value when it is a string or a number, "" (not ordered)
+// when the destination orders nothing or the event has no such value.
+func (f *Fanout) OrderKey(destination string, payload []byte) string {
+	d, ok := f.set.Load().dests[destination]
+	if !ok || d.OrderBy == "" || f.turns == nil {
+		return ""
+	}
+	return orderKey(payload, d.OrderBy)
+}
+
+func orderKey(payload []byte, path string) string {
+	v := gjson.GetBytes(payload, path)
+	switch v.Type {
+	case gjson.String:
+		return v.Str
+	case gjson.Number:
+		return v.Raw
+	}
+	return ""
+}
+
 // HoldBy makes Deliver skip each destination held says is held (a
 // person paused it): its delivery waits on the queue, spending no
 // attempt. Call it before the first delivery.
@@ -161,6 +212,12 @@ type Called struct {
 	// Cut: the call ended because ctx did, not by itself: a stop or the
 	// fence, which says nothing of the destination.
 	Cut bool
+	// OrderKey is the delivery's key when its destination is ordered;
+	// Turn, when set, the turn it took, to give back with its outcome.
+	// Refused its turn, the delivery waits on the queue behind the key's
+	// earlier ones.
+	OrderKey string
+	Turn     *queue.OrderTurn
 }
 
 // Deliver calls each destination of names with d at once, each under its
@@ -187,6 +244,9 @@ func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWa
 		dest, ok := dests[name]
 		if !ok {
 			out[i].Result = Result{Err: fmt.Errorf("destination %q is not configured", name)}
+			continue
+		}
+		if !f.takeTurn(ctx, d, dest, &out[i]) {
 			continue
 		}
 		if f.held != nil {
@@ -223,6 +283,49 @@ func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWa
 	return out
 }
 
+// takeTurn takes the turn of d's delivery to dest, when dest is ordered
+// and d has a key, and says whether the delivery may go on: not when the
+// key has an earlier delivery pending or in flight (c.Waiting says so).
+// A turn that cannot be taken is a wait too: the delivery is queued, its
+// place taken as its row is written.
+func (f *Fanout) takeTurn(ctx context.Context, d Delivery, dest *fanoutDestination, c *Called) bool {
+	if dest.OrderBy == "" || f.turns == nil {
+		return true
+	}
+	if c.OrderKey = orderKey(d.Payload, dest.OrderBy); c.OrderKey == "" {
+		return true
+	}
+	t, err := f.turns.TakeOrderTurn(ctx, dest.Name, c.OrderKey, dest.Timeout)
+	if err != nil {
+		c.Waiting = fmt.Sprintf("deferred: the turn of %s %q could not be taken: %v", dest.OrderBy, c.OrderKey, err)
+		return false
+	}
+	c.Turn = &t
+	if !t.Granted {
+		c.Waiting = fmt.Sprintf("ordered: waits for an earlier event with %s %q to reach destination %q",
+			dest.OrderBy, c.OrderKey, dest.Name)
+		return false
+	}
+	return true
+}
+
+// giveBackTurns gives back the turns of calls whose outcomes write
+// nothing to the queue (a replay's).
+func (f *Fanout) giveBackTurns(ctx context.Context, calls []Called) error {
+	var turns []queue.OrderTurn
+	for _, c := range calls {
+		if c.Turn != nil {
+			turns = append(turns, *c.Turn)
+		}
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	// The calls are over whatever ctx says now: a turn left held would
+	// hold its key until its lease expired.
+	return f.turns.GiveBackOrderTurns(context.WithoutCancel(ctx), turns)
+}
+
 // Process is a retry's, a replay's or a suspect's call: to the destination
 // d names, waiting for a place under its cap; with no destination named
 // (a replay), to every destination that takes d, failing unless all of
@@ -240,6 +343,18 @@ func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
 		return Result{Err: ctx.Err()}
 	}
 	defer dest.free()
+	if d.Replay != "" {
+		// A replay's call takes its turn as a new event's does: a retry's
+		// claim holds its key already.
+		var c Called
+		ok := f.takeTurn(ctx, d, dest, &c)
+		// A turn not given back only holds its key until its lease
+		// expires: the call's outcome counts for more than that error.
+		defer func() { _ = f.giveBackTurns(ctx, []Called{c}) }()
+		if !ok {
+			return Result{Err: errors.New(c.Waiting)}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, dest.Timeout)
 	defer cancel()
 	return dest.Processor.Process(ctx, d)
@@ -250,7 +365,11 @@ func (f *Fanout) processAll(ctx context.Context, d Delivery) Result {
 	names, _ := f.Route(d)
 	var failed []string
 	var res Result
-	for _, c := range f.deliver(ctx, d, names, time.Hour) {
+	calls := f.deliver(ctx, d, names, time.Hour)
+	if err := f.giveBackTurns(ctx, calls); err != nil {
+		failed = append(failed, err.Error())
+	}
+	for _, c := range calls {
 		switch {
 		case c.Waiting != "":
 			failed = append(failed, c.Waiting)

@@ -216,7 +216,7 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 		return 0, false, nil
 	}
 	claiming, claimed := startstop.Outlive(claimCtx, claimGrace)
-	claim, err := r.store.ClaimDeliveries(claiming, r.cfg.Destination, n, r.leaseFor())
+	claim, err := r.claim(claiming, n)
 	claimed()
 	if err != nil {
 		if claimCtx.Err() != nil {
@@ -244,6 +244,15 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 	r.steps.settle(done)
 	work(workCtx, &r.producer, claim.Deadline, todo, b)
 	return len(claim.Claimed), b.hastened.Load(), nil
+}
+
+// claim claims up to n of the destination's deliveries: by key, one
+// at a time each, when the destination is ordered.
+func (r *Retrier) claim(ctx context.Context, n int) (queue.Attempts, error) {
+	if f, ok := r.cfg.Processor.(*Fanout); ok && f.Ordered(r.cfg.Destination) {
+		return r.store.ClaimOrderedDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
+	}
+	return r.store.ClaimDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
 }
 
 func (r *Retrier) recordTick(ctx context.Context) {

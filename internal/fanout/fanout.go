@@ -72,10 +72,6 @@ func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.Fa
 	set := cfg.Destinations
 	var dests []worker.FanoutDestination
 	for _, d := range set.Destinations {
-		if d.OrderBy != "" {
-			return nil, nil, fmt.Errorf("HOOKD_DESTINATIONS_FILE: destination %q: order_by is not supported by this "+
-				"release: remove it, or the destination would be called without the order it asks for", d.Name)
-		}
 		secrets := d.SigningSecrets
 		if d.SigningSecretEnv == "" && cfg.ForwardSecret.Reveal() != "" {
 			// HOOKD_FORWARD_SECRET signs for every destination that names
@@ -91,7 +87,7 @@ func build(cfg config.Config, tracer *tracing.Tracer) (worker.Route, []worker.Fa
 		f.CloseIdleAfter(cfg.ForwardIdleTimeout)
 		f.Traced(tracer)
 		dests = append(dests, worker.FanoutDestination{Name: d.Name, Processor: f,
-			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency, Rate: cmp.Or(d.Rate, cfg.ForwardRate)})
+			Timeout: cmp.Or(d.Timeout, cfg.ForwardTimeout), Concurrency: d.Concurrency, Rate: cmp.Or(d.Rate, cfg.ForwardRate), OrderBy: d.OrderBy})
 	}
 	return routeBy(set), dests, nil
 }
@@ -123,7 +119,7 @@ func Record(ctx context.Context, store *queue.Store, set *destinations.Set, logg
 		applied[i] = queue.AppliedDestination{Name: d.Name, URL: d.DisplayURL(), Source: cmp.Or(d.Source, set.Source),
 			Concurrency: d.Concurrency, Timeout: d.Timeout,
 			Route: map[string]any{"types": d.Types, "livemode": d.Livemode, "accounts": d.Accounts,
-				"endpoints": d.Endpoints, "filter": d.Filter, "rate": d.Rate}}
+				"endpoints": d.Endpoints, "filter": d.Filter, "rate": d.Rate, "order_by": d.OrderBy}}
 	}
 	got, err := store.ApplyDestinations(ctx, applied, set.Hash)
 	if err != nil {

@@ -60,6 +60,9 @@ func (r *Receiver) deliveriesOf(d *delivery, fe queue.FailedEvent) (queue.Failed
 	for i, name := range d.routes {
 		out[i] = fe
 		out[i].Destination = name
+		// Queued without a call, a delivery to an ordered destination
+		// takes its place in its key's order as its row is written.
+		out[i].OrderKey = r.fanout.OrderKey(name, d.payload)
 	}
 	return out[0], out[1:]
 }
@@ -91,10 +94,11 @@ func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
 	var failed []string
 	var status int
 	for _, c := range r.fanout.Deliver(ctx, d.work(0), d.routes) {
+		if c.Turn != nil {
+			f.Turns = append(f.Turns, *c.Turn)
+		}
 		if c.Waiting != "" {
-			fe := failedEvent(d, c.Waiting)
-			fe.Destination = c.Destination
-			f.Queue = append(f.Queue, fe)
+			f.Queue = append(f.Queue, queuedFor(d, c, c.Waiting))
 			continue
 		}
 		r.metrics.ObserveDelivery(c.Destination, d.path, c.Result.Err == nil, c.Took)
@@ -105,9 +109,7 @@ func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
 		}
 		if c.Result.Err != nil {
 			a.Error = worker.ErrorText(c.Result.Err)
-			fe := failedEvent(d, a.Error)
-			fe.Destination = c.Destination
-			f.Queue = append(f.Queue, fe)
+			f.Queue = append(f.Queue, queuedFor(d, c, a.Error))
 			failed = append(failed, c.Destination+": "+a.Error)
 			status = c.Result.HTTPStatus
 			tracing.FailApp(trace.SpanFromContext(d.ctx), c.Result.HTTPStatus, worker.FailureClass(c.Result))
@@ -129,4 +131,16 @@ func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
 	}
 	d.outcome.Wait = r.store.RetryDelay(0)
 	return Queued, worker.Result{Err: errors.New(strings.Join(failed, "; ")), HTTPStatus: status}
+}
+
+// queuedFor is the queue row of d's delivery to c's destination, which
+// failed or waits for why; an ordered one keeps its place in its key's
+// order.
+func queuedFor(d *delivery, c worker.Called, why string) queue.FailedEvent {
+	fe := failedEvent(d, why)
+	fe.Destination, fe.OrderKey = c.Destination, c.OrderKey
+	if c.Turn != nil {
+		fe.OrderSeq = c.Turn.Seq
+	}
+	return fe
 }

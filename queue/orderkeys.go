@@ -1,0 +1,334 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookd/hookd/internal/store"
+)
+
+// A destination with order_by gets the deliveries of one key one at a time,
+// in the order hookd accepted them (migration 00040). Its deliveries' queue
+// rows carry the key and their place (order_seq); the key's lease in
+// webhook_order_leases is held by the one call of the key in flight,
+// wherever it runs. Inline, a delivery takes its turn (TakeOrderTurn)
+// before it is called: refused while the key has a row on the queue or a
+// call in flight, it is queued behind them. The retry loop claims a key's
+// head only, the row of the smallest order_seq, under the key's lease
+// (ClaimOrderedDeliveries). A dead head holds its key until it is retried
+// or a person releases it (ReleaseHeldKey).
+
+// OrderTurn is a delivery's turn under its destination's order_by.
+type OrderTurn struct {
+	Destination, Key string
+	// Owner is the token the key's lease is taken with.
+	Owner uuid.UUID
+	// Granted: the key's lease is Owner's, as nothing of the key is on
+	// the queue or in flight: the delivery may be called now. Otherwise
+	// it goes on the queue behind them, counted as the key's waiter until
+	// its row is written.
+	Granted bool
+	// Seq is the delivery's place in its key's order.
+	Seq int64
+}
+
+// TakeOrderTurn takes the turn of a delivery of key to destination for a
+// call of at most holdFor: the key's lease, when nothing of the key is on
+// the queue or in flight, and its place in the key's order either way.
+// Give the turn back with the delivery's outcome (Fanout.Turns), in the
+// transaction that writes its queue row, if any.
+//
+// The key's row is locked first, by a statement of its own, so that the
+// statement that decides reads the queue after whatever the lease's last
+// holder committed with its release: a failed call's row, written with
+// the release, is seen, and its delivery stays ahead.
+func (s *Store) TakeOrderTurn(ctx context.Context, destination, key string, holdFor time.Duration) (OrderTurn, error) {
+	t := OrderTurn{Destination: destination, Key: key, Owner: uuid.New()}
+	err := s.shortTx(ctx, func(b *pgx.Batch) {
+		b.Queue(lockOrderKeySQL, destination, key)
+		b.Queue(takeOrderTurnSQL, destination, key, [16]byte(t.Owner), leaseSeconds(holdFor), s.replica.arg())
+	}, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		return br.QueryRow().Scan(&t.Granted, &t.Seq)
+	})
+	if err != nil {
+		return OrderTurn{}, fmt.Errorf("take the turn of %s's key %q: %w", destination, key, err)
+	}
+	return t, nil
+}
+
+// lockOrderKeySQL makes the lease row of key $2 of destination $1 and
+// locks it.
+const lockOrderKeySQL = `-- hookd.order_lock
+	INSERT INTO webhook_order_leases AS l (destination, order_key) VALUES ($1, $2)
+	ON CONFLICT (destination, order_key) DO UPDATE SET destination = l.destination`
+
+// takeOrderTurnSQL takes the lease of key $2 of destination $1 for owner
+// $3, $4 seconds, replica $5, when it is not live, no waiter counts, and
+// the key has no queue row; otherwise counts a waiter. It returns whether
+// it took the lease, and the delivery's place in the key's order.
+var takeOrderTurnSQL = `-- hookd.order_take
+	WITH turn AS MATERIALIZED (
+		SELECT NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5") + `
+		       AND (SELECT true FROM webhook_events e WHERE e.destination = $1 AND e.order_key = $2 LIMIT 1) IS NULL
+		       AS granted
+		FROM webhook_order_leases l WHERE l.destination = $1 AND l.order_key = $2
+	), taken AS (
+		UPDATE webhook_order_leases l
+		SET owner = CASE WHEN t.granted THEN $3::uuid ELSE l.owner END,
+		    replica = CASE WHEN t.granted THEN $5::uuid ELSE l.replica END,
+		    expires_at = CASE WHEN t.granted THEN now() + make_interval(secs => $4) ELSE l.expires_at END,
+		    waiters = CASE WHEN t.granted THEN 0 WHEN l.waiting_until <= now() THEN 1 ELSE l.waiters + 1 END,
+		    waiting_until = CASE WHEN t.granted THEN l.waiting_until
+		                         ELSE greatest(l.waiting_until, now() + make_interval(secs => $4)) END
+		FROM turn t
+		WHERE l.destination = $1 AND l.order_key = $2
+	)
+	SELECT granted, nextval('webhook_order_seq') FROM turn`
+
+// orderTurnColumns are the turns an outcome gives back, one row per key:
+// its lease's owner, when the outcome held it, and how many of its
+// waiters the outcome's queue rows are.
+type orderTurnColumns struct {
+	destination, key []string
+	owner            [][16]byte
+	waited           []int32
+	at               map[[2]string]int
+}
+
+func (c *orderTurnColumns) add(t OrderTurn) {
+	k := [2]string{t.Destination, t.Key}
+	i, ok := c.at[k]
+	if !ok {
+		if c.at == nil {
+			c.at = map[[2]string]int{}
+		}
+		i = len(c.destination)
+		c.at[k] = i
+		c.destination, c.key = append(c.destination, t.Destination), append(c.key, t.Key)
+		c.owner, c.waited = append(c.owner, [16]byte{}), append(c.waited, 0)
+	}
+	if t.Granted {
+		c.owner[i] = t.Owner
+	} else {
+		c.waited[i]++
+	}
+}
+
+func (c *orderTurnColumns) queue(b *pgx.Batch) {
+	if len(c.destination) > 0 {
+		b.Queue(giveBackOrderTurnsSQL, c.destination, c.key, c.owner, c.waited)
+	}
+}
+
+func (c *orderTurnColumns) read(br pgx.BatchResults) error {
+	if len(c.destination) == 0 {
+		return nil
+	}
+	_, err := br.Exec()
+	return err
+}
+
+// GiveBackOrderTurns gives back turns whose deliveries wrote nothing to
+// the queue (a replay's calls): the leases the granted ones hold, and the
+// waiters the others counted.
+func (s *Store) GiveBackOrderTurns(ctx context.Context, turns []OrderTurn) error {
+	var c orderTurnColumns
+	for _, t := range turns {
+		c.add(t)
+	}
+	if len(c.destination) == 0 {
+		return nil
+	}
+	if _, err := s.db.Exec(ctx, giveBackOrderTurnsSQL, c.destination, c.key, c.owner, c.waited); err != nil {
+		return fmt.Errorf("give back order turns: %w", err)
+	}
+	return nil
+}
+
+// giveBackOrderTurnsSQL releases the leases of keys $2 of destinations $1
+// still held by owners $3, and takes waiters $4 off their count. The
+// rows are taken in key order, so that two give-backs never deadlock.
+const giveBackOrderTurnsSQL = `-- hookd.order_give_back
+	UPDATE webhook_order_leases l
+	SET owner = CASE WHEN l.owner = r.owner THEN NULL ELSE l.owner END,
+	    expires_at = CASE WHEN l.owner = r.owner THEN '-infinity' ELSE l.expires_at END,
+	    waiters = greatest(l.waiters - r.waited, 0)
+	FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[]) AS r(destination, order_key, owner, waited)
+	      ORDER BY 1, 2) r
+	WHERE l.destination = r.destination AND l.order_key = r.order_key`
+
+// ClaimOrderedDeliveries is ClaimDeliveries for a destination with
+// order_by: of a key, only its head, the row of the smallest order_seq,
+// is claimed, and only with the key's lease, which the claim takes and
+// the delivery's settle gives back. A head not due (waiting out its
+// backoff) or dead holds the rest of its key. Deliveries without a key
+// are claimed as ClaimDeliveries claims them.
+//
+// In one short transaction: the leases of the keys whose heads are due
+// are taken, skipping any another transaction is writing; a statement
+// after, which sees what their last holders committed, claims the heads
+// of the keys taken; and the leases of the keys whose heads it did not
+// claim are given back.
+func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, n int, processFor time.Duration) (Attempts, error) {
+	owner := uuid.New()
+	a := Attempts{Deadline: time.Now().Add(processFor)}
+	keys, err := queryStrings(ctx, s.db, orderHeadsSQL, destination, n, MaxAttempts)
+	if err != nil {
+		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
+	}
+	secs := leaseSeconds(processFor)
+	err = s.shortTx(ctx, func(b *pgx.Batch) {
+		if len(keys) > 0 {
+			b.Queue(makeOrderKeysSQL, destination, keys)
+			b.Queue(takeOrderKeysSQL, destination, keys, [16]byte(owner), secs, s.replica.arg())
+		}
+		b.Queue(claimOrderedSQL, n, [16]byte(owner), secs, MaxAttempts, SuspectError, s.replica.arg(), destination)
+		if len(keys) > 0 {
+			b.Queue(releaseUnclaimedKeysSQL, destination, [16]byte(owner))
+		}
+	}, func(br pgx.BatchResults) error {
+		if len(keys) > 0 {
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if a.Claimed, err = collectClaimed(rows, owner); err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			_, err = br.Exec()
+		}
+		return err
+	})
+	if err != nil {
+		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
+	}
+	return a, nil
+}
+
+// orderHeadSQL is true for the webhook_events row e that is the head of
+// its key: no row of its destination and key comes before it, dead or
+// pending.
+const orderHeadSQL = `(SELECT true FROM webhook_events p
+		WHERE p.destination = e.destination AND p.order_key = e.order_key AND p.order_seq < e.order_seq LIMIT 1) IS NULL`
+
+// orderHeadsSQL reads the keys of destination $1 whose heads are due, up
+// to $2 of them; $3 is MaxAttempts.
+const orderHeadsSQL = `-- hookd.order_heads
+	SELECT DISTINCT h.order_key FROM (
+		SELECT e.order_key FROM webhook_events e
+		WHERE e.` + pending + ` AND e.destination = $1 AND e.order_key IS NOT NULL
+		  AND (e.attempts < $3 OR e.claims > 0) AND e.next_retry_at <= now() AND ` + orderHeadSQL + `
+		ORDER BY e.next_retry_at
+		LIMIT $2
+	) h`
+
+// makeOrderKeysSQL makes the lease rows of keys $2 of destination $1 that
+// have none.
+const makeOrderKeysSQL = `-- hookd.order_make
+	INSERT INTO webhook_order_leases (destination, order_key)
+	SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k
+	ON CONFLICT (destination, order_key) DO NOTHING`
+
+// takeOrderKeysSQL takes, for owner $3, $4 seconds, replica $5, the leases
+// of keys $2 of destination $1 that are free: not live, no waiter
+// counting. A row another transaction is writing is skipped.
+var takeOrderKeysSQL = `-- hookd.order_take_keys
+	UPDATE webhook_order_leases l
+	SET owner = $3, replica = $5, expires_at = now() + make_interval(secs => $4)
+	FROM (SELECT destination, order_key FROM webhook_order_leases
+	      WHERE destination = $1 AND order_key = ANY ($2::text[])
+	      ORDER BY order_key
+	      FOR UPDATE SKIP LOCKED) f
+	WHERE l.destination = f.destination AND l.order_key = f.order_key
+	  AND NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5")
+
+// claimOrderedSQL is claimAttemptsSQL of the deliveries without a key and
+// the heads of the keys owner $2 holds.
+var claimOrderedSQL = claimSQL("-- hookd.claim_ordered", `
+		  AND (order_key IS NULL OR (
+		       order_key IN (SELECT o.order_key FROM webhook_order_leases o WHERE o.destination = $7 AND o.owner = $2)
+		       AND `+strings.ReplaceAll(orderHeadSQL, "e.", "webhook_events.")+`))`)
+
+// releaseUnclaimedKeysSQL gives back the leases of keys of destination $1
+// that owner $2 took and whose heads it did not claim.
+const releaseUnclaimedKeysSQL = `-- hookd.order_release_unclaimed
+	UPDATE webhook_order_leases o SET owner = NULL, expires_at = '-infinity'
+	WHERE o.destination = $1 AND o.owner = $2
+	  AND NOT EXISTS (SELECT 1 FROM webhook_events e JOIN webhook_leases l ON l.event_id = e.lease_key AND l.owner = $2
+	                  WHERE e.destination = $1 AND e.order_key = o.order_key)`
+
+// HeldKey is a key of an ordered destination held by a dead event: the
+// key's later deliveries wait until a person retries the event or
+// releases the key.
+type HeldKey struct {
+	Destination string    `db:"destination"`
+	Key         string    `db:"order_key"`
+	EventID     string    `db:"event_id"`
+	DeadSince   time.Time `db:"dead_since"`
+	// Waiting is how many deliveries of the key wait behind it.
+	Waiting int `db:"waiting"`
+}
+
+// HeldKeys reads the keys held by a dead event, of destination, or of
+// every destination when it is "", oldest first.
+func (s *Store) HeldKeys(ctx context.Context, destination string) ([]HeldKey, error) {
+	keys, err := store.QueryAll[HeldKey](ctx, s.db, heldKeysSQL, destination)
+	if err != nil {
+		return nil, fmt.Errorf("read held keys: %w", err)
+	}
+	return keys, nil
+}
+
+// heldKeysSQL reads, for each key of destination $1 (every one when empty) with a
+// dead row, its first dead row and how many rows come after it.
+const heldKeysSQL = `-- hookd.held_keys
+	SELECT h.destination, h.order_key, h.event_id, h.dead_since,
+	       (SELECT count(*) FROM webhook_events w
+	        WHERE w.destination = h.destination AND w.order_key = h.order_key AND w.order_seq > h.order_seq) AS waiting
+	FROM (
+		SELECT DISTINCT ON (destination, order_key) destination, order_key, event_id, order_seq,
+		       coalesce(last_attempt_at, created_at) AS dead_since
+		FROM webhook_events
+		WHERE order_key IS NOT NULL AND status = 'dead' AND ($1 = '' OR destination = $1)
+		ORDER BY destination, order_key, order_seq
+	) h
+	ORDER BY h.dead_since, h.destination, h.order_key`
+
+// ReleaseHeldKey lets key of destination go on past its dead events:
+// they stay dead, and a retry delivers them whenever it is made, out of
+// the key's order. It returns the event ids of the dead events it took
+// out of the order; none when the key holds nothing.
+func (s *Store) ReleaseHeldKey(ctx context.Context, destination, key string) ([]string, error) {
+	ids, err := queryStrings(ctx, s.db, `-- hookd.release_held_key
+		UPDATE webhook_events SET order_key = NULL
+		WHERE destination = $1 AND order_key = $2 AND status = 'dead'
+		RETURNING event_id`, destination, key)
+	if err != nil {
+		return nil, fmt.Errorf("release %s's key %q: %w", destination, key, err)
+	}
+	return ids, nil
+}
+
+// queryStrings runs a query of one text column and returns its values.
+func queryStrings(ctx context.Context, db store.DBTX, sql string, args ...any) ([]string, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -1,0 +1,160 @@
+package queue_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/queue"
+)
+
+// Many deliveries of one key take their turn at once: exactly one gets
+// the key, each gets a place of its own, and none is granted while a
+// delivery refused its turn has not written its queue row.
+func TestTakeOrderTurn_OneHolderPerKey(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := t.Context()
+	const n = 16
+	turns := make([]queue.OrderTurn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { turns[i], errs[i] = s.TakeOrderTurn(ctx, "billing", "cus_1", time.Minute) })
+	}
+	wg.Wait()
+	var holder queue.OrderTurn
+	var refused []queue.OrderTurn
+	seqs := map[int64]bool{}
+	for i, tr := range turns {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		seqs[tr.Seq] = true
+		if tr.Granted {
+			holder = tr
+		} else {
+			refused = append(refused, tr)
+		}
+	}
+	if len(refused) != n-1 || len(seqs) != n {
+		t.Fatalf("%d of %d turns refused with %d places, want one granted and %d places", len(refused), n, len(seqs), n)
+	}
+	for _, tr := range refused {
+		if tr.Seq < holder.Seq {
+			t.Errorf("a refused turn has place %d, before the holder's %d", tr.Seq, holder.Seq)
+		}
+	}
+
+	if other, err := s.TakeOrderTurn(ctx, "billing", "cus_2", time.Minute); err != nil || !other.Granted {
+		t.Fatalf("another key's turn: %+v, %v; want granted", other, err)
+	}
+	if other, err := s.TakeOrderTurn(ctx, "crm", "cus_1", time.Minute); err != nil || !other.Granted {
+		t.Fatalf("the key at another destination: %+v, %v; want granted", other, err)
+	}
+
+	if err := s.GiveBackOrderTurns(ctx, []queue.OrderTurn{holder}); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := s.TakeOrderTurn(ctx, "billing", "cus_1", time.Minute); err != nil || next.Granted {
+		t.Fatalf("a turn while %d refused ones have not written their rows: %+v, %v; want refused", len(refused), next, err)
+	} else {
+		refused = append(refused, next)
+	}
+	if err := s.GiveBackOrderTurns(ctx, refused); err != nil {
+		t.Fatal(err)
+	}
+	if next, err := s.TakeOrderTurn(ctx, "billing", "cus_1", time.Minute); err != nil || !next.Granted {
+		t.Fatalf("a turn once every waiter is written: %+v, %v; want granted", next, err)
+	}
+}
+
+// The retry loop of an ordered destination claims each key's head alone;
+// a head waiting out its backoff, or dead, holds the rest of its key and
+// no other; releasing a held key lets it go on.
+func TestClaimOrderedDeliveries_HeadsOnly(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	queueOrdered(t, s, "evt_a1", "cus_a", true)
+	queueOrdered(t, s, "evt_a2", "cus_a", false)
+	queueOrdered(t, s, "evt_b1", "cus_b", true)
+	queueOrdered(t, s, "evt_a3", "cus_a", false)
+
+	claim := func() []string {
+		t.Helper()
+		a, err := s.ClaimOrderedDeliveries(ctx, "billing", 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range a.Claimed {
+			ids = append(ids, c.Event.EventID)
+			if _, err := s.SettleAttempts(ctx, []queue.Settled{{Claimed: c, Kind: queue.SettleFailed,
+				Attempt: &queue.NewAttempt{Source: queue.SourceStripe, EventID: c.Event.EventID, Destination: "billing",
+					Path: queue.PathRetry, Number: c.Event.Attempts, Error: "HTTP 500"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := claim(); !slices.Equal(got, []string{"evt_a1", "evt_b1"}) {
+		t.Fatalf("claimed %v, want each key's head: [evt_a1 evt_b1]", got)
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claimed %v while the heads wait out their backoff, want none", got)
+	}
+
+	// evt_b1 goes through; evt_a1 dies.
+	if _, err := bundle.pool.Exec(ctx, `DELETE FROM webhook_events WHERE event_id = 'evt_b1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bundle.pool.Exec(ctx, `UPDATE webhook_events SET status = 'dead' WHERE event_id = 'evt_a1'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); len(got) != 0 {
+		t.Fatalf("claimed %v behind a dead head, want none", got)
+	}
+	held, err := s.HeldKeys(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 1 || held[0].Key != "cus_a" || held[0].EventID != "evt_a1" || held[0].Waiting != 2 {
+		t.Fatalf("held keys %+v, want cus_a held by evt_a1 with 2 waiting", held)
+	}
+	if ids, err := s.ReleaseHeldKey(ctx, "billing", "cus_a"); err != nil || !slices.Equal(ids, []string{"evt_a1"}) {
+		t.Fatalf("release: %v, %v", ids, err)
+	}
+	if got := claim(); !slices.Equal(got, []string{"evt_a2"}) {
+		t.Fatalf("claimed %v once the key was released, want its next: [evt_a2]", got)
+	}
+	if held, err := s.HeldKeys(ctx, "billing"); err != nil || len(held) != 0 {
+		t.Fatalf("held keys after the release: %+v, %v", held, err)
+	}
+}
+
+// queueOrdered delivers event id of key to the ordered destination
+// billing as the receiver does: it takes the event's lease and the key's
+// turn, and settles the delivery on the queue, due at once; granted says
+// which the turn must be.
+func queueOrdered(t *testing.T, s *queue.Store, id, key string, granted bool) {
+	t.Helper()
+	ctx := t.Context()
+	leased, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{{EventID: id, Path: queue.PathInline}}, time.Minute)
+	if err != nil || leased.States[0] != queue.DeliveryNew {
+		t.Fatalf("lease %s: %v, %v", id, leased.States, err)
+	}
+	turn, err := s.TakeOrderTurn(ctx, "billing", key, time.Minute)
+	if err != nil || turn.Granted != granted {
+		t.Fatalf("the turn of %s: %+v, %v; want granted %v", id, turn, err, granted)
+	}
+	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: id, EventType: "invoice.paid", Payload: []byte(`{}`),
+		Error: "HTTP 500", Destination: "billing", OrderKey: key, OrderSeq: turn.Seq}
+	written, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: id, Owner: leased.Owner,
+		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe}, Turns: []queue.OrderTurn{turn}}}})
+	if err != nil || !written[0] {
+		t.Fatalf("settle %s: %v, %v", id, written, err)
+	}
+}
