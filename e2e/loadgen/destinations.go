@@ -22,6 +22,8 @@ type destSpec struct {
 	count   int
 	file    bool // through HOOKD_DESTINATIONS_FILE rather than HOOKD_FORWARD_URL
 	failing bool
+	// ordered: each destination has order_by: data.object.customer.
+	ordered bool
 }
 
 func (s destSpec) String() string {
@@ -32,6 +34,9 @@ func (s destSpec) String() string {
 	if s.count == 1 {
 		label = "1 destination (file)"
 	}
+	if s.ordered {
+		label = strings.Replace(label, "(file)", fmt.Sprintf("(file, ordered by customer, %d keys)", orderKeys), 1)
+	}
 	if s.failing {
 		label += " + 1 failing"
 	}
@@ -40,18 +45,19 @@ func (s destSpec) String() string {
 
 // parseDestinations reads -destinations: counts, comma-separated. 1 is
 // HOOKD_FORWARD_URL alone, the one-app path; 1f is one destination in a
-// file; N of 2 or more is a file of N. With failing, every file
-// configuration has a twin with one more destination that fails every call.
+// file; N of 2 or more is a file of N; No (1o, 3o) is N in a file, each
+// ordered by customer. With failing, every file configuration has a twin
+// with one more destination that fails every call.
 func parseDestinations(list string, failing bool) ([]destSpec, error) {
 	var specs []destSpec
 	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
-		file := strings.HasSuffix(f, "f")
-		n, err := strconv.Atoi(strings.TrimSuffix(f, "f"))
+		file, ordered := strings.HasSuffix(f, "f"), strings.HasSuffix(f, "o")
+		n, err := strconv.Atoi(strings.TrimRight(f, "fo"))
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-destinations: %q is not a count of destinations (1, 1f, 3...)", f)
+			return nil, fmt.Errorf("-destinations: %q is not a count of destinations (1, 1f, 3, 1o...)", f)
 		}
-		s := destSpec{count: n, file: file || n > 1}
+		s := destSpec{count: n, file: file || ordered || n > 1, ordered: ordered}
 		specs = append(specs, s)
 		if failing && s.file {
 			s.failing = true
@@ -132,6 +138,9 @@ func destEnv(apps *destApps, dir string, i int, s destSpec) (env, paths []string
 		p := apps.path(i, name)
 		paths = append(paths, p)
 		fmt.Fprintf(&yaml, "  - name: %s\n    url: %s%s\n", name, apps.url, p)
+		if s.ordered {
+			yaml.WriteString("    order_by: data.object.customer\n")
+		}
 	}
 	if s.failing {
 		p := apps.path(i, failingName)
@@ -261,6 +270,20 @@ func printDestComparisons(targets []*target, rounds [][]receiverRound) {
 		one := index(func(u *target) bool { return u.bin == t.bin && u.spec != nil && u.spec.count == 1 && !u.spec.failing })
 		if !s.failing && s.count > 1 && one >= 0 {
 			printSeveralOverOne(t, targets[one], rounds[j], rounds[one])
+		}
+		if s.ordered && !s.failing {
+			unordered := index(func(u *target) bool {
+				return u.bin == t.bin && u.spec != nil && *u.spec == destSpec{count: s.count, file: true}
+			})
+			if unordered >= 0 {
+				printRatios(fmt.Sprintf("%s over %s", t.name(), targets[unordered].name()), rounds[j], rounds[unordered],
+					[]ratioOf{{"events/s", func(r receiverRound) float64 { return r.events }},
+						{"the least called app's calls/s", func(r receiverRound) float64 { return r.healthyCalls }},
+						{"p99", func(r receiverRound) float64 { return ms(r.p99) }},
+						{"hookd CPU per event", func(r receiverRound) float64 { return r.serverCPU }},
+						{"postgres CPU per event", func(r receiverRound) float64 { return r.postgresCPU }},
+						{"WAL per event", func(r receiverRound) float64 { return r.wal }}})
+			}
 		}
 		if s.failing {
 			healthy := index(func(u *target) bool {

@@ -35,13 +35,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
+	cryptorand "crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -125,6 +126,7 @@ func main() {
 	flag.IntVar(&o.suspectsClients, "suspects-clients", 6, "concurrent HTTP clients in the suspects rounds, spread over the three replicas")
 	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
+	flag.IntVar(&orderKeys, "order-keys", orderKeys, "the customers the posted events are of, at random: the keys of a destination ordered by customer (-destinations 1o)")
 	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers -failing-status to every call")
 	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
@@ -928,7 +930,13 @@ func (p *poster) close() {
 	}
 }
 
-// eventGen makes Stripe invoice.paid events of 1 to 2 KB with unique ids.
+// orderKeys is how many customers the events are of: the keys of a
+// destination ordered by customer (-order-keys).
+var orderKeys = 1000
+
+// eventGen makes Stripe invoice.paid events of 1 to 2 KB with unique ids,
+// each of one of orderKeys customers at random: the clients' events of
+// one customer come at once only as often as they would by chance.
 type eventGen struct {
 	prefix string
 	seq    int
@@ -945,12 +953,12 @@ func (g *eventGen) next() []byte {
 	id := g.prefix + strconv.Itoa(g.seq)
 	object := fmt.Appendf(nil, `{"id":"in_%s","object":"invoice","account_country":"US","amount_due":2000,"amount_paid":2000,`+
 		`"amount_remaining":0,"attempt_count":1,"attempted":true,"billing_reason":"subscription_cycle",`+
-		`"collection_method":"charge_automatically","currency":"usd","customer":"cus_%s","customer_email":"jenny@example.com",`+
+		`"collection_method":"charge_automatically","currency":"usd","customer":"cus_%s%d","customer_email":"jenny@example.com",`+
 		`"lines":{"object":"list","data":[{"id":"il_%s","object":"line_item","amount":2000,"currency":"usd",`+
 		`"description":"1 × Pro (at $20.00 / month)","period":{"end":1767225600,"start":1764547200},"quantity":1}],`+
 		`"has_more":false,"total_count":1},"livemode":false,"metadata":{"note":"%s"},"paid":true,"status":"paid",`+
 		`"subtotal":2000,"total":2000}`,
-		id, g.pad[:14], id, g.pad[:160+g.seq%850])
+		id, g.pad[:8], rand.IntN(orderKeys), id, g.pad[:160+g.seq%850])
 	return stripeevent.Event{ID: id, Type: "invoice.paid", Created: time.Now(), Object: object}.JSON()
 }
 
@@ -1731,6 +1739,6 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b)
+	_, _ = cryptorand.Read(b)
 	return hex.EncodeToString(b)
 }
