@@ -202,13 +202,17 @@ func (c *logColumns) args() []any {
 // parameters from $first on, and logNamesSQL their names in the unnest's
 // alias.
 func logUnnestSQL(first int) string {
-	types := []string{"text", "text", "bool", "text", "text", "text", "text", "text", "timestamptz", "text", "bytea"}
-	p := make([]string, len(types))
-	for i, t := range types {
+	p := make([]string, len(logTypes))
+	for i, t := range logTypes {
 		p[i] = "$" + strconv.Itoa(first+i) + "::" + t + "[]"
 	}
 	return strings.Join(p, ", ")
 }
+
+// logTypes are logColumns' arrays' element types, logArgs their number.
+var logTypes = [...]string{"text", "text", "bool", "text", "text", "text", "text", "text", "timestamptz", "text", "bytea"}
+
+const logArgs = len(logTypes)
 
 const logNamesSQL = `event_type, endpoint, livemode, account, api_version, object_id, object_type, customer, created, how, payload`
 

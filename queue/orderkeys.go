@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,61 +40,155 @@ type OrderTurn struct {
 	Seq int64
 }
 
+// OrderKey is a delivery's destination and key under its order_by.
+type OrderKey struct{ Destination, Key string }
+
 // TakeOrderTurn takes the turn of a delivery of key to destination for a
 // call of at most holdFor: the key's lease, when nothing of the key is on
 // the queue or in flight, and its place in the key's order either way.
 // Give the turn back with the delivery's outcome (Fanout.Turns), in the
-// transaction that writes its queue row, if any.
-//
-// The key's row is locked first, by a statement of its own, so that the
-// statement that decides reads the queue after whatever the lease's last
-// holder committed with its release: a failed call's row, written with
-// the release, is seen, and its delivery stays ahead.
+// transaction that writes its queue row, if any, or with
+// GiveBackOrderTurns. The receiver takes its turns with the event's lease
+// instead (Delivery.Turns).
 func (s *Store) TakeOrderTurn(ctx context.Context, destination, key string, holdFor time.Duration) (OrderTurn, error) {
-	t := OrderTurn{Destination: destination, Key: key, Owner: uuid.New()}
+	var op orderTakeOp
+	op.add("", []OrderKey{{destination, key}})
+	owner := uuid.New()
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
-		b.Queue(lockOrderKeySQL, destination, key)
-		b.Queue(takeOrderTurnSQL, destination, key, [16]byte(t.Owner), leaseSeconds(holdFor), s.replica.arg())
-	}, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		return br.QueryRow().Scan(&t.Granted, &t.Seq)
-	})
-	if err != nil {
-		return OrderTurn{}, fmt.Errorf("take the turn of %s's key %q: %w", destination, key, err)
+		op.queue(b, false, owner, holdFor, s.replica.arg())
+	}, op.read)
+	if err != nil || len(op.turns) != 1 {
+		return OrderTurn{}, fmt.Errorf("take the turn of %s's key %q: %w", destination, key, cmp.Or(err, errNoTurn))
 	}
-	return t, nil
+	return op.turns[0].turn(owner), nil
 }
 
-// lockOrderKeySQL makes the lease row of key $2 of destination $1 and
-// locks it.
-const lockOrderKeySQL = `-- hookd.order_lock
-	INSERT INTO webhook_order_leases AS l (destination, order_key) VALUES ($1, $2)
-	ON CONFLICT (destination, order_key) DO UPDATE SET destination = l.destination`
+var errNoTurn = errors.New("no turn read")
 
-// takeOrderTurnSQL takes the lease of key $2 of destination $1 for owner
-// $3, $4 seconds, replica $5, when it is not live, no waiter counts, and
-// the key has no queue row; otherwise counts a waiter. It returns whether
-// it took the lease, and the delivery's place in the key's order.
-var takeOrderTurnSQL = `-- hookd.order_take
-	WITH turn AS MATERIALIZED (
-		SELECT NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5") + `
-		       AND (SELECT true FROM webhook_events e WHERE e.destination = $1 AND e.order_key = $2 LIMIT 1) IS NULL
-		       AS granted
-		FROM webhook_order_leases l WHERE l.destination = $1 AND l.order_key = $2
+// orderTakeOp takes the turns of a batch's deliveries: the key rows are
+// made and locked, in key order, by a statement of their own, so that the
+// statement that decides reads the queue after whatever each lease's last
+// holder committed with its release: a failed call's row, written with
+// the release, is seen, and its delivery stays ahead.
+type orderTakeOp struct {
+	eventID, destination, key []string
+	turns                     []takenTurn
+}
+
+// takenTurn is a row takeOrderTurnsSQL returns.
+type takenTurn struct {
+	EventID, Destination, Key string
+	Granted                   bool
+	Seq                       int64
+}
+
+func (t takenTurn) turn(owner uuid.UUID) OrderTurn {
+	return OrderTurn{Destination: t.Destination, Key: t.Key, Owner: owner, Granted: t.Granted, Seq: t.Seq}
+}
+
+func (op *orderTakeOp) add(eventID string, keys []OrderKey) {
+	for _, k := range keys {
+		op.eventID = append(op.eventID, eventID)
+		op.destination = append(op.destination, k.Destination)
+		op.key = append(op.key, k.Key)
+	}
+}
+
+// queue takes the turns for owner, holdFor, replica; with leased, only
+// those of the events whose leases owner holds (the ones the batch took
+// and found new).
+func (op *orderTakeOp) queue(b *pgx.Batch, leased bool, owner uuid.UUID, holdFor time.Duration, replica *[16]byte) {
+	if len(op.key) == 0 {
+		return
+	}
+	b.Queue(lockOrderKeysSQL, op.eventID, op.destination, op.key, [16]byte(owner), leased)
+	op.queueTake(b, leased, owner, holdFor, replica)
+}
+
+// queueTake is queue's second statement alone, for a batch whose keys a
+// statement before locked (recheckLockingSQL).
+func (op *orderTakeOp) queueTake(b *pgx.Batch, leased bool, owner uuid.UUID, holdFor time.Duration, replica *[16]byte) {
+	b.Queue(takeOrderTurnsSQL, op.eventID, op.destination, op.key, [16]byte(owner), leaseSeconds(holdFor), replica, leased)
+}
+
+func (op *orderTakeOp) read(br pgx.BatchResults) (err error) {
+	if len(op.key) == 0 {
+		return nil
+	}
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	return op.readTake(br)
+}
+
+func (op *orderTakeOp) readTake(br pgx.BatchResults) (err error) {
+	if len(op.key) == 0 {
+		return nil
+	}
+	op.turns, err = collect(br, pgx.RowToStructByPos[takenTurn])
+	return err
+}
+
+// orderTurnsSQL is the part both statements share: the turns asked for,
+// events $1 to destinations $2 under keys $3, in order; with the
+// parameter leased, only those of events whose leases owner $4 holds.
+func orderTurnsSQL(leased string) string {
+	return `
+		SELECT t.* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(event_id, destination, order_key, ord)
+		WHERE NOT ` + leased + `::bool OR EXISTS (SELECT 1 FROM webhook_leases x WHERE x.event_id = t.event_id AND x.owner = $4::uuid)`
+}
+
+// lockOrderKeysSQL makes the lease rows of the turns' keys and locks them:
+// ON CONFLICT DO UPDATE locks a row it finds even where its WHERE keeps
+// it from updating it, so a row that exists is locked without a new
+// version of it.
+var lockOrderKeysSQL = `-- hookd.order_lock` + lockOrderKeys(`
+		SELECT t.destination, t.order_key FROM (`+orderTurnsSQL("$5")+`) t`)
+
+// lockOrderKeys is the statement of lockOrderKeysSQL for the keys rows
+// gives (destination, order_key).
+func lockOrderKeys(rows string) string {
+	return `
+	INSERT INTO webhook_order_leases AS l (destination, order_key)
+	SELECT DISTINCT k.destination, k.order_key FROM (` + rows + `) k
+	ORDER BY 1, 2
+	ON CONFLICT (destination, order_key) DO UPDATE SET destination = l.destination WHERE false`
+}
+
+// takeOrderTurnsSQL gives each key's first turn the key's lease, for
+// owner $4, $5 seconds, replica $6 ($7 is orderTurnsSQL's leased), when it is not live, no waiter
+// counts, and the key has no queue row; every other turn is counted as a
+// waiter. It returns each turn, in order, with whether it got the lease,
+// and its place in the key's order.
+var takeOrderTurnsSQL = `-- hookd.order_take
+	WITH t AS MATERIALIZED (
+		SELECT t.*, row_number() OVER (PARTITION BY t.destination, t.order_key ORDER BY t.ord) AS nth
+		FROM (` + orderTurnsSQL("$7") + `) t
+	), k AS MATERIALIZED (
+		SELECT l.destination, l.order_key,
+		       NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$6") + `
+		       AND (SELECT true FROM webhook_events e
+		            WHERE e.destination = l.destination AND e.order_key = l.order_key LIMIT 1) IS NULL AS free
+		FROM webhook_order_leases l
+		WHERE (l.destination, l.order_key) IN (SELECT destination, order_key FROM t)
+	), turns AS MATERIALIZED (
+		SELECT s.*, nextval('webhook_order_seq') AS seq
+		FROM (SELECT t.event_id, t.destination, t.order_key, t.ord, k.free AND t.nth = 1 AS granted
+		      FROM t JOIN k USING (destination, order_key)
+		      ORDER BY t.ord) s
 	), taken AS (
 		UPDATE webhook_order_leases l
-		SET owner = CASE WHEN t.granted THEN $3::uuid ELSE l.owner END,
-		    replica = CASE WHEN t.granted THEN $5::uuid ELSE l.replica END,
-		    expires_at = CASE WHEN t.granted THEN now() + make_interval(secs => $4) ELSE l.expires_at END,
-		    waiters = CASE WHEN t.granted THEN 0 WHEN l.waiting_until <= now() THEN 1 ELSE l.waiters + 1 END,
-		    waiting_until = CASE WHEN t.granted THEN l.waiting_until
-		                         ELSE greatest(l.waiting_until, now() + make_interval(secs => $4)) END
-		FROM turn t
-		WHERE l.destination = $1 AND l.order_key = $2
+		SET owner = CASE WHEN g.granted THEN $4::uuid ELSE l.owner END,
+		    replica = CASE WHEN g.granted THEN $6::uuid ELSE l.replica END,
+		    expires_at = CASE WHEN g.granted THEN now() + make_interval(secs => $5) ELSE l.expires_at END,
+		    waiters = CASE WHEN g.granted OR l.waiting_until <= now() THEN 0 ELSE l.waiters END + g.waiting,
+		    waiting_until = CASE WHEN g.waiting > 0 THEN greatest(l.waiting_until, now() + make_interval(secs => $5))
+		                         ELSE l.waiting_until END
+		FROM (SELECT destination, order_key, bool_or(granted) AS granted, count(*) FILTER (WHERE NOT granted) AS waiting
+		      FROM turns GROUP BY 1, 2) g
+		WHERE l.destination = g.destination AND l.order_key = g.order_key
 	)
-	SELECT granted, nextval('webhook_order_seq') FROM turn`
+	SELECT event_id, destination, order_key, granted, seq FROM turns ORDER BY ord`
 
 // orderTurnColumns are the turns an outcome gives back, one row per key:
 // its lease's owner, when the outcome held it, and how many of its
@@ -122,9 +219,13 @@ func (c *orderTurnColumns) add(t OrderTurn) {
 	}
 }
 
+func (c *orderTurnColumns) any() bool { return len(c.destination) > 0 }
+
+func (c *orderTurnColumns) args() []any { return []any{c.destination, c.key, c.owner, c.waited} }
+
 func (c *orderTurnColumns) queue(b *pgx.Batch) {
 	if len(c.destination) > 0 {
-		b.Queue(giveBackOrderTurnsSQL, c.destination, c.key, c.owner, c.waited)
+		b.Queue(giveBackOrderTurnsSQL, c.args()...)
 	}
 }
 
@@ -156,14 +257,22 @@ func (s *Store) GiveBackOrderTurns(ctx context.Context, turns []OrderTurn) error
 // giveBackOrderTurnsSQL releases the leases of keys $2 of destinations $1
 // still held by owners $3, and takes waiters $4 off their count. The
 // rows are taken in key order, so that two give-backs never deadlock.
-const giveBackOrderTurnsSQL = `-- hookd.order_give_back
+var giveBackOrderTurnsSQL = `-- hookd.order_give_back` + giveBackOrderTurns(1)
+
+// giveBackOrderTurns is the statement of giveBackOrderTurnsSQL, its
+// parameters from $first on.
+func giveBackOrderTurns(first int) string {
+	p := func(i int) string { return "$" + strconv.Itoa(first+i) }
+	return `
 	UPDATE webhook_order_leases l
 	SET owner = CASE WHEN l.owner = r.owner THEN NULL ELSE l.owner END,
 	    expires_at = CASE WHEN l.owner = r.owner THEN '-infinity' ELSE l.expires_at END,
 	    waiters = greatest(l.waiters - r.waited, 0)
-	FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::int[]) AS r(destination, order_key, owner, waited)
+	FROM (SELECT * FROM unnest(` + p(0) + `::text[], ` + p(1) + `::text[], ` + p(2) + `::uuid[], ` + p(3) + `::int[])
+	           AS r(destination, order_key, owner, waited)
 	      ORDER BY 1, 2) r
 	WHERE l.destination = r.destination AND l.order_key = r.order_key`
+}
 
 // ClaimOrderedDeliveries is ClaimDeliveries for a destination with
 // order_by: of a key, only its head, the row of the smallest order_seq,

@@ -158,3 +158,42 @@ func queueOrdered(t *testing.T, s *queue.Store, id, key string, granted bool) {
 		t.Fatalf("settle %s: %v, %v", id, written, err)
 	}
 }
+
+// The receiver takes its deliveries' turns with their leases, in one
+// transaction: of two events of one key in a batch, the first gets the
+// key and the second waits; an event whose lease the batch did not take
+// takes no turn.
+func TestTakeDeliveries_TakesTurnsWithTheLeases(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := t.Context()
+	billing := func(key string) []queue.OrderKey { return []queue.OrderKey{{Destination: "billing", Key: key}} }
+	held, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{{EventID: "evt_held", Path: queue.PathInline}}, time.Minute)
+	if err != nil || held.States[0] != queue.DeliveryNew {
+		t.Fatalf("lease evt_held: %v, %v", held.States, err)
+	}
+	got, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{
+		{EventID: "evt_1", Path: queue.PathInline, Runs: true, Turns: billing("cus_a")},
+		{EventID: "evt_2", Path: queue.PathInline, Runs: true, Turns: billing("cus_a")},
+		{EventID: "evt_3", Path: queue.PathInline, Runs: true, Turns: billing("cus_b")},
+		{EventID: "evt_held", Path: queue.PathInline, Runs: true, Turns: billing("cus_c")},
+	}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.States[3] != queue.DeliveryBusy || got.Turns[3] != nil {
+		t.Fatalf("evt_held: state %v, turns %+v; want busy, with none", got.States[3], got.Turns[3])
+	}
+	for i, want := range []bool{true, false, true} {
+		ts := got.Turns[i]
+		if got.States[i] != queue.DeliveryNew || len(ts) != 1 || ts[0].Granted != want || ts[0].Owner != got.Owner {
+			t.Fatalf("delivery %d: state %v, turns %+v; want new, granted %v", i, got.States[i], ts, want)
+		}
+	}
+	if got.Turns[1][0].Seq < got.Turns[0][0].Seq {
+		t.Errorf("the second event of cus_a has place %d, before the first's %d", got.Turns[1][0].Seq, got.Turns[0][0].Seq)
+	}
+	if c, err := s.TakeOrderTurn(ctx, "billing", "cus_c", time.Minute); err != nil || !c.Granted {
+		t.Fatalf("cus_c, whose event's lease the batch did not take: %+v, %v; want free", c, err)
+	}
+}

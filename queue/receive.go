@@ -59,6 +59,9 @@ type Deliveries struct {
 	// run's path; empty otherwise. The event is never run inline: it goes
 	// on the retry queue, charged nothing, and runs alone.
 	Interrupted []AttemptPath
+	// Turns, for a DeliveryNew event that runs, are the turns of its
+	// Delivery.Turns, taken with Owner.
+	Turns [][]OrderTurn
 }
 
 // Delivery is one event of a batch to take the lease of: its id, and who
@@ -69,6 +72,10 @@ type Delivery struct {
 	// Runs: the processor runs as soon as the lease is taken, so the lease
 	// records its start (a deferred delivery's does not run).
 	Runs bool
+	// Turns are the keys of the event's deliveries to ordered
+	// destinations: a delivery that runs takes their turns with its lease
+	// (Deliveries.Turns), in the same transaction.
+	Turns []OrderKey
 }
 
 // Exchange is what one of the receiver's short transactions writes and
@@ -321,6 +328,7 @@ type takeOp struct {
 	runs       []bool
 	first      []takenState
 	again      map[string]rechecked
+	turns      orderTakeOp
 }
 
 // rechecked is what recheckTakenSQL read of one event it leased.
@@ -365,6 +373,9 @@ func newTakeOp(batch []Delivery, processFor time.Duration) *takeOp {
 		op.ids = append(op.ids, e.EventID)
 		op.paths = append(op.paths, e.Path)
 		op.runs = append(op.runs, e.Runs)
+		if e.Runs {
+			op.turns.add(e.EventID, e.Turns)
+		}
 	}
 	return op
 }
@@ -374,7 +385,14 @@ func (op *takeOp) queue(b *pgx.Batch, source string, replica *[16]byte) {
 		return
 	}
 	b.Queue(takeDeliveriesSQL, op.ids, op.paths, op.runs, source, [16]byte(op.d.Owner), leaseSeconds(op.processFor), replica)
-	b.Queue(recheckTakenSQL, source, op.ids, [16]byte(op.d.Owner))
+	if len(op.turns.key) == 0 {
+		b.Queue(recheckTakenSQL, source, op.ids, [16]byte(op.d.Owner))
+		return
+	}
+	// The reread locks the keys of the new events' turns, so that the
+	// statement that takes them reads the queue after their releases.
+	b.Queue(recheckLockingSQL, source, op.ids, [16]byte(op.d.Owner), op.turns.eventID, op.turns.destination, op.turns.key)
+	op.turns.queueTake(b, true, op.d.Owner, op.processFor, replica)
 }
 
 func (op *takeOp) read(br pgx.BatchResults) (err error) {
@@ -385,11 +403,14 @@ func (op *takeOp) read(br pgx.BatchResults) (err error) {
 		return err
 	}
 	again, err := collect(br, pgx.RowToStructByPos[rechecked])
+	if err != nil {
+		return err
+	}
 	op.again = make(map[string]rechecked, len(again))
 	for _, r := range again {
 		op.again[r.EventID] = r
 	}
-	return err
+	return op.turns.readTake(br)
 }
 
 func (op *takeOp) result() Deliveries {
@@ -425,11 +446,21 @@ func (op *takeOp) result() Deliveries {
 			}
 		}
 	}
+	turnsOf := make(map[string][]OrderTurn, len(op.turns.turns))
+	for _, t := range op.turns.turns {
+		turnsOf[t.EventID] = append(turnsOf[t.EventID], t.turn(op.d.Owner))
+	}
 	for i, e := range op.batch {
 		if op.d.States[i] == 0 {
 			op.d.States[i] = stateOf[e.EventID]
 			if op.d.States[i] == DeliveryNew {
 				op.d.Interrupted[i] = interrupted[e.EventID]
+				if ts := turnsOf[e.EventID]; len(ts) > 0 {
+					if op.d.Turns == nil {
+						op.d.Turns = make([][]OrderTurn, len(op.batch))
+					}
+					op.d.Turns[i] = ts
+				}
 			}
 		}
 	}
@@ -493,7 +524,18 @@ var takeDeliveriesSQL = `-- hookd.take
 // queue row, and gives back the lease of each that has: only new events
 // stay leased. It returns each leased event's id and what it read, with
 // the path that made it a suspect if it is one.
-var recheckTakenSQL = `-- hookd.recheck_taken
+var recheckTakenSQL = recheckTaken("-- hookd.recheck_taken", "")
+
+// recheckLockingSQL is recheckTakenSQL that also makes and locks the
+// lease rows of the keys $5 of destinations $4 of the new events among
+// $3's turns (lockOrderKeysSQL).
+var recheckLockingSQL = recheckTaken("-- hookd.recheck_locking", `
+	), locked AS (`+lockOrderKeys(`
+		SELECT t.destination, t.order_key FROM unnest($4::text[], $5::text[], $6::text[]) AS t(event_id, destination, order_key)
+		WHERE t.event_id IN (SELECT event_id FROM h WHERE NOT processed AND NOT queued)`))
+
+func recheckTaken(name, more string) string {
+	return name + `
 	WITH h AS MATERIALIZED (
 		SELECT l.event_id, ` + markedSQL("l.event_id") + ` AS processed, ` + queuedSQL("$1", "l.event_id") + ` AS queued,
 		       (SELECT s.path FROM webhook_suspects s WHERE s.event_id = l.event_id AND s.cleared_at IS NULL) AS suspect
@@ -501,9 +543,10 @@ var recheckTakenSQL = `-- hookd.recheck_taken
 		WHERE l.event_id = ANY ($2::text[]) AND l.owner = $3
 	), handled AS (
 		DELETE FROM webhook_leases l
-		WHERE l.event_id = ANY (ARRAY(SELECT event_id FROM h WHERE processed OR queued)) AND l.owner = $3
+		WHERE l.event_id = ANY (ARRAY(SELECT event_id FROM h WHERE processed OR queued)) AND l.owner = $3` + more + `
 	)
 	SELECT event_id, processed, queued, suspect FROM h`
+}
 
 // Received is the outcome of one leased delivery, as SettleDeliveries
 // writes it.
@@ -666,6 +709,10 @@ func newSettleOp(rs []Received) *settleOp {
 	op.args = append([]any{op.eventID, uuidArray(op.owner), op.queued}, q.args()...)
 	op.args = append(op.args, a.args()...)
 	op.args = append(op.args, l.args()...)
+	if op.turns.any() {
+		op.sql, op.args = settleTurnsSQL, append(op.args, op.turns.args()...)
+		op.turns = orderTurnColumns{}
+	}
 	return op
 }
 
@@ -751,7 +798,23 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 // as logColumns orders them, beside $1-$3), or the queue rows, one per
 // delivery ($4-$26, as queuedColumns orders them); and the attempts ($27
 // on, as attemptColumns orders them). It returns the leases it released.
-var settleDeliveriesSQL = `-- hookd.settle
+var settleDeliveriesSQL = settleDeliveries("-- hookd.settle", "")
+
+// settleTurnsSQL is settleDeliveriesSQL that gives back, in the same
+// statement, the turns of the deliveries to ordered destinations
+// (orderTurnColumns, after the log columns).
+var settleTurnsSQL = settleDeliveries("-- hookd.settle_turns", `
+	), gave_back AS (`+giveBackOrderTurns(settleTurnArgs)+`
+	`)
+
+// settleTurnArgs is the first of settleTurnsSQL's turn parameters, after
+// settleDeliveriesSQL's own.
+const settleTurnArgs = 27 + attemptArgs + logArgs
+
+// settleDeliveries is settleDeliveriesSQL named name, with the CTEs more
+// after its own.
+func settleDeliveries(name, more string) string {
+	return name + `
 	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
 	), marked AS (` + insertMarkersSQL(`
 		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(27+attemptArgs)+`)
@@ -777,9 +840,10 @@ var settleDeliveriesSQL = `-- hookd.settle
 		          trace_parent, destination, order_key, order_seq)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id, destination) DO NOTHING
-	), recorded AS (` + givenAttemptsSQL(27, "released") + `
+	), recorded AS (` + givenAttemptsSQL(27, "released") + more + `
 	)
 	SELECT event_id, owner FROM released`
+}
 
 // settleProcessedSQL is settleDeliveriesSQL for outcomes that are all
 // markers without attempts: it releases the leases ($1 event ids, $2

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,7 +226,14 @@ type Called struct {
 // destination held, or whose cap is full, is not called or waited for
 // (Called.Waiting).
 func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Called {
-	return f.deliver(ctx, d, names, InlineRateWait)
+	return f.deliver(ctx, d, names, InlineRateWait, nil)
+}
+
+// DeliverTaken is Deliver with the turns of d's deliveries to ordered
+// destinations taken already, with the event's lease (queue.Delivery's
+// Turns): a destination's turn not among them is taken here.
+func (f *Fanout) DeliverTaken(ctx context.Context, d Delivery, names []string, turns []queue.OrderTurn) []Called {
+	return f.deliver(ctx, d, names, InlineRateWait, turns)
 }
 
 // InlineRateWait is the longest a call waits for its turn under its
@@ -233,9 +241,10 @@ func (f *Fanout) Deliver(ctx context.Context, d Delivery, names []string) []Call
 // and the destination's retry loop makes it at the rate.
 const InlineRateWait = 100 * time.Millisecond
 
-// deliver is Deliver with calls waiting up to rateWait for their turn
-// under their destinations' rates.
-func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWait time.Duration) []Called {
+// deliver is DeliverTaken with calls waiting up to rateWait for their
+// turn under their destinations' rates.
+func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWait time.Duration,
+	taken []queue.OrderTurn) []Called {
 	out := make([]Called, len(names))
 	dests := f.set.Load().dests
 	var wg sync.WaitGroup
@@ -246,7 +255,7 @@ func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWa
 			out[i].Result = Result{Err: fmt.Errorf("destination %q is not configured", name)}
 			continue
 		}
-		if !f.takeTurn(ctx, d, dest, &out[i]) {
+		if !f.takeTurn(ctx, d, dest, taken, &out[i]) {
 			continue
 		}
 		if f.held != nil {
@@ -288,17 +297,24 @@ func (f *Fanout) deliver(ctx context.Context, d Delivery, names []string, rateWa
 // key has an earlier delivery pending or in flight (c.Waiting says so).
 // A turn that cannot be taken is a wait too: the delivery is queued, its
 // place taken as its row is written.
-func (f *Fanout) takeTurn(ctx context.Context, d Delivery, dest *fanoutDestination, c *Called) bool {
+func (f *Fanout) takeTurn(ctx context.Context, d Delivery, dest *fanoutDestination, taken []queue.OrderTurn,
+	c *Called) bool {
 	if dest.OrderBy == "" || f.turns == nil {
 		return true
 	}
 	if c.OrderKey = orderKey(d.Payload, dest.OrderBy); c.OrderKey == "" {
 		return true
 	}
-	t, err := f.turns.TakeOrderTurn(ctx, dest.Name, c.OrderKey, dest.Timeout)
-	if err != nil {
-		c.Waiting = fmt.Sprintf("deferred: the turn of %s %q could not be taken: %v", dest.OrderBy, c.OrderKey, err)
-		return false
+	i := slices.IndexFunc(taken, func(t queue.OrderTurn) bool { return t.Destination == dest.Name })
+	var t queue.OrderTurn
+	if i >= 0 {
+		t = taken[i]
+	} else {
+		var err error
+		if t, err = f.turns.TakeOrderTurn(ctx, dest.Name, c.OrderKey, dest.Timeout); err != nil {
+			c.Waiting = fmt.Sprintf("deferred: the turn of %s %q could not be taken: %v", dest.OrderBy, c.OrderKey, err)
+			return false
+		}
 	}
 	c.Turn = &t
 	if !t.Granted {
@@ -347,7 +363,7 @@ func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
 		// A replay's call takes its turn as a new event's does: a retry's
 		// claim holds its key already.
 		var c Called
-		ok := f.takeTurn(ctx, d, dest, &c)
+		ok := f.takeTurn(ctx, d, dest, nil, &c)
 		// A turn not given back only holds its key until its lease
 		// expires: the call's outcome counts for more than that error.
 		defer func() { _ = f.giveBackTurns(ctx, []Called{c}) }()
@@ -365,7 +381,7 @@ func (f *Fanout) processAll(ctx context.Context, d Delivery) Result {
 	names, _ := f.Route(d)
 	var failed []string
 	var res Result
-	calls := f.deliver(ctx, d, names, time.Hour)
+	calls := f.deliver(ctx, d, names, time.Hour, nil)
 	if err := f.giveBackTurns(ctx, calls); err != nil {
 		failed = append(failed, err.Error())
 	}

@@ -23,6 +23,11 @@ func (r *Receiver) route(d *delivery) {
 	}
 	routes, failed := r.fanout.Route(d.work(0))
 	d.routes = routes
+	for _, name := range routes {
+		if key := r.fanout.OrderKey(name, d.payload); key != "" {
+			d.orderKeys = append(d.orderKeys, queue.OrderKey{Destination: name, Key: key})
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(failed)) {
 		err := failed[name]
 		r.logger.WarnContext(d.ctx, "a destination's filter failed on an event, so the destination does not take it",
@@ -47,7 +52,7 @@ func (r *Receiver) queueFor(d *delivery, fe queue.FailedEvent) {
 		return
 	}
 	first, more := r.deliveriesOf(d, fe)
-	d.outcome.Fanout = &queue.Fanout{Queue: append([]queue.FailedEvent{first}, more...)}
+	d.outcome.Fanout = &queue.Fanout{Queue: append([]queue.FailedEvent{first}, more...), Turns: d.turns}
 }
 
 // deliveriesOf is fe for each destination that takes d's event: fe alone
@@ -61,8 +66,14 @@ func (r *Receiver) deliveriesOf(d *delivery, fe queue.FailedEvent) (queue.Failed
 		out[i] = fe
 		out[i].Destination = name
 		// Queued without a call, a delivery to an ordered destination
-		// takes its place in its key's order as its row is written.
+		// keeps the place its turn took, or takes one as its row is
+		// written.
 		out[i].OrderKey = r.fanout.OrderKey(name, d.payload)
+		for _, t := range d.turns {
+			if t.Destination == name {
+				out[i].OrderSeq = t.Seq
+			}
+		}
 	}
 	return out[0], out[1:]
 }
@@ -93,7 +104,7 @@ func (r *Receiver) deliverAll(d *delivery) (Outcome, worker.Result) {
 	f := &queue.Fanout{}
 	var failed []string
 	var status int
-	for _, c := range r.fanout.Deliver(ctx, d.work(0), d.routes) {
+	for _, c := range r.fanout.DeliverTaken(ctx, d.work(0), d.routes, d.turns) {
 		if c.Turn != nil {
 			f.Turns = append(f.Turns, *c.Turn)
 		}

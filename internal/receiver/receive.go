@@ -363,6 +363,10 @@ type delivery struct {
 	// interrupted is the path of a run of the event that started under
 	// the lease this delivery took over and never reported.
 	interrupted queue.AttemptPath
+	// turns are the turns of its deliveries to ordered destinations
+	// (orderKeys), taken with its lease.
+	turns     []queue.OrderTurn
+	orderKeys []queue.OrderKey
 	// routes names the destinations that take the event, with the fan-out
 	// on (Config.Fanout), and misses those whose filters failed on it.
 	routes []string
@@ -676,7 +680,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 		case turnMark:
 			x.Mark = append(x.Mark, d.outcome)
 		default:
-			x.Take = append(x.Take, queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == ""})
+			x.Take = append(x.Take, queue.Delivery{EventID: d.key, Path: d.path, Runs: d.deferred == "", Turns: d.orderKeys})
 		}
 	}
 	got, err := r.store.Exchange(ctx, x)
@@ -698,6 +702,9 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 		default:
 			d.state, d.owner, d.deadline = got.Taken.States[taken], got.Taken.Owner, got.Taken.Deadline
 			d.interrupted = got.Taken.Interrupted[taken]
+			if got.Taken.Turns != nil {
+				d.turns = got.Taken.Turns[taken]
+			}
 			taken++
 		}
 	}
