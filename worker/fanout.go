@@ -325,6 +325,11 @@ func (f *Fanout) takeTurn(ctx context.Context, d Delivery, dest *fanoutDestinati
 	return true
 }
 
+// ErrTurnWait is a replay's call not made because its key, at an ordered
+// destination, has an earlier delivery pending or in flight: the replay
+// tries it again, spending no attempt on it.
+var ErrTurnWait = errors.New("waiting for its turn")
+
 // giveBackTurns gives back the turns of calls whose outcomes write
 // nothing to the queue (a replay's).
 func (f *Fanout) giveBackTurns(ctx context.Context, calls []Called) error {
@@ -368,7 +373,7 @@ func (f *Fanout) Process(ctx context.Context, d Delivery) Result {
 		// expires: the call's outcome counts for more than that error.
 		defer func() { _ = f.giveBackTurns(ctx, []Called{c}) }()
 		if !ok {
-			return Result{Err: errors.New(c.Waiting)}
+			return Result{Err: fmt.Errorf("%w: %s", ErrTurnWait, c.Waiting)}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, dest.Timeout)

@@ -323,6 +323,11 @@ func (r *Replayer) outcome(ctx context.Context, m queue.ReplayMember, destinatio
 		s.Kind, s.Fenced = queue.ReplaySettleReleased, errors.Is(context.Cause(ctx), errFenced)
 		return
 	}
+	if errors.Is(res.Err, ErrTurnWait) {
+		// Not called: its key's earlier delivery goes first.
+		s.Kind = queue.ReplaySettleReleased
+		return
+	}
 	if dest := r.cfg.replayDestination(); dest != "" {
 		r.cfg.Metrics.ObserveDelivery(dest, queue.PathReplay, res.Err == nil, took)
 	} else {
