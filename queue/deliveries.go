@@ -21,6 +21,15 @@ func deliveryKeySQL(r string) string {
 	return `hookd_delivery_key(` + r + `.event_id, ` + r + `.destination)`
 }
 
+// leaseKeySQL is the lease key of the queue row r (its lease_key column)
+// in the database's collation, as a claim compares it with the keys of
+// webhook_leases and webhook_suspects. lease_key is a "C" column
+// (00034_destinations.sql) and theirs are the database's: compared as it
+// is, the comparison takes "C", which their primary keys do not serve, so
+// a claim read every lease for each due row, or planned to, and a plan
+// that costly is compiled (JIT) at each run.
+func leaseKeySQL(r string) string { return r + `.lease_key COLLATE "default"` }
+
 // orDefault is destinations, or DefaultDestination alone when there are
 // none.
 func orDefault(destinations []string) []string {

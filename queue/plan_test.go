@@ -299,3 +299,62 @@ func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q queuetest.RecordedQuery
 	}
 	return queuetest.ParsePlan(t, raw)
 }
+
+// The retry loop's claim finds each due delivery's lease by the key of
+// webhook_leases, whatever that table holds. A claim that compared the
+// queue's lease_key, a "C" column, with the leases' keys, in the
+// database's collation, compared them in "C", which webhook_leases_pkey
+// does not serve: PostgreSQL planned a read of every lease for each due
+// row, and a plan that costly is compiled (JIT) each time it runs, which
+// took most of a drain's database CPU. The plan's cost must stay below half
+// of jit_above_cost with as many leases as a drain of 20,000 events leaves
+// behind it (it was seven times jit_above_cost).
+func TestClaimAttempts_LooksUpLeasesByKey(t *testing.T) {
+	t.Parallel()
+	store, bundle := setup(t, withRecorder())
+	pool, rec := bundle.pool, bundle.rec
+	ctx := t.Context()
+
+	const backlog, batch, leases = 4000, 500, 20000
+	for _, sql := range []string{
+		`INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
+		 SELECT 'stripe', 'evt_due_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
+		 FROM generate_series(1, ` + strconv.Itoa(backlog) + `) g`,
+		`INSERT INTO webhook_leases (event_id, owner, path, expires_at)
+		 SELECT 'evt_busy_' || g, gen_random_uuid(), 'inline', now() + interval '1 minute'
+		 FROM generate_series(1, ` + strconv.Itoa(leases) + `) g`,
+		`ANALYZE webhook_events, webhook_leases`,
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	rec.Take("")
+	claim, err := store.ClaimAttempts(ctx, batch, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Claimed) != batch {
+		t.Fatalf("claimed %d events, want %d", len(claim.Claimed), batch)
+	}
+	var claimSQL *queuetest.RecordedQuery
+	for _, q := range rec.Take("webhook_leases") {
+		if strings.HasPrefix(q.SQL, "-- hookd.claim\n") {
+			claimSQL = &q
+		}
+	}
+	if claimSQL == nil {
+		t.Fatal("ClaimAttempts sent no claim statement")
+	}
+	var jitAbove float64
+	if err := pool.QueryRow(ctx, `SELECT current_setting('jit_above_cost')::float8`).Scan(&jitAbove); err != nil {
+		t.Fatal(err)
+	}
+	plan := queuetest.Explain(t, pool, *claimSQL)
+	t.Logf("claim, cost %.0f:\n%s", plan.TotalCost, plan)
+	if plan.TotalCost >= jitAbove/2 {
+		t.Errorf("the claim of %d due events, with %d leases held, is planned at cost %.0f (jit_above_cost %.0f)",
+			batch, leases, plan.TotalCost, jitAbove)
+	}
+}

@@ -126,7 +126,7 @@ var claimAttemptsSQL = claimSQL("-- hookd.claim", "")
 func claimSQL(name, and string) string {
 	return name + `
 	WITH due AS (
-		SELECT id, lease_key AS event_id, attempts, claims, manual_retry FROM webhook_events
+		SELECT id, ` + leaseKeySQL("webhook_events") + ` AS event_id, attempts, claims, manual_retry FROM webhook_events
 		WHERE ` + pending + `
 		  AND destination = $7
 		  AND (attempts < $4 OR claims > 0)

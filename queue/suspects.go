@@ -183,7 +183,7 @@ func (s *Store) ClaimSuspectOf(ctx context.Context, destinations []string, proce
 // alone again).
 var claimSuspectSQL = `-- hookd.claim_suspect
 	WITH due AS (
-		SELECT e.id, e.lease_key AS event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
+		SELECT e.id, ` + leaseKeySQL("e") + ` AS event_id, e.attempts, e.claims, e.manual_retry, s.since FROM webhook_suspects s
 		JOIN webhook_events e ON e.lease_key = s.event_id
 		WHERE s.cleared_at IS NULL AND e.` + pending + ` AND e.next_retry_at <= now() AND NOT ` + replaySuspectSQL("s") + `
 		  AND e.destination = ANY ($6)

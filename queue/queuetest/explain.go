@@ -85,6 +85,8 @@ type PlanNode struct {
 	// PlanRows is the rows the planner expects the node to return per
 	// loop.
 	PlanRows float64 `json:"Plan Rows"`
+	// TotalCost is the planner's cost of the node, with all below it.
+	TotalCost float64 `json:"Total Cost"`
 	// Set by EXPLAIN ANALYZE: the rows a node returned per loop, and its
 	// loops.
 	ActualRows  float64 `json:"Actual Rows"`
