@@ -289,8 +289,18 @@ func giveBackOrderTurns(first int) string {
 func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	keys, err := queryStrings(ctx, s.db, orderHeadsSQL, destination, n, MaxAttempts)
+	rows, err := s.db.Query(ctx, orderHeadsSQL, destination, n, MaxAttempts)
 	if err != nil {
+		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
+	}
+	var keys []string
+	var heads [][16]byte
+	var id [16]byte
+	var key string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
+		heads, keys = append(heads, id), append(keys, key)
+		return nil
+	}); err != nil {
 		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
 	}
 	secs := leaseSeconds(processFor)
@@ -299,7 +309,7 @@ func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, 
 			b.Queue(makeOrderKeysSQL, destination, keys)
 			b.Queue(takeOrderKeysSQL, destination, keys, [16]byte(owner), secs, s.replica.arg())
 		}
-		b.Queue(claimOrderedSQL, n, [16]byte(owner), secs, MaxAttempts, SuspectError, s.replica.arg(), destination)
+		b.Queue(claimOrderedSQL, n, [16]byte(owner), secs, MaxAttempts, SuspectError, s.replica.arg(), destination, heads)
 		if len(keys) > 0 {
 			b.Queue(releaseUnclaimedKeysSQL, destination, [16]byte(owner))
 		}
@@ -335,16 +345,27 @@ func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, 
 const orderHeadSQL = `(SELECT true FROM webhook_events p
 		WHERE p.destination = e.destination AND p.order_key = e.order_key AND p.order_seq < e.order_seq LIMIT 1) IS NULL`
 
-// orderHeadsSQL reads the keys of destination $1 whose heads are due, up
-// to $2 of them; $3 is MaxAttempts.
+// orderHeadsSQL reads the heads of destination $1's keys that are due,
+// up to $2 of them, the longest due first, with their keys; $3 is
+// MaxAttempts. It goes from key to key down webhook_events_order_idx,
+// reading each key's head alone, so that a key's many rows behind its
+// head cost nothing, as they would in order of due time.
 const orderHeadsSQL = `-- hookd.order_heads
-	SELECT DISTINCT h.order_key FROM (
-		SELECT e.order_key FROM webhook_events e
-		WHERE e.` + pending + ` AND e.destination = $1 AND e.order_key IS NOT NULL
-		  AND (e.attempts < $3 OR e.claims > 0) AND e.next_retry_at <= now() AND ` + orderHeadSQL + `
-		ORDER BY e.next_retry_at
-		LIMIT $2
-	) h`
+	WITH RECURSIVE k AS (
+		(SELECT order_key FROM webhook_events
+		 WHERE destination = $1 AND order_key IS NOT NULL ORDER BY order_key LIMIT 1)
+		UNION ALL
+		SELECT (SELECT e.order_key FROM webhook_events e
+		        WHERE e.destination = $1 AND e.order_key > k.order_key ORDER BY e.order_key LIMIT 1)
+		FROM k WHERE k.order_key IS NOT NULL
+	)
+	SELECT h.id, h.order_key FROM k CROSS JOIN LATERAL (
+		SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
+		WHERE e.destination = $1 AND e.order_key = k.order_key
+		ORDER BY e.order_seq LIMIT 1) h
+	WHERE h.` + pending + ` AND h.next_retry_at <= now() AND (h.attempts < $3 OR h.claims > 0)
+	ORDER BY h.next_retry_at
+	LIMIT $2`
 
 // makeOrderKeysSQL makes the lease rows of keys $2 of destination $1 that
 // have none.
@@ -367,18 +388,19 @@ var takeOrderKeysSQL = `-- hookd.order_take_keys
 	  AND NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5")
 
 // claimOrderedSQL is claimAttemptsSQL of the deliveries without a key and
-// the heads of the keys owner $2 holds.
+// of the heads $8 (orderHeadsSQL) whose keys owner $2 holds, each still
+// its key's head as this statement reads the queue.
 var claimOrderedSQL = claimSQL("-- hookd.claim_ordered", `
-		  AND (order_key IS NULL OR (
-		       order_key IN (SELECT o.order_key FROM webhook_order_leases o WHERE o.destination = $7 AND o.owner = $2)
+		  AND (order_key IS NULL OR (id = ANY ($8::uuid[])
+		       AND order_key IN (SELECT o.order_key FROM webhook_order_leases o WHERE o.destination = $7 AND o.owner = $2)
 		       AND `+strings.ReplaceAll(orderHeadSQL, "e.", "webhook_events.")+`))`)
 
 // releaseUnclaimedKeysSQL gives back the leases of keys of destination $1
 // that owner $2 took and whose heads it did not claim.
-const releaseUnclaimedKeysSQL = `-- hookd.order_release_unclaimed
+var releaseUnclaimedKeysSQL = `-- hookd.order_release_unclaimed
 	UPDATE webhook_order_leases o SET owner = NULL, expires_at = '-infinity'
 	WHERE o.destination = $1 AND o.owner = $2
-	  AND NOT EXISTS (SELECT 1 FROM webhook_events e JOIN webhook_leases l ON l.event_id = e.lease_key AND l.owner = $2
+	  AND NOT EXISTS (SELECT 1 FROM webhook_events e JOIN webhook_leases l ON l.event_id = ` + leaseKeySQL("e") + ` AND l.owner = $2
 	                  WHERE e.destination = $1 AND e.order_key = o.order_key)`
 
 // HeldKey is a key of an ordered destination held by a dead event: the
