@@ -127,6 +127,10 @@ type FailedEvent struct {
 	// (OrderTurn.Seq), 0 to take one as the row is written.
 	OrderKey string
 	OrderSeq int64
+	// InTurn: the delivery waits for its key's earlier deliveries, not
+	// for a backoff: it is due at once, and claimed as soon as it is its
+	// key's head.
+	InTurn bool
 }
 
 // Event returns the queue row with the given id, or ErrNotFound.

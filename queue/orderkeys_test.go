@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/queue"
+	"github.com/hookd/hookd/queue/queuetest"
 )
 
 // Many deliveries of one key take their turn at once: exactly one gets
@@ -195,5 +196,34 @@ func TestTakeDeliveries_TakesTurnsWithTheLeases(t *testing.T) {
 	}
 	if c, err := s.TakeOrderTurn(ctx, "billing", "cus_c", time.Minute); err != nil || !c.Granted {
 		t.Fatalf("cus_c, whose event's lease the batch did not take: %+v, %v; want free", c, err)
+	}
+}
+
+// A delivery queued behind its key's earlier one waits for its turn, not
+// for a backoff: its row is due at once, and the claim takes it as soon
+// as it is its key's head.
+func TestSettleDeliveries_InTurnIsDueAtOnce(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	leased, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{{EventID: "evt_behind", Path: queue.PathInline}}, time.Minute)
+	if err != nil || leased.States[0] != queue.DeliveryNew {
+		t.Fatalf("lease: %v, %v", leased.States, err)
+	}
+	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_behind", EventType: "invoice.paid", Payload: []byte(`{}`),
+		Error: "ordered: waits", Destination: "billing", OrderKey: "cus_1", OrderSeq: 7, InTurn: true}
+	failed := fe
+	failed.EventID, failed.Destination, failed.InTurn, failed.OrderKey, failed.OrderSeq = "evt_behind", "crm", false, "", 0
+	if _, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: "evt_behind", Owner: leased.Owner, Wait: time.Hour,
+		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe, failed}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events
+		WHERE destination = 'billing' AND next_retry_at <= now() AND order_key = 'cus_1' AND order_seq = 7`); n != 1 {
+		t.Errorf("the delivery in its key's turn is not due at once with its place")
+	}
+	if n := queuetest.Count(t, bundle.pool, `SELECT count(*) FROM webhook_events
+		WHERE destination = 'crm' AND next_retry_at > now() + interval '50 minutes'`); n != 1 {
+		t.Errorf("the failed delivery beside it does not wait out its backoff")
 	}
 }

@@ -880,6 +880,9 @@ func (c *queuedColumns) add(e FailedEvent, owner uuid.UUID, wait time.Duration, 
 	c.payload = append(c.payload, string(e.Payload))
 	c.signature = append(c.signature, e.Signature)
 	c.errors = append(c.errors, e.Error)
+	if e.InTurn {
+		wait = 0
+	}
 	c.wait = append(c.wait, wait.Seconds())
 	c.attempted = append(c.attempted, attempted)
 	c.held = append(c.held, e.Held)

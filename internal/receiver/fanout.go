@@ -71,7 +71,7 @@ func (r *Receiver) deliveriesOf(d *delivery, fe queue.FailedEvent) (queue.Failed
 		out[i].OrderKey = r.fanout.OrderKey(name, d.payload)
 		for _, t := range d.turns {
 			if t.Destination == name {
-				out[i].OrderSeq = t.Seq
+				out[i].OrderSeq, out[i].InTurn = t.Seq, !t.Granted
 			}
 		}
 	}
@@ -151,7 +151,7 @@ func queuedFor(d *delivery, c worker.Called, why string) queue.FailedEvent {
 	fe := failedEvent(d, why)
 	fe.Destination, fe.OrderKey = c.Destination, c.OrderKey
 	if c.Turn != nil {
-		fe.OrderSeq = c.Turn.Seq
+		fe.OrderSeq, fe.InTurn = c.Turn.Seq, !c.Turn.Granted
 	}
 	return fe
 }
