@@ -91,9 +91,11 @@ type options struct {
 	suspectsApp     time.Duration
 	suspectsClients int
 
-	destSpecs  []destSpec // -destinations; none: the discard processor
-	failStatus int
-	wal        bool
+	destSpecs []destSpec // -destinations; none: the discard processor
+	// drainOrdered: -drain-ordered.
+	drainOrdered bool
+	failStatus   int
+	wal          bool
 }
 
 func main() {
@@ -127,6 +129,7 @@ func main() {
 	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
 	flag.IntVar(&orderKeys, "order-keys", orderKeys, "the customers the posted events are of, at random: the keys of a destination ordered by customer (-destinations 1o)")
+	flag.BoolVar(&o.drainOrdered, "drain-ordered", false, "in the drain rounds, each binary also drains the backlog as a destination of a file, unordered and then ordered by customer (-order-keys customers), compared")
 	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers -failing-status to every call")
 	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
@@ -491,6 +494,11 @@ type target struct {
 	spec    *destSpec
 	healthy []string
 	failing string // "": none
+
+	// With -drain-ordered: the destination its seeded backlog is for, and
+	// whether that destination is ordered by customer ("": default).
+	drainDest    string
+	drainOrdered bool
 }
 
 // name is what the figures call t.
@@ -942,6 +950,8 @@ type eventGen struct {
 	seq    int
 	// pad is hex, so it goes into a JSON string as it is.
 	pad string
+	// customer is the last event's customer.
+	customer string
 }
 
 func newEventGen(prefix string) *eventGen {
@@ -951,14 +961,15 @@ func newEventGen(prefix string) *eventGen {
 func (g *eventGen) next() []byte {
 	g.seq++
 	id := g.prefix + strconv.Itoa(g.seq)
+	g.customer = fmt.Sprintf("cus_%s%d", g.pad[:8], rand.IntN(orderKeys))
 	object := fmt.Appendf(nil, `{"id":"in_%s","object":"invoice","account_country":"US","amount_due":2000,"amount_paid":2000,`+
 		`"amount_remaining":0,"attempt_count":1,"attempted":true,"billing_reason":"subscription_cycle",`+
-		`"collection_method":"charge_automatically","currency":"usd","customer":"cus_%s%d","customer_email":"jenny@example.com",`+
+		`"collection_method":"charge_automatically","currency":"usd","customer":%q,"customer_email":"jenny@example.com",`+
 		`"lines":{"object":"list","data":[{"id":"il_%s","object":"line_item","amount":2000,"currency":"usd",`+
 		`"description":"1 × Pro (at $20.00 / month)","period":{"end":1767225600,"start":1764547200},"quantity":1}],`+
 		`"has_more":false,"total_count":1},"livemode":false,"metadata":{"note":"%s"},"paid":true,"status":"paid",`+
 		`"subtotal":2000,"total":2000}`,
-		id, g.pad[:8], rand.IntN(orderKeys), id, g.pad[:160+g.seq%850])
+		id, g.customer, id, g.pad[:160+g.seq%850])
 	return stripeevent.Event{ID: id, Type: "invoice.paid", Created: time.Now(), Object: object}.JSON()
 }
 
@@ -996,6 +1007,14 @@ func drainRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+	if o.drainOrdered {
+		ordered, cleanup, err := startOrderedDrainTargets(ctx, o, sink)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		targets = append(targets, ordered...)
+	}
 	b := &drainBench{o: o, sink: sink, targets: targets, hookd: make([][]drainRound, len(targets))}
 	if o.river != "" {
 		b.workers = o.riverWork
@@ -1059,7 +1078,7 @@ func (b *drainBench) drainHookd(ctx context.Context, j, i int) error {
 	b.hookd[j] = append(b.hookd[j], r)
 	fmt.Printf("  %s: %d events in %.2f s = %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB | load %s"+
 		" | CPU per event: hookd %.0f µs, postgres backends %.0f µs, sink %.0f µs\n",
-		t.bin, n, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
+		t.name(), n, r.took.Seconds(), r.perSecond, 100*r.idle, r.rssMiB, loadAverage(),
 		perEvent(r.hookdCPU, n), perEvent(r.postgresCPU, n), perEvent(r.sinkCPU, n))
 	return nil
 }
@@ -1085,8 +1104,9 @@ func (b *drainBench) burnRiver(ctx context.Context, k, i int) error {
 // configuration of each round.
 func (b *drainBench) printMedians() {
 	fmt.Printf("medians of %d rounds:\n", b.o.drainRounds)
+	defer printOrderedDrain(b)
 	for j, t := range b.targets {
-		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.bin,
+		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.name(),
 			median(b.hookd[j], func(r drainRound) float64 { return r.perSecond }),
 			100*median(b.hookd[j], func(r drainRound) float64 { return r.idle }),
 			b.hookd[j][len(b.hookd[j])-1].rssMiB)
@@ -1289,7 +1309,7 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 	// the retry loop may claim it.
 	var hookdCPU, selfCPU time.Duration
 	var pgCPU backendCPU
-	if err := seedDue(ctx, conn, n, round, func() {
+	if err := seedDue(ctx, conn, t, n, round, func() {
 		hookdCPU, selfCPU = processCPU(t.h.cmd.Process.Pid), processCPU(os.Getpid())
 		pgCPU = backendsCPU(ctx, t.dbURL)
 	}); err != nil {
@@ -1312,16 +1332,22 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 // seedDue puts n events on the retry queue, due now, each with the failed
 // inline attempt that put it there, as the receiver would have left them. It
 // calls beforeCommit just before they commit.
-func seedDue(ctx context.Context, conn *pgx.Conn, n, round int, beforeCommit func()) error {
+func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, beforeCommit func()) error {
 	gen := newEventGen(fmt.Sprintf("evt_drain_%s_r%d_", randomHex(4), round))
 	events := make([][]any, n)
 	attempts := make([][]any, n)
 	due := time.Now().Add(-time.Second)
+	dest := cmp.Or(t.drainDest, "default")
 	for i := range events {
 		body := gen.next()
 		id := gen.prefix + strconv.Itoa(gen.seq)
 		sig := stripeevent.Sign(body, webhookSecret, time.Now())
-		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due}
+		var key *string
+		if t.drainOrdered {
+			customer := gen.customer
+			key = &customer
+		}
+		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due, dest, key, int64(i + 1)}
 		attempts[i] = []any{"stripe", id, 12.5, "failed", int32(503), "downstream answered 503", "inline", int32(0)}
 	}
 	tx, err := conn.Begin(ctx)
@@ -1336,7 +1362,8 @@ func seedDue(ctx context.Context, conn *pgx.Conn, n, round int, beforeCommit fun
 	}
 	// One transaction: the retry loop sees the whole backlog at once.
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_events"},
-		[]string{"source", "event_id", "event_type", "payload", "signature", "last_error", "next_retry_at"},
+		[]string{"source", "event_id", "event_type", "payload", "signature", "last_error", "next_retry_at",
+			"destination", "order_key", "order_seq"},
 		pgx.CopyFromRows(events)); err != nil {
 		return fmt.Errorf("seed queue: %w", err)
 	}
