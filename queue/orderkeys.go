@@ -296,12 +296,18 @@ func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, 
 	var keys []string
 	var heads [][16]byte
 	var id [16]byte
-	var key string
+	var key *string
 	if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
-		heads, keys = append(heads, id), append(keys, key)
+		heads = append(heads, id)
+		if key != nil {
+			keys = append(keys, *key)
+		}
 		return nil
 	}); err != nil {
 		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
+	}
+	if len(heads) == 0 {
+		return a, nil
 	}
 	secs := leaseSeconds(processFor)
 	err = s.shortTx(ctx, func(b *pgx.Batch) {
@@ -346,10 +352,11 @@ const orderHeadSQL = `(SELECT true FROM webhook_events p
 		WHERE p.destination = e.destination AND p.order_key = e.order_key AND p.order_seq < e.order_seq LIMIT 1) IS NULL`
 
 // orderHeadsSQL reads the heads of destination $1's keys that are due,
-// up to $2 of them, the longest due first, with their keys; $3 is
-// MaxAttempts. It goes from key to key down webhook_events_order_idx,
-// reading each key's head alone, so that a key's many rows behind its
-// head cost nothing, as they would in order of due time.
+// up to $2 of them, the longest due first, with their keys, then up to $2
+// due deliveries without a key; $3 is MaxAttempts. It goes from key to
+// key down webhook_events_order_idx, reading each key's head alone, so
+// that a key's many rows behind its head cost nothing, as they would in
+// order of due time.
 const orderHeadsSQL = `-- hookd.order_heads
 	WITH RECURSIVE k AS (
 		(SELECT order_key FROM webhook_events
@@ -359,19 +366,28 @@ const orderHeadsSQL = `-- hookd.order_heads
 		        WHERE e.destination = $1 AND e.order_key > k.order_key ORDER BY e.order_key LIMIT 1)
 		FROM k WHERE k.order_key IS NOT NULL
 	)
-	SELECT h.id, h.order_key FROM k CROSS JOIN LATERAL (
+	(SELECT h.id, h.order_key FROM k CROSS JOIN LATERAL (
 		SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
 		WHERE e.destination = $1 AND e.order_key = k.order_key
 		ORDER BY e.order_seq LIMIT 1) h
-	WHERE h.` + pending + ` AND h.next_retry_at <= now() AND (h.attempts < $3 OR h.claims > 0)
-	ORDER BY h.next_retry_at
-	LIMIT $2`
+	 WHERE h.` + pending + ` AND h.next_retry_at <= now() AND (h.attempts < $3 OR h.claims > 0)
+	 ORDER BY h.next_retry_at
+	 LIMIT $2)
+	UNION ALL
+	(SELECT e.id, NULL FROM webhook_events e
+	 WHERE e.` + pending + ` AND e.destination = $1 AND e.order_key IS NULL AND e.next_retry_at <= now()
+	   AND (e.attempts < $3 OR e.claims > 0)
+	 ORDER BY e.next_retry_at
+	 LIMIT $2)`
 
 // makeOrderKeysSQL makes the lease rows of keys $2 of destination $1 that
-// have none.
+// have none. The rows that exist are left out before the insert, which
+// would otherwise wait on each one another transaction is writing.
 const makeOrderKeysSQL = `-- hookd.order_make
 	INSERT INTO webhook_order_leases (destination, order_key)
-	SELECT $1, k FROM unnest($2::text[]) AS k ORDER BY k
+	SELECT $1, k FROM unnest($2::text[]) AS k
+	WHERE NOT EXISTS (SELECT 1 FROM webhook_order_leases l WHERE l.destination = $1 AND l.order_key = k)
+	ORDER BY k
 	ON CONFLICT (destination, order_key) DO NOTHING`
 
 // takeOrderKeysSQL takes, for owner $3, $4 seconds, replica $5, the leases
@@ -387,12 +403,15 @@ var takeOrderKeysSQL = `-- hookd.order_take_keys
 	WHERE l.destination = f.destination AND l.order_key = f.order_key
 	  AND NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5")
 
-// claimOrderedSQL is claimAttemptsSQL of the deliveries without a key and
-// of the heads $8 (orderHeadsSQL) whose keys owner $2 holds, each still
-// its key's head as this statement reads the queue.
+// claimOrderedSQL is claimAttemptsSQL of the deliveries $8
+// (orderHeadsSQL): those without a key, and the heads whose keys owner $2
+// holds, each still its key's head as this statement reads the queue.
 var claimOrderedSQL = claimSQL("-- hookd.claim_ordered", `
-		  AND (order_key IS NULL OR (id = ANY ($8::uuid[])
-		       AND order_key IN (SELECT o.order_key FROM webhook_order_leases o WHERE o.destination = $7 AND o.owner = $2)
+		  AND id = ANY ($8::uuid[])
+		  AND (order_key IS NULL OR (
+		       EXISTS (SELECT 1 FROM webhook_order_leases o
+		               WHERE o.destination = webhook_events.destination AND o.order_key = webhook_events.order_key
+		                 AND o.owner = $2)
 		       AND `+strings.ReplaceAll(orderHeadSQL, "e.", "webhook_events.")+`))`)
 
 // releaseUnclaimedKeysSQL gives back the leases of keys of destination $1
