@@ -44,7 +44,7 @@ func setupDestinations(t *testing.T, cfg actions.ManagedDestinations) *testBundl
 func billingForm() url.Values {
 	return url.Values{"name": {"billing"}, "url": {"https://billing.internal/stripe"}, "types": {"invoice.*, customer.created"},
 		"livemode": {"live"}, "accounts": {""}, "endpoints": {""}, "filter": {"data.object.amount >= 1000"},
-		"concurrency": {"4"}, "timeout": {"10s"}, "signing_secrets": {formSecret + "\n" + formOldSecret},
+		"concurrency": {"4"}, "timeout": {"10s"}, "rate": {"2.5"}, "order_by": {"data.object.customer"}, "signing_secrets": {formSecret + "\n" + formOldSecret},
 		"headers": {"Authorization: Bearer billing-token-42\nX-Team: billing"}}
 }
 
@@ -94,8 +94,11 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if got := testid(edit.doc, "secrets-state"); !strings.HasPrefix(got, "Now: set.") {
 		t.Errorf("secrets state %q", got)
 	}
-	if got, _ := edit.doc.Find(`input[name="types"]`).Attr("value"); got != "invoice.*, customer.created" {
-		t.Errorf("types on the edit form: %q", got)
+	for field, want := range map[string]string{"types": "invoice.*, customer.created", "rate": "2.5",
+		"order_by": "data.object.customer"} {
+		if got, _ := edit.doc.Find(`input[name="` + field + `"]`).Attr("value"); got != want {
+			t.Errorf("%s on the edit form: %q, want %q", field, got, want)
+		}
 	}
 	set, err := b.store.ManagedSet(ctx, "", key)
 	if err != nil {
@@ -103,7 +106,8 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	}
 	d := set.Get("billing")
 	if d == nil || len(d.SigningSecrets) != 2 || d.SigningSecrets[0] != formSecret || d.Headers.Get("Authorization") != "Bearer billing-token-42" ||
-		d.Headers.Get("X-Team") != "billing" || d.Livemode != "live" || d.Concurrency != 4 {
+		d.Headers.Get("X-Team") != "billing" || d.Livemode != "live" || d.Concurrency != 4 || d.Rate != 2.5 ||
+		d.OrderBy != "data.object.customer" {
 		t.Fatalf("billing as the runtime reads it: %+v", d)
 	}
 	if e := lastAudit(t, b, audit.DestinationAdd); e.Target != "billing (https://billing.internal/stripe)" || e.Email != "admin@example.com" {
@@ -114,6 +118,7 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	form := formValues(edit.doc.Find(`form[action="/destinations/billing/edit"]`))
 	form.Set("livemode", "live")
 	form.Set("filter", "data.object.amount >= 5000")
+	form.Set("rate", "")
 	form.Set("remove_headers", "1")
 	form.Del("remove_signing_secrets")
 	r = admin.post("/destinations/billing/edit", form)
@@ -122,17 +127,18 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if got := testid(edit.doc, "headers-state"); !strings.HasPrefix(got, "Now: not set.") {
 		t.Errorf("headers state after removing them: %q", got)
 	}
-	if !strings.Contains(edit.body, "filter, headers changed") {
+	if !strings.Contains(edit.body, "filter, rate, headers changed") {
 		t.Errorf("the flash does not say what changed:\n%s", edit.body)
 	}
 	set, err = b.store.ManagedSet(ctx, "", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := set.Get("billing"); len(d.SigningSecrets) != 2 || len(d.Headers) != 0 || d.Filter != "data.object.amount >= 5000" {
+	if d := set.Get("billing"); len(d.SigningSecrets) != 2 || len(d.Headers) != 0 || d.Filter != "data.object.amount >= 5000" ||
+		d.Rate != 0 || d.OrderBy != "data.object.customer" {
 		t.Errorf("billing after the edit: %+v", d)
 	}
-	if e := lastAudit(t, b, audit.DestinationEdit); e.Target != "billing: filter, headers" {
+	if e := lastAudit(t, b, audit.DestinationEdit); e.Target != "billing: filter, rate, headers" {
 		t.Errorf("the edit's entry: %+v", e)
 	}
 
@@ -225,6 +231,9 @@ func TestDestinationForm_RefusalsNameTheField(t *testing.T) {
 		{"filter", "data.object.amount >=", `destination "billing": filter: `},
 		{"concurrency", "many", `destination "billing": concurrency: "many" is not a whole number.`},
 		{"timeout", "10", `destination "billing": timeout: "10" is not a duration like 10s or 1m30s`},
+		{"rate", "fast", `destination "billing": rate: "fast" is not a number of calls a second, like 20 or 0.5.`},
+		{"rate", "-2", `destination "billing": rate: -2 is not a number of calls a second greater than zero`},
+		{"order_by", "data.object..customer", `destination "billing": order_by: "data.object..customer" is not a field path like data.object.customer`},
 		{"signing_secrets", "whsec_!!", `destination "billing": signing_secrets: secret 1 of 1: the part after whsec_ is not valid base64`},
 		{"headers", "Authorization Bearer x", `destination "billing": headers: line 1 is not Name: value.`},
 		{"headers", "Webhook-Signature: x", `destination "billing": headers: Webhook-Signature: hookd sets this header itself`},
