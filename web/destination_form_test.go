@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -342,11 +343,20 @@ func TestAPI_ManagedDestinations(t *testing.T) {
 	if p.Errors == nil || len(*p.Errors) != 1 || (*p.Errors)[0].Field != "filter" {
 		t.Errorf("a bad filter: %+v", p)
 	}
+	for field, value := range map[string]any{"rate": -1, "order_by": "data.object."} {
+		p := c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://billing.internal",
+			field: value}).want(t, http.StatusBadRequest).problem(t)
+		if p.Errors == nil || len(*p.Errors) != 1 || (*p.Errors)[0].Field != field {
+			t.Errorf("a bad %s: %+v", field, p)
+		}
+	}
 	var added api.ManagedDestination
 	c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://billing.internal",
 		"types": []string{"invoice.*"}, "signing_secrets": []string{formSecret}, "headers": map[string]string{"Authorization": "Bearer b"},
+		"rate": 2.5, "order_by": "data.object.customer",
 	}).want(t, http.StatusCreated).decode(t, &added)
-	if !added.SigningSecretsSet || !added.HeadersSet || added.Source != "dashboard" || len(added.Types) != 1 {
+	if !added.SigningSecretsSet || !added.HeadersSet || added.Source != "dashboard" || len(added.Types) != 1 ||
+		added.Rate != 2.5 || added.OrderBy != "data.object.customer" {
 		t.Errorf("added: %+v", added)
 	}
 	c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://other.internal"}).want(t, http.StatusConflict)
@@ -354,8 +364,9 @@ func TestAPI_ManagedDestinations(t *testing.T) {
 	var changed api.ManagedDestinationChange
 	c.call(http.MethodPost, "/destinations/billing/edit", map[string]any{"url": "https://billing.internal/v2", "types": []string{"invoice.*"}}).
 		want(t, http.StatusOK).decode(t, &changed)
-	if len(changed.Changed) != 1 || changed.Changed[0] != "url" || !changed.Destination.SigningSecretsSet {
-		t.Errorf("an edit of the URL alone: %+v", changed)
+	if !slices.Equal(changed.Changed, []string{"url", "rate", "order_by"}) || !changed.Destination.SigningSecretsSet ||
+		changed.Destination.Rate != 0 || changed.Destination.OrderBy != "" {
+		t.Errorf("an edit of the URL, without a rate or an order_by: %+v", changed)
 	}
 	c.call(http.MethodPost, "/destinations/billing/edit", map[string]any{"url": "https://billing.internal/v2", "signing_secrets": []string{}}).
 		want(t, http.StatusOK).decode(t, &changed)
