@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/stripeevent"
 	"github.com/hookd/hookd/queue"
@@ -78,14 +80,7 @@ func TestFanout_OrderPerKeyAcrossReplicas(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	queuetest.WaitFor(t, 120*time.Second, "every event processed and the queue empty", func() bool {
-		markers, rows, ok := queueState(b.pool)
-		return ok && markers == customers*perCustomer && rows == 0
-	})
-
-	got, overlaps := ordered.record()
-	checkOrdered(t, got, overlaps, customers, perCustomer)
-	checkRate(t, got, 20)
+	n := ordered.checkDelivered(t, b.pool, customers, perCustomer, 20)
 	arrivals, _ := billing.seen()
 	for id, e := range events {
 		if e.typ == "customer.updated" {
@@ -100,7 +95,7 @@ func TestFanout_OrderPerKeyAcrossReplicas(t *testing.T) {
 			t.Errorf("billing got %s %v before hookd's 200, want while Stripe waited", id, gap)
 		}
 	}
-	t.Logf("%d calls to the ordered app", len(got))
+	t.Logf("%d calls to the ordered app", n)
 }
 
 // orderedSent is an event the order tests send: its customer, its place
@@ -178,6 +173,21 @@ func (app *orderedApp) record() ([]orderedCall, map[string]int) {
 	app.mu.Lock()
 	defer app.mu.Unlock()
 	return slices.Clone(app.calls), maps.Clone(app.overlaps)
+}
+
+// checkDelivered waits until every event is processed and the queue is
+// empty, then checks the app got each customer's events in order at no
+// more than perSecond; it returns the calls the app got.
+func (app *orderedApp) checkDelivered(t *testing.T, pool *pgxpool.Pool, customers, perCustomer, perSecond int) int {
+	t.Helper()
+	queuetest.WaitFor(t, 120*time.Second, "every event processed and the queue empty", func() bool {
+		markers, rows, ok := queueState(pool)
+		return ok && markers == customers*perCustomer && rows == 0
+	})
+	got, overlaps := app.record()
+	checkOrdered(t, got, overlaps, customers, perCustomer)
+	checkRate(t, got, perSecond)
+	return len(got)
 }
 
 // startReplicas starts n replicas of hookd serve with env, stopped when
@@ -310,17 +320,11 @@ func TestFanout_ADashboardDestinationIsOrderedAndPaced(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	queuetest.WaitFor(t, 90*time.Second, "every event processed and the queue empty", func() bool {
-		markers, rows, ok := queueState(b.pool)
-		return ok && markers == customers*perCustomer && rows == 0
-	})
-	got, overlaps := ordered.record()
-	checkOrdered(t, got, overlaps, customers, perCustomer)
-	checkRate(t, got, rate)
+	n := ordered.checkDelivered(t, b.pool, customers, perCustomer, rate)
 	for id := range events {
 		if n := main.calls()[id]; n != 1 {
 			t.Errorf("the default got %s %d times, want once", id, n)
 		}
 	}
-	t.Logf("%d calls to the ordered app", len(got))
+	t.Logf("%d calls to the ordered app", n)
 }
