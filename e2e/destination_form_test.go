@@ -9,8 +9,10 @@ import (
 )
 
 // An admin adds a destination on the dashboard with its signing secrets
-// and a header, which are never shown again; a bad URL is refused naming
-// the field; an edit removes the header and keeps the secrets; the
+// and a header, which are never shown again, a rate and an order_by; a
+// bad URL and a bad order_by are refused naming the field; the edit form
+// shows the rate and order_by saved; an edit removes the header and keeps
+// the secrets; the
 // removal is confirmed first, and every change is in the audit log.
 func TestDestinationFormInTheBrowser(t *testing.T) {
 	t.Parallel()
@@ -34,8 +36,24 @@ func TestDestinationFormInTheBrowser(t *testing.T) {
 		must(t, expect.Locator(field("Name")).ToHaveValue("billing"), "the name typed is kept")
 	})
 
+	step(t, "ABadOrderByNamesTheField", func(t *testing.T) {
+		must(t, field("URL").Fill(h.downstream.srv.URL+"/billing"), "fill URL")
+		must(t, field("Calls a second").Fill("2.5"), "fill Calls a second")
+		must(t, field("Order by").Fill("data.object..customer"), "fill Order by")
+		click(t, pageButton(page, "Add destination"), "Add destination")
+		must(t, expect.Locator(page.GetByRole("alert")).ToContainText(
+			`destination "billing": order_by: "data.object..customer" is not a field path like data.object.customer`),
+			"the refusal names the field in the file's words")
+		must(t, expect.Locator(field("Order by")).ToHaveAttribute("aria-invalid", "true"), "Order by is marked")
+		must(t, expect.Locator(field("Calls a second")).ToHaveValue("2.5"), "the rate typed is kept")
+		if n := h.count(t, `SELECT count(*) FROM destinations WHERE name = 'billing'`); n != 0 {
+			t.Fatalf("a refused billing was written")
+		}
+	})
+
 	step(t, "AddWithSecrets", func(t *testing.T) {
 		must(t, field("URL").Fill(h.downstream.srv.URL+"/billing"), "fill URL")
+		must(t, field("Order by").Fill("data.object.customer"), "fill Order by")
 		must(t, field("Event types").Fill("invoice.*, customer.created"), "fill Event types")
 		_, err := field("Live or test").SelectOption(playwright.SelectOptionValues{Values: &[]string{"live"}})
 		must(t, err, "choose live")
@@ -46,6 +64,8 @@ func TestDestinationFormInTheBrowser(t *testing.T) {
 		must(t, expect.Page(page).ToHaveURL(h.url("/destinations/billing/edit")), "on its edit page")
 		must(t, expect.Locator(page.GetByTestId("secrets-state")).ToContainText("Now: set."), "the secrets are set")
 		must(t, expect.Locator(page.GetByTestId("headers-state")).ToContainText("Now: set."), "the headers are set")
+		must(t, expect.Locator(field("Calls a second")).ToHaveValue("2.5"), "the rate saved is shown")
+		must(t, expect.Locator(field("Order by")).ToHaveValue("data.object.customer"), "the order_by saved is shown")
 		must(t, expect.Locator(page.Locator("body")).Not().ToContainText(secret), "the secret nowhere on the page")
 		must(t, expect.Locator(page.Locator("body")).Not().ToContainText("billing-token-42"), "the header nowhere on the page")
 		if n := h.count(t, `SELECT count(*) FROM destinations WHERE name = 'billing' AND source = 'dashboard'
@@ -56,9 +76,16 @@ func TestDestinationFormInTheBrowser(t *testing.T) {
 
 	step(t, "EditKeepsTheSecrets", func(t *testing.T) {
 		must(t, field("Filter (optional)").Fill("data.object.amount >= 1000"), "fill Filter")
+		must(t, field("Calls a second").Fill("5"), "fill Calls a second")
 		must(t, page.GetByLabel("Remove the extra headers").Check(), "tick Remove the extra headers")
 		click(t, pageButton(page, "Save changes"), "Save changes")
-		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("filter, headers changed"), "the flash says what changed")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("filter, rate, headers changed"), "the flash says what changed")
+		must(t, expect.Locator(field("Calls a second")).ToHaveValue("5"), "the new rate is shown")
+		must(t, expect.Locator(field("Order by")).ToHaveValue("data.object.customer"), "the order_by is kept")
+		if n := h.count(t, `SELECT count(*) FROM destinations WHERE name = 'billing'
+			AND (route->>'rate')::float8 = 5 AND route->>'order_by' = 'data.object.customer'`); n != 1 {
+			t.Fatalf("billing's rate and order_by as kept: %d rows", n)
+		}
 		must(t, expect.Locator(page.GetByTestId("headers-state")).ToContainText("Now: not set."), "the headers are gone")
 		must(t, expect.Locator(page.GetByTestId("secrets-state")).ToContainText("Now: set."), "the secrets are kept")
 		must(t, expect.Locator(field("Filter (optional)")).ToHaveValue("data.object.amount >= 1000"), "the filter is saved")

@@ -43,13 +43,16 @@ const (
 )
 
 // ManagedRoute is a destination's route as the destinations table keeps
-// it (route jsonb), as applyDestinations writes a file's.
+// it (route jsonb), as applyDestinations writes a file's: with its rate
+// (calls a second, 0 for none) and its order_by ("" for none).
 type ManagedRoute struct {
 	Types     []string `json:"types"`
 	Livemode  string   `json:"livemode"`
 	Accounts  []string `json:"accounts"`
 	Endpoints []string `json:"endpoints"`
 	Filter    string   `json:"filter"`
+	Rate      float64  `json:"rate"`
+	OrderBy   string   `json:"order_by"`
 }
 
 // ManagedDestination is a destination's row as the dashboard's forms show
@@ -76,7 +79,8 @@ type ManagedDestination struct {
 // signing secrets and headers.
 func (m ManagedDestination) Entry() destinations.Entry {
 	e := destinations.Entry{Name: m.Name, URL: m.URL, Types: m.Route.Types, Livemode: m.Route.Livemode,
-		Accounts: m.Route.Accounts, Endpoints: m.Route.Endpoints, Filter: m.Route.Filter, Source: m.Source}
+		Accounts: m.Route.Accounts, Endpoints: m.Route.Endpoints, Filter: m.Route.Filter, Rate: m.Route.Rate,
+		OrderBy: m.Route.OrderBy, Source: m.Source}
 	if m.Concurrency != nil {
 		e.Concurrency = *m.Concurrency
 	}
@@ -153,10 +157,11 @@ func (w ManagedWrite) sealed(key []byte) (secrets, headers []byte, err error) {
 }
 
 // managedArgs are the columns an add and an edit write, after the name:
-// url, route, concurrency, timeout_seconds.
+// url, route (its rate and order_by with it), concurrency,
+// timeout_seconds.
 func managedArgs(d *destinations.Destination) []any {
 	route, _ := json.Marshal(ManagedRoute{Types: d.Types, Livemode: d.Livemode, Accounts: d.Accounts,
-		Endpoints: d.Endpoints, Filter: d.Filter})
+		Endpoints: d.Endpoints, Filter: d.Filter, Rate: d.Rate, OrderBy: d.OrderBy})
 	var concurrency *int
 	if d.Concurrency > 0 {
 		concurrency = &d.Concurrency

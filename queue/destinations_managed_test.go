@@ -194,6 +194,58 @@ func TestManagedDestinations_EditKeepsSecretsUnlessWritten(t *testing.T) {
 	}
 }
 
+// A dashboard destination's rate and order_by are kept in its route, under
+// the keys a file's destination is recorded with (the destinations page
+// reads them there), and come back from ManagedSet for serve to deliver
+// with; an edit that leaves them out takes them away, and the set's hash
+// follows.
+func TestManagedSet_RateAndOrderBy(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	e := destinations.Entry{Name: "billing", URL: "https://billing.internal/stripe", Rate: 2.5,
+		OrderBy: "data.object.customer"}
+	if err := addManaged(ctx, s, checked(t, e), nil); err != nil {
+		t.Fatal(err)
+	}
+	set, err := s.ManagedSet(ctx, "https://app.example/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := set.Get("billing")
+	if d == nil || d.Rate != 2.5 || d.OrderBy != "data.object.customer" {
+		t.Fatalf("billing as ManagedSet read it: %+v, want rate 2.5 and order_by data.object.customer", d)
+	}
+	if def := set.Get(destinations.DefaultName); def == nil || def.Rate != 0 || def.OrderBy != "" {
+		t.Errorf("HOOKD_FORWARD_URL's default: %+v, want neither", def)
+	}
+	var rate float64
+	var orderBy string
+	if err := bundle.pool.QueryRow(ctx, `SELECT (route->>'rate')::float8, route->>'order_by' FROM destinations
+		WHERE name = 'billing'`).Scan(&rate, &orderBy); err != nil || rate != 2.5 || orderBy != "data.object.customer" {
+		t.Errorf("the route kept: rate %v, order_by %q, %v", rate, orderBy, err)
+	}
+	m, err := s.ManagedDestination(ctx, "billing")
+	if got := m.Entry(); err != nil || got.Rate != 2.5 || got.OrderBy != "data.object.customer" {
+		t.Errorf("the row's entry: %+v, %v", got, err)
+	}
+
+	err = s.InTx(ctx, func(tx *queue.Tx) error {
+		return tx.EditManagedDestination(ctx, queue.ManagedWrite{Destination: checked(t, destinations.Entry{Name: "billing",
+			URL: "https://billing.internal/stripe"}), By: "bo@example.com"}, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.ManagedSet(ctx, "https://app.example/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after.Get("billing"); d.Rate != 0 || d.OrderBy != "" || after.Hash == set.Hash {
+		t.Errorf("after an edit without them: rate %v, order_by %q, hash %s (was %s)", d.Rate, d.OrderBy, after.Hash, set.Hash)
+	}
+}
+
 // A removal retires a destination while a delivery to it waits, and
 // deletes it otherwise; adding the retired one's name again configures it
 // anew. ManagedVersion changes with every add, edit and removal, and

@@ -99,6 +99,7 @@ func destinationFormOf(c echo.Context, f views.DestinationForm) views.Destinatio
 	f.Types, f.Accounts, f.Endpoints = c.FormValue("types"), c.FormValue("accounts"), c.FormValue("endpoints")
 	f.Livemode, f.Filter = c.FormValue("livemode"), strings.TrimSpace(c.FormValue("filter"))
 	f.Concurrency, f.Timeout = strings.TrimSpace(c.FormValue("concurrency")), strings.TrimSpace(c.FormValue("timeout"))
+	f.Rate, f.OrderBy = strings.TrimSpace(c.FormValue("rate")), strings.TrimSpace(c.FormValue("order_by"))
 	return f
 }
 
@@ -110,7 +111,8 @@ func destinationEntryOf(c echo.Context, name string) (destinations.Entry, error)
 	e := destinations.Entry{Name: name, URL: strings.TrimSpace(c.FormValue("url")),
 		Types: listOf(c.FormValue("types")), Livemode: c.FormValue("livemode"), Accounts: listOf(c.FormValue("accounts")),
 		Endpoints: listOf(c.FormValue("endpoints")), Filter: strings.TrimSpace(c.FormValue("filter")),
-		Timeout: strings.TrimSpace(c.FormValue("timeout")), SigningSecrets: strings.Fields(c.FormValue("signing_secrets"))}
+		Timeout: strings.TrimSpace(c.FormValue("timeout")), OrderBy: strings.TrimSpace(c.FormValue("order_by")),
+		SigningSecrets: strings.Fields(c.FormValue("signing_secrets"))}
 	if v := strings.TrimSpace(c.FormValue("concurrency")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -119,9 +121,25 @@ func destinationEntryOf(c echo.Context, name string) (destinations.Entry, error)
 		}
 		e.Concurrency = n
 	}
+	if v := strings.TrimSpace(c.FormValue("rate")); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return e, &actions.InvalidError{Field: "rate",
+				Detail: fmt.Sprintf("destination %q: rate: %q is not a number of calls a second, like 20 or 0.5.", name, v)}
+		}
+		e.Rate = r
+	}
 	var err error
 	e.Headers, err = headersOf(name, c.FormValue("headers"))
 	return e, err
+}
+
+// rateText is a rate as the form shows it: "" for none.
+func rateText(r float64) string {
+	if r <= 0 {
+		return ""
+	}
+	return strconv.FormatFloat(r, 'g', -1, 64)
 }
 
 // listOf splits a list typed with commas or spaces; nil when empty.
@@ -159,7 +177,8 @@ func managedForm(m queue.ManagedDestination) views.DestinationForm {
 	e := m.Entry()
 	f := views.DestinationForm{Editing: true, Name: m.Name, URL: m.URL, Types: strings.Join(e.Types, ", "),
 		Livemode: e.Livemode, Accounts: strings.Join(e.Accounts, ", "), Endpoints: strings.Join(e.Endpoints, ", "),
-		Filter: e.Filter, Timeout: e.Timeout, SecretsSet: m.SigningSecretsSet, HeadersSet: m.HeadersSet, UpdatedAt: m.UpdatedAt}
+		Filter: e.Filter, Timeout: e.Timeout, Rate: rateText(e.Rate), OrderBy: e.OrderBy, SecretsSet: m.SigningSecretsSet,
+		HeadersSet: m.HeadersSet, UpdatedAt: m.UpdatedAt}
 	if e.Concurrency > 0 {
 		f.Concurrency = strconv.Itoa(e.Concurrency)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,7 +45,7 @@ func setupDestinations(t *testing.T, cfg actions.ManagedDestinations) *testBundl
 func billingForm() url.Values {
 	return url.Values{"name": {"billing"}, "url": {"https://billing.internal/stripe"}, "types": {"invoice.*, customer.created"},
 		"livemode": {"live"}, "accounts": {""}, "endpoints": {""}, "filter": {"data.object.amount >= 1000"},
-		"concurrency": {"4"}, "timeout": {"10s"}, "signing_secrets": {formSecret + "\n" + formOldSecret},
+		"concurrency": {"4"}, "timeout": {"10s"}, "rate": {"2.5"}, "order_by": {"data.object.customer"}, "signing_secrets": {formSecret + "\n" + formOldSecret},
 		"headers": {"Authorization: Bearer billing-token-42\nX-Team: billing"}}
 }
 
@@ -94,8 +95,11 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if got := testid(edit.doc, "secrets-state"); !strings.HasPrefix(got, "Now: set.") {
 		t.Errorf("secrets state %q", got)
 	}
-	if got, _ := edit.doc.Find(`input[name="types"]`).Attr("value"); got != "invoice.*, customer.created" {
-		t.Errorf("types on the edit form: %q", got)
+	for field, want := range map[string]string{"types": "invoice.*, customer.created", "rate": "2.5",
+		"order_by": "data.object.customer"} {
+		if got, _ := edit.doc.Find(`input[name="` + field + `"]`).Attr("value"); got != want {
+			t.Errorf("%s on the edit form: %q, want %q", field, got, want)
+		}
 	}
 	set, err := b.store.ManagedSet(ctx, "", key)
 	if err != nil {
@@ -103,7 +107,8 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	}
 	d := set.Get("billing")
 	if d == nil || len(d.SigningSecrets) != 2 || d.SigningSecrets[0] != formSecret || d.Headers.Get("Authorization") != "Bearer billing-token-42" ||
-		d.Headers.Get("X-Team") != "billing" || d.Livemode != "live" || d.Concurrency != 4 {
+		d.Headers.Get("X-Team") != "billing" || d.Livemode != "live" || d.Concurrency != 4 || d.Rate != 2.5 ||
+		d.OrderBy != "data.object.customer" {
 		t.Fatalf("billing as the runtime reads it: %+v", d)
 	}
 	if e := lastAudit(t, b, audit.DestinationAdd); e.Target != "billing (https://billing.internal/stripe)" || e.Email != "admin@example.com" {
@@ -114,6 +119,7 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	form := formValues(edit.doc.Find(`form[action="/destinations/billing/edit"]`))
 	form.Set("livemode", "live")
 	form.Set("filter", "data.object.amount >= 5000")
+	form.Set("rate", "")
 	form.Set("remove_headers", "1")
 	form.Del("remove_signing_secrets")
 	r = admin.post("/destinations/billing/edit", form)
@@ -122,17 +128,18 @@ func TestDestinationForm_AddEditRemove(t *testing.T) {
 	if got := testid(edit.doc, "headers-state"); !strings.HasPrefix(got, "Now: not set.") {
 		t.Errorf("headers state after removing them: %q", got)
 	}
-	if !strings.Contains(edit.body, "filter, headers changed") {
+	if !strings.Contains(edit.body, "filter, rate, headers changed") {
 		t.Errorf("the flash does not say what changed:\n%s", edit.body)
 	}
 	set, err = b.store.ManagedSet(ctx, "", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := set.Get("billing"); len(d.SigningSecrets) != 2 || len(d.Headers) != 0 || d.Filter != "data.object.amount >= 5000" {
+	if d := set.Get("billing"); len(d.SigningSecrets) != 2 || len(d.Headers) != 0 || d.Filter != "data.object.amount >= 5000" ||
+		d.Rate != 0 || d.OrderBy != "data.object.customer" {
 		t.Errorf("billing after the edit: %+v", d)
 	}
-	if e := lastAudit(t, b, audit.DestinationEdit); e.Target != "billing: filter, headers" {
+	if e := lastAudit(t, b, audit.DestinationEdit); e.Target != "billing: filter, rate, headers" {
 		t.Errorf("the edit's entry: %+v", e)
 	}
 
@@ -225,6 +232,9 @@ func TestDestinationForm_RefusalsNameTheField(t *testing.T) {
 		{"filter", "data.object.amount >=", `destination "billing": filter: `},
 		{"concurrency", "many", `destination "billing": concurrency: "many" is not a whole number.`},
 		{"timeout", "10", `destination "billing": timeout: "10" is not a duration like 10s or 1m30s`},
+		{"rate", "fast", `destination "billing": rate: "fast" is not a number of calls a second, like 20 or 0.5.`},
+		{"rate", "-2", `destination "billing": rate: -2 is not a number of calls a second greater than zero`},
+		{"order_by", "data.object..customer", `destination "billing": order_by: "data.object..customer" is not a field path like data.object.customer`},
 		{"signing_secrets", "whsec_!!", `destination "billing": signing_secrets: secret 1 of 1: the part after whsec_ is not valid base64`},
 		{"headers", "Authorization Bearer x", `destination "billing": headers: line 1 is not Name: value.`},
 		{"headers", "Webhook-Signature: x", `destination "billing": headers: Webhook-Signature: hookd sets this header itself`},
@@ -333,11 +343,20 @@ func TestAPI_ManagedDestinations(t *testing.T) {
 	if p.Errors == nil || len(*p.Errors) != 1 || (*p.Errors)[0].Field != "filter" {
 		t.Errorf("a bad filter: %+v", p)
 	}
+	for field, value := range map[string]any{"rate": -1, "order_by": "data.object."} {
+		p := c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://billing.internal",
+			field: value}).want(t, http.StatusBadRequest).problem(t)
+		if p.Errors == nil || len(*p.Errors) != 1 || (*p.Errors)[0].Field != field {
+			t.Errorf("a bad %s: %+v", field, p)
+		}
+	}
 	var added api.ManagedDestination
 	c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://billing.internal",
 		"types": []string{"invoice.*"}, "signing_secrets": []string{formSecret}, "headers": map[string]string{"Authorization": "Bearer b"},
+		"rate": 2.5, "order_by": "data.object.customer",
 	}).want(t, http.StatusCreated).decode(t, &added)
-	if !added.SigningSecretsSet || !added.HeadersSet || added.Source != "dashboard" || len(added.Types) != 1 {
+	if !added.SigningSecretsSet || !added.HeadersSet || added.Source != "dashboard" || len(added.Types) != 1 ||
+		added.Rate != 2.5 || added.OrderBy != "data.object.customer" {
 		t.Errorf("added: %+v", added)
 	}
 	c.call(http.MethodPost, "/destinations", map[string]any{"name": "billing", "url": "https://other.internal"}).want(t, http.StatusConflict)
@@ -345,8 +364,9 @@ func TestAPI_ManagedDestinations(t *testing.T) {
 	var changed api.ManagedDestinationChange
 	c.call(http.MethodPost, "/destinations/billing/edit", map[string]any{"url": "https://billing.internal/v2", "types": []string{"invoice.*"}}).
 		want(t, http.StatusOK).decode(t, &changed)
-	if len(changed.Changed) != 1 || changed.Changed[0] != "url" || !changed.Destination.SigningSecretsSet {
-		t.Errorf("an edit of the URL alone: %+v", changed)
+	if !slices.Equal(changed.Changed, []string{"url", "rate", "order_by"}) || !changed.Destination.SigningSecretsSet ||
+		changed.Destination.Rate != 0 || changed.Destination.OrderBy != "" {
+		t.Errorf("an edit of the URL, without a rate or an order_by: %+v", changed)
 	}
 	c.call(http.MethodPost, "/destinations/billing/edit", map[string]any{"url": "https://billing.internal/v2", "signing_secrets": []string{}}).
 		want(t, http.StatusOK).decode(t, &changed)

@@ -238,6 +238,8 @@ func changedFields(before queue.ManagedDestination, d *destinations.Destination,
 		timeout = d.Timeout.String()
 	}
 	add("timeout", was.Timeout != timeout)
+	add("rate", was.Rate != d.Rate)
+	add("order_by", was.OrderBy != d.OrderBy)
 	add("signing secrets", edit.ReplaceSecrets && (before.SigningSecretsSet || len(d.SigningSecrets) > 0))
 	add("headers", edit.ReplaceHeaders && (before.HeadersSet || len(d.Headers) > 0))
 	return out

@@ -27,6 +27,12 @@ type Entry struct {
 	Concurrency int
 	// Timeout is a duration like the file's ("10s"); "" is the default.
 	Timeout string
+	// Rate is the calls a second it takes, over every replica; 0 is no
+	// bound (a file's rate left out).
+	Rate float64
+	// OrderBy is a field path of the event (data.object.customer) whose
+	// value orders its deliveries one at a time per key; "" orders none.
+	OrderBy string
 	// SigningSecrets are Standard Webhooks secrets whsec_..., the new one
 	// first during a rotation; none leaves signing to HOOKD_FORWARD_SECRET.
 	SigningSecrets []string
@@ -60,8 +66,13 @@ func FromEntries(entries []Entry, source string) (*Set, error) {
 }
 
 func (e Entry) destination(unnamed string, before []*Destination) (*Destination, error) {
+	var rate *float64
+	if e.Rate != 0 {
+		rate = &e.Rate
+	}
 	d, err := entry{Name: e.Name, URL: e.URL, Types: e.Types, Livemode: e.Livemode, Accounts: e.Accounts,
 		Endpoints: e.Endpoints, Filter: e.Filter, Concurrency: e.Concurrency, Timeout: e.Timeout,
+		Rate: rate, OrderBy: e.OrderBy,
 	}.destination(unnamed, before, nil)
 	if err != nil {
 		return nil, err

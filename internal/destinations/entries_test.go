@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,59 @@ func TestCheckEntry_RefusesAsTheFileDoes(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != tc.field || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%+v: %v, want field %s and %q...", tc.e, err, tc.field, tc.want)
 		}
+	}
+}
+
+// An entry's rate and order_by are the file's: checked by the same rules,
+// refused in the same words naming the field; a rate of 0 is none, as a
+// file's rate left out, and both are part of the set's hash.
+func TestCheckEntry_RateAndOrderBy(t *testing.T) {
+	t.Parallel()
+	d, err := destinations.CheckEntry(destinations.Entry{Name: "billing", URL: "https://billing.internal/stripe",
+		Rate: 2.5, OrderBy: "data.object.customer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Rate != 2.5 || d.OrderBy != "data.object.customer" {
+		t.Errorf("billing: rate %v, order_by %q; want 2.5, data.object.customer", d.Rate, d.OrderBy)
+	}
+	d, err = destinations.CheckEntry(destinations.Entry{Name: "crm", URL: "https://crm.internal"})
+	if err != nil || d.Rate != 0 || d.OrderBy != "" {
+		t.Errorf("crm without either: %v, rate %v, order_by %q", err, d.Rate, d.OrderBy)
+	}
+	for _, tc := range []struct {
+		e    destinations.Entry
+		file string
+		want string
+	}{
+		{destinations.Entry{Name: "b", URL: "http://x", Rate: -1}, "rate: -1",
+			`destination "b": rate: -1 is not a number of calls a second greater than zero (leave it out for no bound)`},
+		{destinations.Entry{Name: "b", URL: "http://x", Rate: math.Inf(1)}, "rate: .inf",
+			`destination "b": rate: +Inf is not a number of calls a second greater than zero (leave it out for no bound)`},
+		{destinations.Entry{Name: "b", URL: "http://x", Rate: math.NaN()}, "rate: .nan",
+			`destination "b": rate: NaN is not a number of calls a second greater than zero (leave it out for no bound)`},
+		{destinations.Entry{Name: "b", URL: "http://x", OrderBy: "data.object..customer"}, "order_by: data.object..customer",
+			`destination "b": order_by: "data.object..customer" is not a field path like data.object.customer`},
+		{destinations.Entry{Name: "b", URL: "http://x", OrderBy: "data.object.customer "}, "order_by: \"data.object.customer \"",
+			`destination "b": order_by: "data.object.customer " is not a field path like data.object.customer`},
+	} {
+		_, err := destinations.CheckEntry(tc.e)
+		var fe *destinations.FieldError
+		if !errors.As(err, &fe) || fe.Field != strings.SplitN(tc.file, ":", 2)[0] || err.Error() != tc.want {
+			t.Errorf("%+v: %v, want %q", tc.e, err, tc.want)
+		}
+		// The file's destination of the same value is refused alike.
+		_, ferr := destinations.Parse([]byte("destinations:\n  - name: b\n    url: http://x\n    "+tc.file+"\n"), nil)
+		if ferr == nil || !strings.Contains(ferr.Error(), tc.want) {
+			t.Errorf("the file's %s: %v, want %q", tc.file, ferr, tc.want)
+		}
+	}
+	one, _ := destinations.FromEntries([]destinations.Entry{{Name: "b", URL: "http://x"}}, destinations.SourceDashboard)
+	rated, _ := destinations.FromEntries([]destinations.Entry{{Name: "b", URL: "http://x", Rate: 1}}, destinations.SourceDashboard)
+	ordered, _ := destinations.FromEntries([]destinations.Entry{{Name: "b", URL: "http://x", OrderBy: "data.object.id"}},
+		destinations.SourceDashboard)
+	if one.Hash == rated.Hash || one.Hash == ordered.Hash || rated.Hash == ordered.Hash {
+		t.Errorf("hashes: none %s, rate %s, order_by %s: each setting is to change it", one.Hash, rated.Hash, ordered.Hash)
 	}
 }
 

@@ -282,6 +282,14 @@ type AddDestinationRequest struct {
 	// Name Example: billing
 	Name string `json:"name"`
 
+	// OrderBy A field path of the event (data.object.customer): its events with one value delivered one at a time, in the order hookd accepted them; empty or left out, no order.
+	OrderBy *string `json:"order_by,omitempty"`
+
+	// Rate Calls a second to the app, over every replica together, above zero; 0 or left out, HOOKD_FORWARD_RATE if set, else no bound.
+	//
+	// Example: 20
+	Rate *float64 `json:"rate,omitempty"`
+
 	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
 	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
 
@@ -462,6 +470,14 @@ type DestinationSettings struct {
 
 	// Livemode any (the default), live or test.
 	Livemode *string `json:"livemode,omitempty"`
+
+	// OrderBy A field path of the event (data.object.customer): its events with one value delivered one at a time, in the order hookd accepted them; empty or left out, no order.
+	OrderBy *string `json:"order_by,omitempty"`
+
+	// Rate Calls a second to the app, over every replica together, above zero; 0 or left out, HOOKD_FORWARD_RATE if set, else no bound.
+	//
+	// Example: 20
+	Rate *float64 `json:"rate,omitempty"`
 
 	// SigningSecrets Standard Webhooks secrets whsec_..., the new one first; each signs every call. Kept encrypted, never returned.
 	SigningSecrets *[]string `json:"signing_secrets,omitempty"`
@@ -707,12 +723,18 @@ type ManagedDestination struct {
 	AddedAt  time.Time `json:"added_at"`
 
 	// Concurrency 0 is the default.
-	Concurrency       int                      `json:"concurrency"`
-	Endpoints         []string                 `json:"endpoints"`
-	Filter            string                   `json:"filter"`
-	HeadersSet        bool                     `json:"headers_set"`
-	Livemode          string                   `json:"livemode"`
-	Name              string                   `json:"name"`
+	Concurrency int      `json:"concurrency"`
+	Endpoints   []string `json:"endpoints"`
+	Filter      string   `json:"filter"`
+	HeadersSet  bool     `json:"headers_set"`
+	Livemode    string   `json:"livemode"`
+	Name        string   `json:"name"`
+
+	// OrderBy Empty orders nothing.
+	OrderBy string `json:"order_by"`
+
+	// Rate Calls a second over every replica; 0 is none of its own.
+	Rate              float64                  `json:"rate"`
 	RetiredAt         *time.Time               `json:"retired_at,omitempty"`
 	SigningSecretsSet bool                     `json:"signing_secrets_set"`
 	Source            ManagedDestinationSource `json:"source"`

@@ -18,8 +18,8 @@ import (
 func (s *server) AddDestination(ctx context.Context, req AddDestinationRequestObject) (AddDestinationResponseObject, error) {
 	b := req.Body
 	e := entryOf(b.Name, DestinationSettings{Url: b.Url, Types: b.Types, Livemode: b.Livemode, Accounts: b.Accounts,
-		Endpoints: b.Endpoints, Filter: b.Filter, Concurrency: b.Concurrency, Timeout: b.Timeout,
-		SigningSecrets: b.SigningSecrets, Headers: b.Headers})
+		Endpoints: b.Endpoints, Filter: b.Filter, Concurrency: b.Concurrency, Timeout: b.Timeout, Rate: b.Rate,
+		OrderBy: b.OrderBy, SigningSecrets: b.SigningSecrets, Headers: b.Headers})
 	m, err := s.opts.Actions.AddDestination(ctx, actor(ctx), e)
 	if err != nil {
 		return nil, destinationProblem(err, b.Name, "Not added")
@@ -51,7 +51,8 @@ func (s *server) RemoveDestination(ctx context.Context, req RemoveDestinationReq
 // entryOf is destination name's settings as the actions take them.
 func entryOf(name string, b DestinationSettings) destinations.Entry {
 	e := destinations.Entry{Name: name, URL: b.Url, Livemode: deref(b.Livemode, ""), Filter: deref(b.Filter, ""),
-		Concurrency: deref(b.Concurrency, 0), Timeout: deref(b.Timeout, "")}
+		Concurrency: deref(b.Concurrency, 0), Timeout: deref(b.Timeout, ""), Rate: deref(b.Rate, 0),
+		OrderBy: deref(b.OrderBy, "")}
 	if b.Types != nil {
 		e.Types = *b.Types
 	}
@@ -89,7 +90,7 @@ func managedDestinationOf(m queue.ManagedDestination) ManagedDestination {
 	e := m.Entry()
 	return ManagedDestination{Name: m.Name, Url: m.URL, Types: nonNil(e.Types), Livemode: e.Livemode,
 		Accounts: nonNil(e.Accounts), Endpoints: nonNil(e.Endpoints), Filter: e.Filter, Concurrency: e.Concurrency,
-		Timeout: e.Timeout, SigningSecretsSet: m.SigningSecretsSet, HeadersSet: m.HeadersSet,
+		Timeout: e.Timeout, Rate: e.Rate, OrderBy: e.OrderBy, SigningSecretsSet: m.SigningSecretsSet, HeadersSet: m.HeadersSet,
 		Source: ManagedDestinationSource(m.Source), AddedAt: m.AddedAt, UpdatedAt: m.UpdatedAt, UpdatedBy: m.UpdatedBy,
 		RetiredAt: m.RetiredAt}
 }
