@@ -1337,7 +1337,12 @@ func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, befor
 	events := make([][]any, n)
 	attempts := make([][]any, n)
 	due := time.Now().Add(-time.Second)
-	dest := cmp.Or(t.drainDest, "default")
+	// The destination's columns only where the backlog is a destination's:
+	// a binary of the release before has none.
+	columns := []string{"source", "event_id", "event_type", "payload", "signature", "last_error", "next_retry_at"}
+	if t.drainDest != "" {
+		columns = append(columns, "destination", "order_key", "order_seq")
+	}
 	for i := range events {
 		body := gen.next()
 		id := gen.prefix + strconv.Itoa(gen.seq)
@@ -1347,7 +1352,10 @@ func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, befor
 			customer := gen.customer
 			key = &customer
 		}
-		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due, dest, key, int64(i + 1)}
+		events[i] = []any{"stripe", id, "invoice.paid", string(body), sig, "downstream answered 503", due}
+		if t.drainDest != "" {
+			events[i] = append(events[i], t.drainDest, key, int64(i+1))
+		}
 		attempts[i] = []any{"stripe", id, 12.5, "failed", int32(503), "downstream answered 503", "inline", int32(0)}
 	}
 	tx, err := conn.Begin(ctx)
@@ -1361,10 +1369,7 @@ func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, befor
 		return fmt.Errorf("seed attempts: %w", err)
 	}
 	// One transaction: the retry loop sees the whole backlog at once.
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_events"},
-		[]string{"source", "event_id", "event_type", "payload", "signature", "last_error", "next_retry_at",
-			"destination", "order_key", "order_seq"},
-		pgx.CopyFromRows(events)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"webhook_events"}, columns, pgx.CopyFromRows(events)); err != nil {
 		return fmt.Errorf("seed queue: %w", err)
 	}
 	// Analyzed before the commit (ANALYZE counts its own transaction's
