@@ -218,6 +218,8 @@ func actionLabel(a audit.Action) string {
 		return "deliveries moved"
 	case audit.DestinationDrop:
 		return "deliveries dropped"
+	case audit.OrderRelease:
+		return "held key released"
 	}
 	return string(a)
 }

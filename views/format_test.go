@@ -89,6 +89,7 @@ func TestActionLabel_NamesEveryAuditActionInWords(t *testing.T) {
 		audit.DestinationAdd:    "destination added",
 		audit.DestinationEdit:   "destination changed",
 		audit.DestinationRemove: "destination removed",
+		audit.OrderRelease:      "held key released",
 	} {
 		if got := views.ActionLabel(a); got != want {
 			t.Errorf("ActionLabel(%s) = %q, want %q", a, got, want)

@@ -29,6 +29,10 @@ type EventOpts struct {
 	// Destination is the delivery's destination. Default:
 	// queue.DefaultDestination.
 	Destination string
+	// OrderKey is the delivery's key under its destination's order_by,
+	// placed after every delivery of the key inserted before. Default:
+	// none, not ordered.
+	OrderKey string
 }
 
 // InsertEvent puts a row on the retry queue in the state opts describes and
@@ -59,14 +63,16 @@ func InsertEvent(t testing.TB, pool *pgxpool.Pool, opts EventOpts) queue.Event {
 	var id uuid.UUID
 	err := pool.QueryRow(context.Background(), `
 		INSERT INTO webhook_events (source, event_id, event_type, payload, status, attempts,
-		                            last_error, next_retry_at, created_at, last_attempt_at, destination)
+		                            last_error, next_retry_at, created_at, last_attempt_at, destination,
+		                            order_key, order_seq)
 		VALUES ('stripe', $1, $2, $3, $4, $5, $6,
 		        now() + make_interval(secs => $7),
 		        now() - make_interval(secs => $8),
-		        now() - make_interval(secs => $8), $9)
+		        now() - make_interval(secs => $8), $9,
+		        nullif($10, ''), CASE WHEN $10 <> '' THEN nextval('webhook_order_seq') END)
 		RETURNING id`,
 		opts.EventID, opts.EventType, opts.Payload, opts.Status, opts.Attempts, opts.LastError,
-		opts.DueIn.Seconds(), opts.Age.Seconds(), opts.Destination).Scan(&id)
+		opts.DueIn.Seconds(), opts.Age.Seconds(), opts.Destination, opts.OrderKey).Scan(&id)
 	if err != nil {
 		t.Fatalf("queuetest: insert event: %v", err)
 	}

@@ -60,6 +60,8 @@ const (
 	DestinationResume Action = "destination_resume" // an operator resumed one, or closed its circuit breaker
 	DestinationMove   Action = "destination_move"   // an operator moved a retired destination's deliveries to another
 	DestinationDrop   Action = "destination_drop"   // an operator dropped a retired destination's deliveries
+
+	OrderRelease Action = "order_release" // an operator let an ordered destination's key go on past its dead events
 )
 
 // Account names who acted: the email the pages show, and, so the entry
