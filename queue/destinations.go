@@ -239,13 +239,15 @@ func ShortHash(hash string) string {
 }
 
 // DestinationStat is one destination's part of the queue: its deliveries
-// by status, and when the oldest pending one was received.
+// by status, when the oldest pending one was received, and how many of its
+// keys a dead event holds (order_by; HeldKeys lists them).
 type DestinationStat struct {
 	Destination string     `db:"destination"`
 	Failed      int64      `db:"failed"`
 	Retrying    int64      `db:"retrying"`
 	Dead        int64      `db:"dead"`
 	Oldest      *time.Time `db:"oldest_pending"`
+	HeldKeys    int64      `db:"held_keys"`
 }
 
 // DestinationStats returns each destination's part of the queue, by name:
@@ -261,11 +263,13 @@ func (s *Store) DestinationStats(ctx context.Context) ([]DestinationStat, error)
 			       count(*) FILTER (WHERE status = 'failed')   AS failed,
 			       count(*) FILTER (WHERE status = 'retrying') AS retrying,
 			       count(*) FILTER (WHERE status = 'dead')     AS dead,
-			       min(created_at) FILTER (WHERE `+pending+`) AS oldest_pending
+			       min(created_at) FILTER (WHERE `+pending+`) AS oldest_pending,
+			       count(DISTINCT order_key) FILTER (WHERE status = 'dead') AS held_keys
 			FROM webhook_events GROUP BY destination
 		)
 		SELECT coalesce(q.destination, d.name) AS destination, coalesce(q.failed, 0) AS failed,
-		       coalesce(q.retrying, 0) AS retrying, coalesce(q.dead, 0) AS dead, q.oldest_pending
+		       coalesce(q.retrying, 0) AS retrying, coalesce(q.dead, 0) AS dead, q.oldest_pending,
+		       coalesce(q.held_keys, 0) AS held_keys
 		FROM q FULL JOIN destinations d ON d.name = q.destination
 		ORDER BY 1`)
 	if err != nil {

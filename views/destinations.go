@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,9 +12,72 @@ import (
 )
 
 // DestinationsPage is the destinations page: every destination with its
-// state and its deliveries.
+// state and its deliveries, and the keys of the ordered ones that a dead
+// event holds.
 type DestinationsPage struct {
 	Destinations []queue.DestinationStats
+	// HeldKeys are every destination's held keys, oldest first.
+	HeldKeys []queue.HeldKey
+}
+
+// maxHeldKeysShown bounds the held keys a destination's row lists; the
+// rest are counted.
+const maxHeldKeysShown = 50
+
+// heldKeys are the keys of the destination name that a dead event holds,
+// oldest first, at most maxHeldKeysShown, and how many there are in all.
+func (d DestinationsPage) heldKeys(name string) ([]queue.HeldKey, int) {
+	var keys []queue.HeldKey
+	n := 0
+	for _, k := range d.HeldKeys {
+		if k.Destination == name {
+			if n < maxHeldKeysShown {
+				keys = append(keys, k)
+			}
+			n++
+		}
+	}
+	return keys, n
+}
+
+// HeldKeyRelease is the confirmation of a held key's release: the key,
+// the dead event that holds it, and how many wait behind it.
+type HeldKeyRelease struct {
+	Destination, Key, EventID string
+	DeadSince                 time.Time
+	Waiting                   int
+}
+
+// routeSettings are the rate and the order_by of a destination's route,
+// as the destinations table keeps them; 0 and "" for none.
+func routeSettings(raw json.RawMessage) (rate float64, orderBy string) {
+	var r struct {
+		Rate    float64 `json:"rate"`
+		OrderBy string  `json:"order_by"`
+	}
+	if len(raw) > 0 && json.Unmarshal(raw, &r) != nil {
+		return 0, ""
+	}
+	return r.Rate, r.OrderBy
+}
+
+// destinationRate is a destination's rate as its row says it.
+func destinationRate(raw json.RawMessage) string {
+	rate, _ := routeSettings(raw)
+	if rate <= 0 {
+		return "no rate limit"
+	}
+	calls := "calls"
+	if rate == 1 {
+		calls = "call"
+	}
+	return fmt.Sprintf("at most %s %s a second, over every replica", strconv.FormatFloat(rate, 'g', -1, 64), calls)
+}
+
+// orderBy is a destination's order_by; "" when it is not ordered.
+func orderBy(raw json.RawMessage) string {
+	_, o := routeSettings(raw)
+	return o
 }
 
 // FromFile reports whether the destinations come from

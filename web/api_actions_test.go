@@ -196,6 +196,23 @@ var apiWrites = []apiWrite{
 		queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "old", Status: queue.StatusDead})
 		return "/destinations/old/drop", nil
 	}, http.StatusOK, audit.DestinationDrop, 1},
+	{"ReleaseHeldKey", func(t *testing.T, b *actionsBundle) (string, any) {
+		heldKey(t, b)
+		return "/destinations/billing/release", map[string]any{"key": "cus_a", "reason": "skipped by the app"}
+	}, http.StatusOK, audit.OrderRelease, 1},
+	{"ReleaseHeldKeyDryRun", func(t *testing.T, b *actionsBundle) (string, any) {
+		heldKey(t, b)
+		return "/destinations/billing/release", map[string]any{"key": "cus_a", "dry_run": true}
+	}, http.StatusOK, "", 0},
+}
+
+// heldKey makes key cus_a of the ordered destination billing held by a
+// dead event, with one delivery waiting behind it.
+func heldKey(t *testing.T, b *actionsBundle) {
+	t.Helper()
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing"})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", OrderKey: "cus_a", Status: queue.StatusDead})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", OrderKey: "cus_a"})
 }
 
 // Each write through the API writes exactly one audit entry, in its

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,12 +14,43 @@ import (
 
 func (d *dashboard) handleDestinations() echo.HandlerFunc {
 	return func(c echo.Context) error {
-		stats, err := d.actions.Destinations(c.Request().Context())
+		ctx := c.Request().Context()
+		stats, err := d.actions.Destinations(ctx)
+		if err != nil {
+			return err
+		}
+		held, err := d.actions.HeldKeys(ctx, "")
 		if err != nil {
 			return err
 		}
 		return render(c, http.StatusOK, views.Destinations(d.page(c, "Destinations", "destinations"),
-			views.DestinationsPage{Destinations: stats}))
+			views.DestinationsPage{Destinations: stats, HeldKeys: held}))
+	}
+}
+
+// handleReleasePreview asks before a held key is released, saying which
+// dead event holds it and how many deliveries wait behind it.
+func (d *dashboard) handleReleasePreview() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		name, key := c.Param("name"), c.FormValue("key")
+		r, err := d.actions.ReleaseHeldKey(c.Request().Context(), d.actor(c), name, key, "", true)
+		if err != nil {
+			return d.destinationChanged(c, err, false, "", "")
+		}
+		return render(c, http.StatusOK, views.HeldKeyReleaseConfirm(d.page(c, "Release held key?", "destinations"),
+			views.HeldKeyRelease{Destination: name, Key: key, EventID: r.EventIDs[0], DeadSince: r.DeadSince, Waiting: r.Waiting}))
+	}
+}
+
+// handleRelease lets a held key go on past its dead events
+// (actions.ReleaseHeldKey).
+func (d *dashboard) handleRelease() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		name, key := c.Param("name"), c.FormValue("key")
+		r, err := d.actions.ReleaseHeldKey(c.Request().Context(), d.actor(c), name, key, c.FormValue("reason"), false)
+		return d.destinationChanged(c, err, true, "", fmt.Sprintf("Released key %s of %s: %s stays dead, out of the key's order; "+
+			"%s behind it go on in order.", key, name, strings.Join(r.EventIDs, ", "),
+			views.Plural(int64(r.Waiting), "delivery", "deliveries")))
 	}
 }
 

@@ -71,6 +71,8 @@ func addRoutes(e *echo.Echo, opts Options, d *dashboard) {
 	e.POST("/destinations/:name/resume", d.handleResumeDestination(), operator...)
 	e.POST("/destinations/:name/move", d.handleMoveDeliveries(), operator...)
 	e.POST("/destinations/:name/drop", d.handleDropDeliveries(), operator...)
+	e.POST("/destinations/:name/release/preview", d.handleReleasePreview(), operator...)
+	e.POST("/destinations/:name/release", d.handleRelease(), operator...)
 	e.GET("/replays", d.handleReplays(), viewer...)
 	e.POST("/replays/preview", d.handleReplayPreview(), operator...)
 	e.POST("/replays", d.handleStartReplay(), operator...)

@@ -13,8 +13,8 @@ import (
 
 // A release of a held key takes its dead event out of the key's order,
 // leaves it dead, and writes one audit entry naming the destination, the
-// key, the event and the reason; a key that holds nothing, or a missing
-// destination, is refused with no entry.
+// key, the event and the reason; a dry run, a key that holds nothing, or a
+// missing destination writes none, the last two refused.
 func TestReleaseHeldKey_AuditedWithTheEventsReleased(t *testing.T) {
 	t.Parallel()
 	pool := queuetest.NewPool(t)
@@ -34,19 +34,26 @@ func TestReleaseHeldKey_AuditedWithTheEventsReleased(t *testing.T) {
 		t.Fatalf("held keys %+v, %v; want cus_a held by evt_a1 with 2 waiting", held, err)
 	}
 
-	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_b", ""); !errors.As(err, new(*actions.ConflictError)) {
+	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_b", "", false); !errors.As(err, new(*actions.ConflictError)) {
 		t.Errorf("release of a key nothing holds: %v, want a ConflictError", err)
 	}
-	if _, err := a.ReleaseHeldKey(ctx, who, "nope", "cus_a", ""); !errors.As(err, new(*actions.NotFoundError)) {
+	if _, err := a.ReleaseHeldKey(ctx, who, "nope", "cus_a", "", false); !errors.As(err, new(*actions.NotFoundError)) {
 		t.Errorf("release at a missing destination: %v, want a NotFoundError", err)
 	}
-	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "", ""); !errors.As(err, new(*actions.InvalidError)) {
+	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "", "", false); !errors.As(err, new(*actions.InvalidError)) {
 		t.Errorf("release of no key: %v, want an InvalidError", err)
 	}
 
-	r, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_a", "  the  app  skips it ")
-	if err != nil || !slices.Equal(r.EventIDs, []string{"evt_a1"}) {
-		t.Fatalf("release: %+v, %v; want evt_a1 released", r, err)
+	if r, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_a", "", true); err != nil ||
+		!slices.Equal(r.EventIDs, []string{"evt_a1"}) || r.Waiting != 2 {
+		t.Fatalf("dry run: %+v, %v; want evt_a1 with 2 waiting", r, err)
+	}
+	if held, err := a.HeldKeys(ctx, "billing"); err != nil || len(held) != 1 {
+		t.Fatalf("held keys after a dry run: %+v, %v; want cus_a still held", held, err)
+	}
+	r, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_a", "  the  app  skips it ", false)
+	if err != nil || !slices.Equal(r.EventIDs, []string{"evt_a1"}) || r.Waiting != 2 {
+		t.Fatalf("release: %+v, %v; want evt_a1 released with 2 waiting", r, err)
 	}
 	if held, err := a.HeldKeys(ctx, ""); err != nil || len(held) != 0 {
 		t.Errorf("held keys after the release: %+v, %v; want none", held, err)
@@ -54,7 +61,7 @@ func TestReleaseHeldKey_AuditedWithTheEventsReleased(t *testing.T) {
 	if e, err := s.Event(ctx, dead.ID); err != nil || e.Status != queue.StatusDead {
 		t.Errorf("the released event is %s (%v), want still dead", e.Status, err)
 	}
-	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_a", ""); !errors.As(err, new(*actions.ConflictError)) {
+	if _, err := a.ReleaseHeldKey(ctx, who, "billing", "cus_a", "", false); !errors.As(err, new(*actions.ConflictError)) {
 		t.Errorf("a second release: %v, want a ConflictError", err)
 	}
 

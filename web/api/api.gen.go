@@ -717,6 +717,41 @@ type GroupRetryRequest struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// HeldKey defines model for HeldKey.
+type HeldKey struct {
+	DeadSince time.Time `json:"dead_since"`
+
+	// EventId The dead event that holds the key.
+	EventId string `json:"event_id"`
+
+	// Key The value of the destination's order_by field.
+	Key string `json:"key"`
+
+	// Waiting The deliveries of the key waiting behind it.
+	Waiting int `json:"waiting"`
+}
+
+// HeldKeyList defines model for HeldKeyList.
+type HeldKeyList struct {
+	HeldKeys []HeldKey `json:"held_keys"`
+}
+
+// KeyRelease defines model for KeyRelease.
+type KeyRelease struct {
+	DeadSince   time.Time `json:"dead_since"`
+	Destination string    `json:"destination"`
+
+	// EventIds The dead events taken out of the key's order; they stay dead.
+	EventIds []string `json:"event_ids"`
+	Key      string   `json:"key"`
+
+	// Released False on a dry run.
+	Released bool `json:"released"`
+
+	// Waiting The deliveries of the key that waited behind them.
+	Waiting int `json:"waiting"`
+}
+
 // ManagedDestination defines model for ManagedDestination.
 type ManagedDestination struct {
 	Accounts []string  `json:"accounts"`
@@ -961,6 +996,18 @@ type RejectionList struct {
 
 	// Total How many refusals the filter selects on all pages.
 	Total int64 `json:"total"`
+}
+
+// ReleaseRequest defines model for ReleaseRequest.
+type ReleaseRequest struct {
+	// DryRun Say what would be released, and release nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Key The held key.
+	Key string `json:"key"`
+
+	// Reason Why; the audit entry keeps it.
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Replay defines model for Replay.
@@ -1272,6 +1319,14 @@ type PauseDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ReleaseHeldKeyParams defines parameters for ReleaseHeldKey.
+type ReleaseHeldKeyParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // RemoveDestinationParams defines parameters for RemoveDestination.
 type RemoveDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
@@ -1484,6 +1539,9 @@ type MoveDeliveriesJSONRequestBody = MoveRequest
 // PauseDestinationJSONRequestBody defines body for PauseDestination for application/json ContentType.
 type PauseDestinationJSONRequestBody = PauseRequest
 
+// ReleaseHeldKeyJSONRequestBody defines body for ReleaseHeldKey for application/json ContentType.
+type ReleaseHeldKeyJSONRequestBody = ReleaseRequest
+
 // RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
 type RemoveDestinationJSONRequestBody = DryRunRequest
 
@@ -1546,12 +1604,18 @@ type ServerInterface interface {
 	// EditDestination Change a destination managed on the dashboard
 	// (POST /destinations/{name}/edit)
 	EditDestination(ctx echo.Context, name DestinationName, params EditDestinationParams) error
+	// ListHeldKeys The keys of an ordered destination that a dead event holds
+	// (GET /destinations/{name}/held-keys)
+	ListHeldKeys(ctx echo.Context, name DestinationName) error
 	// MoveDeliveries Move a retired destination's deliveries to another destination
 	// (POST /destinations/{name}/move)
 	MoveDeliveries(ctx echo.Context, name DestinationName, params MoveDeliveriesParams) error
 	// PauseDestination Hold every call to one destination
 	// (POST /destinations/{name}/pause)
 	PauseDestination(ctx echo.Context, name DestinationName, params PauseDestinationParams) error
+	// ReleaseHeldKey Let a held key of an ordered destination go on without its dead event
+	// (POST /destinations/{name}/release)
+	ReleaseHeldKey(ctx echo.Context, name DestinationName, params ReleaseHeldKeyParams) error
 	// RemoveDestination Remove a destination managed on the dashboard
 	// (POST /destinations/{name}/remove)
 	RemoveDestination(ctx echo.Context, name DestinationName, params RemoveDestinationParams) error
@@ -1967,6 +2031,22 @@ func (w *ServerInterfaceWrapper) EditDestination(ctx echo.Context) error {
 	return err
 }
 
+// ListHeldKeys converts echo context to params.
+func (w *ServerInterfaceWrapper) ListHeldKeys(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListHeldKeys(ctx, name)
+	return err
+}
+
 // MoveDeliveries converts echo context to params.
 func (w *ServerInterfaceWrapper) MoveDeliveries(ctx echo.Context) error {
 	var err error
@@ -2036,6 +2116,42 @@ func (w *ServerInterfaceWrapper) PauseDestination(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.PauseDestination(ctx, name, params)
+	return err
+}
+
+// ReleaseHeldKey converts echo context to params.
+func (w *ServerInterfaceWrapper) ReleaseHeldKey(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "name" -------------
+	var name DestinationName
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", ctx.Param("name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter name: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReleaseHeldKeyParams
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ReleaseHeldKey(ctx, name, params)
 	return err
 }
 
@@ -2790,6 +2906,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/destinations", wrapper.AddDestination, options.OperationMiddlewares["addDestination"]...)
 	router.POST(options.BaseURL+"/destinations/:name/pause", wrapper.PauseDestination, options.OperationMiddlewares["pauseDestination"]...)
 	router.POST(options.BaseURL+"/destinations/:name/resume", wrapper.ResumeDestination, options.OperationMiddlewares["resumeDestination"]...)
+	router.GET(options.BaseURL+"/destinations/:name/held-keys", wrapper.ListHeldKeys, options.OperationMiddlewares["listHeldKeys"]...)
+	router.POST(options.BaseURL+"/destinations/:name/release", wrapper.ReleaseHeldKey, options.OperationMiddlewares["releaseHeldKey"]...)
 	router.POST(options.BaseURL+"/destinations/:name/move", wrapper.MoveDeliveries, options.OperationMiddlewares["moveDeliveries"]...)
 	router.POST(options.BaseURL+"/destinations/:name/drop", wrapper.DropDeliveries, options.OperationMiddlewares["dropDeliveries"]...)
 	router.GET(options.BaseURL+"/audit", wrapper.ListAudit, options.OperationMiddlewares["listAudit"]...)
@@ -4399,6 +4517,113 @@ func (response EditDestinationdefaultApplicationProblemPlusJSONResponse) VisitEd
 	return err
 }
 
+type ListHeldKeysRequestObject struct {
+	Name DestinationName `json:"name"`
+}
+
+type ListHeldKeysResponseObject interface {
+	VisitListHeldKeysResponse(w http.ResponseWriter) error
+}
+
+type ListHeldKeys200JSONResponse HeldKeyList
+
+func (response ListHeldKeys200JSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListHeldKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListHeldKeys401ApplicationProblemPlusJSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListHeldKeys403ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ListHeldKeys403ApplicationProblemPlusJSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListHeldKeys404ApplicationProblemPlusJSONResponse Problem
+
+func (response ListHeldKeys404ApplicationProblemPlusJSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListHeldKeys429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ListHeldKeys429ApplicationProblemPlusJSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListHeldKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListHeldKeysdefaultApplicationProblemPlusJSONResponse) VisitListHeldKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MoveDeliveriesRequestObject struct {
 	Name   DestinationName `json:"name"`
 	Params MoveDeliveriesParams
@@ -4690,6 +4915,157 @@ type PauseDestinationdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response PauseDestinationdefaultApplicationProblemPlusJSONResponse) VisitPauseDestinationResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKeyRequestObject struct {
+	Name   DestinationName `json:"name"`
+	Params ReleaseHeldKeyParams
+	Body   *ReleaseHeldKeyJSONRequestBody
+}
+
+type ReleaseHeldKeyResponseObject interface {
+	VisitReleaseHeldKeyResponse(w http.ResponseWriter) error
+}
+
+type ReleaseHeldKey200JSONResponse KeyRelease
+
+func (response ReleaseHeldKey200JSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey400ApplicationProblemPlusJSONResponse struct {
+	ProblemApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseHeldKey400ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseHeldKey401ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey403ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseHeldKey403ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey404ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseHeldKey404ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey409ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseHeldKey409ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey422ApplicationProblemPlusJSONResponse Problem
+
+func (response ReleaseHeldKey422ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKey429ApplicationProblemPlusJSONResponse struct {
+	TooManyRequestsApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseHeldKey429ApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseHeldKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ReleaseHeldKeydefaultApplicationProblemPlusJSONResponse) VisitReleaseHeldKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -7725,12 +8101,18 @@ type StrictServerInterface interface {
 	// EditDestination Change a destination managed on the dashboard
 	// (POST /destinations/{name}/edit)
 	EditDestination(ctx context.Context, request EditDestinationRequestObject) (EditDestinationResponseObject, error)
+	// ListHeldKeys The keys of an ordered destination that a dead event holds
+	// (GET /destinations/{name}/held-keys)
+	ListHeldKeys(ctx context.Context, request ListHeldKeysRequestObject) (ListHeldKeysResponseObject, error)
 	// MoveDeliveries Move a retired destination's deliveries to another destination
 	// (POST /destinations/{name}/move)
 	MoveDeliveries(ctx context.Context, request MoveDeliveriesRequestObject) (MoveDeliveriesResponseObject, error)
 	// PauseDestination Hold every call to one destination
 	// (POST /destinations/{name}/pause)
 	PauseDestination(ctx context.Context, request PauseDestinationRequestObject) (PauseDestinationResponseObject, error)
+	// ReleaseHeldKey Let a held key of an ordered destination go on without its dead event
+	// (POST /destinations/{name}/release)
+	ReleaseHeldKey(ctx context.Context, request ReleaseHeldKeyRequestObject) (ReleaseHeldKeyResponseObject, error)
 	// RemoveDestination Remove a destination managed on the dashboard
 	// (POST /destinations/{name}/remove)
 	RemoveDestination(ctx context.Context, request RemoveDestinationRequestObject) (RemoveDestinationResponseObject, error)
@@ -8256,6 +8638,31 @@ func (sh *strictHandler) EditDestination(ctx echo.Context, name DestinationName,
 	return nil
 }
 
+// ListHeldKeys operation middleware
+func (sh *strictHandler) ListHeldKeys(ctx echo.Context, name DestinationName) error {
+	var request ListHeldKeysRequestObject
+
+	request.Name = name
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ListHeldKeys(ctx.Request().Context(), request.(ListHeldKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListHeldKeys")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ListHeldKeysResponseObject); ok {
+		return validResponse.VisitListHeldKeysResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
 // MoveDeliveries operation middleware
 func (sh *strictHandler) MoveDeliveries(ctx echo.Context, name DestinationName, params MoveDeliveriesParams) error {
 	var request MoveDeliveriesRequestObject
@@ -8348,6 +8755,55 @@ func (sh *strictHandler) PauseDestination(ctx echo.Context, name DestinationName
 		return err
 	} else if validResponse, ok := response.(PauseDestinationResponseObject); ok {
 		return validResponse.VisitPauseDestinationResponse(ctx.Response())
+	} else if response != nil {
+		return fmt.Errorf("unexpected response type: %T", response)
+	}
+	return nil
+}
+
+// ReleaseHeldKey operation middleware
+func (sh *strictHandler) ReleaseHeldKey(ctx echo.Context, name DestinationName, params ReleaseHeldKeyParams) error {
+	var request ReleaseHeldKeyRequestObject
+
+	request.Name = name
+	request.Params = params
+
+	var body ReleaseHeldKeyJSONRequestBody
+	var err error
+	if binder, ok := ctx.Echo().Binder.(*echo.DefaultBinder); ok {
+		// A request validator built on kin-openapi's openapi3filter with
+		// KeepValidatedValue leaves the value it validated on the body. Bind
+		// that value, matching member names exactly, so the handler receives
+		// what was validated instead of a second, case-insensitive decode.
+		// Otherwise bind only the request body, so that path and query
+		// parameters are not also bound into the body struct.
+		if vb, ok := ctx.Request().Body.(interface{ ValidatedValue() any }); !ok || runtime.BindJSONValue(vb.ValidatedValue(), &body) != nil {
+			err = binder.BindBody(ctx, &body)
+		}
+	} else {
+		// A custom binder is installed on the Echo instance; defer to it
+		// entirely, since echo.Binder does not expose body-only binding and
+		// the binder may do more than decode (for example call ctx.Validate).
+		err = ctx.Bind(&body)
+	}
+	if err != nil {
+		return err
+	}
+	request.Body = &body
+
+	handler := func(ctx echo.Context, request interface{}) (interface{}, error) {
+		return sh.ssi.ReleaseHeldKey(ctx.Request().Context(), request.(ReleaseHeldKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReleaseHeldKey")
+	}
+
+	response, err := handler(ctx, request)
+
+	if err != nil {
+		return err
+	} else if validResponse, ok := response.(ReleaseHeldKeyResponseObject); ok {
+		return validResponse.VisitReleaseHeldKeyResponse(ctx.Response())
 	} else if response != nil {
 		return fmt.Errorf("unexpected response type: %T", response)
 	}

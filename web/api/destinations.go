@@ -86,3 +86,29 @@ func destinationChangeOf(r actions.DestinationResult) DestinationChange {
 	return DestinationChange{Name: st.Name, Changed: r.Changed, Paused: st.Paused(), PausedAt: st.PausedAt,
 		PausedBy: st.PausedBy, PausedReason: st.PausedReason, BreakerOpen: st.BreakerOpen()}
 }
+
+func (s *server) ListHeldKeys(ctx context.Context, req ListHeldKeysRequestObject) (ListHeldKeysResponseObject, error) {
+	held, err := s.opts.Actions.HeldKeys(ctx, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	out := ListHeldKeys200JSONResponse{HeldKeys: make([]HeldKey, len(held))}
+	for i, k := range held {
+		out.HeldKeys[i] = HeldKey{Key: k.Key, EventId: k.EventID, DeadSince: k.DeadSince, Waiting: k.Waiting}
+	}
+	return out, nil
+}
+
+func (s *server) ReleaseHeldKey(ctx context.Context, req ReleaseHeldKeyRequestObject) (ReleaseHeldKeyResponseObject, error) {
+	dryRun := req.Body.DryRun != nil && *req.Body.DryRun
+	reason := ""
+	if req.Body.Reason != nil {
+		reason = *req.Body.Reason
+	}
+	r, err := s.opts.Actions.ReleaseHeldKey(ctx, actor(ctx), req.Name, req.Body.Key, reason, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	return ReleaseHeldKey200JSONResponse{Destination: r.Destination, Key: r.Key, EventIds: r.EventIDs, Waiting: r.Waiting,
+		DeadSince: r.DeadSince, Released: !dryRun}, nil
+}

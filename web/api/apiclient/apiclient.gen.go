@@ -717,6 +717,41 @@ type GroupRetryRequest struct {
 	Type *string `json:"type,omitempty"`
 }
 
+// HeldKey defines model for HeldKey.
+type HeldKey struct {
+	DeadSince time.Time `json:"dead_since"`
+
+	// EventId The dead event that holds the key.
+	EventId string `json:"event_id"`
+
+	// Key The value of the destination's order_by field.
+	Key string `json:"key"`
+
+	// Waiting The deliveries of the key waiting behind it.
+	Waiting int `json:"waiting"`
+}
+
+// HeldKeyList defines model for HeldKeyList.
+type HeldKeyList struct {
+	HeldKeys []HeldKey `json:"held_keys"`
+}
+
+// KeyRelease defines model for KeyRelease.
+type KeyRelease struct {
+	DeadSince   time.Time `json:"dead_since"`
+	Destination string    `json:"destination"`
+
+	// EventIds The dead events taken out of the key's order; they stay dead.
+	EventIds []string `json:"event_ids"`
+	Key      string   `json:"key"`
+
+	// Released False on a dry run.
+	Released bool `json:"released"`
+
+	// Waiting The deliveries of the key that waited behind them.
+	Waiting int `json:"waiting"`
+}
+
 // ManagedDestination defines model for ManagedDestination.
 type ManagedDestination struct {
 	Accounts []string  `json:"accounts"`
@@ -961,6 +996,18 @@ type RejectionList struct {
 
 	// Total How many refusals the filter selects on all pages.
 	Total int64 `json:"total"`
+}
+
+// ReleaseRequest defines model for ReleaseRequest.
+type ReleaseRequest struct {
+	// DryRun Say what would be released, and release nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Key The held key.
+	Key string `json:"key"`
+
+	// Reason Why; the audit entry keeps it.
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Replay defines model for Replay.
@@ -1272,6 +1319,14 @@ type PauseDestinationParams struct {
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
+// ReleaseHeldKeyParams defines parameters for ReleaseHeldKey.
+type ReleaseHeldKeyParams struct {
+	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
+	// request was answered; with another method, path or body, 422; while
+	// the first is still running, 409.
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // RemoveDestinationParams defines parameters for RemoveDestination.
 type RemoveDestinationParams struct {
 	// IdempotencyKey Kept 24 hours per token: the same key again answers what the first
@@ -1483,6 +1538,9 @@ type MoveDeliveriesJSONRequestBody = MoveRequest
 
 // PauseDestinationJSONRequestBody defines body for PauseDestination for application/json ContentType.
 type PauseDestinationJSONRequestBody = PauseRequest
+
+// ReleaseHeldKeyJSONRequestBody defines body for ReleaseHeldKey for application/json ContentType.
+type ReleaseHeldKeyJSONRequestBody = ReleaseRequest
 
 // RemoveDestinationJSONRequestBody defines body for RemoveDestination for application/json ContentType.
 type RemoveDestinationJSONRequestBody = DryRunRequest
@@ -1769,6 +1827,15 @@ type ClientInterface interface {
 	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
 	EditDestination(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListHeldKeys The keys of an ordered destination that a dead event holds
+	//
+	// For a destination with `order_by`: each key whose later deliveries
+	// wait behind a dead event, oldest first, with that event and how
+	// many wait. Empty for a destination without `order_by`.
+	//
+	// Corresponds with GET /destinations/{name}/held-keys (the `ListHeldKeys` operationId).
+	ListHeldKeys(ctx context.Context, name DestinationName, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// MoveDeliveriesWithBody Move a retired destination's deliveries to another destination
 	//
 	// Every delivery of the retired destination, waiting or dead, goes to
@@ -1816,6 +1883,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
 	PauseDestination(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseHeldKeyWithBody Let a held key of an ordered destination go on without its dead event
+	//
+	// The dashboard's Release of a held key (its preview is `dry_run`):
+	// the key's dead events stay dead, out of its order, and its next
+	// delivery is sent when its turn comes. Audited with the events
+	// released. A key no dead event holds: 409.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+	ReleaseHeldKeyWithBody(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseHeldKey Let a held key of an ordered destination go on without its dead event
+	//
+	// The dashboard's Release of a held key (its preview is `dry_run`):
+	// the key's dead events stay dead, out of its order, and its next
+	// delivery is sent when its turn comes. Audited with the events
+	// released. A key no dead event holds: 409.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+	ReleaseHeldKey(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, body ReleaseHeldKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RemoveDestinationWithBody Remove a destination managed on the dashboard
 	//
@@ -2500,6 +2591,25 @@ func (c *Client) EditDestination(ctx context.Context, name DestinationName, para
 	return c.Client.Do(req)
 }
 
+// ListHeldKeys The keys of an ordered destination that a dead event holds
+//
+// For a destination with `order_by`: each key whose later deliveries
+// wait behind a dead event, oldest first, with that event and how
+// many wait. Empty for a destination without `order_by`.
+//
+// Corresponds with GET /destinations/{name}/held-keys (the `ListHeldKeys` operationId).
+func (c *Client) ListHeldKeys(ctx context.Context, name DestinationName, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListHeldKeysRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // MoveDeliveriesWithBody Move a retired destination's deliveries to another destination
 //
 // Every delivery of the retired destination, waiting or dead, goes to
@@ -2578,6 +2688,50 @@ func (c *Client) PauseDestinationWithBody(ctx context.Context, name DestinationN
 // Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
 func (c *Client) PauseDestination(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPauseDestinationRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseHeldKeyWithBody Let a held key of an ordered destination go on without its dead event
+//
+// The dashboard's Release of a held key (its preview is `dry_run`):
+// the key's dead events stay dead, out of its order, and its next
+// delivery is sent when its turn comes. Audited with the events
+// released. A key no dead event holds: 409.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+func (c *Client) ReleaseHeldKeyWithBody(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseHeldKeyRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseHeldKey Let a held key of an ordered destination go on without its dead event
+//
+// The dashboard's Release of a held key (its preview is `dry_run`):
+// the key's dead events stay dead, out of its order, and its next
+// delivery is sent when its turn comes. Audited with the events
+// released. A key no dead event holds: 409.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+func (c *Client) ReleaseHeldKey(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, body ReleaseHeldKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseHeldKeyRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3824,6 +3978,40 @@ func NewEditDestinationRequestWithBody(server string, name DestinationName, para
 	return req, nil
 }
 
+// NewListHeldKeysRequest constructs an http.Request for the ListHeldKeys method
+func NewListHeldKeysRequest(server string, name DestinationName) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/held-keys", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewMoveDeliveriesRequest calls the generic MoveDeliveries builder with application/json body
 func NewMoveDeliveriesRequest(server string, name DestinationName, params *MoveDeliveriesParams, body MoveDeliveriesJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3914,6 +4102,68 @@ func NewPauseDestinationRequestWithBody(server string, name DestinationName, par
 	}
 
 	operationPath := fmt.Sprintf("/destinations/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewReleaseHeldKeyRequest calls the generic ReleaseHeldKey builder with application/json body
+func NewReleaseHeldKeyRequest(server string, name DestinationName, params *ReleaseHeldKeyParams, body ReleaseHeldKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReleaseHeldKeyRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewReleaseHeldKeyRequestWithBody constructs an http.Request for the ReleaseHeldKey method, with any body, and a specified content type
+func NewReleaseHeldKeyRequestWithBody(server string, name DestinationName, params *ReleaseHeldKeyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/destinations/%s/release", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5513,6 +5763,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /destinations/{name}/edit (the `EditDestination` operationId).
 	EditDestinationWithResponse(ctx context.Context, name DestinationName, params *EditDestinationParams, body EditDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*EditDestinationResponse, error)
 
+	// ListHeldKeysWithResponse The keys of an ordered destination that a dead event holds
+	//
+	// For a destination with `order_by`: each key whose later deliveries
+	// wait behind a dead event, oldest first, with that event and how
+	// many wait. Empty for a destination without `order_by`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /destinations/{name}/held-keys (the `ListHeldKeys` operationId).
+	ListHeldKeysWithResponse(ctx context.Context, name DestinationName, reqEditors ...RequestEditorFn) (*ListHeldKeysResponse, error)
+
 	// MoveDeliveriesWithBodyWithResponse Move a retired destination's deliveries to another destination
 	//
 	// Every delivery of the retired destination, waiting or dead, goes to
@@ -5560,6 +5821,30 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /destinations/{name}/pause (the `PauseDestination` operationId).
 	PauseDestinationWithResponse(ctx context.Context, name DestinationName, params *PauseDestinationParams, body PauseDestinationJSONRequestBody, reqEditors ...RequestEditorFn) (*PauseDestinationResponse, error)
+
+	// ReleaseHeldKeyWithBodyWithResponse Let a held key of an ordered destination go on without its dead event
+	//
+	// The dashboard's Release of a held key (its preview is `dry_run`):
+	// the key's dead events stay dead, out of its order, and its next
+	// delivery is sent when its turn comes. Audited with the events
+	// released. A key no dead event holds: 409.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+	ReleaseHeldKeyWithBodyWithResponse(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseHeldKeyResponse, error)
+
+	// ReleaseHeldKeyWithResponse Let a held key of an ordered destination go on without its dead event
+	//
+	// The dashboard's Release of a held key (its preview is `dry_run`):
+	// the key's dead events stay dead, out of its order, and its next
+	// delivery is sent when its turn comes. Audited with the events
+	// released. A key no dead event holds: 409.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+	ReleaseHeldKeyWithResponse(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, body ReleaseHeldKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseHeldKeyResponse, error)
 
 	// RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
 	//
@@ -7120,6 +7405,96 @@ func (r EditDestinationResponse) ContentType() string {
 	return ""
 }
 
+// ListHeldKeysResponse401Headers the declared response headers of an HTTP 401 response for ListHeldKeys
+type ListHeldKeysResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListHeldKeysResponse429Headers the declared response headers of an HTTP 429 response for ListHeldKeys
+type ListHeldKeysResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ListHeldKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HeldKeyList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListHeldKeysResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListHeldKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListHeldKeysResponse) GetJSON200() *HeldKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListHeldKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListHeldKeysResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListHeldKeysResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListHeldKeysResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListHeldKeysResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListHeldKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListHeldKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListHeldKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListHeldKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // MoveDeliveriesResponse401Headers the declared response headers of an HTTP 401 response for MoveDeliveries
 type MoveDeliveriesResponse401Headers struct {
 	WWWAuthenticate *string
@@ -7336,6 +7711,117 @@ func (r PauseDestinationResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PauseDestinationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseHeldKeyResponse401Headers the declared response headers of an HTTP 401 response for ReleaseHeldKey
+type ReleaseHeldKeyResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ReleaseHeldKeyResponse429Headers the declared response headers of an HTTP 429 response for ReleaseHeldKey
+type ReleaseHeldKeyResponse429Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseHeldKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KeyRelease
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseHeldKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseHeldKeyResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReleaseHeldKeyResponse) GetJSON200() *KeyRelease {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReleaseHeldKeyResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseHeldKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseHeldKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseHeldKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseHeldKeyResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9971,6 +10457,23 @@ func (c *ClientWithResponses) EditDestinationWithResponse(ctx context.Context, n
 	return ParseEditDestinationResponse(rsp)
 }
 
+// ListHeldKeysWithResponse The keys of an ordered destination that a dead event holds
+//
+// For a destination with `order_by`: each key whose later deliveries
+// wait behind a dead event, oldest first, with that event and how
+// many wait. Empty for a destination without `order_by`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /destinations/{name}/held-keys (the `ListHeldKeys` operationId).
+func (c *ClientWithResponses) ListHeldKeysWithResponse(ctx context.Context, name DestinationName, reqEditors ...RequestEditorFn) (*ListHeldKeysResponse, error) {
+	rsp, err := c.ListHeldKeys(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListHeldKeysResponse(rsp)
+}
+
 // MoveDeliveriesWithBodyWithResponse Move a retired destination's deliveries to another destination
 //
 // Every delivery of the retired destination, waiting or dead, goes to
@@ -10041,6 +10544,42 @@ func (c *ClientWithResponses) PauseDestinationWithResponse(ctx context.Context, 
 		return nil, err
 	}
 	return ParsePauseDestinationResponse(rsp)
+}
+
+// ReleaseHeldKeyWithBodyWithResponse Let a held key of an ordered destination go on without its dead event
+//
+// The dashboard's Release of a held key (its preview is `dry_run`):
+// the key's dead events stay dead, out of its order, and its next
+// delivery is sent when its turn comes. Audited with the events
+// released. A key no dead event holds: 409.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+func (c *ClientWithResponses) ReleaseHeldKeyWithBodyWithResponse(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReleaseHeldKeyResponse, error) {
+	rsp, err := c.ReleaseHeldKeyWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseHeldKeyResponse(rsp)
+}
+
+// ReleaseHeldKeyWithResponse Let a held key of an ordered destination go on without its dead event
+//
+// The dashboard's Release of a held key (its preview is `dry_run`):
+// the key's dead events stay dead, out of its order, and its next
+// delivery is sent when its turn comes. Audited with the events
+// released. A key no dead event holds: 409.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /destinations/{name}/release (the `ReleaseHeldKey` operationId).
+func (c *ClientWithResponses) ReleaseHeldKeyWithResponse(ctx context.Context, name DestinationName, params *ReleaseHeldKeyParams, body ReleaseHeldKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseHeldKeyResponse, error) {
+	rsp, err := c.ReleaseHeldKey(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseHeldKeyResponse(rsp)
 }
 
 // RemoveDestinationWithBodyWithResponse Remove a destination managed on the dashboard
@@ -11715,6 +12254,90 @@ func ParseEditDestinationResponse(rsp *http.Response) (*EditDestinationResponse,
 	return response, nil
 }
 
+// ParseListHeldKeysResponse parses an HTTP response from a ListHeldKeysWithResponse call
+func ParseListHeldKeysResponse(rsp *http.Response) (*ListHeldKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListHeldKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HeldKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListHeldKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListHeldKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseMoveDeliveriesResponse parses an HTTP response from a MoveDeliveriesWithResponse call
 func ParseMoveDeliveriesResponse(rsp *http.Response) (*MoveDeliveriesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11912,6 +12535,111 @@ func ParsePauseDestinationResponse(rsp *http.Response) (*PauseDestinationRespons
 		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers PauseDestinationResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseHeldKeyResponse parses an HTTP response from a ReleaseHeldKeyWithResponse call
+func ParseReleaseHeldKeyResponse(rsp *http.Response) (*ReleaseHeldKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseHeldKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KeyRelease
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReleaseHeldKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReleaseHeldKeyResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
