@@ -163,6 +163,7 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		return nil, err
 	}
 	s.cfg = cfg
+	reg, metrics, rejections := s.observe(st)
 	fan, err := fanout.New(cfg, logger, tracer)
 	if err != nil {
 		return nil, err
@@ -174,7 +175,7 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		fan.HoldBy(st.control.DestinationHeld)
 		fan.OrderBy(st.queue)
 		fan.PaceBy(func(name string, perSecond float64) *worker.Pace {
-			return worker.NewSharedPace(st.queue, name, perSecond)
+			return worker.NewSharedPace(st.queue, name, perSecond).OnWait(func() { metrics.CountRateWait(name) })
 		})
 		proc = fan
 	} else {
@@ -188,14 +189,14 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	if err := fanout.Record(ctx, store, cfg.Destinations, logger); err != nil {
 		return nil, err
 	}
-	reg, metrics, rejections := s.observe(st)
 	// One Pace for every path that delivers to the app: the receiver (and
 	// reconciliation through it), the retry loop and replays share the
 	// rate, and so do the replicas. With several destinations each has its
 	// own (fanout.New), HOOKD_FORWARD_RATE its default.
 	var pace *worker.Pace
 	if fan == nil {
-		pace = worker.NewSharedPace(store, queue.DefaultDestination, cfg.ForwardRate)
+		pace = worker.NewSharedPace(store, queue.DefaultDestination, cfg.ForwardRate).
+			OnWait(func() { metrics.CountRateWait(queue.DefaultDestination) })
 	}
 	// One Alone for every path that runs events: while a suspect runs
 	// alone on this replica, nothing else does.

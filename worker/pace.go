@@ -23,6 +23,27 @@ type Pace struct {
 	// shared, when set, holds the rate across every replica instead
 	// (NewSharedPace).
 	shared *sharedSlots
+	// onWait, when set, is told of each call that waited for its turn or
+	// was refused one (OnWait).
+	onWait func()
+}
+
+// OnWait has p call f once for each call that waits for its turn under
+// the rate, or that TryWait refuses a turn: hookd_rate_waits_total. A
+// call given its turn at once is not counted. It returns p; on a nil Pace
+// it does nothing, as nothing ever waits.
+func (p *Pace) OnWait(f func()) *Pace {
+	if p != nil {
+		p.onWait = f
+	}
+	return p
+}
+
+// waited tells OnWait's f of one call that waited or was refused.
+func (p *Pace) waited() {
+	if p.onWait != nil {
+		p.onWait()
+	}
 }
 
 // NewPace returns a Pace of perSecond deliveries a second; nil, no bound,
@@ -49,8 +70,16 @@ func (p *Pace) Wait(ctx context.Context) error {
 		return nil
 	}
 	if p.shared != nil {
-		return p.shared.wait(ctx)
+		waited, err := p.shared.wait(ctx)
+		if waited {
+			p.waited()
+		}
+		return err
 	}
+	if p.limiter.Allow() {
+		return nil
+	}
+	p.waited()
 	return p.limiter.Wait(ctx)
 }
 
@@ -61,17 +90,23 @@ func (p *Pace) TryWait(ctx context.Context, bound time.Duration) bool {
 		return true
 	}
 	if p.shared != nil {
-		return p.shared.tryWait(ctx, bound)
+		ok, waited := p.shared.tryWait(ctx, bound)
+		if waited || !ok {
+			p.waited()
+		}
+		return ok
 	}
 	r := p.limiter.Reserve()
 	delay := r.Delay()
 	if !r.OK() || delay > bound {
 		r.Cancel()
+		p.waited()
 		return false
 	}
 	if delay == 0 {
 		return true
 	}
+	p.waited()
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	select {

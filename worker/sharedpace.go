@@ -96,37 +96,47 @@ func (s *sharedSlots) takeSlot(ctx context.Context, bound time.Duration) (slot t
 // wait waits for the next slot, however far: the retry loop's way. A
 // wait that ends late (its timer, or this goroutine, scheduled late on a
 // busy machine) has missed its slot: the call would go out beside the
-// next slot's, so it waits for another one.
-func (s *sharedSlots) wait(ctx context.Context) error {
+// next slot's, so it waits for another one. waited says whether the call
+// had to wait at all.
+func (s *sharedSlots) wait(ctx context.Context) (waited bool, err error) {
 	for {
 		slot, d, ok, err := s.takeSlot(ctx, time.Hour)
 		if err != nil {
-			return err
+			return waited, err
 		}
 		if !ok {
+			waited = true
 			continue
 		}
+		waited = waited || d > 0
 		if err := sleep(ctx, d); err != nil {
-			return err
+			return waited, err
 		}
 		if time.Since(slot) <= s.staleSlot() {
-			return nil
+			return waited, nil
 		}
+		waited = true
 	}
 }
 
 // tryWait waits for the next slot when it is at most bound away; a wait
 // that ends late tries again, as wait does, within what is left of bound.
-func (s *sharedSlots) tryWait(ctx context.Context, bound time.Duration) bool {
+// waited says whether the call waited for the slot it got.
+func (s *sharedSlots) tryWait(ctx context.Context, bound time.Duration) (ok, waited bool) {
 	deadline := time.Now().Add(bound)
 	for {
 		slot, d, ok, err := s.takeSlot(ctx, time.Until(deadline))
-		if err != nil || !ok || sleep(ctx, d) != nil {
-			return false
+		if err != nil || !ok {
+			return false, waited
+		}
+		waited = waited || d > 0
+		if sleep(ctx, d) != nil {
+			return false, waited
 		}
 		if time.Since(slot) <= s.staleSlot() {
-			return true
+			return true, waited
 		}
+		waited = true
 	}
 }
 

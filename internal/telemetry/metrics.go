@@ -19,13 +19,15 @@ type Metrics struct {
 	duration *prometheus.HistogramVec
 	// destDuration is duration by destination too.
 	destDuration *prometheus.HistogramVec
-	retries      *prometheus.CounterVec
-	dead         prometheus.Counter
-	pruned       prometheus.Counter
-	batch        prometheus.Histogram
-	waiting      prometheus.Gauge
-	reading      prometheus.Gauge
-	bodyMem      prometheus.Gauge
+	// rateWaits counts the calls that waited under a destination's rate.
+	rateWaits *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	dead      prometheus.Counter
+	pruned    prometheus.Counter
+	batch     prometheus.Histogram
+	waiting   prometheus.Gauge
+	reading   prometheus.Gauge
+	bodyMem   prometheus.Gauge
 }
 
 // NewMetrics creates the pipeline's metrics and registers them with reg.
@@ -51,6 +53,11 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 				") and result (" + results + ").",
 			Buckets: processingBuckets,
 		}, []string{"destination", "path", "result"}),
+		rateWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: string(metricRateWaits),
+			Help: "Calls to a destination that waited for their turn under its rate, shared by every replica, or were " +
+				"deferred to its retry loop by it, by destination.",
+		}, []string{"destination"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: string(metricRetries),
 			Help: "Retries committed by the retry loop, by result (" + results + ").",
@@ -66,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer, activity *Activity) *Metrics {
 		reading: metricReceiverBodiesReading.gauge("Deliveries whose body the receiver is reading now; many that stay are slow or silent senders."),
 		bodyMem: metricReceiverBodyMemory.gauge("Bytes held by the bodies being read, at most HOOKD_MAX_BODY_MEMORY; past it deliveries get 503 (body_memory)."),
 	}
-	reg.MustRegister(m.received, m.duration, m.destDuration, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
+	reg.MustRegister(m.received, m.duration, m.destDuration, m.rateWaits, m.retries, m.dead, m.pruned, m.batch, m.waiting, m.reading, m.bodyMem)
 	return m
 }
 
@@ -131,6 +138,15 @@ func (m *Metrics) ObserveDelivery(destination string, path queue.AttemptPath, ok
 		destination = queue.DefaultDestination
 	}
 	m.destDuration.WithLabelValues(destination, string(path), string(resultOf(ok))).Observe(took.Seconds())
+}
+
+// CountRateWait counts a call to destination that waited for its turn
+// under the destination's rate, or was deferred by it.
+func (m *Metrics) CountRateWait(destination string) {
+	if destination == "" {
+		destination = queue.DefaultDestination
+	}
+	m.or().rateWaits.WithLabelValues(destination).Inc()
 }
 
 // processingBuckets span a fast in-process handler to the 10 s forward

@@ -45,6 +45,8 @@ const (
 	metricDestinationQueueEvents       metricName = "hookd_destination_queue_events"
 	metricDestinationOldestPending     metricName = "hookd_destination_oldest_pending_seconds"
 	metricDestinationProcessingSeconds metricName = "hookd_destination_processing_duration_seconds"
+	metricOrderHeldKeys                metricName = "hookd_order_held_keys"
+	metricRateWaits                    metricName = "hookd_rate_waits_total"
 )
 
 // Outcome is how the receiver answered a delivery: the outcome label of

@@ -32,6 +32,8 @@ type QueueCollector struct {
 	// delivery's age, one series per destination.
 	destDepth  *prometheus.Desc
 	destOldest *prometheus.Desc
+	// heldKeys is each destination's keys a dead event holds (order_by).
+	heldKeys *prometheus.Desc
 
 	// mu is held across a read, so concurrent scrapes wait for one read
 	// rather than each making their own.
@@ -77,6 +79,9 @@ func NewQueueCollector(logger *slog.Logger, store *queue.Store, maxAge time.Dura
 		destOldest: prometheus.NewDesc(string(metricDestinationOldestPending),
 			"Seconds the oldest pending (failed or retrying) delivery of each destination has waited since it was "+
 				"received; 0 when none is pending.", []string{"destination"}, nil),
+		heldKeys: prometheus.NewDesc(string(metricOrderHeldKeys),
+			"Keys of each destination with order_by that a dead event holds: their later deliveries wait until it is "+
+				"retried or the key is released; 0 for a destination without order_by.", []string{"destination"}, nil),
 	}
 }
 
@@ -90,6 +95,7 @@ func (qc *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- qc.stands
 	ch <- qc.destDepth
 	ch <- qc.destOldest
+	ch <- qc.heldKeys
 }
 
 // Collect implements prometheus.Collector.
@@ -155,8 +161,8 @@ func (qc *QueueCollector) read() (queue.Stats, error) {
 	return qc.stats, qc.err
 }
 
-// collectDestinations sends each destination's depth by status and its
-// oldest pending delivery's age, as of now.
+// collectDestinations sends each destination's depth by status, its
+// oldest pending delivery's age, as of now, and its held keys.
 func (qc *QueueCollector) collectDestinations(ch chan<- prometheus.Metric, dests []queue.DestinationStat) {
 	now := time.Now()
 	for _, d := range dests {
@@ -171,5 +177,6 @@ func (qc *QueueCollector) collectDestinations(ch chan<- prometheus.Metric, dests
 			age = max(now.Sub(*d.Oldest).Seconds(), 0)
 		}
 		ch <- prometheus.MustNewConstMetric(qc.destOldest, prometheus.GaugeValue, age, d.Destination)
+		ch <- prometheus.MustNewConstMetric(qc.heldKeys, prometheus.GaugeValue, float64(d.HeldKeys), d.Destination)
 	}
 }

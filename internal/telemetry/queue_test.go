@@ -208,3 +208,56 @@ func TestMetrics_ObserveDeliveryCountsTheDestination(t *testing.T) {
 		}
 	}
 }
+
+// Each destination's keys held by a dead event are a series of their own,
+// read with the queue depth: a key counts once however many dead events
+// it has, and a destination without held keys is at 0.
+func TestQueueCollector_HeldKeysPerDestination(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, name := range []string{"billing", "crm"} {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: name})
+	}
+	dead := queuetest.EventOpts{Destination: "billing", Status: queue.StatusDead, Attempts: queue.MaxAttempts}
+	for _, key := range []string{"cus_a", "cus_a", "cus_b"} {
+		dead.OrderKey = key
+		queuetest.InsertEvent(t, b.pool, dead)
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", OrderKey: "cus_a"})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", OrderKey: "cus_c"})
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "crm", Status: queue.StatusDead, Attempts: queue.MaxAttempts})
+
+	body := scrape(t, telemetry.NewQueueCollector(discardLogger, b.queue, time.Hour), 1, 1)
+	for _, want := range []string{`hookd_order_held_keys{destination="billing"} 2`, `hookd_order_held_keys{destination="crm"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %s:\n%s", want, body)
+		}
+	}
+}
+
+// Each call that waited under a destination's rate counts in that
+// destination's series; the one app's is default.
+func TestMetrics_CountRateWaitByDestination(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := telemetry.NewMetrics(reg, nil)
+	for range 3 {
+		m.CountRateWait("billing")
+	}
+	m.CountRateWait("")
+	var nilMetrics *telemetry.Metrics
+	nilMetrics.CountRateWait("billing")
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`hookd_rate_waits_total{destination="billing"} 3`, `hookd_rate_waits_total{destination="default"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+}
