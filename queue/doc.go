@@ -35,7 +35,8 @@ package queue
 //	rates.go            destination_rates: the calls reserved under a destination's shared rate
 //	orderkeys.go        webhook_order_leases with the queue: an ordered destination's keys,
 //	                    their turns (TakeOrderTurn), the claim of their heads, held keys
-//	heldkeys.go         webhook_events' held keys: one key's read (HeldKey)
+//	heldkeys.go         webhook_events' held keys: one key's read (HeldKey), their count,
+//	                    and the newly held keys' announcement (Tx.TakeNewlyHeld)
 //
 // The operations that must write several tables in one statement, so that
 // an outcome, its marker or queue row, its attempt and its lease's release

@@ -336,6 +336,7 @@ var evaluators = map[alerts.Condition]func(*Alerter, context.Context, *queue.Tx,
 	alerts.RetrierStalled:     (*Alerter).evaluateRetrierStalled,
 	alerts.BreakerOpen:        (*Alerter).evaluateBreaker,
 	alerts.SignatureFailures:  (*Alerter).evaluateSignatureFailures,
+	alerts.HeldKeys:           (*Alerter).evaluateHeldKeys,
 }
 
 // evaluatePendingAge: the oldest pending event has waited longer than

@@ -34,6 +34,8 @@ const (
 	BreakerOpen Condition = "breaker_open"
 	// GenerationFailures: Stripe said it failed to generate events.
 	GenerationFailures Condition = "generation_failures"
+	// HeldKeys: a dead event holds a key of an ordered destination.
+	HeldKeys Condition = "held_keys"
 )
 
 // State is what the replicas agree on about one condition.
@@ -44,8 +46,9 @@ type State struct {
 	// to hold; both nil while it is not active.
 	Since    *time.Time `db:"since"`
 	LastSeen *time.Time `db:"last_seen_at"`
-	// Count is, for Dead, how many events went dead since it started, and
-	// for GenerationFailures how many notices arrived.
+	// Count is, for Dead, how many events went dead since it started,
+	// for GenerationFailures how many notices arrived, and for HeldKeys
+	// how many keys are held.
 	Count int64 `db:"count"`
 	// CreatedAt is when the condition was first checked.
 	CreatedAt time.Time `db:"created_at"`
