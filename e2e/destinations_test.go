@@ -115,3 +115,88 @@ func TestDestinations(t *testing.T) {
 		}
 	})
 }
+
+// TestDestinations_HeldKeyReleased: a destination ordered by customer
+// whose app fails gets three events of one customer; the first dies and
+// holds the key, the two after it waiting. The destinations page shows the
+// destination's order_by and the held key with its dead event and its two
+// waiting; Release asks to confirm, saying so, then flashes, the key
+// leaves the page, the two waiting are delivered in order once the app is
+// back, and the audit log names the release.
+func TestDestinations_HeldKeyReleased(t *testing.T) {
+	t.Parallel()
+	billing := newDownstream(t)
+	billing.setFailing(true)
+	file := filepath.Join(t.TempDir(), "destinations.yaml")
+	yaml := fmt.Sprintf("destinations:\n  - name: billing\n    url: %s\n    order_by: data.object.customer\n", billing.srv.URL)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := startHookd(t, "HOOKD_FORWARD_URL=", "HOOKD_DESTINATIONS_FILE="+file)
+	ids := make([]string, 3)
+	for i := range ids {
+		ids[i], _ = h.sendEvent(t, "invoice.paid", fmt.Sprintf(`{"id":"in_held%d","object":"invoice","customer":"cus_held"}`, i))
+	}
+	queuetest.WaitFor(t, 15*time.Second, "the three events queued", func() bool {
+		return h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = ANY($1) AND order_key = 'cus_held'`, ids) == 3
+	})
+	// The fifth failed attempt makes the first dead: start it at four and
+	// let the retry loop make that attempt now.
+	h.exec(t, `UPDATE webhook_events SET attempts = 4, next_retry_at = now() WHERE event_id = $1`, ids[0])
+	queuetest.WaitFor(t, 15*time.Second, ids[0]+" dead", func() bool {
+		return h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, ids[0]) == 1
+	})
+
+	page := h.newPage(t)
+	h.signIn(t, page)
+	held := page.Locator(`tr[data-testid="held-key"][data-key="cus_held"]`)
+
+	step(t, "ThePageListsTheHeldKey", func(t *testing.T) {
+		visit(t, page, "/destinations")
+		billingRow := page.Locator(`tr[data-testid="destination"][data-destination="billing"]`)
+		must(t, expect.Locator(billingRow.GetByTestId("destination-order-by")).ToContainText("data.object.customer"), "the order_by")
+		must(t, expect.Locator(billingRow.GetByTestId("destination-rate-limit")).ToHaveText("no rate limit"), "the rate")
+		must(t, expect.Locator(held).ToHaveCount(1), "cus_held listed as held")
+		must(t, expect.Locator(held.GetByTestId("held-key-event")).ToHaveText(ids[0]), "the dead event")
+		must(t, expect.Locator(held.GetByTestId("held-key-event")).ToHaveAttribute("href", "/events/"+ids[0]), "linked to its page")
+		must(t, expect.Locator(held.GetByTestId("held-key-waiting")).ToHaveText("2"), "two waiting behind it")
+	})
+
+	step(t, "ReleaseAsksToConfirmThenFlashes", func(t *testing.T) {
+		click(t, rowButton(held, "Release"), "Release")
+		must(t, expect.Locator(page.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})).
+			ToHaveText("Release key cus_held of billing?"), "the confirmation")
+		must(t, expect.Locator(page.GetByTestId("release-waiting")).ToHaveText("2 deliveries wait"), "what waits, on the confirmation")
+		if n := h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND order_key IS NOT NULL`, ids[0]); n != 1 {
+			t.Fatal("the confirmation released the key")
+		}
+		billing.setFailing(false)
+		must(t, page.GetByLabel("Reason (optional)").Fill("the app skips that invoice"), "fill the reason")
+		click(t, pageButton(page, "Confirm release"), "Confirm release")
+		must(t, expect.Locator(page.GetByTestId("flash")).ToContainText("Released key cus_held of billing: "+ids[0]+" stays dead"), "the flash")
+		must(t, expect.Locator(held).ToHaveCount(0), "the key no longer listed")
+		must(t, expect.Locator(page.GetByTestId("held-keys")).ToHaveCount(0), "no held keys left")
+	})
+
+	step(t, "TheKeyGoesOnAndTheAuditLogSaysSo", func(t *testing.T) {
+		// Queued behind the first, the two are due after a first backoff
+		// of a minute: make them due now rather than wait it out.
+		h.exec(t, `UPDATE webhook_events SET next_retry_at = now() WHERE event_id = ANY($1)`, ids[1:])
+		queuetest.WaitFor(t, 30*time.Second, "the two waiting delivered", func() bool {
+			_, second := billing.deliveredBody(ids[1])
+			_, third := billing.deliveredBody(ids[2])
+			return second && third
+		})
+		if n := h.count(t, `SELECT count(*) FROM webhook_attempts a2 JOIN webhook_attempts a3 ON a3.event_id = $2
+			WHERE a2.event_id = $1 AND a2.outcome = 'succeeded' AND a3.outcome = 'succeeded'
+			  AND a2.attempted_at <= a3.attempted_at`, ids[1], ids[2]); n != 1 {
+			t.Errorf("%s was not delivered before %s: the key's order", ids[1], ids[2])
+		}
+		if n := h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, ids[0]); n != 1 {
+			t.Errorf("%s is no longer dead after the release", ids[0])
+		}
+		visit(t, page, "/audit")
+		must(t, expect.Locator(page.GetByTestId("audit-row").Filter(playwright.LocatorFilterOptions{HasText: "held key released"})).
+			ToContainText("billing key cus_held: "+ids[0]+": the app skips that invoice"), "the release in the audit log")
+	})
+}
