@@ -402,7 +402,7 @@ type Destination struct {
 	Retired   bool       `json:"retired"`
 	RetiredAt *time.Time `json:"retired_at,omitempty"`
 
-	// Route The route as configured: types, livemode, accounts, endpoints, filter.
+	// Route The route as configured: types, livemode, accounts, endpoints, filter; rate (calls a second over every replica) and order_by, when the destination has them.
 	Route map[string]interface{} `json:"route"`
 
 	// Source Where it is configured.
