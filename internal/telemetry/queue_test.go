@@ -188,14 +188,7 @@ func TestMetrics_ObserveDeliveryCountsTheDestination(t *testing.T) {
 	m.ObserveDelivery("billing", queue.PathRetry, true, time.Millisecond)
 	m.ObserveDelivery("crm", queue.PathInline, true, time.Millisecond)
 	m.ObserveProcess(queue.PathInline, true, time.Millisecond)
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := exposition(t, reg)
 	for _, want := range []string{
 		`hookd_processing_duration_seconds_count{path="retry",result="failed"} 1`,
 		`hookd_processing_duration_seconds_count{path="inline",result="succeeded"} 2`,
@@ -203,7 +196,7 @@ func TestMetrics_ObserveDeliveryCountsTheDestination(t *testing.T) {
 		`hookd_destination_processing_duration_seconds_count{destination="billing",path="retry",result="succeeded"} 1`,
 		`hookd_destination_processing_duration_seconds_count{destination="crm",path="inline",result="succeeded"} 1`,
 	} {
-		if !strings.Contains(string(body), want) {
+		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s:\n%s", want, body)
 		}
 	}
@@ -247,17 +240,27 @@ func TestMetrics_CountRateWaitByDestination(t *testing.T) {
 	m.CountRateWait("")
 	var nilMetrics *telemetry.Metrics
 	nilMetrics.CountRateWait("billing")
+	body := exposition(t, reg)
+	for _, want := range []string{`hookd_rate_waits_total{destination="billing"} 3`, `hookd_rate_waits_total{destination="default"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+}
+
+// exposition is reg's metrics as /metrics serves them.
+func exposition(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`hookd_rate_waits_total{destination="billing"} 3`, `hookd_rate_waits_total{destination="default"} 1`} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("metrics lack %s:\n%s", want, body)
-		}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(body)
 }
