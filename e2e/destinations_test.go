@@ -179,13 +179,11 @@ func TestDestinations_HeldKeyReleased(t *testing.T) {
 	})
 
 	step(t, "TheKeyGoesOnAndTheAuditLogSaysSo", func(t *testing.T) {
-		// Queued behind the first, the two are due after a first backoff
-		// of a minute: make them due now rather than wait it out.
-		h.exec(t, `UPDATE webhook_events SET next_retry_at = now() WHERE event_id = ANY($1)`, ids[1:])
-		queuetest.WaitFor(t, 30*time.Second, "the two waiting delivered", func() bool {
+		queuetest.WaitFor(t, 30*time.Second, "the two waiting delivered, and their attempts recorded", func() bool {
 			_, second := billing.deliveredBody(ids[1])
 			_, third := billing.deliveredBody(ids[2])
-			return second && third
+			return second && third && h.count(t, `SELECT count(*) FROM webhook_attempts
+				WHERE event_id = ANY($1) AND outcome = 'succeeded'`, ids[1:]) == 2
 		})
 		if n := h.count(t, `SELECT count(*) FROM webhook_attempts a2 JOIN webhook_attempts a3 ON a3.event_id = $2
 			WHERE a2.event_id = $1 AND a2.outcome = 'succeeded' AND a3.outcome = 'succeeded'
