@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,17 +126,19 @@ func TestDestinations(t *testing.T) {
 // destination's order_by and the held key with its dead event and its two
 // waiting; Release asks to confirm, saying so, then flashes, the key
 // leaves the page, the two waiting are delivered in order once the app is
-// back, and the audit log names the release.
+// back, and the audit log names the release. /metrics counts the held key
+// while it is held, and the waits under the destination's rate.
 func TestDestinations_HeldKeyReleased(t *testing.T) {
 	t.Parallel()
 	billing := newDownstream(t)
 	billing.setFailing(true)
 	file := filepath.Join(t.TempDir(), "destinations.yaml")
-	yaml := fmt.Sprintf("destinations:\n  - name: billing\n    url: %s\n    order_by: data.object.customer\n", billing.srv.URL)
+	yaml := fmt.Sprintf("destinations:\n  - name: billing\n    url: %s\n    order_by: data.object.customer\n    rate: 0.5\n",
+		billing.srv.URL)
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := startHookd(t, "HOOKD_FORWARD_URL=", "HOOKD_DESTINATIONS_FILE="+file)
+	h := startHookd(t, "HOOKD_FORWARD_URL=", "HOOKD_DESTINATIONS_FILE="+file, "HOOKD_METRICS_PUBLIC=true")
 	ids := make([]string, 3)
 	for i := range ids {
 		ids[i], _ = h.sendEvent(t, "invoice.paid", fmt.Sprintf(`{"id":"in_held%d","object":"invoice","customer":"cus_held"}`, i))
@@ -155,11 +161,15 @@ func TestDestinations_HeldKeyReleased(t *testing.T) {
 		visit(t, page, "/destinations")
 		billingRow := page.Locator(`tr[data-testid="destination"][data-destination="billing"]`)
 		must(t, expect.Locator(billingRow.GetByTestId("destination-order-by")).ToContainText("data.object.customer"), "the order_by")
-		must(t, expect.Locator(billingRow.GetByTestId("destination-rate-limit")).ToHaveText("no rate limit"), "the rate")
+		must(t, expect.Locator(billingRow.GetByTestId("destination-rate-limit")).
+			ToHaveText("at most 0.5 calls a second, over every replica"), "the rate")
 		must(t, expect.Locator(held).ToHaveCount(1), "cus_held listed as held")
 		must(t, expect.Locator(held.GetByTestId("held-key-event")).ToHaveText(ids[0]), "the dead event")
 		must(t, expect.Locator(held.GetByTestId("held-key-event")).ToHaveAttribute("href", "/events/"+ids[0]), "linked to its page")
 		must(t, expect.Locator(held.GetByTestId("held-key-waiting")).ToHaveText("2"), "two waiting behind it")
+		queuetest.WaitFor(t, 15*time.Second, "the held key in /metrics", func() bool {
+			return strings.Contains(h.metrics(t), `hookd_order_held_keys{destination="billing"} 1`)
+		})
 	})
 
 	step(t, "ReleaseAsksToConfirmThenFlashes", func(t *testing.T) {
@@ -193,8 +203,32 @@ func TestDestinations_HeldKeyReleased(t *testing.T) {
 		if n := h.count(t, `SELECT count(*) FROM webhook_events WHERE event_id = $1 AND status = 'dead'`, ids[0]); n != 1 {
 			t.Errorf("%s is no longer dead after the release", ids[0])
 		}
+		// At one call in two seconds, the second of the two calls made
+		// back to back waited for its turn.
+		if m := h.metrics(t); !regexp.MustCompile(`(?m)^hookd_rate_waits_total\{destination="billing"\} [1-9]`).MatchString(m) {
+			t.Errorf("no wait under billing's rate in /metrics:\n%s", m)
+		}
+		queuetest.WaitFor(t, 15*time.Second, "no held key in /metrics", func() bool {
+			return strings.Contains(h.metrics(t), `hookd_order_held_keys{destination="billing"} 0`)
+		})
 		visit(t, page, "/audit")
 		must(t, expect.Locator(page.GetByTestId("audit-row").Filter(playwright.LocatorFilterOptions{HasText: "held key released"})).
 			ToContainText("billing key cus_held: "+ids[0]+": the app skips that invoice"), "the release in the audit log")
 	})
+}
+
+// metrics scrapes hookd's /metrics, served on its listen address
+// (HOOKD_METRICS_PUBLIC).
+func (h *hookd) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(h.url("/metrics"))
+	if err != nil {
+		t.Fatalf("scrape /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape /metrics: %d, %v", resp.StatusCode, err)
+	}
+	return string(body)
 }
