@@ -235,7 +235,7 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 	acts := actions.New(actions.Stores{Queue: st.queue, Reads: st.reads, Audit: st.audit, Control: st.control,
 		Tokens: st.tokens, Replayer: replayer, Logger: logger, Accounts: st.accounts, Rejections: st.pageRefusals,
 		Reconciler: reconciler, Stripe: stripeClient, Destinations: actions.ManagedDestinations{File: cfg.DestinationsFile,
-			ForwardURL: cfg.ForwardURL, Key: cfg.DestinationsKey, Endpoints: cfg.EndpointLabels()}})
+			ForwardURL: cfg.ForwardURL, Key: cfg.DestinationsKey, Endpoints: cfg.EndpointLabels(), ForwardRate: cfg.ForwardRate}})
 	apiOpts := api.Options{Logger: logger, Actions: acts, Tokens: st.tokens, Idempotency: st.idempotency, Rate: cfg.APIRate}
 	handler := newHandler(cfg, logger, st, pipeline{receiver: receiver, metrics: metrics, reg: reg,
 		rejections: rejections, reconciler: reconciler, stripe: stripeClient, pace: pace, replayer: replayer, tracer: tracer,

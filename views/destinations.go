@@ -18,6 +18,9 @@ type DestinationsPage struct {
 	Destinations []queue.DestinationStats
 	// HeldKeys are every destination's held keys, oldest first.
 	HeldKeys []queue.HeldKey
+	// ForwardRate is HOOKD_FORWARD_RATE, the rate of a destination that
+	// sets none; 0 for none.
+	ForwardRate float64
 }
 
 // maxHeldKeysShown bounds the held keys a destination's row lists; the
@@ -61,9 +64,14 @@ func routeSettings(raw json.RawMessage) (rate float64, orderBy string) {
 	return r.Rate, r.OrderBy
 }
 
-// destinationRate is a destination's rate as its row says it.
-func destinationRate(raw json.RawMessage) string {
-	rate, _ := routeSettings(raw)
+// rate is a destination's rate as its row says it: its own, or else
+// HOOKD_FORWARD_RATE's, which it is delivered at.
+func (d DestinationsPage) rate(route json.RawMessage) string {
+	rate, _ := routeSettings(route)
+	from := ""
+	if rate <= 0 && d.ForwardRate > 0 {
+		rate, from = d.ForwardRate, " (HOOKD_FORWARD_RATE)"
+	}
 	if rate <= 0 {
 		return "no rate limit"
 	}
@@ -71,7 +79,7 @@ func destinationRate(raw json.RawMessage) string {
 	if rate == 1 {
 		calls = "call"
 	}
-	return fmt.Sprintf("at most %s %s a second, over every replica", strconv.FormatFloat(rate, 'g', -1, 64), calls)
+	return fmt.Sprintf("at most %s %s a second, over every replica%s", strconv.FormatFloat(rate, 'g', -1, 64), calls, from)
 }
 
 // orderBy is a destination's order_by; "" when it is not ordered.

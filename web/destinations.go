@@ -24,7 +24,7 @@ func (d *dashboard) handleDestinations() echo.HandlerFunc {
 			return err
 		}
 		return render(c, http.StatusOK, views.Destinations(d.page(c, "Destinations", "destinations"),
-			views.DestinationsPage{Destinations: stats, HeldKeys: held}))
+			views.DestinationsPage{Destinations: stats, HeldKeys: held, ForwardRate: d.actions.DestinationsConfig().ForwardRate}))
 	}
 }
 

@@ -6,11 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookd/hookd/internal/actions"
 	"github.com/hookd/hookd/internal/store/accounts"
 	"github.com/hookd/hookd/internal/store/audit"
 	"github.com/hookd/hookd/internal/store/tokens"
 	"github.com/hookd/hookd/queue"
 	"github.com/hookd/hookd/queue/queuetest"
+	"github.com/hookd/hookd/web"
 )
 
 // The destinations page shows an ordered destination's rate, order_by and
@@ -102,4 +104,24 @@ func TestAPI_HeldKeys(t *testing.T) {
 		t.Errorf("held keys %+v, want cus_a held by %s with 1 waiting", list.HeldKeys, dead.EventID)
 	}
 	c.call(http.MethodGet, "/destinations/nope/held-keys", nil).want(t, http.StatusNotFound)
+}
+
+// A destination with no rate of its own is delivered at HOOKD_FORWARD_RATE,
+// and its row says so; one with its own rate shows that.
+func TestDestinations_RateDefaultsToForwardRate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withOptions(web.Options{Destinations: actions.ManagedDestinations{ForwardRate: 5}}))
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "billing", Route: `{"types":["*"],"rate":20}`})
+	queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: "crm"})
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	page := c.get("/destinations")
+	for name, want := range map[string]string{
+		"billing": "at most 20 calls a second, over every replica",
+		"crm":     "at most 5 calls a second, over every replica (HOOKD_FORWARD_RATE)",
+	} {
+		if got := strings.TrimSpace(page.doc.Find(`[data-destination="` + name + `"] [data-testid="destination-rate-limit"]`).Text()); got != want {
+			t.Errorf("%s's rate %q, want %q", name, got, want)
+		}
+	}
 }

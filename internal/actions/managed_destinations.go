@@ -35,6 +35,9 @@ type ManagedDestinations struct {
 	// STRIPE_WEBHOOK_SECRETS); a destination's endpoints must name them,
 	// as a file's must. None checks no label.
 	Endpoints []string
+	// ForwardRate is HOOKD_FORWARD_RATE: the rate of every destination
+	// that sets none of its own; 0 for none.
+	ForwardRate float64
 }
 
 // ErrDestinationsFromFile is a change of a destination while
