@@ -640,15 +640,7 @@ func TestFanout_ARateHoldsAcrossReplicas(t *testing.T) {
 			mu.Lock()
 			at := slices.Clone(calls)
 			mu.Unlock()
-			slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-			most := 0
-			for i := range at {
-				n := 0
-				for j := i; j < len(at) && at[j].Sub(at[i]) < time.Second; j++ {
-					n++
-				}
-				most = max(most, n)
-			}
+			most := mostInOneSecond(at)
 			if most > 21 {
 				t.Errorf("%d calls to the paced app in one 1 s window, want at most 20 and one of tolerance", most)
 			}

@@ -157,15 +157,9 @@ func destEnv(apps *destApps, dir string, i int, s destSpec) (env, paths []string
 // startDestTargets starts one hookd per binary of -hookd and configuration
 // of -destinations, each on a database of its own, forwarding to apps.
 func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target, func(), error) {
-	dir, err := os.MkdirTemp("", "loadgen-destinations-")
+	dir, cl, err := tempDir("loadgen-destinations-")
 	if err != nil {
 		return nil, nil, err
-	}
-	cleanups := []func(){func() { os.RemoveAll(dir) }}
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
 	}
 	var targets []*target
 	for _, bin := range strings.Split(o.hookd, ",") {
@@ -173,21 +167,21 @@ func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target
 			i := len(targets)
 			env, paths, err := destEnv(apps, dir, i, s)
 			if err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
 			dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("recv%d", i))
 			if err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
-			cleanups = append(cleanups, drop)
+			cl.add(drop)
 			h, err := startHookd(ctx, bin, dbURL, env...)
 			if err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
-			cleanups = append(cleanups, h.stop)
+			cl.add(h.stop)
 			spec := s
 			t := &target{bin: bin, h: h, dbURL: dbURL, label: bin + ", " + s.String(), spec: &spec, healthy: paths}
 			if s.failing {
@@ -196,7 +190,7 @@ func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target
 			targets = append(targets, t)
 		}
 	}
-	return targets, cleanup, nil
+	return targets, cl.run, nil
 }
 
 // meters is what the receiver rounds measure beside CPU and latency: the
@@ -378,4 +372,25 @@ func printFailingOverHealthy(t, healthy *target, failing, all []receiverRound) {
 			{"hookd CPU per event", func(r receiverRound) float64 { return r.serverCPU }},
 			{"postgres CPU per event", func(r receiverRound) float64 { return r.postgresCPU }},
 			{"WAL per event", func(r receiverRound) float64 { return r.wal }}})
+}
+
+// cleanups undo a phase's set-up, the last added first (run).
+type cleanups []func()
+
+func (c *cleanups) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanups) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// tempDir makes a directory for a phase's files, and returns it with the
+// phase's cleanups, the first of which removes it.
+func tempDir(pattern string) (string, *cleanups, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, &cleanups{func() { os.RemoveAll(dir) }}, nil
 }

@@ -16,15 +16,9 @@ const orderedDest = "sink"
 // drain targets, each on a database of its own: the sink as a destination
 // of a file, unordered, and the same ordered by customer.
 func startOrderedDrainTargets(ctx context.Context, o options, sink *sink) ([]*target, func(), error) {
-	dir, err := os.MkdirTemp("", "loadgen-ordered-")
+	dir, cl, err := tempDir("loadgen-ordered-")
 	if err != nil {
 		return nil, nil, err
-	}
-	cleanups := []func(){func() { os.RemoveAll(dir) }}
-	cleanup := func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			cleanups[i]()
-		}
 	}
 	var targets []*target
 	for b, bin := range strings.Split(o.hookd, ",") {
@@ -37,27 +31,27 @@ func startOrderedDrainTargets(ctx context.Context, o options, sink *sink) ([]*ta
 			}
 			file := filepath.Join(dir, fmt.Sprintf("drain-%d-%v.yaml", b, ordered))
 			if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
 			dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("drainord%d%v", b, ordered))
 			if err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
-			cleanups = append(cleanups, drop)
+			cl.add(drop)
 			h, err := startHookd(ctx, bin, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_DESTINATIONS_FILE="+file,
 				"HOOKD_RETRY_INTERVAL=100ms")
 			if err != nil {
-				cleanup()
+				cl.run()
 				return nil, nil, err
 			}
-			cleanups = append(cleanups, h.stop)
+			cl.add(h.stop)
 			targets = append(targets, &target{bin: bin, h: h, dbURL: dbURL, label: label, drainDest: orderedDest,
 				drainOrdered: ordered})
 		}
 	}
-	return targets, cleanup, nil
+	return targets, cl.run, nil
 }
 
 // printOrderedDrain prints, for each binary under -drain-ordered, its
