@@ -206,6 +206,9 @@ func build(ctx context.Context, cfg config.Config, getenv func(string) string, l
 		ProcessTimeout: cfg.ForwardTimeout,
 		Metrics:        metrics, InlineConcurrency: int(cfg.InlineConcurrency), Control: st.control, Pace: pace,
 		Heartbeat: s.heartbeat, Alone: alone, Tracer: tracer})
+	// Closed before the pool (closers run last added first): the
+	// outcomes the receiver still retries must not hold its close.
+	s.closers = append(s.closers, receiver.Stop)
 	runs, retryLoops, replayer := s.producers(store, proc, fan, metrics, st.control, pace, alone)
 	pruner := maintenance.NewPruner(store, accts, st.counts, st.refused, logger,
 		maintenance.PrunerConfig{Retention: cfg.MarkerRetention, PayloadRetention: cfg.PayloadRetention,

@@ -150,6 +150,9 @@ type Config struct {
 
 // Receiver runs the pipeline for one delivery from Stripe.
 type Receiver struct {
+	// stopped is done once Stop is called.
+	stopped   context.Context
+	stop      context.CancelFunc
 	store     *queue.Store
 	logger    *slog.Logger
 	endpoints []endpoint.Endpoint
@@ -194,7 +197,10 @@ func New(store *queue.Store, logger *slog.Logger, cfg Config) *Receiver {
 	if len(eps) == 0 {
 		logger.Warn("no STRIPE_WEBHOOK_SECRET configured (nor STRIPE_WEBHOOK_SECRETS): every webhook is answered 503 until one is")
 	}
+	stopped, stop := context.WithCancel(context.Background())
 	r := &Receiver{
+		stopped:   stopped,
+		stop:      stop,
 		store:     store,
 		logger:    logger,
 		endpoints: eps,
@@ -716,7 +722,7 @@ func (r *Receiver) exchangeGroup(ctx context.Context, group []*delivery) error {
 // the lease taken over (and write nothing), or free (and write what is
 // still true).
 func (r *Receiver) settleLater(d *delivery) {
-	err := retryUntil(d.deadline.Add(queue.LeaseMargin), func(ctx context.Context) error {
+	err := retryUntil(r.stopped, d.deadline.Add(queue.LeaseMargin), func(ctx context.Context) error {
 		written, err := r.store.SettleDeliveries(ctx, []queue.Received{d.outcome})
 		if err == nil && !written[0] {
 			return nil // released already, or taken over: nothing left to write
@@ -733,20 +739,33 @@ func (r *Receiver) settleLater(d *delivery) {
 
 // retryUntil calls try until it succeeds or until passes, waiting a little
 // longer after each failure, and returns try's last error.
-func retryUntil(until time.Time, try func(context.Context) error) error {
+// It gives up when stopped is done.
+func retryUntil(stopped context.Context, until time.Time, try func(context.Context) error) error {
 	wait := 50 * time.Millisecond
 	for {
 		timer := time.NewTimer(wait)
-		<-timer.C
-		ctx, cancel := context.WithDeadline(context.Background(), until)
+		select {
+		case <-timer.C:
+		case <-stopped.Done():
+			timer.Stop()
+			return stopped.Err()
+		}
+		ctx, cancel := context.WithDeadline(stopped, until)
 		err := try(ctx)
 		cancel()
-		if err == nil || time.Now().Add(wait).After(until) {
+		if err == nil || stopped.Err() != nil || time.Now().Add(wait).After(until) {
 			return err
 		}
 		wait = min(2*wait, 2*time.Second)
 	}
 }
+
+// Stop gives up the outcomes still being written again after a failed
+// write (settleLater): hookd closes its pool after them at a stop, and a
+// write blocked on a database that does not answer (a frozen primary)
+// would hold the pool, and hookd's exit, until its lease expired. Each
+// such event's next delivery runs it again, as it would after a crash.
+func (r *Receiver) Stop() { r.stop() }
 
 // logged is d as its marker's event log columns keep it, processed how.
 // A queued event needs none: its queue row is its entry.
