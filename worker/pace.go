@@ -63,24 +63,48 @@ func (p *Pace) PerSecond() float64 {
 	return p.perSecond
 }
 
-// Wait takes a token, waiting for it. It fails without taking one, and at
-// once, when ctx would end before the token comes.
-func (p *Pace) Wait(ctx context.Context) error {
+// A Turn is the moment a call may go under a Pace. A call kept back well
+// past it, by a write to the database between the wait and the call, would
+// go out beside the next turn's call, two at once where the rate allows
+// one: Missed says so, and such a call waits for another turn.
+type Turn struct {
+	at        time.Time
+	tolerance time.Duration
+}
+
+// Missed reports whether a call starting now is too late for its turn:
+// more than an eighth of the rate's interval after it (the shared rate's
+// own tolerance, sharedSlots.staleSlot). The zero Turn, a nil Pace's, is
+// never missed.
+func (t Turn) Missed() bool {
+	return !t.at.IsZero() && time.Since(t.at) > t.tolerance
+}
+
+// Wait takes a token, waiting for it, and returns its turn. It fails
+// without taking one, and at once, when ctx would end before the token
+// comes.
+func (p *Pace) Wait(ctx context.Context) (Turn, error) {
 	if p == nil {
-		return nil
+		return Turn{}, nil
 	}
 	if p.shared != nil {
-		waited, err := p.shared.wait(ctx)
+		at, waited, err := p.shared.wait(ctx)
 		if waited {
 			p.waited()
 		}
-		return err
+		return Turn{at: at, tolerance: p.shared.staleSlot()}, err
+	}
+	turn := func() Turn {
+		return Turn{at: time.Now(), tolerance: time.Duration(float64(time.Second) / p.perSecond / 8)}
 	}
 	if p.limiter.Allow() {
-		return nil
+		return turn(), nil
 	}
 	p.waited()
-	return p.limiter.Wait(ctx)
+	if err := p.limiter.Wait(ctx); err != nil {
+		return Turn{}, err
+	}
+	return turn(), nil
 }
 
 // TryWait takes a token if one comes within bound, waiting for it, and

@@ -3,6 +3,7 @@ package worker
 import (
 	"cmp"
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -188,14 +189,20 @@ func (p *producer) aloneFor() time.Duration {
 
 // takeTurn waits for a job's turn under the Pace, as long as the
 // processor run still fits within the lease after it.
-func (p *producer) takeTurn(ctx context.Context, deadline time.Time) bool {
+func (p *producer) takeTurn(ctx context.Context, deadline time.Time) (Turn, bool) {
 	if p.cfg.Pace == nil {
-		return true
+		return Turn{}, true
 	}
 	waitCtx, cancel := context.WithDeadline(ctx, deadline.Add(-p.cfg.ProcessTimeout))
 	defer cancel()
-	return p.cfg.Pace.Wait(waitCtx) == nil
+	turn, err := p.cfg.Pace.Wait(waitCtx)
+	return turn, err == nil
 }
+
+// errTurnMissed cuts short a job that missed its turn under the Pace while
+// its start was written, and found no other within its lease: it is given
+// back uncounted, as a run the shutdown cut short is.
+var errTurnMissed = errors.New("missed its turn under the delivery rate while its start was written")
 
 // process runs the Processor on d within the lease's deadline.
 func (p *producer) process(ctx context.Context, deadline time.Time, d Delivery) (Result, time.Duration) {
@@ -278,6 +285,8 @@ type jobWorker[J comparable] struct {
 	last J
 	// alone: the worker runs a suspect alone, and enters no Alone.
 	alone bool
+	// turn is the turn under the Pace of the job start took last.
+	turn Turn
 }
 
 // loop takes jobs until none is left, starting each one it may in the
@@ -300,7 +309,11 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 	// A fenced replica starts nothing: its leases may soon be another's.
 	// The jobs it does not start are given back at once, due again.
 	if ctx.Err() == nil && !w.p.cfg.Heartbeat.Fenced() && w.takeSlot(ctx) {
-		if w.js.prepare(ctx, j) && w.p.takeTurn(ctx, w.deadline) {
+		ok := w.js.prepare(ctx, j)
+		if ok {
+			w.turn, ok = w.p.takeTurn(ctx, w.deadline)
+		}
+		if ok {
 			next = j
 		} else {
 			w.freeSlot()
@@ -327,9 +340,27 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 // cancels it. The path's end then sees its context cancelled under a
 // failed run, as at shutdown, and gives the job back uncounted: a run the
 // fence cut short is no attempt of the event's.
+//
+// Its start's write comes between its turn under the Pace and its call,
+// with the other workers' (the retry loop's stepWriter): when that write
+// took long enough for the turn to pass, the call would go out beside the
+// next turn's, so it waits for another one. A job that gets none within
+// its lease is given back uncounted (errTurnMissed).
 func (w *jobWorker[J]) run(ctx context.Context, j J) {
 	ctx, unbind := w.p.cfg.Heartbeat.Bind(ctx)
 	defer unbind()
+	if w.turn.Missed() {
+		turn, ok := w.p.takeTurn(ctx, w.deadline)
+		if !ok {
+			cut, cancel := context.WithCancelCause(ctx)
+			cancel(errTurnMissed)
+			runCtx, _ := w.js.begin(cut, j)
+			w.js.end(runCtx, j, Result{Err: errTurnMissed}, 0)
+			w.freeSlot()
+			return
+		}
+		w.turn = turn
+	}
 	runCtx, d := w.js.begin(ctx, j)
 	res, took := w.p.process(runCtx, w.deadline, d)
 	w.js.end(runCtx, j, res, took)

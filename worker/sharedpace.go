@@ -70,14 +70,13 @@ func (s *sharedSlots) takeSlot(ctx context.Context, bound time.Duration) (slot t
 		s.slots = s.slots[1:]
 	}
 	if len(s.slots) == 0 {
-		sent := time.Now()
 		sl, err := s.store.ReserveSlots(ctx, s.key, s.batch, s.interval)
 		if err != nil {
 			return time.Time{}, 0, false, err
 		}
 		now = time.Now()
-		if rtt := now.Sub(sent); s.bestRTT == 0 || rtt < s.bestRTT {
-			s.bestRTT, s.offset = max(rtt, time.Nanosecond), sl.DBNow.Sub(sent.Add(rtt/2))
+		if rtt := sl.Received.Sub(sl.Sent); s.bestRTT == 0 || rtt < s.bestRTT {
+			s.bestRTT, s.offset = max(rtt, time.Nanosecond), sl.DBNow.Sub(sl.Sent.Add(rtt/2))
 		}
 		first := sl.First.Add(-s.offset)
 		for i := range s.batch {
@@ -93,16 +92,16 @@ func (s *sharedSlots) takeSlot(ctx context.Context, bound time.Duration) (slot t
 	return slot, wait, true, nil
 }
 
-// wait waits for the next slot, however far: the retry loop's way. A
-// wait that ends late (its timer, or this goroutine, scheduled late on a
-// busy machine) has missed its slot: the call would go out beside the
-// next slot's, so it waits for another one. waited says whether the call
-// had to wait at all.
-func (s *sharedSlots) wait(ctx context.Context) (waited bool, err error) {
+// wait waits for the next slot, however far, and returns it: the retry
+// loop's way. A wait that ends late (its timer, or this goroutine,
+// scheduled late on a busy machine) has missed its slot: the call would go
+// out beside the next slot's, so it waits for another one. waited says
+// whether the call had to wait at all.
+func (s *sharedSlots) wait(ctx context.Context) (slot time.Time, waited bool, err error) {
 	for {
 		slot, d, ok, err := s.takeSlot(ctx, time.Hour)
 		if err != nil {
-			return waited, err
+			return time.Time{}, waited, err
 		}
 		if !ok {
 			waited = true
@@ -110,10 +109,10 @@ func (s *sharedSlots) wait(ctx context.Context) (waited bool, err error) {
 		}
 		waited = waited || d > 0
 		if err := sleep(ctx, d); err != nil {
-			return waited, err
+			return time.Time{}, waited, err
 		}
 		if time.Since(slot) <= s.staleSlot() {
-			return waited, nil
+			return slot, waited, nil
 		}
 		waited = true
 	}

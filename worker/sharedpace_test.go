@@ -29,7 +29,7 @@ func TestSharedPace_HoldsAcrossReplicas(t *testing.T) {
 		for range 16 {
 			wg.Go(func() {
 				for range next {
-					if err := pace.Wait(t.Context()); err != nil {
+					if _, err := pace.Wait(t.Context()); err != nil {
 						t.Error(err)
 						return
 					}
@@ -83,7 +83,7 @@ func TestPace_OnWaitCountsEachWait(t *testing.T) {
 	var waits atomic.Int64
 	pace := worker.NewPace(4).OnWait(func() { waits.Add(1) })
 	for range 3 {
-		if err := pace.Wait(t.Context()); err != nil {
+		if _, err := pace.Wait(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}
