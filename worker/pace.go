@@ -63,21 +63,23 @@ func (p *Pace) PerSecond() float64 {
 	return p.perSecond
 }
 
-// A Turn is the moment a call may go under a Pace. A call kept back well
-// past it, by a write to the database between the wait and the call, would
-// go out beside the next turn's call, two at once where the rate allows
-// one: Missed says so, and such a call waits for another turn.
+// A Turn is the moment a call may go under a Pace. A call kept back past
+// it, by a write to the database between the wait and the call, would go
+// out close beside the next turn's call: Missed says when, and such a call
+// waits for another turn.
 type Turn struct {
-	at        time.Time
-	tolerance time.Duration
+	at       time.Time
+	interval time.Duration
 }
 
 // Missed reports whether a call starting now is too late for its turn:
-// more than an eighth of the rate's interval after it (the shared rate's
-// own tolerance, sharedSlots.staleSlot). The zero Turn, a nil Pace's, is
-// never missed.
+// a whole interval of the rate after it, when the next turn has come.
+// Calls up to that late keep any 1 s window to at most one call more than
+// its turns, and each miss costs the rate a turn, so a write that takes a
+// few milliseconds (or, under load, tens) must not be one. The zero Turn,
+// a nil Pace's, is never missed.
 func (t Turn) Missed() bool {
-	return !t.at.IsZero() && time.Since(t.at) > t.tolerance
+	return !t.at.IsZero() && time.Since(t.at) > t.interval
 }
 
 // Wait takes a token, waiting for it, and returns its turn. It fails
@@ -92,10 +94,10 @@ func (p *Pace) Wait(ctx context.Context) (Turn, error) {
 		if waited {
 			p.waited()
 		}
-		return Turn{at: at, tolerance: p.shared.staleSlot()}, err
+		return Turn{at: at, interval: p.shared.interval}, err
 	}
 	turn := func() Turn {
-		return Turn{at: time.Now(), tolerance: time.Duration(float64(time.Second) / p.perSecond / 8)}
+		return Turn{at: time.Now(), interval: time.Duration(float64(time.Second) / p.perSecond)}
 	}
 	if p.limiter.Allow() {
 		return turn(), nil

@@ -310,7 +310,12 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 	// The jobs it does not start are given back at once, due again.
 	if ctx.Err() == nil && !w.p.cfg.Heartbeat.Fenced() && w.takeSlot(ctx) {
 		ok := w.js.prepare(ctx, j)
-		if ok {
+		if ok && w.p.cfg.Pace != nil {
+			// Under a rate the last job's outcome is written first, alone:
+			// its commit waits for the WAL's flush, which, between the
+			// turn and the call, would make the call late (run). The
+			// start written after the turn writes no WAL.
+			w.writeLast(ctx)
 			w.turn, ok = w.p.takeTurn(ctx, w.deadline)
 		}
 		if ok {
@@ -341,11 +346,11 @@ func (w *jobWorker[J]) start(ctx context.Context, j J) bool {
 // failed run, as at shutdown, and gives the job back uncounted: a run the
 // fence cut short is no attempt of the event's.
 //
-// Its start's write comes between its turn under the Pace and its call,
-// with the other workers' (the retry loop's stepWriter): when that write
-// took long enough for the turn to pass, the call would go out beside the
-// next turn's, so it waits for another one. A job that gets none within
-// its lease is given back uncounted (errTurnMissed).
+// Its start's write comes between its turn under the Pace and its call:
+// when that write took long enough for the turn to pass (the database
+// slow to answer), the call would go out beside the next turn's, so it
+// waits for another one. A job that gets none within its lease is given
+// back uncounted (errTurnMissed).
 func (w *jobWorker[J]) run(ctx context.Context, j J) {
 	ctx, unbind := w.p.cfg.Heartbeat.Bind(ctx)
 	defer unbind()

@@ -345,6 +345,11 @@ func (b *retryBatch) write(done, next *settling) bool {
 	if done != nil {
 		done.cut = done.s.Kind == queue.SettleReleased && b.ctx.Err() != nil
 	}
+	if done == nil && next != nil && b.r.cfg.Pace != nil {
+		// The start of a call whose turn under the rate is taken goes on
+		// its own, not behind the other workers' outcomes.
+		return b.r.steps.startAlone(next)
+	}
 	return b.r.steps.write(&step{settle: done, start: next})
 }
 

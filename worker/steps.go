@@ -73,6 +73,16 @@ func (w *stepWriter) write(st *step) bool {
 	return st.start != nil && st.err == nil && st.start.started
 }
 
+// startAlone writes the start of t alone and at once, not in the group
+// the workers' steps form: a start writes no WAL, so its commit waits for
+// no flush (queue's startAttemptsSQL), while a group's waits for the
+// flush of its outcomes. It reports whether t may run.
+func (w *stepWriter) startAlone(t *settling) bool {
+	st := &step{start: t}
+	w.commit([]*step{st})
+	return st.err == nil && t.started
+}
+
 // settle writes the outcomes of events that need no run, together, at
 // once: the claim found them processed.
 func (w *stepWriter) settle(done []*settling) {
