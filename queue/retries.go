@@ -149,7 +149,16 @@ func claimSQL(name, and string) string {
 		WHERE `+grantableSQL("$6")+`
 		ORDER BY f.event_id`) + `
 	), claimed AS (
-		SELECT f.* FROM free f JOIN leased USING (event_id)
+		-- The rows leased, read again by their lease keys' index, not
+		-- joined with free: both are CTEs, and when the planner guesses
+		-- one row for due (as it does for ClaimOrderedDeliveries' list of
+		-- ids under its filters), it joins them in a nested loop, rows
+		-- times rows. Under due's row locks, e holds what due read, and
+		-- an existing lease taken over was started (cut_short) exactly
+		-- when free counted it interrupted.
+		SELECT e.id, l.event_id, e.attempts AS counted, l.cut_short AS interrupted, e.claims, e.manual_retry
+		FROM leased l JOIN webhook_events e ON e.lease_key = l.event_id COLLATE "C"
+		WHERE e.destination = $7 AND e.` + pending + `
 	), suspected AS (` + suspectedSQL("leased") + `
 	), updated AS (
 		UPDATE webhook_events e
