@@ -152,6 +152,11 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
 	case n == r.claimSize() || hastened:
 		return 0
+	case n > 0 && r.ordered():
+		// A short batch of an ordered destination says only that its
+		// other keys' heads were in flight, in the other loop's batch:
+		// each that succeeded has made its key's next delivery its head.
+		return 0
 	}
 	return r.cfg.Interval
 }
@@ -249,10 +254,17 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 // claim claims up to n of the destination's deliveries: by key, one
 // at a time each, when the destination is ordered.
 func (r *Retrier) claim(ctx context.Context, n int) (queue.Attempts, error) {
-	if f, ok := r.cfg.Processor.(*Fanout); ok && f.Ordered(r.cfg.Destination) {
+	if r.ordered() {
 		return r.store.ClaimOrderedDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
 	}
 	return r.store.ClaimDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
+}
+
+// ordered reports whether the loop's destination is ordered (order_by):
+// its claims take each key's head alone.
+func (r *Retrier) ordered() bool {
+	f, ok := r.cfg.Processor.(*Fanout)
+	return ok && f.Ordered(r.cfg.Destination)
 }
 
 func (r *Retrier) recordTick(ctx context.Context) {
