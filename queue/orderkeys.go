@@ -354,22 +354,20 @@ const orderHeadSQL = `(SELECT true FROM webhook_events p
 // orderHeadsSQL reads the heads of destination $1's keys that are due,
 // up to $2 of them, the longest due first, with their keys, then up to $2
 // due deliveries without a key; $3 is MaxAttempts. It goes from key to
-// key down webhook_events_order_idx, reading each key's head alone, so
-// that a key's many rows behind its head cost nothing, as they would in
-// order of due time.
+// key down webhook_events_order_idx, whose first row of a key is its
+// head: each step reads the next key's head alone, so that a key's many
+// rows behind its head cost nothing, as they would in order of due time.
 const orderHeadsSQL = `-- hookd.order_heads
-	WITH RECURSIVE k AS (
-		(SELECT order_key FROM webhook_events
-		 WHERE destination = $1 AND order_key IS NOT NULL ORDER BY order_key LIMIT 1)
+	WITH RECURSIVE h AS (
+		(SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
+		 WHERE e.destination = $1 AND e.order_key IS NOT NULL ORDER BY e.order_key, e.order_seq LIMIT 1)
 		UNION ALL
-		SELECT (SELECT e.order_key FROM webhook_events e
-		        WHERE e.destination = $1 AND e.order_key > k.order_key ORDER BY e.order_key LIMIT 1)
-		FROM k WHERE k.order_key IS NOT NULL
+		SELECT n.* FROM h CROSS JOIN LATERAL (
+			SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
+			WHERE e.destination = $1 AND e.order_key IS NOT NULL AND e.order_key > h.order_key
+			ORDER BY e.order_key, e.order_seq LIMIT 1) n
 	)
-	(SELECT h.id, h.order_key FROM k CROSS JOIN LATERAL (
-		SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
-		WHERE e.destination = $1 AND e.order_key = k.order_key
-		ORDER BY e.order_seq LIMIT 1) h
+	(SELECT h.id, h.order_key FROM h
 	 WHERE h.` + pending + ` AND h.next_retry_at <= now() AND (h.attempts < $3 OR h.claims > 0)
 	 ORDER BY h.next_retry_at
 	 LIMIT $2)
