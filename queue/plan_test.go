@@ -220,36 +220,10 @@ func TestClaimAttempts_PlannedForTheBacklogWhileNoSuspectIsOpen(t *testing.T) {
 	const backlog, batch = 4000, 300
 	// A suspect cleared long ago stays in webhook_suspects, for its
 	// event's page.
-	for _, sql := range []string{
-		`INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
-		 SELECT 'stripe', 'evt_due_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
-		 FROM generate_series(1, ` + strconv.Itoa(backlog) + `) g`,
+	claimSQL := recordClaim(t, store, bundle, backlog, batch, "webhook_events",
 		`INSERT INTO webhook_suspects (event_id, path, interruptions, cleared_at) VALUES ('evt_due_7', 'retry', 1, now())`,
-		`ANALYZE webhook_events, webhook_suspects`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	rec.Take("")
-	claim, err := store.ClaimAttempts(ctx, batch, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(claim.Claimed) != batch {
-		t.Fatalf("claimed %d events, want %d", len(claim.Claimed), batch)
-	}
-	var claimSQL *queuetest.RecordedQuery
-	for _, q := range rec.Take("webhook_events") {
-		if strings.HasPrefix(q.SQL, "-- hookd.claim\n") {
-			claimSQL = &q
-		}
-	}
-	if claimSQL == nil {
-		t.Fatal("ClaimAttempts sent no claim statement")
-	}
-	plan := explainAnalyzed(t, pool, *claimSQL)
+		`ANALYZE webhook_events, webhook_suspects`)
+	plan := explainAnalyzed(t, pool, claimSQL)
 	t.Logf("claim:\n%s", plan)
 	due := -1.0
 	plan.Walk(func(n queuetest.PlanNode) {
@@ -285,6 +259,38 @@ func TestClaimAttempts_PlannedForTheBacklogWhileNoSuspectIsOpen(t *testing.T) {
 }
 
 // explainAnalyzed runs q under EXPLAIN ANALYZE, with its recorded
+// recordClaim puts backlog due events on the queue, runs the statements
+// of more, claims batch of them with ClaimAttempts, and returns the claim
+// statement as the recorder saw it among the statements on table.
+func recordClaim(t *testing.T, store *queue.Store, bundle *testBundle, backlog, batch int, table string,
+	more ...string) queuetest.RecordedQuery {
+	t.Helper()
+	ctx := t.Context()
+	seed := `INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
+		 SELECT 'stripe', 'evt_due_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
+		 FROM generate_series(1, ` + strconv.Itoa(backlog) + `) g`
+	for _, sql := range append([]string{seed}, more...) {
+		if _, err := bundle.pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bundle.rec.Take("")
+	claim, err := store.ClaimAttempts(ctx, batch, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Claimed) != batch {
+		t.Fatalf("claimed %d events, want %d", len(claim.Claimed), batch)
+	}
+	for _, q := range bundle.rec.Take(table) {
+		if strings.HasPrefix(q.SQL, "-- hookd.claim\n") {
+			return q
+		}
+	}
+	t.Fatal("ClaimAttempts sent no claim statement")
+	return queuetest.RecordedQuery{}
+}
+
 // arguments, in a transaction rolled back.
 func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q queuetest.RecordedQuery) queuetest.PlanNode {
 	t.Helper()
@@ -312,46 +318,20 @@ func explainAnalyzed(t *testing.T, pool *pgxpool.Pool, q queuetest.RecordedQuery
 func TestClaimAttempts_LooksUpLeasesByKey(t *testing.T) {
 	t.Parallel()
 	store, bundle := setup(t, withRecorder())
-	pool, rec := bundle.pool, bundle.rec
+	pool := bundle.pool
 	ctx := t.Context()
 
 	const backlog, batch, leases = 4000, 500, 20000
-	for _, sql := range []string{
-		`INSERT INTO webhook_events (source, event_id, event_type, payload, next_retry_at)
-		 SELECT 'stripe', 'evt_due_' || g, 'invoice.paid', '{}', now() - interval '1 minute'
-		 FROM generate_series(1, ` + strconv.Itoa(backlog) + `) g`,
+	claimSQL := recordClaim(t, store, bundle, backlog, batch, "webhook_leases",
 		`INSERT INTO webhook_leases (event_id, owner, path, expires_at)
 		 SELECT 'evt_busy_' || g, gen_random_uuid(), 'inline', now() + interval '1 minute'
-		 FROM generate_series(1, ` + strconv.Itoa(leases) + `) g`,
-		`ANALYZE webhook_events, webhook_leases`,
-	} {
-		if _, err := pool.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	rec.Take("")
-	claim, err := store.ClaimAttempts(ctx, batch, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(claim.Claimed) != batch {
-		t.Fatalf("claimed %d events, want %d", len(claim.Claimed), batch)
-	}
-	var claimSQL *queuetest.RecordedQuery
-	for _, q := range rec.Take("webhook_leases") {
-		if strings.HasPrefix(q.SQL, "-- hookd.claim\n") {
-			claimSQL = &q
-		}
-	}
-	if claimSQL == nil {
-		t.Fatal("ClaimAttempts sent no claim statement")
-	}
+		 FROM generate_series(1, `+strconv.Itoa(leases)+`) g`,
+		`ANALYZE webhook_events, webhook_leases`)
 	var jitAbove float64
 	if err := pool.QueryRow(ctx, `SELECT current_setting('jit_above_cost')::float8`).Scan(&jitAbove); err != nil {
 		t.Fatal(err)
 	}
-	plan := queuetest.Explain(t, pool, *claimSQL)
+	plan := queuetest.Explain(t, pool, claimSQL)
 	t.Logf("claim, cost %.0f:\n%s", plan.TotalCost, plan)
 	if plan.TotalCost >= jitAbove/2 {
 		t.Errorf("the claim of %d due events, with %d leases held, is planned at cost %.0f (jit_above_cost %.0f)",
