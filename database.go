@@ -202,18 +202,30 @@ const (
 	// resetEvery is the least time between two resets of one pool: the
 	// errors of one failover arrive together, and one reset answers them.
 	resetEvery = time.Second
+	// pingTimeout bounds the ping pgxpool sends on a connection idle over
+	// a second before it lends it, unless the connection string sets
+	// pool_ping_timeout. Without it the ping of a connection to a frozen
+	// server lasts as long as the borrower's context, and once that is
+	// cancelled (a loop told to stop) pgxpool lets it go on for a minute,
+	// holding the connection, and the pool's close at the stop waits for
+	// it. A ping that fails only costs the connection: the borrower gets
+	// another.
+	pingTimeout = 2 * time.Second
 )
 
 // harden makes pcfg's connections bounded and checked: a connect timeout
-// unless the connection string has one, TCP keepalives, a check when each
-// connection opens that its server takes writes (target_session_attrs'
-// own check when the string sets it; otherwise the same check), and a pool
-// reset on the errors of a server that stopped being the primary.
-// It returns the function to call with the pool once it is open.
+// and a ping timeout unless the connection string has them, TCP
+// keepalives, a check when each connection opens that its server takes
+// writes (target_session_attrs' own check when the string sets it;
+// otherwise the same check), and a pool reset on the errors of a server
+// that stopped being the primary. It returns the function to call with the pool once it is open.
 func harden(pcfg *pgxpool.Config) func(*pgxpool.Pool) {
 	cc := &pcfg.ConnConfig.Config
 	if cc.ConnectTimeout == 0 {
 		cc.ConnectTimeout = defaultConnectTimeout
+	}
+	if pcfg.PingTimeout == 0 {
+		pcfg.PingTimeout = pingTimeout
 	}
 	dialer := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount,
@@ -228,6 +240,29 @@ func harden(pcfg *pgxpool.Config) func(*pgxpool.Pool) {
 	r := &poolResetter{inner: pcfg.ConnConfig.Tracer}
 	pcfg.ConnConfig.Tracer = r
 	return r.pool.Store
+}
+
+// poolCloseTimeout bounds the wait for one pool's close at the stop. By
+// then every part of hookd has stopped, and what a close still waits for is
+// pgx closing connections to a server that does not answer (a frozen
+// primary): it gives each a cancel request and up to 15 s. The process's
+// exit closes those sockets as well.
+const poolCloseTimeout = 2 * time.Second
+
+// closePool closes pool, waiting at most timeout, and says what it left
+// to the exit.
+func closePool(pool *pgxpool.Pool, name string, timeout time.Duration, logger *slog.Logger) {
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(timeout):
+		logger.Warn("connections to a database server that does not answer are still closing; the exit closes them",
+			"pool", name, "waited", timeout)
+	}
 }
 
 // movedPrimary is true for the errors of a server that is no longer the

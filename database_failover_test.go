@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookd/hookd/e2e/e2etest"
 	"github.com/hookd/hookd/queue/queuetest"
 )
 
@@ -72,5 +77,74 @@ func TestPool_ReadOnlyErrorResetsThePool(t *testing.T) {
 	})
 	if _, err := pool.Exec(t.Context(), `CREATE TABLE written (id int)`); err != nil {
 		t.Errorf("a write after the reset: %v", err)
+	}
+}
+
+// A connection to a frozen server (its processes stopped, its sockets
+// open, as when its host vanishes) holds no stop. Its ping, abandoned by a
+// borrower told to stop, times out (pgxpool alone lets such a ping go on
+// for a minute), and pgx then closes it with a cancel request the server
+// never answers, for up to 15 s, which the pool's close waits for: hookd's
+// stop waits for that close no longer than poolCloseTimeout. (Before,
+// hookd was still running 20 s after SIGTERM.)
+func TestPool_AFrozenServerHoldsNoStop(t *testing.T) {
+	t.Parallel()
+	n := newPGNode(t, "frozen")
+	n.run("initdb", "-D", n.data, "-U", "postgres", "--auth=trust", "--no-sync")
+	n.start()
+	pcfg, err := pgxpool.ParseConfig(n.url("postgres") + "&pool_max_conns=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pgxpool pings a connection idle over a second; here every one is
+	// pinged, and the first ping after the freeze says so.
+	var frozen atomic.Bool
+	pinging := make(chan struct{})
+	var once sync.Once
+	pcfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool {
+		if frozen.Load() {
+			once.Do(func() { close(pinging) })
+		}
+		return true
+	}
+	pool, err := open(t.Context(), "DATABASE_URL", pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pcfg.PingTimeout != pingTimeout {
+		t.Errorf("ping timeout: %s, want the default %s", pcfg.PingTimeout, pingTimeout)
+	}
+	n.freeze()
+	frozen.Store(true)
+
+	// A borrower without a deadline, told to stop while its connection is
+	// pinged.
+	ctx, stop := context.WithCancel(t.Context())
+	acquired := make(chan error, 1)
+	go func() {
+		c, err := pool.Acquire(ctx)
+		if err == nil {
+			c.Release()
+		}
+		acquired <- err
+	}()
+	<-pinging
+	stop()
+	if err := <-acquired; !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire from a frozen server: %v; want it cancelled", err)
+	}
+	var log e2etest.SyncBuffer
+	closed := make(chan struct{})
+	go func() {
+		closePool(pool, "main", poolCloseTimeout, slog.New(slog.NewTextHandler(&log, nil)))
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("closePool still waits 30 s after it was called")
+	}
+	if !strings.Contains(log.String(), "still closing") {
+		t.Errorf("closePool's log: %q; want it to say what it left to the exit", log.String())
 	}
 }

@@ -324,7 +324,7 @@ func (s *server) registerHeartbeat(ctx context.Context, store *queue.Store) erro
 	if err != nil {
 		return err
 	}
-	s.closers = append(s.closers, beatPool.Close)
+	s.closers = append(s.closers, func() { closePool(beatPool, "heartbeat", poolCloseTimeout, s.logger) })
 	s.heartbeat = worker.NewHeartbeat(queue.New(beatPool, queue.WithReplica(store.Replica())), s.logger)
 	return s.heartbeat.Register(ctx)
 }
@@ -452,7 +452,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	if err != nil {
 		return stores{}, err
 	}
-	s.closers = append(s.closers, pool.Close)
+	s.closers = append(s.closers, func() { closePool(pool, "main", poolCloseTimeout, logger) })
 	for _, name := range applied {
 		logger.Info("migration applied", "file", name)
 	}
@@ -464,7 +464,7 @@ func (s *server) openStores(ctx context.Context) (stores, error) {
 	if err != nil {
 		return stores{}, err
 	}
-	s.closers = append(s.closers, dashPool.Close)
+	s.closers = append(s.closers, func() { closePool(dashPool, "dashboard", poolCloseTimeout, logger) })
 	pageReads := queue.TimedReads(dashPool, cfg.DashboardTimeout)
 	// The queue's outcomes tell control what the breaker's count did;
 	// control reads delivery_control on the same pool.
