@@ -729,9 +729,16 @@ func (p *hookdProcess) terminate() error {
 	case <-p.done:
 		return p.err
 	case <-time.After(20 * time.Second):
-		p.kill()
-		return errors.New("still running 20 s after SIGTERM; killed")
 	}
+	// SIGQUIT makes the Go runtime print every goroutine's stack to the
+	// log before it exits: what the stop waits on.
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		p.kill()
+	}
+	return errors.New("still running 20 s after SIGTERM; stopped by SIGQUIT, its goroutines are in its log")
 }
 
 // TestLeases_CrashLoopMakesThePoisonEventDead proves that a crash is
