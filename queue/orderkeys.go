@@ -17,14 +17,15 @@ import (
 
 // A destination with order_by gets the deliveries of one key one at a time,
 // in the order hookd accepted them (migration 00040). Its deliveries' queue
-// rows carry the key and their place (order_seq); the key's lease in
-// webhook_order_leases is held by the one call of the key in flight,
-// wherever it runs. Inline, a delivery takes its turn (TakeOrderTurn)
-// before it is called: refused while the key has a row on the queue or a
-// call in flight, it is queued behind them. The retry loop claims a key's
-// head only, the row of the smallest order_seq, under the key's lease
-// (ClaimOrderedDeliveries). A dead head holds its key until it is retried
-// or a person releases it (ReleaseHeldKey).
+// rows carry the key and their place (order_seq). Inline, a delivery takes
+// its turn (TakeOrderTurn) before it is called: the key's lease in
+// webhook_order_leases, held through the call, when the key has no row on
+// the queue and no call in flight; otherwise it is queued behind them. The
+// retry loop claims a key's head only, the row of the smallest order_seq,
+// when no inline call holds the key (ClaimOrderedDeliveries): the head's
+// queue row, on which its own lease is, keeps the rest of the key waiting
+// until its success deletes it. A dead head holds its key until it is
+// retried or a person releases it (ReleaseHeldKey).
 
 // OrderTurn is a delivery's turn under its destination's order_by.
 type OrderTurn struct {
@@ -275,30 +276,46 @@ func giveBackOrderTurns(first int) string {
 }
 
 // ClaimOrderedDeliveries is ClaimDeliveries for a destination with
-// order_by: of a key, only its head, the row of the smallest order_seq,
-// is claimed, and only with the key's lease, which the claim takes and
-// the delivery's settle gives back. A head not due (waiting out its
-// backoff) or dead holds the rest of its key. Deliveries without a key
-// are claimed as ClaimDeliveries claims them.
+// order_by: of a key, only its head, the row of the smallest order_seq, is
+// claimed, and only while nothing else of the key is in flight. A head not
+// due (waiting out its backoff) or dead holds the rest of its key.
+// Deliveries without a key are claimed as ClaimDeliveries claims them.
 //
-// In one short transaction: the leases of the keys whose heads are due
-// are taken, skipping any another transaction is writing; a statement
-// after, which sees what their last holders committed, claims the heads
-// of the keys taken; and the leases of the keys whose heads it did not
-// claim are given back.
+// The head's own lease is what keeps the rest of its key waiting while
+// it is in flight: the next row of the key becomes the head only once the
+// head's success deletes it, and the inline path refuses a key that has a
+// queue row. The key's lease in webhook_order_leases is not taken: the
+// claim only checks, under a share lock held for its short transaction,
+// that no inline call holds the key and no waiter counts on it (a waiter's
+// row, not yet written, may come before the head). A key another
+// transaction is writing is skipped.
 func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, n int, processFor time.Duration) (Attempts, error) {
+	return s.claimOrdered(ctx, orderHeadsAndKeylessSQL, destination, n, processFor)
+}
+
+// ClaimOrderedHeads is ClaimOrderedDeliveries without the deliveries that
+// have no key: for a loop that found none due a moment ago. Finding them
+// reads every due delivery of the destination, which under a backlog of
+// keyed ones is as much work as the claim.
+func (s *Store) ClaimOrderedHeads(ctx context.Context, destination string, n int, processFor time.Duration) (Attempts, error) {
+	return s.claimOrdered(ctx, orderHeadsSQL, destination, n, processFor)
+}
+
+// claimOrdered claims what heads, orderHeadsSQL or
+// orderHeadsAndKeylessSQL, reads.
+func (s *Store) claimOrdered(ctx context.Context, heads string, destination string, n int, processFor time.Duration) (Attempts, error) {
 	owner := uuid.New()
 	a := Attempts{Deadline: time.Now().Add(processFor)}
-	rows, err := s.db.Query(ctx, orderHeadsSQL, destination, n, MaxAttempts)
+	rows, err := s.db.Query(ctx, heads, destination, n, MaxAttempts)
 	if err != nil {
 		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
 	}
-	var keys []string
-	var heads [][16]byte
+	keys := []string{}
+	var ids [][16]byte
 	var id [16]byte
 	var key *string
 	if _, err := pgx.ForEachRow(rows, []any{&id, &key}, func() error {
-		heads = append(heads, id)
+		ids = append(ids, id)
 		if key != nil {
 			keys = append(keys, *key)
 		}
@@ -306,37 +323,26 @@ func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, 
 	}); err != nil {
 		return Attempts{}, fmt.Errorf("claim ordered deliveries: %w", err)
 	}
-	if len(heads) == 0 {
+	if len(ids) == 0 {
 		return a, nil
 	}
 	secs := leaseSeconds(processFor)
 	err = s.shortTx(ctx, func(b *pgx.Batch) {
 		if len(keys) > 0 {
 			b.Queue(makeOrderKeysSQL, destination, keys)
-			b.Queue(takeOrderKeysSQL, destination, keys, [16]byte(owner), secs, s.replica.arg())
 		}
-		b.Queue(claimOrderedSQL, n, [16]byte(owner), secs, MaxAttempts, SuspectError, s.replica.arg(), destination, heads)
-		if len(keys) > 0 {
-			b.Queue(releaseUnclaimedKeysSQL, destination, [16]byte(owner))
-		}
+		b.Queue(claimOrderedSQL, n, [16]byte(owner), secs, MaxAttempts, SuspectError, s.replica.arg(), destination, ids, keys)
 	}, func(br pgx.BatchResults) error {
 		if len(keys) > 0 {
-			for range 2 {
-				if _, err := br.Exec(); err != nil {
-					return err
-				}
+			if _, err := br.Exec(); err != nil {
+				return err
 			}
 		}
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		if a.Claimed, err = collectClaimed(rows, owner); err != nil {
-			return err
-		}
-		if len(keys) > 0 {
-			_, err = br.Exec()
-		}
+		a.Claimed, err = collectClaimed(rows, owner)
 		return err
 	})
 	if err != nil {
@@ -351,13 +357,25 @@ func (s *Store) ClaimOrderedDeliveries(ctx context.Context, destination string, 
 const orderHeadSQL = `(SELECT true FROM webhook_events p
 		WHERE p.destination = e.destination AND p.order_key = e.order_key AND p.order_seq < e.order_seq LIMIT 1) IS NULL`
 
-// orderHeadsSQL reads the heads of destination $1's keys that are due,
-// up to $2 of them, the longest due first, with their keys, then up to $2
-// due deliveries without a key; $3 is MaxAttempts. It goes from key to
-// key down webhook_events_order_idx, whose first row of a key is its
-// head: each step reads the next key's head alone, so that a key's many
-// rows behind its head cost nothing, as they would in order of due time.
-const orderHeadsSQL = `-- hookd.order_heads
+// orderHeadsSQL reads the heads of destination $1's keys that are due, up
+// to $2 of them, the longest due first, with their keys; $3 is
+// MaxAttempts. It goes from key to key down webhook_events_order_idx,
+// whose first row of a key is its head: each step reads the next key's
+// head alone, so that a key's many rows behind its head cost nothing, as
+// they would in order of due time.
+const orderHeadsSQL = `-- hookd.order_heads` + orderHeadsWalk
+
+// orderHeadsAndKeylessSQL is orderHeadsSQL, then up to $2 due deliveries
+// without a key.
+const orderHeadsAndKeylessSQL = `-- hookd.order_heads_keyless` + orderHeadsWalk + `
+	UNION ALL
+	(SELECT e.id, NULL FROM webhook_events e
+	 WHERE e.` + pending + ` AND e.destination = $1 AND e.order_key IS NULL AND e.next_retry_at <= now()
+	   AND (e.attempts < $3 OR e.claims > 0)
+	 ORDER BY e.next_retry_at
+	 LIMIT $2)`
+
+const orderHeadsWalk = `
 	WITH RECURSIVE h AS (
 		(SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
 		 WHERE e.destination = $1 AND e.order_key IS NOT NULL ORDER BY e.order_key, e.order_seq LIMIT 1)
@@ -370,12 +388,6 @@ const orderHeadsSQL = `-- hookd.order_heads
 	(SELECT h.id, h.order_key FROM h
 	 WHERE h.` + pending + ` AND h.next_retry_at <= now() AND (h.attempts < $3 OR h.claims > 0)
 	 ORDER BY h.next_retry_at
-	 LIMIT $2)
-	UNION ALL
-	(SELECT e.id, NULL FROM webhook_events e
-	 WHERE e.` + pending + ` AND e.destination = $1 AND e.order_key IS NULL AND e.next_retry_at <= now()
-	   AND (e.attempts < $3 OR e.claims > 0)
-	 ORDER BY e.next_retry_at
 	 LIMIT $2)`
 
 // makeOrderKeysSQL makes the lease rows of keys $2 of destination $1 that
@@ -388,37 +400,21 @@ const makeOrderKeysSQL = `-- hookd.order_make
 	ORDER BY k
 	ON CONFLICT (destination, order_key) DO NOTHING`
 
-// takeOrderKeysSQL takes, for owner $3, $4 seconds, replica $5, the leases
-// of keys $2 of destination $1 that are free: not live, no waiter
-// counting. A row another transaction is writing is skipped.
-var takeOrderKeysSQL = `-- hookd.order_take_keys
-	UPDATE webhook_order_leases l
-	SET owner = $3, replica = $5, expires_at = now() + make_interval(secs => $4)
-	FROM (SELECT destination, order_key FROM webhook_order_leases
-	      WHERE destination = $1 AND order_key = ANY ($2::text[])
-	      ORDER BY order_key
-	      FOR UPDATE SKIP LOCKED) f
-	WHERE l.destination = f.destination AND l.order_key = f.order_key
-	  AND NOT ` + liveLeaseSQL("l") + ` AND (l.waiters = 0 OR l.waiting_until <= now()) AND ` + grantableSQL("$5")
-
 // claimOrderedSQL is claimAttemptsSQL of the deliveries $8
-// (orderHeadsSQL): those without a key, and the heads whose keys owner $2
-// holds, each still its key's head as this statement reads the queue.
+// (orderHeadsAndKeylessSQL): those without a key, and the heads of keys $9 that are
+// free, each still its key's head as this statement reads the queue. A
+// key is free when no inline call holds its lease and no waiter counts on
+// it; its row is share-locked until the claim commits, so that no turn is
+// granted or counted on it meanwhile, and a row another transaction is
+// writing is skipped.
 var claimOrderedSQL = claimSQL("-- hookd.claim_ordered", `
 		  AND id = ANY ($8::uuid[])
 		  AND (order_key IS NULL OR (
-		       EXISTS (SELECT 1 FROM webhook_order_leases o
-		               WHERE o.destination = webhook_events.destination AND o.order_key = webhook_events.order_key
-		                 AND o.owner = $2)
+		       order_key IN (SELECT o.order_key FROM webhook_order_leases o
+		                     WHERE o.destination = $7 AND o.order_key = ANY ($9::text[])
+		                       AND NOT `+liveLeaseSQL("o")+` AND (o.waiters = 0 OR o.waiting_until <= now())
+		                     FOR SHARE SKIP LOCKED)
 		       AND `+strings.ReplaceAll(orderHeadSQL, "e.", "webhook_events.")+`))`)
-
-// releaseUnclaimedKeysSQL gives back the leases of keys of destination $1
-// that owner $2 took and whose heads it did not claim.
-var releaseUnclaimedKeysSQL = `-- hookd.order_release_unclaimed
-	UPDATE webhook_order_leases o SET owner = NULL, expires_at = '-infinity'
-	WHERE o.destination = $1 AND o.owner = $2
-	  AND NOT EXISTS (SELECT 1 FROM webhook_events e JOIN webhook_leases l ON l.event_id = ` + leaseKeySQL("e") + ` AND l.owner = $2
-	                  WHERE e.destination = $1 AND e.order_key = o.order_key)`
 
 // HeldKey is a key of an ordered destination held by a dead event: the
 // key's later deliveries wait until a person retries the event or

@@ -136,6 +136,85 @@ func TestClaimOrderedDeliveries_HeadsOnly(t *testing.T) {
 	}
 }
 
+// A key's head is not claimed while an inline call holds the key's lease
+// (a row of the key queued after the call was granted waits for it), and
+// a claimed head, in flight, keeps the inline path off its key.
+func TestClaimOrderedDeliveries_NotWhileAnInlineCallHoldsTheKey(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := t.Context()
+	inline, err := s.TakeOrderTurn(ctx, "billing", "cus_b", time.Minute)
+	if err != nil || !inline.Granted {
+		t.Fatalf("the inline call's turn: %+v, %v; want granted", inline, err)
+	}
+	queueOrdered(t, s, "evt_b2", "cus_b", false)
+	queueOrdered(t, s, "evt_a1", "cus_a", true)
+	claim := func() []string {
+		t.Helper()
+		a, err := s.ClaimOrderedDeliveries(ctx, "billing", 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range a.Claimed {
+			ids = append(ids, c.Event.EventID)
+		}
+		return ids
+	}
+	if got := claim(); !slices.Equal(got, []string{"evt_a1"}) {
+		t.Fatalf("claimed %v while an inline call holds cus_b, want [evt_a1]", got)
+	}
+	if tr, err := s.TakeOrderTurn(ctx, "billing", "cus_a", time.Minute); err != nil || tr.Granted {
+		t.Fatalf("an inline turn while cus_a's head is in flight: %+v, %v; want refused", tr, err)
+	} else if err := s.GiveBackOrderTurns(ctx, []queue.OrderTurn{tr}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GiveBackOrderTurns(ctx, []queue.OrderTurn{inline}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(); !slices.Equal(got, []string{"evt_b2"}) {
+		t.Fatalf("claimed %v once the inline call gave cus_b back, want [evt_b2]", got)
+	}
+}
+
+// A delivery without a key, to an ordered destination, is claimed as an
+// unordered destination's is, by ClaimOrderedDeliveries; ClaimOrderedHeads
+// claims the keys' heads alone.
+func TestClaimOrderedHeads_LeavesDeliveriesWithoutAKey(t *testing.T) {
+	t.Parallel()
+	s, _ := setup(t)
+	ctx := t.Context()
+	queueOrdered(t, s, "evt_a1", "cus_a", true)
+	queueOrdered(t, s, "evt_a2", "cus_a", false)
+	leased, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{{EventID: "evt_nokey", Path: queue.PathInline}}, time.Minute)
+	if err != nil || leased.States[0] != queue.DeliveryNew {
+		t.Fatalf("lease evt_nokey: %v, %v", leased.States, err)
+	}
+	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_nokey", EventType: "invoice.paid", Payload: []byte(`{}`),
+		Error: "HTTP 500", Destination: "billing"}
+	if written, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: "evt_nokey", Owner: leased.Owner,
+		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe}}}}); err != nil || !written[0] {
+		t.Fatalf("settle evt_nokey: %v, %v", written, err)
+	}
+	ids := func(a queue.Attempts, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, c := range a.Claimed {
+			ids = append(ids, c.Event.EventID)
+		}
+		return ids
+	}
+	if got := ids(s.ClaimOrderedHeads(ctx, "billing", 10, time.Minute)); !slices.Equal(got, []string{"evt_a1"}) {
+		t.Fatalf("ClaimOrderedHeads claimed %v, want the head alone: [evt_a1]", got)
+	}
+	if got := ids(s.ClaimOrderedDeliveries(ctx, "billing", 10, time.Minute)); !slices.Equal(got, []string{"evt_nokey"}) {
+		t.Fatalf("ClaimOrderedDeliveries claimed %v while evt_a1 is in flight, want [evt_nokey]", got)
+	}
+}
+
 // queueOrdered delivers event id of key to the ordered destination
 // billing as the receiver does: it takes the event's lease and the key's
 // turn, and settles the delivery on the queue, due at once; granted says

@@ -301,15 +301,9 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 		}
 	}
 	var done []string
-	var turns orderTurnColumns
 	for _, st := range settled {
-		c := st.Claimed
 		if st.Kind == SettleDone {
-			done = append(done, c.Event.EventID)
-		}
-		if c.Event.OrderKey != nil {
-			// The claim took the key's lease (ClaimOrderedDeliveries).
-			turns.add(OrderTurn{Destination: c.Event.Destination, Key: *c.Event.OrderKey, Owner: c.Owner, Granted: true})
+			done = append(done, st.Claimed.Event.EventID)
 		}
 	}
 	err := s.shortTx(ctx, func(b *pgx.Batch) {
@@ -318,7 +312,6 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 		}
 		fenced.queue(b)
 		settling.queue(b)
-		turns.queue(b)
 		starting.queue(b)
 	}, func(br pgx.BatchResults) error {
 		if len(done) > 0 {
@@ -330,9 +323,6 @@ func (s *Store) SettleAndStart(ctx context.Context, settled []Settled, start []C
 			return err
 		}
 		if err := settling.read(br); err != nil {
-			return err
-		}
-		if err := turns.read(br); err != nil {
 			return err
 		}
 		return starting.read(br)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,9 @@ type Retrier struct {
 	steps *stepWriter
 
 	lastTick atomic.Int64 // unix nanoseconds of the last RecordRetrierTick
+	// keylessNoneAt is when an ordered destination's claim last found no
+	// due delivery without a key (unix nanoseconds; 0: it found some).
+	keylessNoneAt atomic.Int64
 	// replays, when set, runs the replays' suspects in this loop's turns
 	// of the suspect slot (RunsReplaySuspects).
 	replays *Replayer
@@ -254,10 +258,24 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 // claim claims up to n of the destination's deliveries: by key, one
 // at a time each, when the destination is ordered.
 func (r *Retrier) claim(ctx context.Context, n int) (queue.Attempts, error) {
-	if r.ordered() {
-		return r.store.ClaimOrderedDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
+	if !r.ordered() {
+		return r.store.ClaimDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
 	}
-	return r.store.ClaimDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
+	// Deliveries without a key are looked for again an interval after a
+	// look found none, as an idle loop would: looking reads every due
+	// delivery of the destination, each claim of a keyed backlog.
+	if time.Since(time.Unix(0, r.keylessNoneAt.Load())) < r.cfg.Interval {
+		return r.store.ClaimOrderedHeads(ctx, r.cfg.Destination, n, r.leaseFor())
+	}
+	a, err := r.store.ClaimOrderedDeliveries(ctx, r.cfg.Destination, n, r.leaseFor())
+	if err == nil {
+		var none int64
+		if !slices.ContainsFunc(a.Claimed, func(c queue.Claimed) bool { return c.Event.OrderKey == nil }) {
+			none = time.Now().UnixNano()
+		}
+		r.keylessNoneAt.Store(none)
+	}
+	return a, err
 }
 
 // ordered reports whether the loop's destination is ordered (order_by):
