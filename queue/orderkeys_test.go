@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -149,19 +150,7 @@ func TestClaimOrderedDeliveries_NotWhileAnInlineCallHoldsTheKey(t *testing.T) {
 	}
 	queueOrdered(t, s, "evt_b2", "cus_b", false)
 	queueOrdered(t, s, "evt_a1", "cus_a", true)
-	claim := func() []string {
-		t.Helper()
-		a, err := s.ClaimOrderedDeliveries(ctx, "billing", 10, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, c := range a.Claimed {
-			ids = append(ids, c.Event.EventID)
-		}
-		return ids
-	}
-	if got := claim(); !slices.Equal(got, []string{"evt_a1"}) {
+	if got := claimIDs(t, s.ClaimOrderedDeliveries); !slices.Equal(got, []string{"evt_a1"}) {
 		t.Fatalf("claimed %v while an inline call holds cus_b, want [evt_a1]", got)
 	}
 	if tr, err := s.TakeOrderTurn(ctx, "billing", "cus_a", time.Minute); err != nil || tr.Granted {
@@ -172,7 +161,7 @@ func TestClaimOrderedDeliveries_NotWhileAnInlineCallHoldsTheKey(t *testing.T) {
 	if err := s.GiveBackOrderTurns(ctx, []queue.OrderTurn{inline}); err != nil {
 		t.Fatal(err)
 	}
-	if got := claim(); !slices.Equal(got, []string{"evt_b2"}) {
+	if got := claimIDs(t, s.ClaimOrderedDeliveries); !slices.Equal(got, []string{"evt_b2"}) {
 		t.Fatalf("claimed %v once the inline call gave cus_b back, want [evt_b2]", got)
 	}
 }
@@ -183,34 +172,13 @@ func TestClaimOrderedDeliveries_NotWhileAnInlineCallHoldsTheKey(t *testing.T) {
 func TestClaimOrderedHeads_LeavesDeliveriesWithoutAKey(t *testing.T) {
 	t.Parallel()
 	s, _ := setup(t)
-	ctx := t.Context()
 	queueOrdered(t, s, "evt_a1", "cus_a", true)
 	queueOrdered(t, s, "evt_a2", "cus_a", false)
-	leased, err := s.TakeDeliveries(ctx, queue.SourceStripe, []queue.Delivery{{EventID: "evt_nokey", Path: queue.PathInline}}, time.Minute)
-	if err != nil || leased.States[0] != queue.DeliveryNew {
-		t.Fatalf("lease evt_nokey: %v, %v", leased.States, err)
-	}
-	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: "evt_nokey", EventType: "invoice.paid", Payload: []byte(`{}`),
-		Error: "HTTP 500", Destination: "billing"}
-	if written, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: "evt_nokey", Owner: leased.Owner,
-		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe}}}}); err != nil || !written[0] {
-		t.Fatalf("settle evt_nokey: %v, %v", written, err)
-	}
-	ids := func(a queue.Attempts, err error) []string {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, c := range a.Claimed {
-			ids = append(ids, c.Event.EventID)
-		}
-		return ids
-	}
-	if got := ids(s.ClaimOrderedHeads(ctx, "billing", 10, time.Minute)); !slices.Equal(got, []string{"evt_a1"}) {
+	queueOrdered(t, s, "evt_nokey", "", false)
+	if got := claimIDs(t, s.ClaimOrderedHeads); !slices.Equal(got, []string{"evt_a1"}) {
 		t.Fatalf("ClaimOrderedHeads claimed %v, want the head alone: [evt_a1]", got)
 	}
-	if got := ids(s.ClaimOrderedDeliveries(ctx, "billing", 10, time.Minute)); !slices.Equal(got, []string{"evt_nokey"}) {
+	if got := claimIDs(t, s.ClaimOrderedDeliveries); !slices.Equal(got, []string{"evt_nokey"}) {
 		t.Fatalf("ClaimOrderedDeliveries claimed %v while evt_a1 is in flight, want [evt_nokey]", got)
 	}
 }
@@ -218,7 +186,7 @@ func TestClaimOrderedHeads_LeavesDeliveriesWithoutAKey(t *testing.T) {
 // queueOrdered delivers event id of key to the ordered destination
 // billing as the receiver does: it takes the event's lease and the key's
 // turn, and settles the delivery on the queue, due at once; granted says
-// which the turn must be.
+// which the turn must be. An event without a key ("") takes no turn.
 func queueOrdered(t *testing.T, s *queue.Store, id, key string, granted bool) {
 	t.Helper()
 	ctx := t.Context()
@@ -226,17 +194,36 @@ func queueOrdered(t *testing.T, s *queue.Store, id, key string, granted bool) {
 	if err != nil || leased.States[0] != queue.DeliveryNew {
 		t.Fatalf("lease %s: %v, %v", id, leased.States, err)
 	}
-	turn, err := s.TakeOrderTurn(ctx, "billing", key, time.Minute)
-	if err != nil || turn.Granted != granted {
-		t.Fatalf("the turn of %s: %+v, %v; want granted %v", id, turn, err, granted)
-	}
 	fe := queue.FailedEvent{Source: queue.SourceStripe, EventID: id, EventType: "invoice.paid", Payload: []byte(`{}`),
-		Error: "HTTP 500", Destination: "billing", OrderKey: key, OrderSeq: turn.Seq}
+		Error: "HTTP 500", Destination: "billing"}
+	var turns []queue.OrderTurn
+	if key != "" {
+		turn, err := s.TakeOrderTurn(ctx, "billing", key, time.Minute)
+		if err != nil || turn.Granted != granted {
+			t.Fatalf("the turn of %s: %+v, %v; want granted %v", id, turn, err, granted)
+		}
+		fe.OrderKey, fe.OrderSeq, turns = key, turn.Seq, []queue.OrderTurn{turn}
+	}
 	written, err := s.SettleDeliveries(ctx, []queue.Received{{EventID: id, Owner: leased.Owner,
-		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe}, Turns: []queue.OrderTurn{turn}}}})
+		Fanout: &queue.Fanout{Queue: []queue.FailedEvent{fe}, Turns: turns}}})
 	if err != nil || !written[0] {
 		t.Fatalf("settle %s: %v, %v", id, written, err)
 	}
+}
+
+// claimIDs claims up to 10 deliveries to billing with claim and returns
+// the claimed events' ids.
+func claimIDs(t *testing.T, claim func(context.Context, string, int, time.Duration) (queue.Attempts, error)) []string {
+	t.Helper()
+	a, err := claim(t.Context(), "billing", 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range a.Claimed {
+		ids = append(ids, c.Event.EventID)
+	}
+	return ids
 }
 
 // The receiver takes its deliveries' turns with their leases, in one
