@@ -400,13 +400,13 @@ const makeOrderKeysSQL = `-- hookd.order_make
 	ORDER BY k
 	ON CONFLICT (destination, order_key) DO NOTHING`
 
-// claimOrderedSQL is claimAttemptsSQL of the deliveries $8
-// (orderHeadsAndKeylessSQL): those without a key, and the heads of keys $9 that are
-// free, each still its key's head as this statement reads the queue. A
-// key is free when no inline call holds its lease and no waiter counts on
-// it; its row is share-locked until the claim commits, so that no turn is
-// granted or counted on it meanwhile, and a row another transaction is
-// writing is skipped.
+// claimOrderedSQL is claimAttemptsSQL of the deliveries $8 (read by
+// orderHeadsSQL or orderHeadsAndKeylessSQL): those without a key, and the
+// heads of keys $9 that are free, each still its key's head as this
+// statement reads the queue. A key is free when no inline call holds its
+// lease and no waiter counts on it; its row is share-locked until the
+// claim commits, so that no turn is granted or counted on it meanwhile,
+// and a row another transaction is writing is skipped.
 var claimOrderedSQL = claimSQL("-- hookd.claim_ordered", `
 		  AND id = ANY ($8::uuid[])
 		  AND (order_key IS NULL OR (
