@@ -218,7 +218,8 @@ const (
 // keepalives, a check when each connection opens that its server takes
 // writes (target_session_attrs' own check when the string sets it;
 // otherwise the same check), and a pool reset on the errors of a server
-// that stopped being the primary. It returns the function to call with the pool once it is open.
+// that stopped being the primary. It returns the function to call with
+// the pool once it is open.
 func harden(pcfg *pgxpool.Config) func(*pgxpool.Pool) {
 	cc := &pcfg.ConnConfig.Config
 	if cc.ConnectTimeout == 0 {
