@@ -107,6 +107,27 @@ func statusOf(t *testing.T, bundle *testBundle, id string) (string, int) {
 	return status, attempts
 }
 
+// deliverUntil2xx delivers event id as Stripe does, to whichever hookd of
+// the rig runs, until one answers 2xx or two minutes pass, pausing between
+// deliveries as Stripe does. It returns the sender, and the function that
+// waits until it is done.
+func (r *crashRig) deliverUntil2xx(id string) (*stripeSender, func()) {
+	sender := &stripeSender{id: id, payload: stripeevent.Minimal(id, "invoice.paid")}
+	client := &http.Client{Timeout: 40 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer client.CloseIdleConnections()
+		deadline := time.Now().Add(2 * time.Minute)
+		for sender.answered.IsZero() && time.Now().Before(deadline) {
+			sender.deliver(client, *r.base.Load(), time.Now(), time.Millisecond)
+			if sender.answered.IsZero() {
+				time.Sleep(500 * time.Millisecond) // Stripe's pause between deliveries
+			}
+		}
+	})
+	return sender, wg.Wait
+}
+
 // killOnEachArrival kills the running hookd each time the poison reaches
 // the app and starts another, until done says so or the deadline passes,
 // and returns how many times it killed.
@@ -220,25 +241,12 @@ func TestLeases_InlineCrashLoopEndsDead(t *testing.T) {
 	})
 	p := rig.start()
 
-	// Stripe delivers until it is answered 2xx, to whichever hookd runs.
-	sender := &stripeSender{id: poison, payload: stripeevent.Minimal(poison, "invoice.paid")}
-	client := &http.Client{Timeout: 40 * time.Second}
-	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for sender.answered.IsZero() && time.Now().Before(deadline) {
-			sender.deliver(client, *rig.base.Load(), time.Now(), time.Millisecond)
-			if sender.answered.IsZero() {
-				time.Sleep(500 * time.Millisecond) // Stripe's pause between deliveries
-			}
-		}
-	})
+	sender, delivered := rig.deliverUntil2xx(poison)
 	p, kills := rig.killOnEachArrival(p, arrived, func() bool {
 		status, _ := statusOf(t, bundle, poison)
 		return status == string(queue.StatusDead)
 	}, time.Now().Add(3*time.Minute))
-	wg.Wait()
+	delivered()
 	if err := p.terminate(); err != nil {
 		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
 	}
@@ -520,19 +528,7 @@ func TestLeases_AFanoutCrashIsChargedToItsDestination(t *testing.T) {
 		"HOOKD_RETRY_INTERVAL=100ms",
 	})
 	p := rig.start()
-	sender := &stripeSender{id: poison, payload: stripeevent.Minimal(poison, "invoice.paid")}
-	client := &http.Client{Timeout: 40 * time.Second}
-	defer client.CloseIdleConnections()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		deadline := time.Now().Add(2 * time.Minute)
-		for sender.answered.IsZero() && time.Now().Before(deadline) {
-			sender.deliver(client, *rig.base.Load(), time.Now(), time.Millisecond)
-			if sender.answered.IsZero() {
-				time.Sleep(500 * time.Millisecond) // Stripe's pause between deliveries
-			}
-		}
-	})
+	_, delivered := rig.deliverUntil2xx(poison)
 	deliveryOf := func(destination string) (status string, attempts int) {
 		err := bundle.pool.QueryRow(context.Background(), `SELECT status, attempts FROM webhook_events
 			WHERE event_id = $1 AND destination = $2`, poison, destination).Scan(&status, &attempts)
@@ -546,7 +542,7 @@ func TestLeases_AFanoutCrashIsChargedToItsDestination(t *testing.T) {
 		calmStatus, _ := deliveryOf("calm")
 		return status == string(queue.StatusDead) && calmStatus == ""
 	}, time.Now().Add(3*time.Minute))
-	wg.Wait()
+	delivered()
 	if err := p.terminate(); err != nil {
 		t.Errorf("hookd after SIGTERM: %v, want a clean exit", err)
 	}
