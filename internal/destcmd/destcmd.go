@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/hookd/hookd/internal/cli"
 	"github.com/hookd/hookd/internal/config"
 	"github.com/hookd/hookd/internal/destinations"
 	"github.com/hookd/hookd/internal/endpoint"
@@ -28,17 +29,9 @@ const (
 	ExitUsage   = 2 // the command or its flags are wrong
 )
 
-// Error is the command's failure with the exit code it means.
-type Error struct {
-	Code int
-	Err  error
-}
-
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-// ExitCode is the code the process exits with.
-func (e *Error) ExitCode() int { return e.Code }
+// Error is the command's failure with the exit code it means, as the
+// API commands' is.
+type Error = cli.Error
 
 func usageError(format string, a ...any) error {
 	return &Error{Code: ExitUsage, Err: fmt.Errorf(format, a...)}
