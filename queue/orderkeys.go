@@ -375,6 +375,9 @@ const orderHeadsAndKeylessSQL = `-- hookd.order_heads_keyless` + orderHeadsWalk 
 	 ORDER BY e.next_retry_at
 	 LIMIT $2)`
 
+// orderHeadsWalk is the walk down the keys both heads queries share,
+// with its own ORDER BY and LIMIT in parentheses so that a UNION ALL may
+// follow it.
 const orderHeadsWalk = `
 	WITH RECURSIVE h AS (
 		(SELECT e.id, e.order_key, e.status, e.next_retry_at, e.attempts, e.claims FROM webhook_events e
