@@ -131,9 +131,10 @@ func (s *Store) TakeProbe(ctx context.Context, maxWait time.Duration) (bool, err
 // watcher, when set, is this replica's copy of the row: it hears the row
 // each time an outcome changed it, so that this replica holds delivery at
 // once rather than at its next read, and it tells whether the row counts
-// anything. A success while it does not costs no statement at all: nearly
-// every outcome is a success with nothing to reset. Without a watcher,
-// every success resets the row.
+// anything. An answer (a success, or a failure the app answered) while it
+// does not costs no statement at all: nearly every outcome is a success
+// with nothing to reset, and an app that answers 500 to every call has
+// nothing to reset either. Without a watcher, every answer resets the row.
 func WithBreaker(failures int, probe time.Duration, watcher BreakerWatcher) Option {
 	return func(s *Store) {
 		s.breaker.failures, s.breaker.probe, s.breaker.watcher = failures, probe, watcher
@@ -167,11 +168,8 @@ type breakerConfig struct {
 // (succeeded), and the app-down failures since the last answered one.
 type breakerTally struct {
 	answered, succeeded bool
-	// failedOther: the app answered an outcome with a failure, which
-	// resets the count whatever this replica last read of it.
-	failedOther bool
-	down        int
-	lastError   string
+	down                int
+	lastError           string
 }
 
 func (t *breakerTally) add(a *NewAttempt, processed bool) {
@@ -183,13 +181,13 @@ func (t *breakerTally) add(a *NewAttempt, processed bool) {
 		t.down++
 		t.lastError = a.Error
 	default:
-		t.answered, t.failedOther, t.down = true, true, 0
+		t.answered, t.down = true, 0
 	}
 }
 
 // merge adds the outcomes o counted to t's, as if they came after them.
 func (t *breakerTally) merge(o breakerTally) {
-	t.answered, t.succeeded, t.failedOther = t.answered || o.answered, t.succeeded || o.succeeded, t.failedOther || o.failedOther
+	t.answered, t.succeeded = t.answered || o.answered, t.succeeded || o.succeeded
 	if o.answered {
 		t.down = o.down
 	} else {
@@ -208,7 +206,7 @@ func (t *breakerTally) queue(b *pgx.Batch, cfg breakerConfig) bool {
 	switch {
 	case cfg.failures <= 0, !t.answered && t.down == 0:
 		return false
-	case t.succeeded && !t.failedOther && t.down == 0 && cfg.watcher != nil && !cfg.watcher.Counting():
+	case t.answered && t.down == 0 && cfg.watcher != nil && !cfg.watcher.Counting():
 		return false
 	}
 	b.Queue(breakerSQL, t.answered, t.down, t.succeeded, cfg.failures, t.lastError, cfg.probe.Seconds())
@@ -323,7 +321,7 @@ func (t *destinationTallies) queue(b *pgx.Batch, cfg *destinationBreakers) bool 
 		switch {
 		case !d.answered && d.down == 0:
 			continue
-		case d.succeeded && !d.failedOther && d.down == 0 && cfg.watcher != nil && !cfg.watcher.CountingDestination(name):
+		case d.answered && d.down == 0 && cfg.watcher != nil && !cfg.watcher.CountingDestination(name):
 			continue
 		}
 		names, errs = append(names, name), append(errs, d.lastError)
