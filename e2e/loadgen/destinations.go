@@ -46,10 +46,18 @@ func (s destSpec) String() string {
 // parseDestinations reads -destinations: counts, comma-separated. 1 is
 // HOOKD_FORWARD_URL alone, the one-app path; 1f is one destination in a
 // file; N of 2 or more is a file of N; No (1o, 3o) is N in a file, each
-// ordered by customer. With failing, every file configuration has a twin
-// with one more destination that fails every call.
+// ordered by customer. With failing, every file configuration N has two
+// twins: N and one more destination that fails every call, and N+1 all
+// healthy, unless the list has it already. The failing twin is compared
+// with both: N+1 healthy is the same work with nothing failing, what the
+// failure costs; N healthy adds the cost of calling one more destination.
 func parseDestinations(list string, failing bool) ([]destSpec, error) {
 	var specs []destSpec
+	add := func(s destSpec) {
+		if !slices.Contains(specs, s) {
+			specs = append(specs, s)
+		}
+	}
 	for _, f := range strings.Split(list, ",") {
 		f = strings.TrimSpace(f)
 		file, ordered := strings.HasSuffix(f, "f"), strings.HasSuffix(f, "o")
@@ -58,16 +66,29 @@ func parseDestinations(list string, failing bool) ([]destSpec, error) {
 			return nil, fmt.Errorf("-destinations: %q is not a count of destinations (1, 1f, 3, 1o...)", f)
 		}
 		s := destSpec{count: n, file: file || ordered || n > 1, ordered: ordered}
-		specs = append(specs, s)
+		add(s)
 		if failing && s.file {
-			s.failing = true
-			specs = append(specs, s)
+			add(s.failingTwin())
+			add(s.healthyTwin())
 		}
 	}
 	if failing && !slices.ContainsFunc(specs, func(s destSpec) bool { return s.failing }) {
 		return nil, fmt.Errorf("-failing-destination needs a configuration with a file in -destinations (1f, 3...)")
 	}
 	return specs, nil
+}
+
+// failingTwin is s with one more destination, failing every call.
+func (s destSpec) failingTwin() destSpec {
+	s.failing = true
+	return s
+}
+
+// healthyTwin is s's failing twin with that destination healthy: the same
+// calls, none failing.
+func (s destSpec) healthyTwin() destSpec {
+	s.count++
+	return s
 }
 
 // failingName is the destination that answers 500 to every call.
@@ -280,10 +301,12 @@ func printDestComparisons(targets []*target, rounds [][]receiverRound) {
 			}
 		}
 		if s.failing {
-			healthy := index(func(u *target) bool {
-				return u.bin == t.bin && u.spec != nil && *u.spec == destSpec{count: s.count, file: s.file}
-			})
-			printFailingOverHealthy(t, targets[healthy], rounds[j], rounds[healthy])
+			healthy := *t.spec
+			healthy.failing = false
+			for _, twin := range []destSpec{healthy.healthyTwin(), healthy} {
+				k := index(func(u *target) bool { return u.bin == t.bin && u.spec != nil && *u.spec == twin })
+				printFailingOverHealthy(t, targets[k], rounds[j], rounds[k])
+			}
 		}
 		first := index(func(u *target) bool { return u.spec != nil && *u.spec == s })
 		if first != j {

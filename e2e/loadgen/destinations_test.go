@@ -7,15 +7,17 @@ import (
 )
 
 // -destinations reads counts: 1 is the one-app path, 1f and N a file; with
-// -failing-destination each file configuration has a failing twin.
+// -failing-destination each file configuration has a failing twin and a
+// healthy one with as many destinations, listed once.
 func TestParseDestinations(t *testing.T) {
 	t.Parallel()
-	got, err := parseDestinations("1, 1f,3", true)
+	got, err := parseDestinations("1, 1f,3,2", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []destSpec{{count: 1}, {count: 1, file: true}, {count: 1, file: true, failing: true},
-		{count: 3, file: true}, {count: 3, file: true, failing: true}}
+	want := []destSpec{{count: 1}, {count: 1, file: true}, {count: 1, file: true, failing: true}, {count: 2, file: true},
+		{count: 3, file: true}, {count: 3, file: true, failing: true}, {count: 4, file: true},
+		{count: 2, file: true, failing: true}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
 	}

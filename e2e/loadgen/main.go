@@ -130,7 +130,7 @@ func main() {
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
 	flag.IntVar(&orderKeys, "order-keys", orderKeys, "the customers the posted events are of, at random: the keys of a destination ordered by customer (-destinations 1o)")
 	flag.BoolVar(&o.drainOrdered, "drain-ordered", false, "in the drain rounds, each binary also drains the backlog as a destination of a file, unordered and then ordered by customer (-order-keys customers), compared")
-	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file one with one more destination, whose app answers -failing-status to every call")
+	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file of N: N and one more destination, whose app answers -failing-status to every call, and N+1 all healthy, each compared with it")
 	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
 	flag.Parse()
