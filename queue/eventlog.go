@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -201,13 +200,7 @@ func (c *logColumns) args() []any {
 // logUnnestSQL is the unnest arguments of logColumns' eleven arrays, the
 // parameters from $first on, and logNamesSQL their names in the unnest's
 // alias.
-func logUnnestSQL(first int) string {
-	p := make([]string, len(logTypes))
-	for i, t := range logTypes {
-		p[i] = "$" + strconv.Itoa(first+i) + "::" + t + "[]"
-	}
-	return strings.Join(p, ", ")
-}
+func logUnnestSQL(first int) string { return typedParams(first, logTypes[:]) }
 
 // logTypes are logColumns' arrays' element types, logArgs their number.
 var logTypes = [...]string{"text", "text", "bool", "text", "text", "text", "text", "text", "timestamptz", "text", "bytea"}

@@ -4,6 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -705,15 +708,38 @@ func newSettleOp(rs []Received) *settleOp {
 		op.sql, op.args = settleProcessedSQL, append([]any{op.eventID, uuidArray(op.owner)}, l.args()...)
 		return op
 	}
-	op.sql = settleDeliveriesSQL
-	op.args = append([]any{op.eventID, uuidArray(op.owner), op.queued}, q.args()...)
+	// While a destination fails every call, every event of a group goes
+	// on the queue, and none writes a marker.
+	markers, turns := slices.Contains(op.queued, false), op.turns.any()
+	op.sql = settleStatement(markers, turns)
+	op.args = []any{op.eventID, uuidArray(op.owner)}
+	if markers {
+		op.args = append(op.args, op.queued)
+	}
+	op.args = append(op.args, q.args()...)
 	op.args = append(op.args, a.args()...)
-	op.args = append(op.args, l.args()...)
-	if op.turns.any() {
-		op.sql, op.args = settleTurnsSQL, append(op.args, op.turns.args()...)
+	if markers {
+		op.args = append(op.args, l.args()...)
+	}
+	if turns {
+		op.args = append(op.args, op.turns.args()...)
 		op.turns = orderTurnColumns{}
 	}
 	return op
+}
+
+// settleStatement is the settle's statement that writes markers or not,
+// and gives back turns or not.
+func settleStatement(markers, turns bool) string {
+	switch {
+	case markers && turns:
+		return settleTurnsSQL
+	case markers:
+		return settleDeliveriesSQL
+	case turns:
+		return settleQueuedTurnsSQL
+	}
+	return settleQueuedSQL
 }
 
 // called says whether attempts holds a call to destination.
@@ -798,29 +824,50 @@ func written(released []leaseKey, eventIDs []string, owners []uuid.UUID) []bool 
 // as logColumns orders them, beside $1-$3), or the queue rows, one per
 // delivery ($4-$26, as queuedColumns orders them); and the attempts ($27
 // on, as attemptColumns orders them). It returns the leases it released.
-var settleDeliveriesSQL = settleDeliveries("-- hookd.settle", "")
+var settleDeliveriesSQL = settleDeliveries("-- hookd.settle", true, false)
 
-// settleTurnsSQL is settleDeliveriesSQL that gives back, in the same
-// statement, the turns of the deliveries to ordered destinations
-// (orderTurnColumns, after the log columns).
-var settleTurnsSQL = settleDeliveries("-- hookd.settle_turns", `
-	), gave_back AS (`+giveBackOrderTurns(settleTurnArgs)+`
-	`)
+// settleQueuedSQL is settleDeliveriesSQL for outcomes that all go on the
+// queue, as every event does while one of its destinations fails each
+// call: without a marker to write it takes neither $3 nor the log columns,
+// and the executor sets up no insert into the markers and their indexes.
+// The queue rows are $3-$25, the attempts from $26 on.
+var settleQueuedSQL = settleDeliveries("-- hookd.settle_queued", false, false)
 
-// settleTurnArgs is the first of settleTurnsSQL's turn parameters, after
-// settleDeliveriesSQL's own.
-const settleTurnArgs = 27 + attemptArgs + logArgs
+// settleTurnsSQL and settleQueuedTurnsSQL are settleDeliveriesSQL and
+// settleQueuedSQL that give back, in the same statement, the turns of the
+// deliveries to ordered destinations (orderTurnColumns, after the rest).
+var (
+	settleTurnsSQL       = settleDeliveries("-- hookd.settle_turns", true, true)
+	settleQueuedTurnsSQL = settleDeliveries("-- hookd.settle_queued_turns", false, true)
+)
 
-// settleDeliveries is settleDeliveriesSQL named name, with the CTEs more
-// after its own.
-func settleDeliveries(name, more string) string {
-	return name + `
-	WITH released AS (` + releaseLeasesSQL("$1", "$2") + `
+// settleDeliveries is the statement of settleDeliveriesSQL named name,
+// with the markers' insert or without (markers), and with the turns' give
+// back (turns).
+func settleDeliveries(name string, markers, turns bool) string {
+	queued := 3 // the queue rows' first parameter
+	if markers {
+		queued = 4
+	}
+	attempts := queued + len(queuedTypes)
+	next := attempts + attemptArgs
+	var marked, gaveBack string
+	if markers {
+		marked = `
 	), marked AS (` + insertMarkersSQL(`
-		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(27+attemptArgs)+`)
+		FROM unnest($1::text[], $2::uuid[], $3::bool[], `+logUnnestSQL(next)+`)
 		     AS l(event_id, owner, queued, `+logNamesSQL+`)
 		JOIN released r ON r.event_id = l.event_id AND r.owner = l.owner
-		WHERE NOT l.queued`) + `
+		WHERE NOT l.queued`)
+		next += logArgs
+	}
+	if turns {
+		gaveBack = `
+	), gave_back AS (` + giveBackOrderTurns(next) + `
+	`
+	}
+	return name + `
+	WITH released AS (` + releaseLeasesSQL("$1", "$2") + marked + `
 	), enqueued AS (
 		INSERT INTO webhook_events (source, event_id, event_type, payload, signature, last_error, last_attempt_at, next_retry_at,
 		                            status, dead_alerted_at, ` + metaColumns + `, stripe_created, trace_parent, destination,
@@ -832,17 +879,30 @@ func settleDeliveries(name, more string) string {
 		       NULLIF(e.object_type, ''), NULLIF(e.customer, ''), NULLIF(e.snapshot_event, ''), e.created,
 		       NULLIF(e.trace_parent, ''), e.destination, NULLIF(e.order_key, ''),
 		       CASE WHEN e.order_key <> '' THEN coalesce(NULLIF(e.order_seq, 0), nextval('webhook_order_seq')) END
-		FROM unnest($4::text[], $5::text[], $6::uuid[], $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[], $12::bool[],
-		            $13::bool[], $14::text[], $15::bool[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::text[],
-		            $22::timestamptz[], $23::text[], $24::text[], $25::text[], $26::int8[])
+		FROM unnest(` + typedParams(queued, queuedTypes[:]) + `)
 		     AS e(source, event_id, owner, event_type, payload, signature, error, wait, attempted,
 		          held, endpoint, livemode, account, api_version, object_id, object_type, customer, snapshot_event, created,
 		          trace_parent, destination, order_key, order_seq)
 		JOIN released r ON r.event_id = e.event_id AND r.owner = e.owner
 		ON CONFLICT (source, event_id, destination) DO NOTHING
-	), recorded AS (` + givenAttemptsSQL(27, "released") + more + `
+	), recorded AS (` + givenAttemptsSQL(attempts, "released") + gaveBack + `
 	)
 	SELECT event_id, owner FROM released`
+}
+
+// queuedTypes are queuedColumns' arrays' element types, in the order of
+// its args.
+var queuedTypes = [...]string{"text", "text", "uuid", "text", "text", "text", "text", "float8", "bool", "bool", "text", "bool",
+	"text", "text", "text", "text", "text", "text", "timestamptz", "text", "text", "text", "int8"}
+
+// typedParams is the parameters from $first on, one of each of types, each
+// cast to an array of its type: an unnest's arguments.
+func typedParams(first int, types []string) string {
+	p := make([]string, len(types))
+	for i, t := range types {
+		p[i] = "$" + strconv.Itoa(first+i) + "::" + t + "[]"
+	}
+	return strings.Join(p, ", ")
 }
 
 // settleProcessedSQL is settleDeliveriesSQL for outcomes that are all
