@@ -154,6 +154,9 @@ type DestinationState struct {
 	BreakerOpenedAt *time.Time `db:"breaker_opened_at"`
 	BreakerError    *string    `db:"breaker_error"`
 	ProbeDueAt      *time.Time `db:"probe_due_at"`
+	// RetriesNarrowedAt is when its retry loop last found every retry of
+	// a turn failed (MarkRetriesNarrowed); nil once one succeeded.
+	RetriesNarrowedAt *time.Time `db:"retries_narrowed_at"`
 }
 
 // Paused says whether a person paused the destination.
@@ -166,12 +169,34 @@ func (d DestinationState) BreakerOpen() bool { return d.BreakerOpenedAt != nil }
 // breaker open.
 func (d DestinationState) Held() bool { return d.Paused() || d.BreakerOpen() }
 
+// RetriesNarrowed says whether, at now, the destination's retry loop
+// retries one delivery at a time because every retry failed: it said so
+// within OverdueAfter (a loop that stopped saying so stopped narrowing).
+func (d DestinationState) RetriesNarrowed(now time.Time) bool {
+	return d.RetriesNarrowedAt != nil && now.Sub(*d.RetriesNarrowedAt) < OverdueAfter
+}
+
+// MarkRetriesNarrowed records that destination's retry loop narrowed its
+// claims after a turn whose every retry failed (narrowed), or claims whole
+// batches again after a success.
+func (s *Store) MarkRetriesNarrowed(ctx context.Context, destination string, narrowed bool) error {
+	_, err := s.db.Exec(ctx, `
+		UPDATE destinations SET retries_narrowed_at = CASE WHEN $2 THEN now() END
+		WHERE name = $1 AND ($2 OR retries_narrowed_at IS NOT NULL)`,
+		cmp.Or(destination, DefaultDestination), narrowed)
+	if err != nil {
+		return fmt.Errorf("mark retries of %s narrowed: %w", destination, err)
+	}
+	return nil
+}
+
 // DestinationStates returns every destination's row, retired ones
 // included, by name.
 func (s *Store) DestinationStates(ctx context.Context) ([]DestinationState, error) {
 	states, err := store.QueryAll[DestinationState](ctx, s.db, `
 		SELECT name, url, route, source, concurrency, timeout_seconds, added_at, applied_at, retired_at,
-		       paused_at, paused_by, paused_reason, breaker_failures, breaker_opened_at, breaker_error, probe_due_at
+		       paused_at, paused_by, paused_reason, breaker_failures, breaker_opened_at, breaker_error, probe_due_at,
+		       retries_narrowed_at
 		FROM destinations ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read destinations: %w", err)

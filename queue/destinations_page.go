@@ -51,7 +51,7 @@ const StatsWindow = time.Hour
 
 const destinationColumns = `d.name, d.url, d.route, d.source, d.concurrency, d.timeout_seconds, d.added_at, d.applied_at,
 	d.retired_at, d.paused_at, d.paused_by, d.paused_reason, d.breaker_failures, d.breaker_opened_at, d.breaker_error,
-	d.probe_due_at`
+	d.probe_due_at, d.retries_narrowed_at`
 
 // DestinationsStats reads every destination with its deliveries' counts
 // and its calls over the last StatsWindow: the configured ones by name,

@@ -31,6 +31,11 @@ import (
 //     long the backlog takes at the rate, and is taken when the loop gets to
 //     it. A loop that died or hung holds no live lease once its leases
 //     expire, and its events are stuck again from then on.
+//     A loop that found every retry of a turn failed retries one event at a
+//     time, an interval apart, until one succeeds (the worker's retry
+//     window), and says so on its destination's row each such turn: its
+//     due events wait their turn behind the app's failures. A loop that
+//     stops saying so for OverdueAfter explains nothing any more.
 //
 // Reclaimed needs no such exception: a claim that never reached an outcome
 // twice is about the event, not about the queue, and a held loop claims

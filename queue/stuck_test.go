@@ -302,3 +302,67 @@ func TestStuck_DueBehindTheRetryLoopsEventsWaitsItsTurn(t *testing.T) {
 		t.Errorf("once the loop's lease expired: wait %v, %d stuck; want unexplained and 1", w, count(w))
 	}
 }
+
+// A destination whose retry loop narrowed its claims after every retry of
+// a turn failed explains that its due deliveries wait, while it says so
+// within OverdueAfter; a success, or its silence, ends that.
+func TestStuck_DueBehindANarrowedRetryLoopWaitsItsTurn(t *testing.T) {
+	t.Parallel()
+	s, bundle := setup(t)
+	ctx := t.Context()
+	queuetest.InsertDestination(t, bundle.pool, queuetest.DestinationOpts{Name: "billing"})
+	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_waiting", Destination: "billing", DueIn: -10 * time.Minute})
+	wait := func() queue.DueWait {
+		t.Helper()
+		ws, err := s.WorkerStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return queue.DueWaitOf(queue.DeliveryControl{}, ws)
+	}
+	count := func(wait queue.DueWait) int64 {
+		t.Helper()
+		n, err := s.CountStuck(ctx, queue.OverdueAfter, wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	narrowed := func() bool {
+		t.Helper()
+		d, err := s.Destination(ctx, "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.RetriesNarrowed(time.Now())
+	}
+	if w := wait(); w != queue.WaitUnexplained || count(w) != 1 || narrowed() {
+		t.Fatalf("before: wait %v, %d stuck, narrowed %v; want unexplained, 1, false", w, count(w), narrowed())
+	}
+
+	if err := s.MarkRetriesNarrowed(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if w := wait(); w != queue.WaitInLine || count(w) != 0 || !narrowed() {
+		t.Errorf("narrowed: wait %v, %d stuck, narrowed %v; want in line, none, true", w, count(w), narrowed())
+	}
+
+	// A loop that stopped saying so (it died, or its replica did) explains
+	// nothing once OverdueAfter has passed.
+	if _, err := bundle.pool.Exec(ctx, `UPDATE destinations SET retries_narrowed_at = now() - interval '3 minutes'`); err != nil {
+		t.Fatal(err)
+	}
+	if w := wait(); w != queue.WaitUnexplained || count(w) != 1 || narrowed() {
+		t.Errorf("narrowed 3 minutes ago: wait %v, %d stuck, narrowed %v; want unexplained, 1, false", w, count(w), narrowed())
+	}
+
+	if err := s.MarkRetriesNarrowed(ctx, "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkRetriesNarrowed(ctx, "billing", false); err != nil {
+		t.Fatal(err)
+	}
+	if w := wait(); w != queue.WaitUnexplained || count(w) != 1 || narrowed() {
+		t.Errorf("after a success: wait %v, %d stuck, narrowed %v; want unexplained, 1, false", w, count(w), narrowed())
+	}
+}

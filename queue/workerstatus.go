@@ -12,8 +12,10 @@ type WorkerStatus struct {
 	// nil when none ever ran.
 	RetrierTick *time.Time
 	// RetrierHolds reports whether some retry loop holds live leases of
-	// events it claimed: it is taking events now, and the due ones behind
-	// them wait their turn (see DueWait).
+	// events it claimed, or retries one at a time because every retry of
+	// its destination failed (DestinationState.RetriesNarrowed): it is
+	// taking events now, and the due ones behind them wait their turn (see
+	// DueWait).
 	RetrierHolds bool
 	// PrunerRun is the last time markers were pruned, by the pruner or by a
 	// person, and PrunerRemoved how many that removed.
@@ -54,8 +56,9 @@ func (s *Store) WorkerStatus(ctx context.Context) (WorkerStatus, error) {
 		SELECT (SELECT last_run_at FROM worker_status WHERE component = 'retrier'),
 		       (SELECT last_run_at FROM worker_status WHERE component = 'pruner'),
 		       (SELECT last_removed FROM worker_status WHERE component = 'pruner'),
-		       EXISTS (SELECT 1 FROM webhook_leases l WHERE path IN ($1, $2) AND `+liveLeaseSQL("l")+`),
-		       now()`, string(PathRetry), string(PathManual)).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.RetrierHolds, &ws.Now)
+		       EXISTS (SELECT 1 FROM webhook_leases l WHERE path IN ($1, $2) AND `+liveLeaseSQL("l")+`)
+		         OR EXISTS (SELECT 1 FROM destinations WHERE retries_narrowed_at > now() - make_interval(secs => $3)),
+		       now()`, string(PathRetry), string(PathManual), OverdueAfter.Seconds()).Scan(&ws.RetrierTick, &ws.PrunerRun, &removed, &ws.RetrierHolds, &ws.Now)
 	if err != nil {
 		return WorkerStatus{}, fmt.Errorf("read worker status: %w", err)
 	}

@@ -29,3 +29,6 @@ type funcClock struct {
 
 func (c funcClock) Now() time.Time         { return c.now() }
 func (c funcClock) Elapsed() time.Duration { return c.elapsed() }
+
+// RetryWindow is how many deliveries r's next turn claims.
+func RetryWindow(r *Retrier) int { return r.window.claim() }

@@ -63,6 +63,9 @@ type Retrier struct {
 	// replays, when set, runs the replays' suspects in this loop's turns
 	// of the suspect slot (RunsReplaySuspects).
 	replays *Replayer
+	// window is how many deliveries a turn claims: fewer, an Interval
+	// apart, while every retry fails.
+	window *retryWindow
 }
 
 // NewRetrier returns a Retrier over store.
@@ -75,6 +78,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Re
 	}
 	r := &Retrier{producer: newProducer(cfg, batchLoops), store: store, logger: logger.With("component", "retrier")}
 	r.steps = newStepWriter(store, r.logger, cfg.Tracer, cfg.BatchSize)
+	r.window = newRetryWindow(r.claimSize(), cfg.Concurrency)
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
 	return r
 }
@@ -150,13 +154,19 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 		}
 		return ControlRefresh
 	}
-	n, hastened, err := r.runBatch(ctx, workCtx, r.claimSize(), false)
+	size := r.window.claim()
+	b, err := r.runBatch(ctx, workCtx, size, false)
+	narrowed := r.narrowWindow(ctx, b)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		r.logger.ErrorContext(ctx, "retry batch failed", "err", err)
-	case n == r.claimSize() || hastened:
+	case b.hastened:
 		return 0
-	case n > 0 && r.ordered():
+	case narrowed:
+		return r.cfg.Interval
+	case b.claimed == size:
+		return 0
+	case b.claimed > 0 && r.ordered():
 		// A short batch of an ordered destination says only that its
 		// other keys' heads were in flight, in the other loop's batch:
 		// each that succeeded has made its key's next delivery its head.
@@ -165,11 +175,35 @@ func (r *Retrier) turn(ctx, workCtx context.Context) time.Duration {
 	return r.cfg.Interval
 }
 
+// narrowWindow sets the window from the attempts of a turn's batch, logs
+// when a run of failures begins and ends, and reports whether every
+// attempt failed: the loop then waits an Interval before its next turn.
+func (r *Retrier) narrowWindow(ctx context.Context, b batchOutcome) bool {
+	change := r.window.after(b.succeeded, b.failed)
+	switch change {
+	case windowClosing:
+		r.logger.WarnContext(ctx, "every retry of a batch failed: retrying fewer at a time, an interval apart, until one succeeds",
+			"failed", b.failed, "claim", r.window.claim(), "interval", r.cfg.Interval)
+	case windowReopened:
+		r.logger.InfoContext(ctx, "a retry succeeded: retrying whole batches again", "claim", r.window.claim())
+	case windowKept:
+		return false
+	}
+	// The destination's row says so, each narrowed turn (an interval
+	// apart): the dashboard shows it, and its due deliveries count as
+	// waiting their turn, not stuck.
+	narrowed := change != windowReopened
+	if err := r.store.MarkRetriesNarrowed(ctx, r.cfg.Destination, narrowed); err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "cannot record the retry window on the destination", "err", err)
+	}
+	return narrowed
+}
+
 // RunBatch claims one batch of due events and processes it, as one turn of
 // Run does, and returns how many events it claimed.
 func (r *Retrier) RunBatch(ctx context.Context) (int, error) {
-	n, _, err := r.runBatch(ctx, ctx, r.claimSize(), false)
-	return n, err
+	b, err := r.runBatch(ctx, ctx, r.claimSize(), false)
+	return b.claimed, err
 }
 
 // probe runs one event, claimed as an ordinary attempt, when the circuit
@@ -185,9 +219,9 @@ func (r *Retrier) probe(ctx, workCtx context.Context, st queue.DeliveryControl) 
 	if err != nil || !won {
 		return err
 	}
-	n, _, err := r.runBatch(ctx, workCtx, 1, true)
+	b, err := r.runBatch(ctx, workCtx, 1, true)
 	if err == nil {
-		r.logger.InfoContext(ctx, "circuit breaker open: probed the app", "events", n)
+		r.logger.InfoContext(ctx, "circuit breaker open: probed the app", "events", b.claimed)
 	}
 	return err
 }
@@ -212,29 +246,29 @@ func (r *Retrier) probeDestination(ctx, workCtx context.Context) error {
 	if err != nil || !won {
 		return err
 	}
-	n, _, err := r.runBatch(ctx, workCtx, 1, true)
+	b, err := r.runBatch(ctx, workCtx, 1, true)
 	if err == nil {
-		r.logger.InfoContext(ctx, "circuit breaker open: probed the destination", "events", n)
+		r.logger.InfoContext(ctx, "circuit breaker open: probed the destination", "events", b.claimed)
 	}
 	return err
 }
 
-func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool) (int, bool, error) {
+func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool) (batchOutcome, error) {
 	r.recordTick(claimCtx)
 	if claimCtx.Err() != nil {
-		return 0, false, nil
+		return batchOutcome{}, nil
 	}
 	claiming, claimed := startstop.Outlive(claimCtx, claimGrace)
 	claim, err := r.claim(claiming, n)
 	claimed()
 	if err != nil {
 		if claimCtx.Err() != nil {
-			return 0, false, nil
+			return batchOutcome{}, nil
 		}
-		return 0, false, err
+		return batchOutcome{}, err
 	}
 	if len(claim.Claimed) == 0 {
-		return 0, false, nil
+		return batchOutcome{}, nil
 	}
 	b := &retryBatch{r: r, ctx: workCtx, probe: probe}
 	var todo, done []*settling
@@ -252,7 +286,19 @@ func (r *Retrier) runBatch(claimCtx, workCtx context.Context, n int, probe bool)
 	}
 	r.steps.settle(done)
 	work(workCtx, &r.producer, claim.Deadline, todo, b)
-	return len(claim.Claimed), b.hastened.Load(), nil
+	return batchOutcome{claimed: len(claim.Claimed), hastened: b.hastened.Load(),
+		succeeded: int(b.succeeded.Load()), failed: int(b.failed.Load())}, nil
+}
+
+// batchOutcome is what a batch of the retry loop came to.
+type batchOutcome struct {
+	// claimed is how many deliveries the batch claimed.
+	claimed int
+	// hastened: a person asked for a retry of a failed delivery of the
+	// batch while it ran, so it is due now.
+	hastened bool
+	// succeeded and failed count the batch's attempts, as written.
+	succeeded, failed int
 }
 
 // claim claims up to n of the destination's deliveries: by key, one
@@ -317,6 +363,8 @@ type retryBatch struct {
 	// hastened: a person asked for a retry of a failed event of the batch
 	// while it ran, so it is due now.
 	hastened atomic.Bool
+	// succeeded and failed count the batch's attempts as they are written.
+	succeeded, failed atomic.Int32
 }
 
 func (b *retryBatch) prepare(context.Context, *settling) bool {
@@ -388,6 +436,12 @@ func (b *retryBatch) settled(ctx context.Context, t *settling) {
 		b.r.report(t.context(ctx), t)
 		if t.state.Hastened {
 			b.hastened.Store(true)
+		}
+		switch {
+		case t.s.Kind == queue.SettleDone && t.s.Attempt != nil:
+			b.succeeded.Add(1)
+		case t.s.Kind == queue.SettleFailed:
+			b.failed.Add(1)
 		}
 	}
 }
