@@ -191,6 +191,9 @@ func startDestTargets(ctx context.Context, o options, apps *destApps) ([]*target
 				cl.run()
 				return nil, nil, err
 			}
+			if o.failingRetries {
+				env = append(env, "HOOKD_DEMO_BACKOFF=true")
+			}
 			dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("recv%d", i))
 			if err != nil {
 				cl.run()

@@ -95,7 +95,9 @@ type options struct {
 	// drainOrdered: -drain-ordered.
 	drainOrdered bool
 	failStatus   int
-	wal          bool
+	// failingRetries: -failing-retries.
+	failingRetries bool
+	wal            bool
 }
 
 func main() {
@@ -132,6 +134,7 @@ func main() {
 	flag.BoolVar(&o.drainOrdered, "drain-ordered", false, "in the drain rounds, each binary also drains the backlog as a destination of a file, unordered and then ordered by customer (-order-keys customers), compared")
 	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file of N: N and one more destination, whose app answers -failing-status to every call, and N+1 all healthy, each compared with it")
 	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
+	flag.BoolVar(&o.failingRetries, "failing-retries", false, "with -failing-destination, every destination target runs with HOOKD_DEMO_BACKOFF (each hour of the backoff a second: 1 m is 17 ms, 24 h 24 s), so the failing destination's four retries of each event come due within the round, the retry load of a day of failures, rather than a minute after it")
 	flag.BoolVar(&o.wal, "wal", false, "count each receiver phase's WAL per event with pg_waldump (CHECKPOINT before each phase; needs read access to the server's pg_wal)")
 	flag.Parse()
 	if *destinations != "" {
