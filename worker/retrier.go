@@ -78,7 +78,7 @@ func NewRetrier(store *queue.Store, logger *slog.Logger, cfg ProducerConfig) *Re
 	}
 	r := &Retrier{producer: newProducer(cfg, batchLoops), store: store, logger: logger.With("component", "retrier")}
 	r.steps = newStepWriter(store, r.logger, cfg.Tracer, cfg.BatchSize)
-	r.window = newRetryWindow(r.claimSize(), cfg.Concurrency)
+	r.window = newRetryWindow(r.claimSize())
 	r.service = startstop.New(func(ctx context.Context) { r.run(ctx, r.loops) })
 	return r
 }

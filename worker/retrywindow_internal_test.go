@@ -3,17 +3,14 @@ package worker
 import "testing"
 
 func TestRetryWindow_HalvesOnAllFailedTurnsAndDoublesBackOnASuccess(t *testing.T) {
-	w := newRetryWindow(500, 64)
+	w := newRetryWindow(500)
 	steps := []struct {
 		succeeded, failed int
 		want              windowChange
 		claim             int
 	}{
-		{0, 0, windowKept, 64},   // nothing ran yet: the concurrency
-		{3, 61, windowKept, 128}, // a success among failures: doubles
-		{128, 0, windowKept, 256},
-		{256, 0, windowKept, 500}, // whole, not beyond
-		{500, 0, windowKept, 500},
+		{0, 0, windowKept, 500},      // nothing ran: no news of the app
+		{3, 497, windowKept, 500},    // a success among failures: whole
 		{0, 500, windowClosing, 250}, // every attempt failed
 		{0, 250, windowNarrowed, 125},
 		{0, 0, windowKept, 125}, // released or held: no news
@@ -45,8 +42,5 @@ func TestRetryWindow_HalvesOnAllFailedTurnsAndDoublesBackOnASuccess(t *testing.T
 		if got := w.claim(); got != s.claim {
 			t.Errorf("step %d: claim %d, want %d", i, got, s.claim)
 		}
-	}
-	if w := newRetryWindow(7, 64); w.claim() != 7 {
-		t.Errorf("a claim of 7 at concurrency 64 starts at %d, want 7", w.claim())
 	}
 }

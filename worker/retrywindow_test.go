@@ -46,10 +46,10 @@ func TestRetrier_AnAppFailingEveryCallIsRetriedFewerAtATime(t *testing.T) {
 	stop := start(t, r)
 
 	queuetest.WaitFor(t, 30*time.Second, "the window narrowed to one delivery", func() bool { return worker.RetryWindow(r) == 1 })
-	// Each loop's claims start at the concurrency and halve: the two
-	// loops together retry at most twice the series 64, 32, ..., 1.
+	// Each loop's claims halve from the whole batch: the two loops
+	// together retry at most twice the series 500, 250, ..., 1.
 	calls := app.runs.Load()
-	if bound := int64(2 * 2 * worker.DefaultRetryConcurrency); calls >= bound {
+	if bound := int64(2 * 2 * worker.DefaultRetryBatch); calls >= bound {
 		t.Errorf("calls to the failing app before the window reached one: %d, want under %d", calls, bound)
 	}
 	t.Logf("%d calls to the failing app until the window reached one delivery", calls)
