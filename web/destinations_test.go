@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -299,5 +300,43 @@ func TestReplays_ToOneDestination(t *testing.T) {
 	}
 	if n := queuetest.Count(t, b.pool, `SELECT count(*) FROM replays WHERE destination = 'analytics' AND total = 2`); n != 1 {
 		t.Errorf("%d replays of 2 events to analytics, want 1", n)
+	}
+}
+
+// A destination whose retry loop narrowed its claims, every retry of a
+// turn having failed, says so on its row, and its due deliveries count
+// as waiting their turn on the overview, not stuck; once a retry succeeds
+// neither holds.
+func TestDestinations_NarrowedRetriesAreShownAndNotStuck(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, name := range []string{"billing", "crm"} {
+		queuetest.InsertDestination(t, b.pool, queuetest.DestinationOpts{Name: name})
+	}
+	queuetest.InsertEvent(t, b.pool, queuetest.EventOpts{Destination: "billing", DueIn: -10 * time.Minute})
+	if err := b.store.MarkRetriesNarrowed(t.Context(), "billing", true); err != nil {
+		t.Fatal(err)
+	}
+	c := b.client(t)
+	c.signIn(accounts.RoleViewer)
+	page := c.get("/destinations")
+	if note := page.doc.Find(`[data-destination="billing"] [data-testid="destination-retries-narrowed"]`).Text(); !strings.Contains(note, "one at a time") {
+		t.Errorf("billing's note %q, want that its retries go one at a time", note)
+	}
+	if n := page.doc.Find(`[data-destination="crm"] [data-testid="destination-retries-narrowed"]`).Length(); n != 0 {
+		t.Error("crm, whose retries succeed, says they are narrowed")
+	}
+	if stuck := testid(c.get("/").doc, "count-stuck"); stuck != "0" {
+		t.Errorf("stuck while billing's retries are narrowed: %q, want 0", stuck)
+	}
+
+	if err := b.store.MarkRetriesNarrowed(t.Context(), "billing", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.get("/destinations").doc.Find(`[data-testid="destination-retries-narrowed"]`).Length(); n != 0 {
+		t.Error("the note stays once a retry succeeded")
+	}
+	if stuck := testid(c.get("/").doc, "count-stuck"); stuck != "1" {
+		t.Errorf("stuck once billing's retries are whole again: %q, want 1", stuck)
 	}
 }
