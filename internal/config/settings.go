@@ -99,7 +99,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBody, v) }},
 	{flag: "max-body-memory", env: "HOOKD_MAX_BODY_MEMORY", def: strconv.Itoa(web.DefaultMaxBodyMemory), usage: "bytes the webhook bodies being read may hold at once, over all connections (at least HOOKD_MAX_BODY); past it a delivery waits a second, then gets 503 with Retry-After",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.MaxBodyMemory, v) }},
-	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: strconv.Itoa(worker.DefaultRetryBatch), usage: "due events the retry loop claims and settles together (at most " + strconv.Itoa(worker.MaxRetryBatch) + ")",
+	{flag: "retry-batch", env: "HOOKD_RETRY_BATCH", def: strconv.Itoa(worker.DefaultRetryBatch), usage: "due events the retry loop claims and settles together (at most " + strconv.Itoa(worker.MaxRetryBatch) + "); after a turn whose every retry failed a loop claims half as many, down to one, an interval apart, and doubles back after each turn with a success",
 		set: func(c *Config, v string) error { return parseRetryBatch(&c.RetryBatch, v) }},
 	{flag: "retry-concurrency", env: "HOOKD_RETRY_CONCURRENCY", def: strconv.Itoa(worker.DefaultRetryConcurrency), usage: "processors the retry loop runs at once, across its two batches in flight: the most retries your app gets together",
 		set: func(c *Config, v string) error { return parsePositiveInt(&c.RetryConcurrency, v) }},
