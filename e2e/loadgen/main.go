@@ -94,6 +94,8 @@ type options struct {
 	destSpecs []destSpec // -destinations; none: the discard processor
 	// drainOrdered: -drain-ordered.
 	drainOrdered bool
+	// drainFailing: -drain-failing.
+	drainFailing bool
 	failStatus   int
 	// failingRetries: -failing-retries.
 	failingRetries bool
@@ -131,6 +133,7 @@ func main() {
 	destinations := flag.String("destinations", "", "receiver rounds with hookd forwarding to apps in this process instead of the discard processor, one target "+
 		"per binary and count, comma-separated: 1 is HOOKD_FORWARD_URL alone, 1f one destination in a HOOKD_DESTINATIONS_FILE, N (2 or more) a file of N, all taking every event")
 	flag.IntVar(&orderKeys, "order-keys", orderKeys, "the customers the posted events are of, at random: the keys of a destination ordered by customer (-destinations 1o)")
+	flag.BoolVar(&o.drainFailing, "drain-failing", false, "in the drain rounds, each binary also drains the backlog as a destination of a file beside a second destination with a delivery of every event, healthy, and then answering -failing-status to every call, compared")
 	flag.BoolVar(&o.drainOrdered, "drain-ordered", false, "in the drain rounds, each binary also drains the backlog as a destination of a file, unordered and then ordered by customer (-order-keys customers), compared")
 	failing := flag.Bool("failing-destination", false, "with -destinations, beside each configuration with a file of N: N and one more destination, whose app answers -failing-status to every call, and N+1 all healthy, each compared with it")
 	flag.IntVar(&o.failStatus, "failing-status", http.StatusInternalServerError, "what the failing destination's app answers: 500 is a failure that never says the app is down, 503 one that does (a circuit breaker, where one watches the destination, counts it)")
@@ -502,6 +505,10 @@ type target struct {
 	// whether that destination is ordered by customer ("": default).
 	drainDest    string
 	drainOrdered bool
+	// With -drain-failing: a second destination its backlog's events also
+	// have a delivery to, and whether its app fails every call.
+	drainBeside   string
+	besideFailing bool
 }
 
 // name is what the figures call t.
@@ -985,6 +992,9 @@ type drainRound struct {
 	// sink, mostly) while the backlog was drained.
 	hookdCPU, sinkCPU time.Duration
 	postgresCPU       time.Duration // of the database's backends
+	// besideCalls counts the calls to a -drain-failing target's second
+	// destination while the sink's backlog drained.
+	besideCalls int64
 }
 
 // drainBench is the drain rounds: hookd's targets and River's worker
@@ -999,7 +1009,7 @@ type drainBench struct {
 }
 
 func drainRounds(ctx context.Context, o options) error {
-	sink, err := startSink()
+	sink, err := startSink(o.failStatus)
 	if err != nil {
 		return err
 	}
@@ -1017,6 +1027,14 @@ func drainRounds(ctx context.Context, o options) error {
 		}
 		defer cleanup()
 		targets = append(targets, ordered...)
+	}
+	if o.drainFailing {
+		beside, cleanup, err := startBesideDrainTargets(ctx, o, sink)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		targets = append(targets, beside...)
 	}
 	b := &drainBench{o: o, sink: sink, targets: targets, hookd: make([][]drainRound, len(targets))}
 	if o.river != "" {
@@ -1107,6 +1125,7 @@ func (b *drainBench) burnRiver(ctx context.Context, k, i int) error {
 // configuration of each round.
 func (b *drainBench) printMedians() {
 	fmt.Printf("medians of %d rounds:\n", b.o.drainRounds)
+	defer printBesideDrain(b)
 	defer printOrderedDrain(b)
 	for j, t := range b.targets {
 		fmt.Printf("  %s: %6.0f events/s | CPU idle %4.1f%% | peak RSS %.1f MiB\n", t.name(),
@@ -1318,13 +1337,19 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 	}); err != nil {
 		return drainRound{}, err
 	}
-	r, err := timeDrain(ctx, conn, sink, n)
+	r, err := timeDrain(ctx, conn, sink, n, t.drainBeside != "")
 	if err != nil {
 		return drainRound{}, err
 	}
 	r.hookdCPU = processCPU(t.h.cmd.Process.Pid) - hookdCPU
 	r.sinkCPU = processCPU(os.Getpid()) - selfCPU
 	r.postgresCPU = backendsCPU(ctx, t.dbURL).since(pgCPU)
+	r.besideCalls = sink.besideCalls.Load()
+	if t.drainBeside != "" {
+		if err := settleBeside(ctx, conn, t); err != nil {
+			return drainRound{}, err
+		}
+	}
 	if got := sink.requests.Load(); got != int64(n) {
 		return drainRound{}, fmt.Errorf("the sink got %d requests for %d events; %s's log:\n%s", got, n, t.bin, t.h.logs)
 	}
@@ -1337,7 +1362,7 @@ func drainOnce(ctx context.Context, t *target, sink *sink, n, round int) (drainR
 // calls beforeCommit just before they commit.
 func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, beforeCommit func()) error {
 	gen := newEventGen(fmt.Sprintf("evt_drain_%s_r%d_", randomHex(4), round))
-	events := make([][]any, n)
+	events := make([][]any, n, 2*n)
 	attempts := make([][]any, n)
 	due := time.Now().Add(-time.Second)
 	// The destination's columns only where the backlog is a destination's:
@@ -1360,6 +1385,10 @@ func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, befor
 			events[i] = append(events[i], t.drainDest, key, int64(i+1))
 		}
 		attempts[i] = []any{"stripe", id, 12.5, "failed", int32(503), "downstream answered 503", "inline", int32(0)}
+		if t.drainBeside != "" {
+			beside := append(slices.Clone(events[i][:len(events[i])-3]), t.drainBeside, nil, int64(n+i+1))
+			events = append(events, beside)
+		}
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -1386,8 +1415,9 @@ func seedDue(ctx context.Context, conn *pgx.Conn, t *target, n, round int, befor
 }
 
 // timeDrain waits for the retry loop to drain n events and times it from
-// the sink's first request until no queue row is left.
-func timeDrain(ctx context.Context, conn *pgx.Conn, sink *sink, n int) (drainRound, error) {
+// the sink's first request until no queue row is left (of the sink's
+// destination only, beside another).
+func timeDrain(ctx context.Context, conn *pgx.Conn, sink *sink, n int, beside bool) (drainRound, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	var startStat cpuStat
 	started := false
@@ -1405,7 +1435,8 @@ func timeDrain(ctx context.Context, conn *pgx.Conn, sink *sink, n int) (drainRou
 		}
 		if got >= int64(n) {
 			var left bool
-			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_events)`).Scan(&left); err != nil {
+			if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_events WHERE NOT $1 OR destination = $2)`,
+				beside, orderedDest).Scan(&left); err != nil {
 				return drainRound{}, err
 			}
 			if !left {
@@ -1430,16 +1461,31 @@ type sink struct {
 	srv      *http.Server
 	requests atomic.Int64
 	first    atomic.Int64 // unix nanoseconds of the first request since reset
+	// besideCalls counts the calls to a second destination's app on the
+	// same server (-drain-failing), which answers failStatus on
+	// besideFailingPath and 200 on besideHealthyPath.
+	besideCalls atomic.Int64
+	failStatus  int
 }
 
-func startSink() (*sink, error) {
+func startSink(failStatus int) (*sink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{url: "http://" + ln.Addr().String() + "/events"}
+	s := &sink{url: "http://" + ln.Addr().String() + "/events", failStatus: failStatus}
 	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case besideFailingPath:
+			s.besideCalls.Add(1)
+			w.WriteHeader(s.failStatus)
+			return
+		case besideHealthyPath:
+			s.besideCalls.Add(1)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		s.first.CompareAndSwap(0, time.Now().UnixNano())
 		s.requests.Add(1)
 		w.WriteHeader(http.StatusOK)
@@ -1448,7 +1494,7 @@ func startSink() (*sink, error) {
 	return s, nil
 }
 
-func (s *sink) reset() { s.requests.Store(0); s.first.Store(0) }
+func (s *sink) reset() { s.requests.Store(0); s.first.Store(0); s.besideCalls.Store(0) }
 
 func (s *sink) close() { _ = s.srv.Close() }
 
