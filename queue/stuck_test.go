@@ -264,22 +264,7 @@ func TestStuck_DueBehindTheRetryLoopsEventsWaitsItsTurn(t *testing.T) {
 		VALUES ('evt_elsewhere', gen_random_uuid(), 'inline', now() + interval '1 minute')`); err != nil {
 		t.Fatal(err)
 	}
-	wait := func() queue.DueWait {
-		t.Helper()
-		ws, err := s.WorkerStatus(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return queue.DueWaitOf(queue.DeliveryControl{}, ws)
-	}
-	count := func(wait queue.DueWait) int64 {
-		t.Helper()
-		n, err := s.CountStuck(ctx, queue.OverdueAfter, wait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	wait, count := stuckReads(t, s)
 	if w := wait(); w != queue.WaitUnexplained || count(w) != 2 {
 		t.Fatalf("with only a delivery's lease: wait %v, %d stuck; want unexplained and 2", w, count(w))
 	}
@@ -312,22 +297,7 @@ func TestStuck_DueBehindANarrowedRetryLoopWaitsItsTurn(t *testing.T) {
 	ctx := t.Context()
 	queuetest.InsertDestination(t, bundle.pool, queuetest.DestinationOpts{Name: "billing"})
 	queuetest.InsertEvent(t, bundle.pool, queuetest.EventOpts{EventID: "evt_waiting", Destination: "billing", DueIn: -10 * time.Minute})
-	wait := func() queue.DueWait {
-		t.Helper()
-		ws, err := s.WorkerStatus(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return queue.DueWaitOf(queue.DeliveryControl{}, ws)
-	}
-	count := func(wait queue.DueWait) int64 {
-		t.Helper()
-		n, err := s.CountStuck(ctx, queue.OverdueAfter, wait)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	wait, count := stuckReads(t, s)
 	narrowed := func() bool {
 		t.Helper()
 		d, err := s.Destination(ctx, "billing")
@@ -365,4 +335,27 @@ func TestStuck_DueBehindANarrowedRetryLoopWaitsItsTurn(t *testing.T) {
 	if w := wait(); w != queue.WaitUnexplained || count(w) != 1 || narrowed() {
 		t.Errorf("after a success: wait %v, %d stuck, narrowed %v; want unexplained, 1, false", w, count(w), narrowed())
 	}
+}
+
+// stuckReads returns what a test of the stuck rule reads of s: what
+// explains that due events wait, delivery not held, and how many are stuck
+// under a wait.
+func stuckReads(t *testing.T, s *queue.Store) (wait func() queue.DueWait, count func(queue.DueWait) int64) {
+	wait = func() queue.DueWait {
+		t.Helper()
+		ws, err := s.WorkerStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return queue.DueWaitOf(queue.DeliveryControl{}, ws)
+	}
+	count = func(wait queue.DueWait) int64 {
+		t.Helper()
+		n, err := s.CountStuck(t.Context(), queue.OverdueAfter, wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return wait, count
 }

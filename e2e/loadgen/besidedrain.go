@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,24 +40,11 @@ func startBesideDrainTargets(ctx context.Context, o options, sink *sink) ([]*tar
 			}
 			yaml := fmt.Sprintf("destinations:\n  - name: %s\n    url: %s\n  - name: %s\n    url: %s%s\n",
 				orderedDest, sink.url, besideDest, base, path)
-			file := filepath.Join(dir, fmt.Sprintf("drain-beside-%d-%v.yaml", b, failing))
-			if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-				cl.run()
-				return nil, nil, err
-			}
-			dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("drainbeside%d%v", b, failing))
+			h, dbURL, err := startFileDrainTarget(ctx, o, cl, dir, bin, fmt.Sprintf("drainbeside%d%v", b, failing), yaml)
 			if err != nil {
 				cl.run()
 				return nil, nil, err
 			}
-			cl.add(drop)
-			h, err := startHookd(ctx, bin, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_DESTINATIONS_FILE="+file,
-				"HOOKD_RETRY_INTERVAL=100ms")
-			if err != nil {
-				cl.run()
-				return nil, nil, err
-			}
-			cl.add(h.stop)
 			targets = append(targets, &target{bin: bin, h: h, dbURL: dbURL, label: label, drainDest: orderedDest,
 				drainBeside: besideDest, besideFailing: failing})
 		}
@@ -96,22 +81,7 @@ func settleBeside(ctx context.Context, conn *pgx.Conn, t *target) error {
 // sink's drain beside a failing destination over its drain beside a
 // healthy one, round by round and the median.
 func printBesideDrain(b *drainBench) {
-	for j, t := range b.targets {
-		if !t.besideFailing {
-			continue
-		}
-		u := j - 1 // its healthy twin, started just before it
-		rates := make([]float64, len(b.hookd[j]))
-		cpus := make([]float64, len(b.hookd[j]))
-		each := make([]string, len(rates))
-		for i := range rates {
-			f, h := b.hookd[j][i], b.hookd[u][i]
-			rates[i] = f.perSecond / h.perSecond
-			cpus[i] = float64(f.hookdCPU+f.postgresCPU) / float64(h.hookdCPU+h.postgresCPU)
-			each[i] = fmt.Sprintf("%.2f (CPU %.2f, the failing app called %d times)", rates[i], cpus[i], f.besideCalls)
-		}
-		id := func(x float64) float64 { return x }
-		fmt.Printf("  %s over %s: events/s %s; median %.2f, CPU per event of hookd and its postgres backends median %.2f\n",
-			t.name(), b.targets[u].name(), strings.Join(each, ", "), median(rates, id), median(cpus, id))
-	}
+	printTwinDrains(b, func(t *target) bool { return t.besideFailing }, func(r drainRound) string {
+		return fmt.Sprintf("the failing app called %d times", r.besideCalls)
+	})
 }

@@ -1008,6 +1008,10 @@ type drainBench struct {
 	river   [][]drainRound // by worker count, then round
 }
 
+// moreDrainTargets starts drain targets beside the one-URL ones: each
+// binary's backlog as a destination of a file, in some configuration.
+type moreDrainTargets func(context.Context, options, *sink) ([]*target, func(), error)
+
 func drainRounds(ctx context.Context, o options) error {
 	sink, err := startSink(o.failStatus)
 	if err != nil {
@@ -1020,21 +1024,19 @@ func drainRounds(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
-	if o.drainOrdered {
-		ordered, cleanup, err := startOrderedDrainTargets(ctx, o, sink)
+	for _, more := range []struct {
+		on    bool
+		start moreDrainTargets
+	}{{o.drainOrdered, startOrderedDrainTargets}, {o.drainFailing, startBesideDrainTargets}} {
+		if !more.on {
+			continue
+		}
+		ts, cleanup, err := more.start(ctx, o, sink)
 		if err != nil {
 			return err
 		}
 		defer cleanup()
-		targets = append(targets, ordered...)
-	}
-	if o.drainFailing {
-		beside, cleanup, err := startBesideDrainTargets(ctx, o, sink)
-		if err != nil {
-			return err
-		}
-		defer cleanup()
-		targets = append(targets, beside...)
+		targets = append(targets, ts...)
 	}
 	b := &drainBench{o: o, sink: sink, targets: targets, hookd: make([][]drainRound, len(targets))}
 	if o.river != "" {

@@ -29,24 +29,11 @@ func startOrderedDrainTargets(ctx context.Context, o options, sink *sink) ([]*ta
 				yaml += "    order_by: data.object.customer\n"
 				label += fmt.Sprintf(", ordered by customer (%d keys)", orderKeys)
 			}
-			file := filepath.Join(dir, fmt.Sprintf("drain-%d-%v.yaml", b, ordered))
-			if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-				cl.run()
-				return nil, nil, err
-			}
-			dbURL, drop, err := createDatabase(ctx, o.server, fmt.Sprintf("drainord%d%v", b, ordered))
+			h, dbURL, err := startFileDrainTarget(ctx, o, cl, dir, bin, fmt.Sprintf("drainord%d%v", b, ordered), yaml)
 			if err != nil {
 				cl.run()
 				return nil, nil, err
 			}
-			cl.add(drop)
-			h, err := startHookd(ctx, bin, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_DESTINATIONS_FILE="+file,
-				"HOOKD_RETRY_INTERVAL=100ms")
-			if err != nil {
-				cl.run()
-				return nil, nil, err
-			}
-			cl.add(h.stop)
 			targets = append(targets, &target{bin: bin, h: h, dbURL: dbURL, label: label, drainDest: orderedDest,
 				drainOrdered: ordered})
 		}
@@ -54,14 +41,43 @@ func startOrderedDrainTargets(ctx context.Context, o options, sink *sink) ([]*ta
 	return targets, cl.run, nil
 }
 
+// startFileDrainTarget starts bin on a new database named name, with a
+// destinations file of yaml written into dir, and the retry loop's quick
+// interval the drain targets share; cl takes their cleanups.
+func startFileDrainTarget(ctx context.Context, o options, cl *cleanups, dir, bin, name, yaml string) (*hookd, string, error) {
+	file := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		return nil, "", err
+	}
+	dbURL, drop, err := createDatabase(ctx, o.server, name)
+	if err != nil {
+		return nil, "", err
+	}
+	cl.add(drop)
+	h, err := startHookd(ctx, bin, dbURL, "HOOKD_PROCESSOR=forward", "HOOKD_DESTINATIONS_FILE="+file,
+		"HOOKD_RETRY_INTERVAL=100ms")
+	if err != nil {
+		return nil, "", err
+	}
+	cl.add(h.stop)
+	return h, dbURL, nil
+}
+
 // printOrderedDrain prints, for each binary under -drain-ordered, its
 // ordered drain over its unordered one, round by round and the median.
 func printOrderedDrain(b *drainBench) {
+	printTwinDrains(b, func(t *target) bool { return t.drainOrdered }, nil)
+}
+
+// printTwinDrains prints, for each target pick takes, its drain over its
+// twin's, the target started just before it, round by round (each with
+// what note says of the round's drain, when note is set) and the median.
+func printTwinDrains(b *drainBench, pick func(*target) bool, note func(drainRound) string) {
 	for j, t := range b.targets {
-		if !t.drainOrdered {
+		if !pick(t) {
 			continue
 		}
-		u := j - 1 // started just before it
+		u := j - 1
 		rates := make([]float64, len(b.hookd[j]))
 		cpus := make([]float64, len(b.hookd[j]))
 		each := make([]string, len(rates))
@@ -69,7 +85,11 @@ func printOrderedDrain(b *drainBench) {
 			o, n := b.hookd[j][i], b.hookd[u][i]
 			rates[i] = o.perSecond / n.perSecond
 			cpus[i] = float64(o.hookdCPU+o.postgresCPU) / float64(n.hookdCPU+n.postgresCPU)
-			each[i] = fmt.Sprintf("%.2f (CPU %.2f)", rates[i], cpus[i])
+			each[i] = fmt.Sprintf("%.2f (CPU %.2f", rates[i], cpus[i])
+			if note != nil {
+				each[i] += ", " + note(o)
+			}
+			each[i] += ")"
 		}
 		id := func(x float64) float64 { return x }
 		fmt.Printf("  %s over %s: events/s %s; median %.2f, CPU per event of hookd and its postgres backends median %.2f\n",
